@@ -1,0 +1,54 @@
+package hdfs_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/internal/testsvc"
+	"strata/tiering/objstore"
+	"strata/tiering/objstore/hdfs"
+	"strata/tiering/objstore/objtest"
+)
+
+func TestContract(t *testing.T) {
+	nn := testsvc.StartHDFS(t)
+	objtest.Run(t, func(t *testing.T) objstore.Bucket {
+		b, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: "/" + testsvc.UniquePrefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}, objtest.Options{
+		// The minicluster's blocks are 4 MiB: this spans three.
+		LargeSize: 11 << 20,
+	})
+}
+
+func TestUnreachableNameNode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	start := time.Now()
+	b, err := hdfs.New(hdfs.Config{NameNodes: []string{addr}, Root: "/x", DialTimeout: 2 * time.Second})
+	if err == nil {
+		err = b.Check(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("an unreachable NameNode gave %v; want an error naming %s", err, addr)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("an unreachable NameNode took %s to report", d)
+	}
+}
+
+func TestRelativeRootRefused(t *testing.T) {
+	if _, err := hdfs.New(hdfs.Config{NameNodes: []string{"127.0.0.1:1"}, Root: "relative"}); err == nil || !strings.Contains(err.Error(), "relative") {
+		t.Fatalf("a relative root: %v", err)
+	}
+}

@@ -1,0 +1,225 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"strata/tiering/objstore"
+	"strata/tiering/objstore/faulty"
+	"strata/tiering/objstore/local"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		why  string
+	}{
+		{"topic=t/partition=0/00000000000000000000-00000000000000000099.parquet", true, ""},
+		{"a", true, ""},
+		{"a/.hidden", true, ""},
+		{"a/..b", true, ""},
+		{strings.Repeat("x", 1024), true, ""},
+		{"", false, "empty"},
+		{"/etc/passwd", false, "absolute"},
+		{"a/../../etc", false, `".." path segment`},
+		{"..", false, `".." path segment`},
+		{"a/./b", false, `"." path segment`},
+		{"a//b", false, "empty path segment"},
+		{"a/", false, "ends with /"},
+		{"a\x00b", false, "NUL"},
+		{strings.Repeat("x", 1025), false, "1025 bytes long"},
+		{".strata-tmp/upload-1", false, "reserved"},
+	} {
+		err := objstore.ValidateName(tc.name)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("ValidateName(%.30q) = %v, want nil", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, objstore.ErrInvalidName) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("ValidateName(%.30q) = %v, want ErrInvalidName saying %q", tc.name, err, tc.why)
+		}
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{objstore.Transient(errors.New("503 slow down")), true},
+		{fmt.Errorf("wrapped: %w", objstore.Transient(errors.New("500"))), true},
+		{syscall.ECONNREFUSED, true},
+		{syscall.ECONNRESET, true},
+		{io.ErrUnexpectedEOF, true},
+		{objstore.NotFound("s3", "x"), false},
+		{objstore.Transient(objstore.NotFound("s3", "x")), false},
+		{objstore.ValidateName(""), false},
+		{context.Canceled, false},
+		{errors.New("access denied"), false},
+	} {
+		if got := objstore.IsTransient(tc.err); got != tc.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func newFaulty(t *testing.T) *faulty.Bucket {
+	b, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return faulty.Wrap(b)
+}
+
+var fast = objstore.RetryPolicy{Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+
+func TestRetriesTransientOnly(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		failures  []error
+		wantCalls int
+		wantErr   bool
+	}{
+		{"one transient failure", []error{objstore.Transient(faulty.ErrInjected)}, 2, false},
+		{"two transient failures", []error{syscall.ECONNRESET, syscall.ECONNREFUSED}, 3, false},
+		{"more failures than attempts", []error{syscall.ECONNRESET, syscall.ECONNRESET, syscall.ECONNRESET}, 3, true},
+		{"a final failure", []error{errors.New("access denied")}, 1, true},
+		{"not found is an answer", []error{objstore.NotFound("local", "x")}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFaulty(t)
+			if err := f.Upload(ctx, "obj", strings.NewReader("payload")); err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range tc.failures {
+				f.FailNth(objstore.OpReadAt, i+1, e)
+			}
+			before := f.Calls(objstore.OpReadAt)
+			p := make([]byte, 7)
+			_, err := objstore.WithRetries(f, fast).ReadAt(ctx, "obj", p, 0)
+			if calls := f.Calls(objstore.OpReadAt) - before; calls != tc.wantCalls {
+				t.Errorf("backend called %d times, want %d", calls, tc.wantCalls)
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ReadAt err = %v, want error: %v", err, tc.wantErr)
+			}
+			if err == nil && string(p) != "payload" {
+				t.Fatalf("read %q after retries", p)
+			}
+		})
+	}
+}
+
+func TestRetriedUploadRewinds(t *testing.T) {
+	f := newFaulty(t)
+	data := bytes.Repeat([]byte("0123456789"), 100_000)
+	f.CutNextUpload(300_000, objstore.Transient(faulty.ErrInjected))
+	if err := objstore.WithRetries(f, fast).Upload(context.Background(), "obj", bytes.NewReader(data)); err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	if f.Calls(objstore.OpUpload) != 2 {
+		t.Fatalf("upload tried %d times, want 2", f.Calls(objstore.OpUpload))
+	}
+	got, err := objstore.ReadAll(context.Background(), f, "obj")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after a retried upload read %d bytes (err %v), want the %d sent", len(got), err, len(data))
+	}
+}
+
+func TestUnseekableUploadIsNotRetried(t *testing.T) {
+	f := newFaulty(t)
+	f.CutNextUpload(10, objstore.Transient(faulty.ErrInjected))
+	err := objstore.WithRetries(f, fast).Upload(context.Background(), "obj", struct{ io.Reader }{strings.NewReader(strings.Repeat("x", 100))})
+	if !errors.Is(err, faulty.ErrInjected) || f.Calls(objstore.OpUpload) != 1 {
+		t.Fatalf("an unseekable stream: err %v after %d tries; want the failure after 1", err, f.Calls(objstore.OpUpload))
+	}
+}
+
+func TestTimeoutBoundsEachTry(t *testing.T) {
+	f := newFaulty(t)
+	f.Delay(objstore.OpStat, time.Minute)
+	b := objstore.WithRetries(f, objstore.RetryPolicy{Attempts: 2, BaseDelay: time.Millisecond, Timeout: 50 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { _, err := b.Stat(context.Background(), "obj"); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") {
+			t.Fatalf("Stat of a backend that never answers: %v", err)
+		}
+		if f.Calls(objstore.OpStat) != 2 {
+			t.Fatalf("a timed-out try was tried %d times, want 2", f.Calls(objstore.OpStat))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timeout did not end the operation")
+	}
+}
+
+func TestListIsNotRepeatedAfterItStarted(t *testing.T) {
+	b, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		b.Upload(context.Background(), n, strings.NewReader(n))
+	}
+	var seen []string
+	err = objstore.WithRetries(b, fast).List(context.Background(), "", func(a objstore.Attrs) error {
+		seen = append(seen, a.Name)
+		if a.Name == "b" {
+			return objstore.Transient(errors.New("consumer hiccup"))
+		}
+		return nil
+	})
+	if err == nil || strings.Join(seen, "") != "ab" {
+		t.Fatalf("List whose callback failed at b: saw %q, err %v; want [a b] and the error", seen, err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFaulty(t)
+	b := objstore.NewMetrics(reg).Instrument(f)
+	ctx := context.Background()
+	b.Upload(ctx, "obj", strings.NewReader("12345"))
+	b.ReadAt(ctx, "obj", make([]byte, 3), 0)
+	b.Stat(ctx, "missing") // not found: counted, not a failure
+	f.FailNth(objstore.OpDelete, 1, nil)
+	b.Delete(ctx, "obj")
+
+	want := `
+# HELP strata_objstore_bytes_total Bytes uploaded (operation=upload) and read (operation=read_at).
+# TYPE strata_objstore_bytes_total counter
+strata_objstore_bytes_total{backend="local",operation="read_at"} 3
+strata_objstore_bytes_total{backend="local",operation="upload"} 5
+# HELP strata_objstore_operation_failures_total Object-store operations that failed (a missing object is not a failure).
+# TYPE strata_objstore_operation_failures_total counter
+strata_objstore_operation_failures_total{backend="local",operation="delete"} 1
+# HELP strata_objstore_operations_total Object-store operations started.
+# TYPE strata_objstore_operations_total counter
+strata_objstore_operations_total{backend="local",operation="delete"} 1
+strata_objstore_operations_total{backend="local",operation="read_at"} 1
+strata_objstore_operations_total{backend="local",operation="stat"} 1
+strata_objstore_operations_total{backend="local",operation="upload"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"strata_objstore_bytes_total", "strata_objstore_operation_failures_total", "strata_objstore_operations_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "strata_objstore_operation_duration_seconds"); n != 4 {
+		t.Fatalf("latency histograms for %d operations, want 4", n)
+	}
+}

@@ -1,0 +1,452 @@
+// Package objtest is the acceptance suite every objstore backend must pass.
+// A backend's test calls Run with a function that opens a fresh, empty
+// bucket (a new prefix or folder) on the real service.
+package objtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"strata/tiering/objstore"
+)
+
+// Options tunes the suite to a backend.
+type Options struct {
+	// LargeSize is the size of the "multi-part" object: big enough that the
+	// backend splits it (S3 parts, HDFS blocks). Default 11 MiB.
+	LargeSize int
+}
+
+// Run runs every contract test against buckets made by open.
+func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
+	if opts.LargeSize == 0 {
+		opts.LargeSize = 11 << 20
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, b objstore.Bucket)
+	}{
+		{"RoundTrip", func(t *testing.T, b objstore.Bucket) { testRoundTrip(t, b, opts.LargeSize) }},
+		{"RangedReads", testRangedReads},
+		{"ConcurrentRangedReads", testConcurrentReads},
+		{"ListOrder", testListOrder},
+		{"ListStopsOnError", testListStops},
+		{"Overwrite", testOverwrite},
+		{"Delete", testDelete},
+		{"NotFound", testNotFound},
+		{"InvalidNames", testInvalidNames},
+		{"NoPartialUpload", testNoPartialUpload},
+		{"FailedUploadKeepsOld", testFailedUploadKeepsOld},
+		{"CancelledUpload", testCancelledUpload},
+		{"Check", func(t *testing.T, b objstore.Bucket) {
+			if err := b.Check(context.Background()); err != nil {
+				t.Fatalf("Check on a working bucket: %v", err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := open(t)
+			t.Cleanup(func() { b.Close() })
+			tc.fn(t, b)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Random returns n reproducible pseudo-random bytes.
+func Random(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n - n%8; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func upload(t *testing.T, b objstore.Bucket, name string, data []byte) {
+	t.Helper()
+	if err := b.Upload(ctx(t), name, bytes.NewReader(data)); err != nil {
+		t.Fatalf("Upload(%q, %d bytes): %v", name, len(data), err)
+	}
+}
+
+func mustRead(t *testing.T, b objstore.Bucket, name string) []byte {
+	t.Helper()
+	got, err := objstore.ReadAll(ctx(t), b, name)
+	if err != nil {
+		t.Fatalf("ReadAll(%q): %v", name, err)
+	}
+	return got
+}
+
+func testRoundTrip(t *testing.T, b objstore.Bucket, large int) {
+	for _, tc := range []struct {
+		name string
+		size int
+		// streamed hides the size, as a converter writing Parquet does.
+		streamed bool
+	}{
+		{"empty", 0, false},
+		{"one-byte", 1, false},
+		{"small", 4093, false},
+		{"small-streamed", 4093, true},
+		{"multipart", large, false},
+		{"multipart-streamed", large + 12345, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := Random(tc.size, uint64(tc.size))
+			name := "round/" + tc.name + ".bin"
+			var r io.Reader = bytes.NewReader(data)
+			if tc.streamed {
+				r = struct{ io.Reader }{r}
+			}
+			if err := b.Upload(ctx(t), name, r); err != nil {
+				t.Fatalf("Upload: %v", err)
+			}
+			a, err := b.Stat(ctx(t), name)
+			if err != nil {
+				t.Fatalf("Stat: %v", err)
+			}
+			if a.Size != int64(tc.size) || a.Name != name {
+				t.Fatalf("Stat = %+v, want name %q size %d", a, name, tc.size)
+			}
+			if got := mustRead(t, b, name); !bytes.Equal(got, data) {
+				t.Fatalf("read back %d bytes that differ from the %d uploaded", len(got), len(data))
+			}
+		})
+	}
+}
+
+func testRangedReads(t *testing.T, b objstore.Bucket) {
+	const size = 1 << 20
+	data := Random(size, 7)
+	upload(t, b, "ranged/obj", data)
+	for _, tc := range []struct {
+		name    string
+		off     int64
+		len     int
+		wantN   int
+		wantEOF bool
+	}{
+		{"start", 0, 100, 100, false},
+		{"middle", size / 2, 64 << 10, 64 << 10, false},
+		{"exact-end", size - 100, 100, 100, false},
+		{"across-end", size - 50, 100, 50, true},
+		{"at-end", size, 10, 0, true},
+		{"past-end", size + 1000, 10, 0, true},
+		{"empty-buffer", 10, 0, 0, false},
+		{"whole", 0, size, size, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := make([]byte, tc.len)
+			n, err := b.ReadAt(ctx(t), "ranged/obj", p, tc.off)
+			if n != tc.wantN {
+				t.Fatalf("ReadAt(off %d, len %d) n = %d, want %d (err %v)", tc.off, tc.len, n, tc.wantN, err)
+			}
+			switch {
+			case tc.wantEOF && !errors.Is(err, io.EOF):
+				t.Fatalf("ReadAt(off %d, len %d) err = %v, want io.EOF", tc.off, tc.len, err)
+			case !tc.wantEOF && err != nil && !(errors.Is(err, io.EOF) && n == tc.len):
+				// io.ReaderAt allows io.EOF when a read ends exactly at the end.
+				t.Fatalf("ReadAt(off %d, len %d) err = %v", tc.off, tc.len, err)
+			}
+			if tc.off < size {
+				if want := data[tc.off : tc.off+int64(n)]; !bytes.Equal(p[:n], want) {
+					t.Fatalf("ReadAt(off %d, len %d) returned the wrong bytes", tc.off, tc.len)
+				}
+			}
+		})
+	}
+	if _, err := b.ReadAt(ctx(t), "ranged/obj", make([]byte, 1), -1); err == nil {
+		t.Fatal("ReadAt at a negative offset succeeded")
+	}
+}
+
+func testConcurrentReads(t *testing.T, b objstore.Bucket) {
+	const size = 3 << 20
+	data := Random(size, 11)
+	upload(t, b, "concurrent/obj", data)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := 0; i < 12; i++ {
+				off := r.Int64N(size)
+				p := make([]byte, 1+r.IntN(96<<10))
+				n, err := b.ReadAt(context.Background(), "concurrent/obj", p, off)
+				if err != nil && !errors.Is(err, io.EOF) {
+					errs <- fmt.Errorf("goroutine %d: ReadAt(%d): %v", g, off, err)
+					return
+				}
+				if want := data[off : off+int64(n)]; !bytes.Equal(p[:n], want) || (n < len(p) && off+int64(n) != size) {
+					errs <- fmt.Errorf("goroutine %d: ReadAt(%d, %d) = %d wrong or short bytes", g, off, len(p), n)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func list(t *testing.T, b objstore.Bucket, prefix string) []string {
+	t.Helper()
+	var names []string
+	err := b.List(ctx(t), prefix, func(a objstore.Attrs) error {
+		names = append(names, a.Name)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("List(%q): %v", prefix, err)
+	}
+	return names
+}
+
+func testListOrder(t *testing.T, b objstore.Bucket) {
+	// Chosen so that a depth-first walk and byte order disagree:
+	// "l/a-b" < "l/a.b/c" < "l/a/x" in byte order.
+	names := []string{"l/a/x", "l/a-b", "l/B", "l/a.b/c", "l/b", "l/a/y/z", "l/a0", "other/q"}
+	for i, n := range names {
+		upload(t, b, n, []byte{byte(i)})
+	}
+	all := append([]string(nil), names[:7]...)
+	sort.Strings(all)
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"l/", all},
+		{"l/a", []string{"l/a-b", "l/a.b/c", "l/a/x", "l/a/y/z", "l/a0"}},
+		{"l/a/", []string{"l/a/x", "l/a/y/z"}},
+		{"l/b", []string{"l/b"}},
+		{"nothing/", nil},
+		{"", append(all, "other/q")},
+	} {
+		got := list(t, b, tc.prefix)
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	var sizes []int64
+	b.List(ctx(t), "l/b", func(a objstore.Attrs) error { sizes = append(sizes, a.Size); return nil })
+	if len(sizes) != 1 || sizes[0] != 1 {
+		t.Errorf("List attrs sizes = %v, want [1]", sizes)
+	}
+}
+
+func testListStops(t *testing.T, b objstore.Bucket) {
+	for i := 0; i < 5; i++ {
+		upload(t, b, fmt.Sprintf("stop/%d", i), []byte("x"))
+	}
+	stop := errors.New("stop here")
+	seen := 0
+	err := b.List(ctx(t), "stop/", func(objstore.Attrs) error {
+		seen++
+		if seen == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || seen != 2 {
+		t.Fatalf("List with fn failing at the 2nd object: err %v after %d calls, want %v after 2", err, seen, stop)
+	}
+}
+
+func testOverwrite(t *testing.T, b objstore.Bucket) {
+	upload(t, b, "over/obj", []byte("first version, longer"))
+	upload(t, b, "over/obj", []byte("second"))
+	if got := mustRead(t, b, "over/obj"); string(got) != "second" {
+		t.Fatalf("after overwrite read %q, want %q", got, "second")
+	}
+	upload(t, b, "over/obj", []byte("second")) // idempotent retry
+	if got := list(t, b, "over/"); len(got) != 1 {
+		t.Fatalf("after re-uploading one name, List shows %q", got)
+	}
+}
+
+func testDelete(t *testing.T, b objstore.Bucket) {
+	upload(t, b, "del/obj", []byte("bye"))
+	upload(t, b, "del/keep", []byte("stay"))
+	if err := b.Delete(ctx(t), "del/obj"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := b.Stat(ctx(t), "del/obj"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("Stat after Delete: err %v, want ErrNotFound", err)
+	}
+	if err := b.Delete(ctx(t), "del/obj"); err != nil {
+		t.Fatalf("Delete of a missing object: %v, want nil", err)
+	}
+	if got := list(t, b, "del/"); strings.Join(got, " ") != "del/keep" {
+		t.Fatalf("List after Delete = %q, want [del/keep]", got)
+	}
+}
+
+func testNotFound(t *testing.T, b objstore.Bucket) {
+	upload(t, b, "nf/file", []byte("x"))
+	for _, name := range []string{"nf/missing", "nf", "nf/file/below"} {
+		if _, err := b.Stat(ctx(t), name); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), name) {
+			t.Errorf("Stat(%q): err %v, want ErrNotFound naming the object", name, err)
+		}
+		if _, err := b.ReadAt(ctx(t), name, make([]byte, 4), 0); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("ReadAt(%q): err %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func testInvalidNames(t *testing.T, b objstore.Bucket) {
+	bad := []string{"", "/abs", "a/../b", "..", "a/./b", "nul\x00byte", "a//b", "dir/", strings.Repeat("n", 1025), objstore.TempDir + "/x"}
+	for _, name := range bad {
+		checks := map[string]error{
+			"Upload": b.Upload(ctx(t), name, strings.NewReader("x")),
+			"Delete": b.Delete(ctx(t), name),
+		}
+		_, checks["Stat"] = b.Stat(ctx(t), name)
+		_, checks["ReadAt"] = b.ReadAt(ctx(t), name, make([]byte, 1), 0)
+		for op, err := range checks {
+			if !errors.Is(err, objstore.ErrInvalidName) {
+				t.Errorf("%s(%.40q): err %v, want ErrInvalidName", op, name, err)
+			} else if shown := fmt.Sprintf("%q", name); len(name) < 80 && !strings.Contains(err.Error(), shown) {
+				t.Errorf("%s(%.40q): error %q does not name the object", op, name, err)
+			}
+		}
+	}
+	for _, prefix := range []string{"/abs", "../up", "a/../../b"} {
+		if err := b.List(ctx(t), prefix, func(objstore.Attrs) error { return nil }); !errors.Is(err, objstore.ErrInvalidName) {
+			t.Errorf("List(%q): err %v, want ErrInvalidName", prefix, err)
+		}
+	}
+	if got := list(t, b, ""); len(got) != 0 {
+		t.Errorf("refused names left objects behind: %q", got)
+	}
+}
+
+// blockingReader yields first, then blocks until released, then yields
+// after and ends with end.
+type blockingReader struct {
+	first   []byte
+	sent    chan struct{}
+	release chan struct{}
+	after   []byte
+	end     error
+	state   int
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	switch r.state {
+	case 0:
+		r.state = 1
+		n := copy(p, r.first)
+		r.first = r.first[n:]
+		if len(r.first) > 0 {
+			r.state = 0
+			return n, nil
+		}
+		close(r.sent)
+		return n, nil
+	default:
+		<-r.release
+		if len(r.after) > 0 {
+			n := copy(p, r.after)
+			r.after = r.after[n:]
+			return n, nil
+		}
+		return 0, r.end
+	}
+}
+
+func testNoPartialUpload(t *testing.T, b objstore.Bucket) {
+	half := Random(6<<20, 3)
+	r := &blockingReader{first: half, sent: make(chan struct{}), release: make(chan struct{}), end: io.EOF}
+	done := make(chan error, 1)
+	go func() { done <- b.Upload(ctx(t), "partial/obj", r) }()
+	select {
+	case <-r.sent:
+	case err := <-done:
+		t.Fatalf("Upload returned before its stream ended: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the backend push what it has
+	if _, err := b.Stat(ctx(t), "partial/obj"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("Stat during upload: err %v, want ErrNotFound", err)
+	}
+	if _, err := b.ReadAt(ctx(t), "partial/obj", make([]byte, 10), 0); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("ReadAt during upload: err %v, want ErrNotFound", err)
+	}
+	if got := list(t, b, ""); len(got) != 0 {
+		t.Errorf("List during upload shows %q", got)
+	}
+	close(r.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	if got := mustRead(t, b, "partial/obj"); !bytes.Equal(got, half) {
+		t.Fatalf("after upload read %d bytes, want the %d sent", len(got), len(half))
+	}
+}
+
+func testFailedUploadKeepsOld(t *testing.T, b objstore.Bucket) {
+	old := []byte("the committed version")
+	upload(t, b, "fail/obj", old)
+	cut := errors.New("stream cut midway")
+	r := &blockingReader{first: Random(6<<20, 5), sent: make(chan struct{}), release: make(chan struct{}), end: cut}
+	close(r.release)
+	err := b.Upload(ctx(t), "fail/obj", r)
+	if !errors.Is(err, cut) && (err == nil || !strings.Contains(err.Error(), cut.Error())) {
+		t.Fatalf("Upload with a failing stream: err %v, want it to carry %q", err, cut)
+	}
+	if got := mustRead(t, b, "fail/obj"); !bytes.Equal(got, old) {
+		t.Fatalf("after a failed overwrite read %d bytes, want the old %d", len(got), len(old))
+	}
+	if err := b.Upload(ctx(t), "fail/new", &blockingReader{first: []byte("part"), sent: make(chan struct{}), release: r.release, end: cut}); err == nil {
+		t.Fatal("Upload with a failing stream succeeded")
+	}
+	if _, err := b.Stat(ctx(t), "fail/new"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a failed upload left an object: Stat err %v", err)
+	}
+	if got := list(t, b, ""); strings.Join(got, " ") != "fail/obj" {
+		t.Fatalf("after failed uploads List = %q, want [fail/obj]", got)
+	}
+}
+
+func testCancelledUpload(t *testing.T, b objstore.Bucket) {
+	c, cancel := context.WithCancel(context.Background())
+	// Data keeps coming after the cancel, so only the context can stop it.
+	r := &blockingReader{first: Random(1<<20, 9), sent: make(chan struct{}), release: make(chan struct{}), after: Random(8<<20, 10), end: io.EOF}
+	done := make(chan error, 1)
+	go func() { done <- b.Upload(c, "cancel/obj", r) }()
+	<-r.sent
+	cancel()
+	close(r.release)
+	if err := <-done; err == nil {
+		t.Fatal("Upload whose context was cancelled succeeded")
+	}
+	if _, err := b.Stat(ctx(t), "cancel/obj"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a cancelled upload left an object: Stat err %v", err)
+	}
+}
