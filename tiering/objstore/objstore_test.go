@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,4 +223,28 @@ strata_objstore_operations_total{backend="local",operation="upload"} 1
 	if n := testutil.CollectAndCount(reg, "strata_objstore_operation_duration_seconds"); n != 4 {
 		t.Fatalf("latency histograms for %d operations, want 4", n)
 	}
+}
+
+// Whatever a caller passes, a name ValidateName accepts stays inside the
+// bucket's folder when joined to it: the file-system backends rely on this.
+func FuzzValidateName(f *testing.F) {
+	for _, s := range []string{"a/b.parquet", "../x", "a/../../b", "/abs", "a//b", ".", "a\x00", ".strata-tmp/x", "topic=t/partition=0/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if objstore.ValidateName(name) != nil {
+			return
+		}
+		root := "/bucket/root"
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if !strings.HasPrefix(p, root+"/") {
+			t.Fatalf("accepted name %q resolves to %q, outside %s", name, p, root)
+		}
+		if p == filepath.Join(root, objstore.TempDir) || strings.HasPrefix(p, filepath.Join(root, objstore.TempDir)+"/") {
+			t.Fatalf("accepted name %q lands in the reserved %s", name, objstore.TempDir)
+		}
+		if filepath.ToSlash(p[len(root)+1:]) != name {
+			t.Fatalf("accepted name %q is not its own clean path (%q)", name, p)
+		}
+	})
 }

@@ -1,0 +1,36 @@
+# strata: the two commands a newcomer needs are `make run` and `make test`.
+GO ?= go
+
+.PHONY: build run test unit fuzz bench services services-down clean
+
+build:
+	$(GO) build -o bin/strata ./cmd/strata
+
+# The service on its embedded default: local disk, local-folder cold tier.
+run: build
+	./bin/strata serve
+
+# Everything, with real MinIO, HDFS and etcd started (and stopped) by scripts/services.
+test:
+	scripts/test
+
+# Only the tests that need no outside service.
+unit:
+	$(GO) test -short ./...
+
+# Every fuzz target, briefly (FUZZTIME each).
+fuzz:
+	scripts/fuzz
+
+# Every benchmark, beside its reference; writes bench/results.json.
+bench:
+	scripts/bench
+
+services:
+	scripts/services up
+
+services-down:
+	scripts/services down
+
+clean:
+	rm -rf bin

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"strata/configs"
+)
+
+// Config is strata's whole configuration; docs/config.md describes each key.
+type Config struct {
+	DataDir   string    `yaml:"data_dir"`
+	AdminAddr string    `yaml:"admin_addr"`
+	Log       LogConfig `yaml:"log"`
+	Cold      Cold      `yaml:"cold"`
+}
+
+type LogConfig struct {
+	Format string `yaml:"format"` // text or json
+	Level  string `yaml:"level"`  // debug, info, warn, error
+}
+
+// Cold is the cold tier: where sealed segments go as Parquet.
+type Cold struct {
+	Backend string      `yaml:"backend"` // local, s3 or hdfs
+	Local   ColdLocal   `yaml:"local"`
+	S3      ColdS3      `yaml:"s3"`
+	HDFS    ColdHDFS    `yaml:"hdfs"`
+	Retry   ColdRetries `yaml:"retry"`
+}
+
+type ColdLocal struct {
+	Dir string `yaml:"dir"`
+}
+
+type ColdS3 struct {
+	Endpoint   string `yaml:"endpoint"`
+	Region     string `yaml:"region"`
+	Bucket     string `yaml:"bucket"`
+	Prefix     string `yaml:"prefix"`
+	AccessKey  string `yaml:"access_key"`
+	SecretKey  string `yaml:"secret_key"`
+	TLS        bool   `yaml:"tls"`
+	Addressing string `yaml:"addressing"`
+	PartSize   Bytes  `yaml:"part_size"`
+}
+
+type ColdHDFS struct {
+	NameNodes []string `yaml:"namenodes"`
+	Root      string   `yaml:"root"`
+	User      string   `yaml:"user"`
+}
+
+type ColdRetries struct {
+	Attempts      int      `yaml:"attempts"`
+	Timeout       Duration `yaml:"timeout"`
+	UploadTimeout Duration `yaml:"upload_timeout"`
+}
+
+// Duration reads "30s", "5m", "0s".
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (like 30s or 5m)", n.Value)
+	}
+	if v < 0 {
+		return fmt.Errorf("%q is negative", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Bytes reads "16MiB", "1GiB", "4096".
+type Bytes int64
+
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseBytes(n.Value)
+	if err != nil {
+		return err
+	}
+	*b = Bytes(v)
+	return nil
+}
+
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+			if err != nil || v < 0 {
+				break
+			}
+			return v * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a size (like 4096, 64KiB, 16MiB or 1GiB)", s)
+}
+
+// LoadConfig reads the embedded default, then the file (if any), then each
+// --set override, expanding ${VAR} from the environment. Unknown keys and
+// bad values are errors that name the key.
+func LoadConfig(file string, sets []string) (*Config, error) {
+	tree := map[string]any{}
+	if err := mergeYAML(tree, configs.Default, "the embedded default"); err != nil {
+		return nil, err
+	}
+	if file != "" {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := mergeYAML(tree, raw, file); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("config: --set %q: want path.to.key=value", s)
+		}
+		var v any
+		if err := yaml.Unmarshal([]byte(val), &v); err != nil {
+			v = val
+		}
+		if err := setPath(tree, strings.Split(key, "."), v); err != nil {
+			return nil, fmt.Errorf("config: --set %s: %w", key, err)
+		}
+	}
+	var missing []string
+	expandEnv(tree, &missing)
+	if err := checkTree(tree, reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	merged, err := yaml.Marshal(tree)
+	if err != nil {
+		return nil, err
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(merged))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.validate(); err != nil {
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return nil, fmt.Errorf("config: %w (unset environment variables: %s)", err, strings.Join(missing, ", "))
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &cfg, nil
+}
+
+func mergeYAML(dst map[string]any, raw []byte, where string) error {
+	var src map[string]any
+	if err := yaml.Unmarshal(raw, &src); err != nil {
+		return fmt.Errorf("config %s: %w", where, err)
+	}
+	merge(dst, src)
+	return nil
+}
+
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				merge(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+func setPath(tree map[string]any, path []string, v any) error {
+	for i, k := range path[:len(path)-1] {
+		next, ok := tree[k].(map[string]any)
+		if !ok {
+			if _, exists := tree[k]; exists {
+				return fmt.Errorf("%s is not a section", strings.Join(path[:i+1], "."))
+			}
+			next = map[string]any{}
+			tree[k] = next
+		}
+		tree = next
+	}
+	tree[path[len(path)-1]] = v
+	return nil
+}
+
+// expandEnv replaces ${VAR} in string values, noting variables that are unset.
+func expandEnv(v any, missing *[]string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = expandEnv(e, missing)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = expandEnv(e, missing)
+		}
+	case string:
+		return os.Expand(t, func(name string) string {
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				*missing = append(*missing, name)
+			}
+			return val
+		})
+	}
+	return v
+}
+
+// checkTree walks the raw settings against the Config struct so that an
+// unknown key or a bad value is reported by its full dotted name.
+func checkTree(tree map[string]any, t reflect.Type, path string) error {
+	fields := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		fields[strings.Split(f.Tag.Get("yaml"), ",")[0]] = f
+	}
+	keys := make([]string, 0, len(tree))
+	for k := range tree {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := path + k
+		f, ok := fields[k]
+		if !ok {
+			return fmt.Errorf("%s: unknown key", name)
+		}
+		if sub, isMap := tree[k].(map[string]any); isMap && f.Type.Kind() == reflect.Struct {
+			if err := checkTree(sub, f.Type, name+"."); err != nil {
+				return err
+			}
+			continue
+		}
+		raw, err := yaml.Marshal(tree[k])
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := yaml.Unmarshal(raw, reflect.New(f.Type).Interface()); err != nil {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				return fmt.Errorf("%s: %q is not %s", name, fmt.Sprint(tree[k]), kindWords[f.Type.Kind()])
+			}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if c.DataDir == "" {
+		return errors.New("data_dir: empty")
+	}
+	if err := checkAddr("admin_addr", c.AdminAddr); err != nil {
+		return err
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log.format: %q: want text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Cold.Backend {
+	case "local":
+		if c.Cold.Local.Dir == "" {
+			return errors.New("cold.local.dir: empty")
+		}
+	case "s3":
+		s := c.Cold.S3
+		if s.Endpoint == "" {
+			return errors.New("cold.s3.endpoint: empty")
+		}
+		if strings.Contains(s.Endpoint, "://") {
+			return fmt.Errorf("cold.s3.endpoint: %q: want host:port without a scheme (tls: true for https)", s.Endpoint)
+		}
+		if s.Bucket == "" {
+			return errors.New("cold.s3.bucket: empty")
+		}
+		if s.PartSize != 0 && s.PartSize < 5<<20 {
+			return fmt.Errorf("cold.s3.part_size: %d bytes: S3 needs at least 5MiB", s.PartSize)
+		}
+		switch s.Addressing {
+		case "", "path", "virtual", "auto":
+		default:
+			return fmt.Errorf("cold.s3.addressing: %q: want path, virtual or auto", s.Addressing)
+		}
+	case "hdfs":
+		if len(c.Cold.HDFS.NameNodes) == 0 || c.Cold.HDFS.NameNodes[0] == "" {
+			return errors.New("cold.hdfs.namenodes: empty")
+		}
+		if !strings.HasPrefix(c.Cold.HDFS.Root, "/") {
+			return fmt.Errorf("cold.hdfs.root: %q: want an absolute HDFS path", c.Cold.HDFS.Root)
+		}
+	default:
+		return fmt.Errorf("cold.backend: %q: want local, s3 or hdfs", c.Cold.Backend)
+	}
+	if c.Cold.Retry.Attempts < 0 {
+		return fmt.Errorf("cold.retry.attempts: %d: want 1 or more (0 for the default)", c.Cold.Retry.Attempts)
+	}
+	return nil
+}
+
+func checkAddr(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %q: want host:port", key, addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%s: %q: port %q is not a number from 0 to 65535", key, addr, port)
+	}
+	_ = host
+	return nil
+}
+
+var kindWords = map[reflect.Kind]string{
+	reflect.Int: "a whole number", reflect.Int64: "a whole number", reflect.Bool: "true or false",
+	reflect.String: "a string", reflect.Slice: "a list", reflect.Struct: "a section",
+}

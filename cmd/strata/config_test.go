@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigIsLocalAndLoopback(t *testing.T) {
+	cfg, err := LoadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cold.Backend != "local" || !strings.HasPrefix(cfg.AdminAddr, "127.0.0.1:") {
+		t.Fatalf("default: cold backend %q, admin on %q; want local and 127.0.0.1", cfg.Cold.Backend, cfg.AdminAddr)
+	}
+}
+
+func TestExampleConfigs(t *testing.T) {
+	t.Setenv("STRATA_S3_ENDPOINT", "127.0.0.1:9000")
+	t.Setenv("STRATA_S3_BUCKET", "strata")
+	t.Setenv("STRATA_HDFS_NAMENODE", "127.0.0.1:8020")
+	for file, backend := range map[string]string{"dev.yaml": "local", "minio.yaml": "s3", "hdfs.yaml": "hdfs"} {
+		cfg, err := LoadConfig(filepath.Join("..", "..", "configs", file), nil)
+		if err != nil {
+			t.Errorf("configs/%s: %v", file, err)
+			continue
+		}
+		if cfg.Cold.Backend != backend {
+			t.Errorf("configs/%s: cold backend %q, want %q", file, cfg.Cold.Backend, backend)
+		}
+	}
+	cfg, _ := LoadConfig(filepath.Join("..", "..", "configs", "minio.yaml"), nil)
+	if cfg.Cold.S3.Endpoint != "127.0.0.1:9000" || cfg.Cold.S3.PartSize != 16<<20 {
+		t.Errorf("minio.yaml: endpoint %q part size %d", cfg.Cold.S3.Endpoint, cfg.Cold.S3.PartSize)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	cfg, err := LoadConfig("", []string{"cold.retry.timeout=5s", "cold.retry.attempts=2", "data_dir=/tmp/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(cfg.Cold.Retry.Timeout) != 5*time.Second || cfg.Cold.Retry.Attempts != 2 || cfg.DataDir != "/tmp/x" {
+		t.Fatalf("--set not applied: %+v", cfg)
+	}
+}
+
+func TestInvalidConfigNamesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"cold.bogus=1"}, "cold.bogus: unknown key"},
+		{[]string{"nonsense=1"}, "nonsense: unknown key"},
+		{[]string{"cold.retry.timeout=abc"}, `cold.retry.timeout: "abc" is not a duration`},
+		{[]string{"cold.retry.attempts=many"}, `cold.retry.attempts: "many" is not a whole number`},
+		{[]string{"cold.backend=tape"}, `cold.backend: "tape": want local, s3 or hdfs`},
+		{[]string{"admin_addr=localhost"}, "admin_addr"},
+		{[]string{"log.format=xml"}, "log.format"},
+		{[]string{"cold.backend=s3", "cold.s3.endpoint=http://x:9000", "cold.s3.bucket=b"}, "cold.s3.endpoint"},
+		{[]string{"cold.backend=s3", "cold.s3.endpoint=x:9000"}, "cold.s3.bucket: empty"},
+		{[]string{"cold.backend=s3", "cold.s3.endpoint=x:9000", "cold.s3.bucket=b", "cold.s3.part_size=1MiB"}, "cold.s3.part_size"},
+		{[]string{"cold.backend=hdfs", "cold.hdfs.namenodes=[a:1]", "cold.hdfs.root=rel"}, "cold.hdfs.root"},
+		{[]string{"cold.local=x"}, `cold.local: "x" is not a section`},
+		{[]string{"noequals"}, "want path.to.key=value"},
+	} {
+		_, err := LoadConfig("", tc.sets)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %q: err %v, want it to contain %q", tc.sets, err, tc.want)
+		}
+	}
+}
+
+func TestMissingEnvIsNamed(t *testing.T) {
+	os.Unsetenv("STRATA_HDFS_NAMENODE")
+	_, err := LoadConfig(filepath.Join("..", "..", "configs", "hdfs.yaml"), nil)
+	if err == nil || !strings.Contains(err.Error(), "STRATA_HDFS_NAMENODE") {
+		t.Fatalf("hdfs.yaml without STRATA_HDFS_NAMENODE: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+// Command strata runs the strata service and its operator tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
+
+Usage:
+  strata serve [--config FILE] [--data-dir DIR] [--admin-addr HOST:PORT] [--set key=value ...]
+  strata config [--config FILE] [--set key=value ...]   print the effective configuration
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:], os.Stdout)
+	case "config":
+		err = printConfig(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+		os.Exit(1)
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// configFlags parses the flags every command shares and loads the config.
+func configFlags(name string, args []string) (*Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	file := fs.String("config", "", "YAML config file, read on top of the embedded default")
+	dataDir := fs.String("data-dir", "", "overrides data_dir")
+	adminAddr := fs.String("admin-addr", "", "overrides admin_addr")
+	var sets multiFlag
+	fs.Var(&sets, "set", "path.to.key=value; repeatable; overrides the file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	if *dataDir != "" {
+		sets = append([]string{"data_dir=" + *dataDir}, sets...)
+	}
+	if *adminAddr != "" {
+		sets = append([]string{"admin_addr=" + *adminAddr}, sets...)
+	}
+	return LoadConfig(*file, sets)
+}
+
+func printConfig(args []string, out io.Writer) error {
+	cfg, err := configFlags("config", args)
+	if err != nil {
+		return err
+	}
+	cfg.Cold.S3.SecretKey = redact(cfg.Cold.S3.SecretKey)
+	return writeYAML(out, cfg)
+}
+
+func redact(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "REDACTED"
+}
+
+func newLogger(c LogConfig, out io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(out, opts))
+	}
+	return slog.New(slog.NewTextHandler(out, opts))
+}
+
+// serve runs until SIGINT or SIGTERM.
+func serve(args []string, logOut io.Writer) error {
+	cfg, err := configFlags("serve", args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, logOut)
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, cfg, log, nil)
+}
+
+// run serves until ctx ends; ready, if set, learns the admin address.
+func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAddr string)) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data_dir %q: %w", cfg.DataDir, err)
+	}
+	cold, err := openColdTier(cfg.Cold, reg)
+	if err != nil {
+		return fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
+	}
+	defer cold.Close()
+	checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = cold.Check(checkCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
+	}
+	log.Info("cold tier ready", "backend", cold.Kind())
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("strata serving", "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("admin server: %w", err)
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

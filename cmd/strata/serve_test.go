@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeAnswersHealthAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addrs <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("serve ended before it was ready: %v", err)
+	}
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/readyz":  "ready",
+		"/metrics": `strata_objstore_operations_total{backend="local",operation="check"} 1`,
+	} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %d, body lacks %q", path, resp.StatusCode, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
+	}
+}
+
+func TestServeRefusesUnreachableColdTier(t *testing.T) {
+	cfg, err := LoadConfig("", []string{"data_dir=" + t.TempDir(), "cold.backend=s3", "cold.s3.endpoint=127.0.0.1:1",
+		"cold.s3.bucket=b", "cold.retry.attempts=1", "cold.retry.timeout=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("serve with an unreachable cold tier: %v; want an error naming the endpoint", err)
+	}
+}
