@@ -46,23 +46,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Instrument returns b with every operation counted and timed.
 func (m *Metrics) Instrument(b Bucket) Bucket {
-	return &instrumented{Bucket: b, m: m}
+	i := &instrumented{Bucket: b, ops: map[Op]opMetrics{}}
+	for _, op := range []Op{OpUpload, OpReadAt, OpStat, OpList, OpDelete, OpCheck} {
+		l := prometheus.Labels{"backend": b.Kind(), "operation": string(op)}
+		// Children are looked up once here, not on every read.
+		i.ops[op] = opMetrics{m.ops.With(l), m.failures.With(l), m.bytes.With(l), m.duration.With(l)}
+	}
+	return i
+}
+
+type opMetrics struct {
+	ops, failures, bytes prometheus.Counter
+	duration             prometheus.Observer
 }
 
 type instrumented struct {
 	Bucket
-	m *Metrics
+	ops map[Op]opMetrics
 }
 
 func (i *instrumented) observe(op Op, start time.Time, n int64, err error) {
-	l := prometheus.Labels{"backend": i.Kind(), "operation": string(op)}
-	i.m.ops.With(l).Inc()
-	i.m.duration.With(l).Observe(time.Since(start).Seconds())
+	m := i.ops[op]
+	m.ops.Inc()
+	m.duration.Observe(time.Since(start).Seconds())
 	if n > 0 {
-		i.m.bytes.With(l).Add(float64(n))
+		m.bytes.Add(float64(n))
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, io.EOF) {
-		i.m.failures.With(l).Inc()
+		m.failures.Inc()
 	}
 }
 

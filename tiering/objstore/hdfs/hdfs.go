@@ -40,6 +40,8 @@ type Config struct {
 type Bucket struct {
 	cfg    Config
 	client *hdfsclient.Client
+	// Open readers, one read at a time each: the client's reader seeks.
+	readers *objstore.Handles[*hdfsclient.FileReader]
 }
 
 // New connects to the NameNode.
@@ -74,12 +76,29 @@ func New(cfg Config) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hdfs bucket at namenode %s: %w", strings.Join(cfg.NameNodes, ","), err)
 	}
-	return &Bucket{cfg: cfg, client: client}, nil
+	b := &Bucket{cfg: cfg, client: client}
+	b.readers = objstore.NewHandles(64, true, b.openReader, func(f *hdfsclient.FileReader) { f.Close() })
+	return b, nil
+}
+
+func (b *Bucket) openReader(name string) (*hdfsclient.FileReader, error) {
+	f, err := b.client.Open(b.path(name))
+	if err != nil {
+		return nil, b.wrap("read", name, err)
+	}
+	if f.Stat().IsDir() {
+		f.Close()
+		return nil, objstore.NotFound("hdfs", name)
+	}
+	return f, nil
 }
 
 func (b *Bucket) Kind() string { return "hdfs" }
 
-func (b *Bucket) Close() error { return b.client.Close() }
+func (b *Bucket) Close() error {
+	b.readers.Close()
+	return b.client.Close()
+}
 
 func (b *Bucket) path(name string) string { return b.cfg.Root + "/" + name }
 
@@ -121,6 +140,7 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err erro
 	if err = b.client.Rename(tmp, dst); err != nil {
 		return b.wrap("upload", name, err)
 	}
+	b.readers.Invalidate(name)
 	return nil
 }
 
@@ -142,8 +162,7 @@ func closeWriter(ctx context.Context, w *hdfsclient.FileWriter) error {
 	}
 }
 
-// ReadAt opens a reader per call: the client's FileReader seeks, so one
-// reader cannot serve concurrent reads.
+// ReadAt borrows an open reader (or opens one) for this read alone.
 func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
 	if err := objstore.CheckReadAt(name, off); err != nil {
 		return 0, err
@@ -151,28 +170,35 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	f, err := b.client.Open(b.path(name))
-	if err != nil {
-		return 0, b.wrap("read", name, err)
-	}
-	defer f.Close()
-	if f.Stat().IsDir() {
-		return 0, objstore.NotFound("hdfs", name)
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		f.SetDeadline(dl)
-	}
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if off >= f.Stat().Size() {
-		return 0, io.EOF
-	}
-	n, err := f.ReadAt(p, off)
-	if err != nil && !errors.Is(err, io.EOF) {
+	var n int
+	var eof error
+	err := b.readers.Use(name, func(f *hdfsclient.FileReader) error {
+		if dl, ok := ctx.Deadline(); ok {
+			f.SetDeadline(dl)
+		} else {
+			f.SetDeadline(time.Time{})
+		}
+		if off >= f.Stat().Size() { // the client refuses to seek past the end
+			eof = io.EOF
+			return nil
+		}
+		var err error
+		n, err = f.ReadAt(p, off)
+		if errors.Is(err, io.EOF) {
+			eof, err = err, nil
+		}
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return n, err
+		}
 		return n, b.wrap("read", name, err)
 	}
-	return n, err
+	return n, eof
 }
 
 func (b *Bucket) Stat(ctx context.Context, name string) (objstore.Attrs, error) {
@@ -254,6 +280,7 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	err := b.client.Remove(b.path(name))
+	b.readers.Invalidate(name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return b.wrap("delete", name, err)
 	}

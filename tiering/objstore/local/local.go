@@ -21,7 +21,8 @@ import (
 
 // Bucket stores each object as a file under its root folder.
 type Bucket struct {
-	root string
+	root  string
+	files *objstore.Handles[*os.File]
 }
 
 // New opens (creating if needed) a bucket rooted at dir.
@@ -36,12 +37,32 @@ func New(dir string) (*Bucket, error) {
 	if err := os.MkdirAll(filepath.Join(abs, objstore.TempDir), 0o755); err != nil {
 		return nil, fmt.Errorf("local bucket %q: %w", abs, err)
 	}
-	return &Bucket{root: abs}, nil
+	b := &Bucket{root: abs}
+	b.files = objstore.NewHandles(256, false, b.openFile, func(f *os.File) { f.Close() })
+	return b, nil
+}
+
+func (b *Bucket) openFile(name string) (*os.File, error) {
+	f, err := os.Open(b.path(name))
+	if err != nil {
+		return nil, b.wrap(name, err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.IsDir() {
+		f.Close()
+		if err != nil {
+			return nil, b.wrap(name, err)
+		}
+		return nil, objstore.NotFound("local", name)
+	}
+	return f, nil
 }
 
 func (b *Bucket) Kind() string { return "local" }
 
-func (b *Bucket) Close() error { return nil }
+func (b *Bucket) Close() error {
+	b.files.Close()
+	return nil
+}
 
 func (b *Bucket) path(name string) string {
 	return filepath.Join(b.root, filepath.FromSlash(name))
@@ -79,6 +100,7 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err erro
 	if err = os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("local upload %q: %w", name, err)
 	}
+	b.files.Invalidate(name)
 	if err = syncDir(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("local upload %q: fsync folder: %w", name, err)
 	}
@@ -101,19 +123,23 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	f, err := os.Open(b.path(name))
+	var n int
+	var eof error
+	err := b.files.Use(name, func(f *os.File) error {
+		var err error
+		n, err = f.ReadAt(p, off)
+		if errors.Is(err, io.EOF) {
+			eof, err = err, nil
+		}
+		return err
+	})
 	if err != nil {
-		return 0, b.wrap(name, err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return 0, objstore.NotFound("local", name)
-	}
-	n, err := f.ReadAt(p, off)
-	if err != nil && !errors.Is(err, io.EOF) {
+		if errors.Is(err, objstore.ErrNotFound) {
+			return n, err
+		}
 		return n, fmt.Errorf("local read %q: %w", name, err)
 	}
-	return n, err
+	return n, eof
 }
 
 func (b *Bucket) Stat(ctx context.Context, name string) (objstore.Attrs, error) {
@@ -189,6 +215,7 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	err := os.Remove(b.path(name))
+	b.files.Invalidate(name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local delete %q: %w", name, err)
 	}

@@ -294,8 +294,12 @@ func testOverwrite(t *testing.T, b objstore.Bucket) {
 func testDelete(t *testing.T, b objstore.Bucket) {
 	upload(t, b, "del/obj", []byte("bye"))
 	upload(t, b, "del/keep", []byte("stay"))
+	mustRead(t, b, "del/obj") // a backend may keep a reader open: Delete must still win
 	if err := b.Delete(ctx(t), "del/obj"); err != nil {
 		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := b.ReadAt(ctx(t), "del/obj", make([]byte, 3), 0); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("ReadAt after Delete: err %v, want ErrNotFound", err)
 	}
 	if _, err := b.Stat(ctx(t), "del/obj"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("Stat after Delete: err %v, want ErrNotFound", err)

@@ -1,0 +1,86 @@
+// Package bench reports benchmark figures the same way everywhere: each
+// figure beside the reference it is judged against (a limit or a peer
+// measured in the same run) and their ratio, printed and appended to the file
+// named by STRATA_BENCH_OUT, which scripts/bench turns into results.json.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Figure is one measured number and its reference.
+type Figure struct {
+	Name           string  `json:"name"`
+	Value          float64 `json:"value"`
+	Unit           string  `json:"unit"`
+	Reference      string  `json:"reference"`
+	ReferenceValue float64 `json:"reference_value"`
+	// Ratio is Value / ReferenceValue.
+	Ratio float64 `json:"ratio"`
+	// Target says what ratio is wanted, e.g. "<= 1.10".
+	Target  string `json:"target,omitempty"`
+	Runs    int    `json:"runs"`
+	Command string `json:"command"`
+}
+
+var mu sync.Mutex
+
+// Report prints f and appends it to $STRATA_BENCH_OUT when set.
+func Report(f Figure) error {
+	if f.ReferenceValue != 0 {
+		f.Ratio = f.Value / f.ReferenceValue
+	}
+	if f.Command == "" {
+		f.Command = "make bench"
+	}
+	target := ""
+	if f.Target != "" {
+		target = " (target " + f.Target + ")"
+	}
+	fmt.Printf("%-52s %10.3f %-5s vs %-30s %10.3f %-5s ratio %.2f%s [%d runs]\n",
+		f.Name, f.Value, f.Unit, f.Reference, f.ReferenceValue, f.Unit, f.Ratio, target, f.Runs)
+	path := os.Getenv("STRATA_BENCH_OUT")
+	if path == "" {
+		return nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	return json.NewEncoder(out).Encode(f)
+}
+
+// Percentile returns the p-th percentile (0 < p <= 100) of ds.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// Median returns the median of xs.
+func Median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Ms turns a duration into milliseconds.
+func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

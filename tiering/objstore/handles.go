@@ -1,0 +1,138 @@
+package objstore
+
+import "sync"
+
+// Handles caches open read handles per object name, so ranged reads skip
+// the open (a syscall locally, a NameNode round trip on HDFS). The owner
+// calls Invalidate before it replaces or deletes an object, so no later read
+// sees the old one. A shared handle (os.File) serves many reads at once; an
+// exclusive one (an HDFS reader, which seeks) one read at a time.
+type Handles[H any] struct {
+	open      func(name string) (H, error)
+	close     func(H)
+	exclusive bool
+	max       int
+
+	mu   sync.Mutex
+	live map[string][]*handle[H]
+	gen  uint64 // bumped by every Invalidate
+	n    int
+}
+
+type handle[H any] struct {
+	h     H
+	refs  int
+	stale bool // no longer cached: close when the last read ends
+}
+
+// NewHandles keeps at most max idle-or-busy handles cached.
+func NewHandles[H any](max int, exclusive bool, open func(string) (H, error), close func(H)) *Handles[H] {
+	return &Handles[H]{open: open, close: close, exclusive: exclusive, max: max,
+		live: map[string][]*handle[H]{}}
+}
+
+// Use runs fn with a handle for name. A handle whose fn failed is not
+// reused: it may be broken.
+func (c *Handles[H]) Use(name string, fn func(H) error) error {
+	hd, err := c.acquire(name)
+	if err != nil {
+		return err
+	}
+	err = fn(hd.h)
+	c.mu.Lock()
+	hd.refs--
+	if err != nil && !hd.stale {
+		c.forgetLocked(name, hd)
+	}
+	closeNow := hd.stale && hd.refs == 0
+	c.mu.Unlock()
+	if closeNow {
+		c.close(hd.h)
+	}
+	return err
+}
+
+func (c *Handles[H]) acquire(name string) (*handle[H], error) {
+	c.mu.Lock()
+	for _, hd := range c.live[name] {
+		if !c.exclusive || hd.refs == 0 {
+			hd.refs++
+			c.mu.Unlock()
+			return hd, nil
+		}
+	}
+	gen := c.gen
+	c.mu.Unlock()
+
+	h, err := c.open(name)
+	if err != nil {
+		return nil, err
+	}
+	hd := &handle[H]{h: h, refs: 1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen { // maybe replaced while we opened: use once, do not cache
+		hd.stale = true
+		return hd, nil
+	}
+	c.live[name] = append(c.live[name], hd)
+	c.n++
+	c.evictLocked()
+	return hd, nil
+}
+
+// evictLocked drops idle handles while over budget.
+func (c *Handles[H]) evictLocked() {
+	for name, list := range c.live {
+		if c.n <= c.max {
+			return
+		}
+		for _, hd := range list {
+			if hd.refs == 0 {
+				c.forgetLocked(name, hd)
+				break
+			}
+		}
+	}
+}
+
+func (c *Handles[H]) forgetLocked(name string, hd *handle[H]) {
+	list := c.live[name]
+	for i, x := range list {
+		if x == hd {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(c.live, name)
+	} else {
+		c.live[name] = list
+	}
+	c.n--
+	hd.stale = true
+	if hd.refs == 0 {
+		c.close(hd.h)
+	}
+}
+
+// Invalidate drops every handle of name.
+func (c *Handles[H]) Invalidate(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, hd := range append([]*handle[H](nil), c.live[name]...) {
+		c.forgetLocked(name, hd)
+	}
+}
+
+// Close drops every handle.
+func (c *Handles[H]) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, list := range c.live {
+		for _, hd := range append([]*handle[H](nil), list...) {
+			c.forgetLocked(name, hd)
+		}
+	}
+}
