@@ -1,0 +1,418 @@
+// Package segment is the File Segment engine (seeds 000 and 002): each shard
+// is a series of append-only segment files written by a fixed pool of I/O
+// workers that batch requests, fsync once per batch and write all index
+// entries of the batch in one Pebble batch; reads find a position through
+// the sparse offset index and scan the mmap'd file.
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// FsyncPolicy says when appended bytes are forced to disk.
+type FsyncPolicy string
+
+const (
+	// FsyncBatch: nothing is acknowledged before it is on disk (default).
+	FsyncBatch FsyncPolicy = "batch"
+	// FsyncInterval: fsync every FsyncInterval; a crash of the machine can
+	// lose what was acknowledged since the last one.
+	FsyncInterval FsyncPolicy = "interval"
+	// FsyncNone: leave it to the OS; a machine crash can lose anything not
+	// yet written back. A process crash loses nothing acknowledged.
+	FsyncNone FsyncPolicy = "none"
+)
+
+// Config tunes the engine; zero values take the defaults in parentheses.
+type Config struct {
+	// Dir holds the segment folders, the index and the catalog.
+	Dir string
+	// Workers is the I/O pool size (16).
+	Workers int
+	Fsync   FsyncPolicy
+	// FsyncInterval for FsyncInterval (100ms).
+	FsyncInterval time.Duration
+	// IndexInterval: one offset-index entry per this many records (1000).
+	IndexInterval int
+	// TimeIndexGranularity: one time-index entry per this much growth of
+	// the shard's largest timestamp (1s).
+	TimeIndexGranularity time.Duration
+	// MaxSegmentBytes caps a segment file (1 GiB).
+	MaxSegmentBytes int64
+	// RollCheckInterval: the size gate is checked when the written offset
+	// crosses a multiple of this (10,000), as in seed 000.
+	RollCheckInterval uint64
+	// MaxSegmentAge seals a segment this long after its first record, so a
+	// quiet shard still tiers (0: never).
+	MaxSegmentAge time.Duration
+	// MaxBatchRequests and MaxBatchBytes bound one worker batch (1024, 16 MiB).
+	MaxBatchRequests int
+	MaxBatchBytes    int
+	// FS opens segment files for writing (the OS).
+	FS     FS
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 16
+	}
+	if c.Fsync == "" {
+		c.Fsync = FsyncBatch
+	}
+	if c.FsyncInterval <= 0 {
+		c.FsyncInterval = 100 * time.Millisecond
+	}
+	if c.IndexInterval <= 0 {
+		c.IndexInterval = 1000
+	}
+	if c.TimeIndexGranularity <= 0 {
+		c.TimeIndexGranularity = time.Second
+	}
+	if c.MaxSegmentBytes <= 0 {
+		c.MaxSegmentBytes = 1 << 30
+	}
+	if c.RollCheckInterval == 0 {
+		c.RollCheckInterval = 10_000
+	}
+	if c.MaxBatchRequests <= 0 {
+		c.MaxBatchRequests = 1024
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
+	if c.FS == nil {
+		c.FS = osFS{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Engine is the File Segment engine. It implements store.Store.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	index   *pebble.DB
+	catalog *catalog.Catalog
+	workers []*worker
+
+	mu     sync.RWMutex
+	shards map[string]*shard
+	closed bool
+
+	stop chan struct{}
+	bg   sync.WaitGroup // workers
+	tick sync.WaitGroup // the ticker, which sends to workers
+}
+
+var _ store.Store = (*Engine)(nil)
+
+// shard is one log. Readers take mu.RLock for a consistent view of the
+// segments and watermarks; the worker takes mu.Lock to publish.
+type shard struct {
+	name   string
+	dir    string
+	worker *worker
+
+	mu        sync.RWMutex
+	segments  []*segment // ascending; the last is active
+	low, high uint64     // readable [low, high)
+	// activeLen is the durable length of the active segment: readers never
+	// look past it, so they never see a batch still being written.
+	activeLen int64
+
+	// Worker-owned.
+	sinceIndex int    // records since the last offset-index entry
+	tsBucket   int64  // running-max timestamp bucket of the last time entry
+	tsIndexed  bool   // a time entry exists
+	failed     error  // a failed fsync: refuse writes until restart
+	dirty      bool   // written since the last fsync (interval policy)
+}
+
+// Open opens or creates the engine in cfg.Dir and recovers every shard.
+func Open(cfg Config) (*Engine, error) {
+	cfg.defaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("segment engine: no data folder")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Open(filepath.Join(cfg.Dir, "catalog"))
+	if err != nil {
+		return nil, err
+	}
+	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		cat.Close()
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, index: idx, catalog: cat, shards: map[string]*shard{}, stop: make(chan struct{})}
+	for i := 0; i < cfg.Workers; i++ {
+		w := newWorker(e, i)
+		e.workers = append(e.workers, w)
+		e.bg.Add(1)
+		go func() { defer e.bg.Done(); w.run() }()
+	}
+	shards, err := cat.Shards()
+	if err == nil {
+		for _, s := range shards {
+			if err = e.recoverShard(s); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	if cfg.MaxSegmentAge > 0 || cfg.Fsync == FsyncInterval {
+		e.tick.Add(1)
+		go func() { defer e.tick.Done(); e.ticker() }()
+	}
+	return e, nil
+}
+
+// ticker asks workers to seal old segments and, under the interval
+// policy, to fsync.
+func (e *Engine) ticker() {
+	period := e.cfg.FsyncInterval
+	if e.cfg.MaxSegmentAge > 0 && (e.cfg.Fsync != FsyncInterval || e.cfg.MaxSegmentAge/4 < period) {
+		period = max(e.cfg.MaxSegmentAge/4, 10*time.Millisecond)
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			for _, w := range e.workers {
+				select {
+				case w.ch <- request{tick: true}:
+				default: // busy: its own batches will catch up
+				}
+			}
+		}
+	}
+}
+
+func (e *Engine) workerFor(name string) *worker {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return e.workers[h.Sum32()%uint32(len(e.workers))]
+}
+
+func (e *Engine) shard(name string) (*shard, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, store.ErrClosed
+	}
+	sh, ok := e.shards[name]
+	if !ok {
+		return nil, fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
+	return sh, nil
+}
+
+// CreateShard records the shard in the catalog and creates its first segment.
+func (e *Engine) CreateShard(ctx context.Context, name string) error {
+	if err := store.ValidateShard(name); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return store.ErrClosed
+	}
+	if _, ok := e.shards[name]; ok {
+		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+	}
+	cs, seg, err := e.catalog.CreateShard(name, e.cfg.Now())
+	if errors.Is(err, catalog.ErrExists) {
+		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+	}
+	if err != nil {
+		return err
+	}
+	sh := &shard{name: name, dir: filepath.Join(e.cfg.Dir, name), worker: e.workerFor(name), low: cs.LowWatermark}
+	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
+		return err
+	}
+	s, err := e.openActive(sh, seg)
+	if err != nil {
+		return err
+	}
+	sh.segments = []*segment{s}
+	e.shards[name] = sh
+	return syncDir(e.cfg.Dir)
+}
+
+func (e *Engine) openActive(sh *shard, seg catalog.Segment) (*segment, error) {
+	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No)}
+	wf, err := e.cfg.FS.OpenAppend(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: open segment %d: %w", sh.name, seg.No, err)
+	}
+	s.wf = wf
+	if err := syncDir(sh.dir); err != nil {
+		wf.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Append hands the records to the shard's I/O worker and waits until they
+// are written (and, under FsyncBatch, on disk).
+func (e *Engine) Append(ctx context.Context, name string, recs []record.Record) (uint64, error) {
+	if len(recs) == 0 {
+		return 0, errors.New("append: no records")
+	}
+	// Hold the read lock while queueing so Close cannot close the queue
+	// underneath; the worker keeps draining, so this never waits long.
+	e.mu.RLock()
+	sh, ok := e.shards[name]
+	switch {
+	case e.closed:
+		e.mu.RUnlock()
+		return 0, store.ErrClosed
+	case !ok:
+		e.mu.RUnlock()
+		return 0, fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
+	req := request{shard: sh, recs: recs, done: make(chan result, 1)}
+	select {
+	case sh.worker.ch <- req:
+		e.mu.RUnlock()
+	case <-ctx.Done():
+		e.mu.RUnlock()
+		return 0, ctx.Err()
+	}
+	// Once queued, the append completes whether or not the caller waits:
+	// a record is either stored and acknowledged or refused, never half.
+	select {
+	case r := <-req.done:
+		return r.base, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Watermarks returns the readable range [low, high).
+func (e *Engine) Watermarks(ctx context.Context, name string) (uint64, uint64, error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.low, sh.high, nil
+}
+
+// Shards lists the shards in name order.
+func (e *Engine) Shards(ctx context.Context) ([]string, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	names := make([]string, 0, len(e.shards))
+	for n := range e.shards {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// DeleteBefore raises the low watermark, durably.
+func (e *Engine) DeleteBefore(ctx context.Context, name string, offset uint64) error {
+	sh, err := e.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.RLock()
+	low, high := sh.low, sh.high
+	sh.mu.RUnlock()
+	if offset > high {
+		return &store.OutOfRangeError{Shard: name, Offset: offset, Low: low, High: high}
+	}
+	if offset <= low {
+		return nil
+	}
+	if _, err := e.catalog.SetLowWatermark(name, offset); err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	sh.low = max(sh.low, offset)
+	sh.mu.Unlock()
+	return nil
+}
+
+// Close stops the workers, fsyncs and closes everything.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	close(e.stop)
+	e.tick.Wait()
+	for _, w := range e.workers {
+		close(w.ch)
+	}
+	e.bg.Wait()
+	var errs []error
+	for _, sh := range e.shards {
+		for _, s := range sh.segments {
+			if s.wf != nil {
+				if sh.failed == nil {
+					errs = append(errs, s.wf.Sync())
+				}
+				errs = append(errs, s.wf.Close())
+			}
+			s.closeRead()
+		}
+	}
+	errs = append(errs, e.index.Close(), e.catalog.Close())
+	return errors.Join(errs...)
+}
+
+// Catalog exposes the engine's catalog to the tiering pipeline.
+func (e *Engine) Catalog() *catalog.Catalog { return e.catalog }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}

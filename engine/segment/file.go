@@ -1,0 +1,140 @@
+package segment
+
+import (
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/edsrzf/mmap-go"
+
+	"strata/engine/record"
+)
+
+// File is the write side of a segment file. The engine writes through it so
+// tests can inject failed writes and fsyncs (see FS).
+type File interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// FS opens segment files for writing. The default is the OS; tests wrap it.
+type FS interface {
+	OpenAppend(path string) (File, error)
+}
+
+type osFS struct{}
+
+func (osFS) OpenAppend(path string) (File, error) {
+	// O_APPEND: after a restart (and a truncation) writes must land at the end.
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// segment is one file of a shard. Readers use the mmap view; only the
+// shard's I/O worker touches the write side and the running statistics.
+type segment struct {
+	no    uint64
+	start uint64 // first offset
+	path  string
+
+	// Read side: a read-only mapping, re-made when the file has grown.
+	mu sync.RWMutex
+	rf *os.File
+	mm mmap.MMap
+
+	// Write side, owned by the worker (nil once sealed).
+	wf       File
+	size     int64  // bytes written
+	next     uint64 // offset after the last record
+	crc      uint32 // CRC-32C of the whole file so far
+	count    uint64
+	minTS    int64
+	maxTS    int64
+	firstAt  time.Time // wall time of the first append, for max age
+	sealed   bool
+	checksum uint32
+}
+
+func segmentPath(dir string, no uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%d.msg", no))
+}
+
+// track updates the running statistics with one appended record.
+func (s *segment) track(r *record.Record) {
+	if s.count == 0 || r.Timestamp < s.minTS {
+		s.minTS = r.Timestamp
+	}
+	if s.count == 0 || r.Timestamp > s.maxTS {
+		s.maxTS = r.Timestamp
+	}
+	s.count++
+}
+
+// view returns the first n bytes of the file, mapping or re-mapping it as
+// needed. The caller must hold s.mu.RLock until done with the bytes; view
+// takes the write lock itself when it has to re-map.
+func (s *segment) view(n int64) ([]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if int64(len(s.mm)) >= n {
+		return s.mm[:n], nil
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	err := s.remapLocked(n)
+	s.mu.Unlock()
+	s.mu.RLock()
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(s.mm)) < n {
+		return nil, fmt.Errorf("segment %s: mapped %d bytes, need %d", s.path, len(s.mm), n)
+	}
+	return s.mm[:n], nil
+}
+
+func (s *segment) remapLocked(n int64) error {
+	if int64(len(s.mm)) >= n {
+		return nil
+	}
+	if s.mm != nil {
+		if err := s.mm.Unmap(); err != nil {
+			return fmt.Errorf("segment %s: unmap: %w", s.path, err)
+		}
+		s.mm = nil
+	}
+	if s.rf == nil {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return fmt.Errorf("segment %s: %w", s.path, err)
+		}
+		s.rf = f
+	}
+	mm, err := mmap.Map(s.rf, mmap.RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("segment %s: mmap: %w", s.path, err)
+	}
+	s.mm = mm
+	return nil
+}
+
+// closeRead drops the mapping and read handle.
+func (s *segment) closeRead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mm != nil {
+		s.mm.Unmap()
+		s.mm = nil
+	}
+	if s.rf != nil {
+		s.rf.Close()
+		s.rf = nil
+	}
+}

@@ -1,0 +1,166 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/catalog"
+	"strata/engine/record"
+)
+
+// recoverShard rebuilds a shard's state on start: sealed segments are taken
+// from the catalog (their checksums are verified by a scrub, not here); the
+// active segment is scanned, checked record by record and truncated at the
+// first torn or corrupt record; index entries a crash lost are re-added.
+func (e *Engine) recoverShard(cs catalog.Shard) error {
+	segs, err := e.catalog.Segments(cs.Name)
+	if err != nil {
+		return err
+	}
+	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark}
+	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
+		return err
+	}
+	for i, c := range segs {
+		if !c.State.Local() {
+			continue
+		}
+		if c.State != catalog.Active {
+			s := &segment{no: c.No, start: c.StartOffset, next: c.EndOffset + 1, path: segmentPath(sh.dir, c.No),
+				size: c.Size, crc: c.Checksum, checksum: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true}
+			os.Chmod(s.path, 0o444) // a crash may have come between the roll and the chmod
+			sh.segments = append(sh.segments, s)
+			continue
+		}
+		if i != len(segs)-1 {
+			return fmt.Errorf("shard %s: catalog has active segment %d before segment %d", cs.Name, c.No, segs[i+1].No)
+		}
+		s, err := e.openActive(sh, c)
+		if err != nil {
+			return err
+		}
+		if err := e.recoverActive(sh, s); err != nil {
+			s.wf.Close()
+			return err
+		}
+		sh.segments = append(sh.segments, s)
+	}
+	if len(sh.segments) == 0 || sh.segments[len(sh.segments)-1].sealed {
+		return fmt.Errorf("shard %s: catalog has no active segment", cs.Name)
+	}
+	a := sh.active()
+	sh.high, sh.activeLen = a.next, a.size
+	if err := e.reindex(sh); err != nil {
+		return fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
+	}
+	e.shards[cs.Name] = sh
+	return nil
+}
+
+// recoverActive scans the whole active file: every record must check out
+// and carry the next offset. The first one that does not ends the log.
+func (e *Engine) recoverActive(sh *shard, s *segment) error {
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return err
+	}
+	p := 0
+	for p < len(data) {
+		r, size, err := record.Decode(data[p:])
+		if err == nil && r.Offset != s.next {
+			err = fmt.Errorf("offset %d where %d was expected", r.Offset, s.next)
+		}
+		if err != nil {
+			e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
+				"at_byte", p, "dropped_bytes", len(data)-p, "reason", err)
+			break
+		}
+		s.track(&r)
+		s.next++
+		p += size
+	}
+	if p < len(data) {
+		if err := s.wf.Truncate(int64(p)); err != nil {
+			return fmt.Errorf("truncate %s: %w", s.path, err)
+		}
+		if err := s.wf.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", s.path, err)
+		}
+	}
+	s.size = int64(p)
+	s.crc = crc32.Checksum(data[:p], castagnoli)
+	if s.count > 0 {
+		s.firstAt = e.cfg.Now() // the age clock restarts with the process
+	}
+	return nil
+}
+
+// reindex re-adds the index entries of every record after the last
+// offset-index entry, which a crash between the data fsync and the index
+// commit may have lost (each worker batch's entries commit together and in
+// order, so everything up to that entry's batch is there). It also drops
+// offset entries past the recovered end.
+func (e *Engine) reindex(sh *shard) error {
+	ib := e.index.NewBatch()
+	defer ib.Close()
+	if err := ib.DeleteRange(offsetKey(sh.name, sh.high), offsetKey(sh.name, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if err := ib.Delete(offsetKey(sh.name, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if err := ib.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	at, segNo, pos, ok, err := floorOffset(e.index, sh.name, math.MaxUint64)
+	if err != nil {
+		return err
+	}
+	first := 0
+	if ok {
+		for first < len(sh.segments) && sh.segments[first].no < segNo {
+			first++
+		}
+	}
+	if !ok || first == len(sh.segments) || sh.segments[first].no != segNo {
+		first, pos, at = 0, 0, 0
+	}
+	ib = e.index.NewBatch()
+	defer ib.Close()
+	added := 0
+	for i := first; i < len(sh.segments); i++ {
+		s := sh.segments[i]
+		data, err := os.ReadFile(s.path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("segment %s is in the catalog but not on disk", s.path)
+			}
+			return err
+		}
+		if int64(len(data)) > s.size {
+			data = data[:s.size]
+		}
+		for p := int(pos); p < len(data); {
+			r, size, err := record.Decode(data[p:])
+			if err != nil {
+				return fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+			}
+			if r.Offset >= at {
+				sh.worker.indexRecord(sh, s, &r, int64(p), ib)
+				added++
+			}
+			p += size
+		}
+		pos = 0
+	}
+	if added > 0 {
+		e.log.Info("index entries rebuilt from data", "shard", sh.name, "records", added)
+	}
+	return ib.Commit(pebble.Sync)
+}

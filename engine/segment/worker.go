@@ -1,0 +1,306 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/catalog"
+	"strata/engine/record"
+)
+
+type request struct {
+	shard *shard
+	recs  []record.Record
+	done  chan result
+	tick  bool // no records: seal aged segments, fsync under the interval policy
+}
+
+type result struct {
+	base uint64
+	err  error
+}
+
+// worker owns the write side of the shards mapped to it, so a shard's
+// appends are applied in the order they were queued.
+type worker struct {
+	e   *Engine
+	id  int
+	ch  chan request
+	buf []byte
+}
+
+func newWorker(e *Engine, id int) *worker {
+	return &worker{e: e, id: id, ch: make(chan request, 4*e.cfg.MaxBatchRequests)}
+}
+
+func (w *worker) run() {
+	for req := range w.ch {
+		batch := []request{req}
+		bytes := approxSize(req.recs)
+	drain: // take what else is queued, without waiting
+		for len(batch) < w.e.cfg.MaxBatchRequests && bytes < w.e.cfg.MaxBatchBytes {
+			select {
+			case r, ok := <-w.ch:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+				bytes += approxSize(r.recs)
+			default:
+				break drain
+			}
+		}
+		w.process(batch)
+	}
+}
+
+func approxSize(recs []record.Record) int {
+	n := 0
+	for i := range recs {
+		n += record.MinSize + len(recs[i].Value) + len(recs[i].Key)
+	}
+	return n
+}
+
+// pending is one request's effect before its batch is durable.
+type pending struct {
+	req  request
+	base uint64
+	err  error
+}
+
+// process appends every request of the batch, fsyncs each touched file
+// once, writes all index entries in one Pebble batch, publishes the new
+// high watermarks and only then answers.
+func (w *worker) process(batch []request) {
+	ib := w.e.index.NewBatch()
+	defer ib.Close()
+	var done []pending
+	touched := map[*shard]bool{}
+	for _, req := range batch {
+		if req.tick {
+			w.tick()
+			continue
+		}
+		base, err := w.append(req.shard, req.recs, ib)
+		done = append(done, pending{req: req, base: base, err: err})
+		if err == nil {
+			touched[req.shard] = true
+		}
+	}
+	for sh := range touched {
+		if w.e.cfg.Fsync != FsyncBatch {
+			sh.dirty = true
+			continue
+		}
+		if err := sh.active().wf.Sync(); err != nil {
+			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
+		}
+	}
+	// The index can be rebuilt from the data, so it need not be synced:
+	// recovery re-adds whatever a crash lost.
+	idxErr := ib.Commit(pebble.NoSync)
+	for sh := range touched {
+		if sh.failed != nil {
+			continue
+		}
+		a := sh.active()
+		sh.mu.Lock()
+		sh.high = a.next
+		sh.activeLen = a.size
+		sh.mu.Unlock()
+	}
+	for _, p := range done {
+		err := p.err
+		if err == nil && p.req.shard.failed != nil {
+			err = p.req.shard.failed
+		}
+		if err == nil && idxErr != nil {
+			w.e.log.Error("index write failed; the next start rebuilds it", "err", idxErr)
+		}
+		p.req.done <- result{base: p.base, err: err}
+	}
+}
+
+// fail stops writes to a shard after a failed fsync: what the kernel
+// dropped cannot be known, so nothing more is acknowledged until a restart
+// recovers the file from what is really on disk.
+func (w *worker) fail(sh *shard, err error) {
+	if sh.failed == nil {
+		sh.failed = fmt.Errorf("shard %s refuses writes until restart: %w", sh.name, err)
+		w.e.log.Error("shard failed", "shard", sh.name, "err", err)
+	}
+}
+
+func (sh *shard) active() *segment { return sh.segments[len(sh.segments)-1] }
+
+// append encodes the records at the shard's next offsets and writes them to
+// the active segment, rolling first if the gates say so.
+func (w *worker) append(sh *shard, recs []record.Record, ib *pebble.Batch) (uint64, error) {
+	if sh.failed != nil {
+		return 0, sh.failed
+	}
+	if err := w.maybeRoll(sh, len(recs)); err != nil {
+		return 0, err
+	}
+	s := sh.active()
+	base := s.next
+	w.buf = w.buf[:0]
+	pos := s.size
+	var err error
+	for i := range recs {
+		r := &recs[i]
+		r.Offset = base + uint64(i)
+		at := pos + int64(len(w.buf))
+		if w.buf, err = record.Append(w.buf, r); err != nil {
+			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
+		}
+		w.indexRecord(sh, s, r, at, ib)
+	}
+	if _, err := s.wf.Write(w.buf); err != nil {
+		// Cut off whatever part reached the file, so the log stays whole.
+		if terr := s.wf.Truncate(s.size); terr != nil {
+			w.fail(sh, fmt.Errorf("write %s: %v; truncate after it: %w", s.path, err, terr))
+		}
+		return 0, fmt.Errorf("shard %s: write %s: %w", sh.name, s.path, err)
+	}
+	s.size += int64(len(w.buf))
+	s.crc = crc32.Update(s.crc, castagnoli, w.buf)
+	s.next = base + uint64(len(recs))
+	if s.firstAt.IsZero() {
+		s.firstAt = w.e.cfg.Now()
+	}
+	for i := range recs {
+		s.track(&recs[i])
+	}
+	return base, nil
+}
+
+// indexRecord adds r's index entries to the batch: a sparse offset entry
+// (and always one at a segment's first record), a time entry when the
+// shard's largest timestamp enters a new bucket, key and tag entries.
+func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64, ib *pebble.Batch) {
+	if r.Offset == s.start || sh.sinceIndex >= w.e.cfg.IndexInterval {
+		ib.Set(offsetKey(sh.name, r.Offset), offsetValue(s.no, pos), nil)
+		sh.sinceIndex = 0
+	}
+	sh.sinceIndex++
+	bucket := r.Timestamp / w.e.cfg.TimeIndexGranularity.Milliseconds()
+	if r.Timestamp < 0 && r.Timestamp%w.e.cfg.TimeIndexGranularity.Milliseconds() != 0 {
+		bucket-- // floor, not truncation
+	}
+	if !sh.tsIndexed || bucket > sh.tsBucket {
+		ib.Set(timeKey(sh.name, r.Timestamp, r.Offset), nil, nil)
+		sh.tsBucket, sh.tsIndexed = bucket, true
+	}
+	if r.Key != nil {
+		ib.Set(withOffset(keyIndexPrefix(sh.name, r.Key), r.Offset), nil, nil)
+	}
+	for _, t := range r.Tags {
+		ib.Set(withOffset(tagIndexPrefix(sh.name, t), r.Offset), nil, nil)
+	}
+}
+
+// maybeRoll applies seed 000's two gates before an append of n records:
+// the written offset crosses a multiple of RollCheckInterval and the active
+// segment is past 90% of MaxSegmentBytes. A segment that has reached
+// MaxSegmentBytes rolls regardless, so no file grows past the cap by more
+// than one append.
+func (w *worker) maybeRoll(sh *shard, n int) error {
+	s := sh.active()
+	if s.count == 0 {
+		return nil
+	}
+	cfg := w.e.cfg
+	crosses := s.next/cfg.RollCheckInterval != (s.next+uint64(n))/cfg.RollCheckInterval
+	full := s.size*10 >= cfg.MaxSegmentBytes*9
+	if (crosses && full) || s.size >= cfg.MaxSegmentBytes {
+		return w.roll(sh)
+	}
+	return nil
+}
+
+// tick seals segments past their maximum age and fsyncs dirty shards under
+// the interval policy.
+func (w *worker) tick() {
+	for _, sh := range w.e.shardsOf(w) {
+		s := sh.active()
+		if sh.dirty && sh.failed == nil {
+			if err := s.wf.Sync(); err != nil {
+				w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
+			}
+			sh.dirty = false
+		}
+		if w.e.cfg.MaxSegmentAge > 0 && s.count > 0 && sh.failed == nil &&
+			w.e.cfg.Now().Sub(s.firstAt) >= w.e.cfg.MaxSegmentAge {
+			if err := w.roll(sh); err != nil {
+				w.e.log.Error("sealing an aged segment failed", "shard", sh.name, "segment", s.no, "err", err)
+			}
+		}
+	}
+}
+
+// roll seals the active segment and starts the next one: fsync, make the
+// file read-only, then one catalog batch that seals it and allocates the
+// next (retried, as the seed's meta-service call is).
+func (w *worker) roll(sh *shard) error {
+	s := sh.active()
+	if err := s.wf.Sync(); err != nil {
+		w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
+		return sh.failed
+	}
+	sh.dirty = false
+	sealed := catalog.Segment{
+		Shard: sh.name, No: s.no, StartOffset: s.start, EndOffset: s.next - 1,
+		MinTimestamp: s.minTS, MaxTimestamp: s.maxTS, Records: s.count, Size: s.size, Checksum: s.crc,
+	}
+	var next catalog.Segment
+	var err error
+	for attempt, delay := 0, 10*time.Millisecond; attempt < 5; attempt, delay = attempt+1, 2*delay {
+		if next, err = w.e.catalog.Roll(sealed, w.e.cfg.Now()); err == nil || errors.Is(err, catalog.ErrConflict) {
+			break
+		}
+		time.Sleep(delay)
+	}
+	if err != nil {
+		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
+	}
+	ns, err := w.e.openActive(sh, next)
+	if err != nil {
+		w.fail(sh, err)
+		return err
+	}
+	if err := s.wf.Close(); err != nil {
+		w.e.log.Warn("closing a sealed segment", "path", s.path, "err", err)
+	}
+	s.wf = nil
+	s.sealed = true
+	s.checksum = s.crc
+	if err := os.Chmod(s.path, 0o444); err != nil {
+		w.e.log.Warn("making a sealed segment read-only", "path", s.path, "err", err)
+	}
+	sh.mu.Lock()
+	sh.segments = append(sh.segments, ns)
+	sh.activeLen = 0
+	sh.mu.Unlock()
+	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
+	return nil
+}
+
+// shardsOf lists the shards worker w owns.
+func (e *Engine) shardsOf(w *worker) []*shard {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var out []*shard
+	for _, sh := range e.shards {
+		if sh.worker == w {
+			out = append(out, sh)
+		}
+	}
+	return out
+}

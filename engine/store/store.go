@@ -1,0 +1,103 @@
+// Package store is the contract every storage engine meets (seed 002's
+// Storage Adapter): the segment engine, the memory engine and the Pebble
+// engine all implement Store and pass the suite in store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"strata/engine/record"
+)
+
+// Store is a set of shards, each an append-only log of records.
+type Store interface {
+	// CreateShard makes an empty shard; ErrShardExists if it exists.
+	CreateShard(ctx context.Context, shard string) error
+	// Append assigns the records contiguous offsets in order, starting at
+	// the shard's next offset, makes them durable as the engine's policy
+	// says, and returns the first offset assigned.
+	Append(ctx context.Context, shard string, recs []record.Record) (base uint64, err error)
+	// Read returns records from offset on, within the budget. The first
+	// record is returned even when larger than MaxBytes.
+	Read(ctx context.Context, shard string, offset uint64, b Budget) ([]record.Record, error)
+	// OffsetForTime returns the first offset whose record's timestamp is at
+	// or after ts (ms), or the high watermark if there is none.
+	OffsetForTime(ctx context.Context, shard string, ts int64) (uint64, error)
+	// ReadByKey and ReadByTag return records with the key or tag, from
+	// offset on, in offset order.
+	ReadByKey(ctx context.Context, shard string, key []byte, from uint64, b Budget) ([]record.Record, error)
+	ReadByTag(ctx context.Context, shard string, tag string, from uint64, b Budget) ([]record.Record, error)
+	// Watermarks returns the first readable offset and the next offset to
+	// be written.
+	Watermarks(ctx context.Context, shard string) (low, high uint64, err error)
+	// DeleteBefore makes offsets below offset unreadable (Kafka's
+	// DeleteRecords): the low watermark becomes offset.
+	DeleteBefore(ctx context.Context, shard string, offset uint64) error
+	// Shards lists every shard in name order.
+	Shards(ctx context.Context) ([]string, error)
+	Close() error
+}
+
+// Budget bounds one read. Zero means no bound.
+type Budget struct {
+	MaxRecords int
+	MaxBytes   int
+}
+
+var (
+	ErrUnknownShard = errors.New("unknown shard")
+	ErrShardExists  = errors.New("shard exists")
+	ErrClosed       = errors.New("store closed")
+)
+
+// OutOfRangeError is a read below the low or above the high watermark.
+type OutOfRangeError struct {
+	Shard     string
+	Offset    uint64
+	Low, High uint64
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("shard %s: offset %d is out of range: readable offsets are %d up to %d (the next to be written)", e.Shard, e.Offset, e.Low, e.High)
+}
+
+// ValidateShard refuses shard names that are unsafe as folder names or not
+// Kafka topic-partition names: letters, digits, '.', '_' and '-', at most
+// 249 bytes, not "." or "..".
+func ValidateShard(name string) error {
+	if name == "" {
+		return errors.New("shard name is empty")
+	}
+	if len(name) > 249 {
+		return fmt.Errorf("shard name %.40q... is %d bytes, at most 249", name, len(name))
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("shard name %q is not allowed", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("shard name %q has %q at byte %d: only letters, digits, '.', '_' and '-' are allowed", name, c, i)
+		}
+	}
+	return nil
+}
+
+// ShardName is Kafka's topic-partition naming: "{topic}-{partition}".
+func ShardName(topic string, partition int32) string {
+	return fmt.Sprintf("%s-%d", topic, partition)
+}
+
+// Take reports whether a record of size bytes fits the budget after n
+// records and used bytes; the first record always fits.
+func (b Budget) Take(n, used, size int) bool {
+	if n == 0 {
+		return true
+	}
+	if b.MaxRecords > 0 && n >= b.MaxRecords {
+		return false
+	}
+	return b.MaxBytes <= 0 || used+size <= b.MaxBytes
+}
