@@ -167,4 +167,3 @@ func section(b []byte, what string) (sec, rest []byte, err error) {
 	}
 	return b[4 : 4+n], b[4+n:], nil
 }
-

@@ -142,11 +142,11 @@ type shard struct {
 	activeLen int64
 
 	// Worker-owned.
-	sinceIndex int    // records since the last offset-index entry
-	tsBucket   int64  // running-max timestamp bucket of the last time entry
-	tsIndexed  bool   // a time entry exists
-	failed     error  // a failed fsync: refuse writes until restart
-	dirty      bool   // written since the last fsync (interval policy)
+	sinceIndex int   // records since the last offset-index entry
+	tsBucket   int64 // running-max timestamp bucket of the last time entry
+	tsIndexed  bool  // a time entry exists
+	failed     error // a failed fsync: refuse writes until restart
+	dirty      bool  // written since the last fsync (interval policy)
 }
 
 // Open opens or creates the engine in cfg.Dir and recovers every shard.

@@ -213,16 +213,21 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 // than one append.
 func (w *worker) maybeRoll(sh *shard, n int) error {
 	s := sh.active()
-	if s.count == 0 {
-		return nil
-	}
-	cfg := w.e.cfg
-	crosses := s.next/cfg.RollCheckInterval != (s.next+uint64(n))/cfg.RollCheckInterval
-	full := s.size*10 >= cfg.MaxSegmentBytes*9
-	if (crosses && full) || s.size >= cfg.MaxSegmentBytes {
+	if shouldRoll(s.count, s.next, n, s.size, w.e.cfg.RollCheckInterval, w.e.cfg.MaxSegmentBytes) {
 		return w.roll(sh)
 	}
 	return nil
+}
+
+// shouldRoll decides, before appending n records at offset next to a
+// segment of count records and size bytes, whether to roll first.
+func shouldRoll(count, next uint64, n int, size int64, checkInterval uint64, maxBytes int64) bool {
+	if count == 0 {
+		return false
+	}
+	crosses := next/checkInterval != (next+uint64(n))/checkInterval
+	full := size*10 >= maxBytes*9
+	return (crosses && full) || size >= maxBytes
 }
 
 // tick seals segments past their maximum age and fsyncs dirty shards under

@@ -149,4 +149,3 @@ func TestUnreachableEndpoint(t *testing.T) {
 		t.Fatal("Check against a closed port hangs")
 	}
 }
-

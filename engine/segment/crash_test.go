@@ -1,0 +1,213 @@
+package segment
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// TestMain lets this test binary double as the writer the crash test kills.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("STRATA_CRASH_WRITER"); dir != "" {
+		crashWriter(dir, os.Getenv("STRATA_CRASH_RUN"))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+var crashShards = []string{"crash-0", "crash-1", "crash-2"}
+
+// crashRecord is record i of batch b of run r: everything about it follows
+// from its value, so the checker can tell a whole record from a damaged one.
+func crashRecord(run, batch, i int) record.Record {
+	v := fmt.Sprintf("run=%d batch=%d i=%d %s", run, batch, i, strings.Repeat("p", (run*31+batch*7+i)%300))
+	return record.Record{
+		Timestamp: int64(run*1_000_000 + batch*100 + i),
+		Key:       []byte(fmt.Sprintf("k%d", i%5)),
+		Value:     []byte(v),
+		Headers:   []record.Header{{Key: "batch", Value: []byte(strconv.Itoa(batch))}},
+		Tags:      []string{"t" + strconv.Itoa(batch%3)},
+	}
+}
+
+func parseCrashValue(v []byte) (run, batch, i int, ok bool) {
+	_, err := fmt.Sscanf(string(v), "run=%d batch=%d i=%d", &run, &batch, &i)
+	return run, batch, i, err == nil
+}
+
+// crashWriter appends from four goroutines until it is killed, printing
+// "ACK shard base run batch n" after each acknowledged append.
+func crashWriter(dir, runStr string) {
+	run, _ := strconv.Atoi(runStr)
+	cfg := Config{Dir: dir, Workers: 2, MaxSegmentBytes: 64 << 10, RollCheckInterval: 50, IndexInterval: 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e, err := Open(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(1)
+	}
+	for _, s := range crashShards {
+		e.CreateShard(ctx, s)
+	}
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for b := g; ; b += 4 {
+				n := 1 + (b*13)%17
+				recs := make([]record.Record, n)
+				for i := range recs {
+					recs[i] = crashRecord(run, b, i)
+				}
+				shard := crashShards[b%len(crashShards)]
+				base, err := e.Append(ctx, shard, recs)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "append:", err)
+					os.Exit(1)
+				}
+				mu.Lock()
+				fmt.Fprintf(out, "ACK %s %d %d %d %d\n", shard, base, run, b, n)
+				out.Flush()
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+type ack struct {
+	base          uint64
+	run, batch, n int
+}
+
+// Kill a writer with SIGKILL at random moments, again and again on the same
+// data: every acknowledged record must come back with the same bytes,
+// offsets must stay contiguous, and no record may be half kept.
+func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	acks := map[string][]ack{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const runs = 24
+	for run := 1; run <= runs; run++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "STRATA_CRASH_WRITER="+dir, "STRATA_CRASH_RUN="+strconv.Itoa(run))
+		stdout, _ := cmd.StdoutPipe()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		// Let it start and write for a random while, then kill it mid-flight.
+		kill := time.After(time.Duration(30+rng.IntN(250)) * time.Millisecond)
+		collecting := true
+		for collecting {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("run %d: the writer exited on its own: %s", run, stderr.String())
+				}
+				var a ack
+				var shard string
+				if _, err := fmt.Sscanf(l, "ACK %s %d %d %d %d", &shard, &a.base, &a.run, &a.batch, &a.n); err == nil {
+					acks[shard] = append(acks[shard], a)
+				}
+			case <-kill:
+				cmd.Process.Signal(syscall.SIGKILL)
+				collecting = false
+			}
+		}
+		for l := range lines { // acks printed before the kill landed
+			var a ack
+			var shard string
+			if _, err := fmt.Sscanf(l, "ACK %s %d %d %d %d", &shard, &a.base, &a.run, &a.batch, &a.n); err == nil {
+				acks[shard] = append(acks[shard], a)
+			}
+		}
+		cmd.Wait()
+		checkCrashData(t, dir, run, acks)
+	}
+	total := 0
+	for _, a := range acks {
+		total += len(a)
+	}
+	t.Logf("%d appends acknowledged across %d kills", total, runs)
+	if total < runs {
+		t.Fatalf("only %d appends were acknowledged over %d runs: the test did not exercise the engine", total, runs)
+	}
+}
+
+func checkCrashData(t *testing.T, dir string, run int, acks map[string][]ack) {
+	t.Helper()
+	e, err := Open(Config{Dir: dir, Workers: 2, MaxSegmentBytes: 64 << 10, RollCheckInterval: 50, IndexInterval: 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("after kill %d: reopen: %v", run, err)
+	}
+	defer e.Close()
+	for _, shard := range crashShards {
+		if _, err := e.shard(shard); err != nil {
+			continue // killed before it was created
+		}
+		var all []record.Record
+		for from := uint64(0); ; {
+			recs, err := e.Read(ctx, shard, from, store.Budget{MaxRecords: 1000})
+			if err != nil {
+				t.Fatalf("after kill %d: read %s at %d: %v", run, shard, from, err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			all = append(all, recs...)
+			from = recs[len(recs)-1].Offset + 1
+		}
+		for i, r := range all {
+			if r.Offset != uint64(i) {
+				t.Fatalf("after kill %d: %s record %d has offset %d", run, shard, i, r.Offset)
+			}
+			rr, b, j, ok := parseCrashValue(r.Value)
+			want := crashRecord(rr, b, j)
+			want.Offset = r.Offset
+			if !ok || !reflect.DeepEqual(r, want) {
+				t.Fatalf("after kill %d: %s offset %d holds a damaged record: %+v", run, shard, r.Offset, r)
+			}
+		}
+		for _, a := range acks[shard] {
+			for i := 0; i < a.n; i++ {
+				at := a.base + uint64(i)
+				if at >= uint64(len(all)) {
+					t.Fatalf("after kill %d: %s lost acknowledged offset %d (run %d batch %d); log ends at %d", run, shard, at, a.run, a.batch, len(all))
+				}
+				rr, b, j, _ := parseCrashValue(all[at].Value)
+				if rr != a.run || b != a.batch || j != i {
+					t.Fatalf("after kill %d: %s offset %d holds run %d batch %d #%d, but run %d batch %d #%d was acknowledged there",
+						run, shard, at, rr, b, j, a.run, a.batch, i)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"strata/engine/record"
+	"strata/engine/store"
+	"strata/engine/store/storetest"
+)
+
+var ctx = context.Background()
+
+func fill(t *testing.T, e *Engine, shard string, n int) []record.Record {
+	t.Helper()
+	if err := e.CreateShard(ctx, shard); err != nil && !errors.Is(err, store.ErrShardExists) {
+		t.Fatal(err)
+	}
+	recs := storetest.Records(n, 9)
+	if _, err := e.Append(ctx, shard, append([]record.Record(nil), recs...)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		recs[i].Offset = uint64(i)
+	}
+	return recs
+}
+
+// A crash mid-write leaves a damaged tail; recovery keeps every whole
+// record before it, drops the rest, and appends continue from there.
+func TestRecoveryTruncatesDamagedTail(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) []byte
+		keep   int // records that survive of 20
+	}{
+		{"clean", func(d []byte) []byte { return d }, 20},
+		{"half a header appended", func(d []byte) []byte { return append(d, 0, 0, 0, 0, 0, 0, 0, 20, 0) }, 20},
+		{"zeros appended (preallocated tail)", func(d []byte) []byte { return append(d, make([]byte, 4096)...) }, 20},
+		{"last record cut short", func(d []byte) []byte { return d[:len(d)-3] }, 19},
+		{"byte flipped in the last record", func(d []byte) []byte { d[len(d)-2] ^= 1; return d }, 19},
+		{"a whole stale record repeated", func(d []byte) []byte { return append(d, d[:60]...) }, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			e := open(t, cfg)
+			want := fill(t, e, "c-0", 20)
+			path := segmentPath(e.shards["c-0"].dir, 0)
+			e.Close()
+			data, _ := os.ReadFile(path)
+			os.WriteFile(path, tc.damage(data), 0o644)
+
+			e = open(t, cfg)
+			defer e.Close()
+			storetest.Equal(t, storetest.ReadAll(t, e, "c-0", 0), want[:tc.keep])
+			base, err := e.Append(ctx, "c-0", storetest.Records(1, 3))
+			if err != nil || base != uint64(tc.keep) {
+				t.Fatalf("append after recovery: base %d, %v; want %d", base, err, tc.keep)
+			}
+			if got := storetest.ReadAll(t, e, "c-0", 0); len(got) != tc.keep+1 {
+				t.Fatalf("after recovery and one append: %d records, want %d", len(got), tc.keep+1)
+			}
+		})
+	}
+}
+
+// With the whole index gone, recovery rebuilds it from the segment files.
+func TestIndexRebuiltFromData(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval, cfg.IndexInterval = 4096, 10, 10
+	e := open(t, cfg)
+	var want []record.Record
+	e.CreateShard(ctx, "i-0")
+	for i := 0; i < 10; i++ {
+		recs := storetest.Records(30, i)
+		base, _ := e.Append(ctx, "i-0", append([]record.Record(nil), recs...))
+		for j := range recs {
+			recs[j].Offset = base + uint64(j)
+		}
+		want = append(want, recs...)
+	}
+	byKey, _ := e.ReadByKey(ctx, "i-0", []byte("key-4"), 0, store.Budget{})
+	ts, _ := e.OffsetForTime(ctx, "i-0", want[150].Timestamp)
+	e.Close()
+	if err := os.RemoveAll(filepath.Join(cfg.Dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	e = open(t, cfg)
+	defer e.Close()
+	storetest.Equal(t, storetest.ReadAll(t, e, "i-0", 0), want)
+	storetest.Equal(t, storetest.ReadAll(t, e, "i-0", 137), want[137:])
+	again, _ := e.ReadByKey(ctx, "i-0", []byte("key-4"), 0, store.Budget{})
+	storetest.Equal(t, again, byKey)
+	if got, _ := e.OffsetForTime(ctx, "i-0", want[150].Timestamp); got != ts {
+		t.Fatalf("OffsetForTime after rebuild = %d, before %d", got, ts)
+	}
+}
+
+// faultFS fails writes or fsyncs on demand, on top of the real files.
+type faultFS struct {
+	mu        sync.Mutex
+	failSync  bool
+	failWrite error // returned after writing half the bytes
+}
+
+func (f *faultFS) OpenAppend(path string) (File, error) {
+	file, err := osFS{}.OpenAppend(path)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+type faultFile struct {
+	File
+	fs *faultFS
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	err := f.fs.failWrite
+	f.fs.mu.Unlock()
+	if err != nil {
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, err
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) Sync() error {
+	f.fs.mu.Lock()
+	fail := f.fs.failSync
+	f.fs.mu.Unlock()
+	if fail {
+		return syscall.EIO
+	}
+	return f.File.Sync()
+}
+
+// A full disk refuses the append, leaves no half record behind, and the
+// shard takes writes again once there is room.
+func TestFullDiskRefusesAndRecovers(t *testing.T) {
+	fs := &faultFS{}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = fs
+	e := open(t, cfg)
+	defer e.Close()
+	want := fill(t, e, "f-0", 10)
+	fs.failWrite = syscall.ENOSPC
+	_, err := e.Append(ctx, "f-0", storetest.Records(5, 1))
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "f-0") {
+		t.Fatalf("append on a full disk: %v; want ENOSPC naming the shard", err)
+	}
+	fs.failWrite = nil
+	more := storetest.Records(2, 2)
+	base, err := e.Append(ctx, "f-0", append([]record.Record(nil), more...))
+	if err != nil || base != 10 {
+		t.Fatalf("append after room came back: base %d, %v; want 10", base, err)
+	}
+	for i := range more {
+		more[i].Offset = 10 + uint64(i)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, e, "f-0", 0), append(want, more...))
+}
+
+// A failed fsync is never acknowledged, and the shard refuses writes until
+// a restart recovers it from what is on disk: nothing acknowledged is lost.
+func TestFailedFsyncIsNeverAcknowledged(t *testing.T) {
+	fs := &faultFS{}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = fs
+	e := open(t, cfg)
+	want := fill(t, e, "y-0", 10)
+	fs.failSync = true
+	if _, err := e.Append(ctx, "y-0", storetest.Records(5, 1)); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append whose fsync failed: %v; want EIO", err)
+	}
+	fs.failSync = false
+	if _, err := e.Append(ctx, "y-0", storetest.Records(1, 2)); err == nil || !strings.Contains(err.Error(), "refuses writes until restart") {
+		t.Fatalf("append after a failed fsync: %v; want a refusal", err)
+	}
+	if _, high, _ := e.Watermarks(ctx, "y-0"); high != 10 {
+		t.Fatalf("high watermark %d after a failed fsync, want 10 (nothing unacknowledged visible)", high)
+	}
+	e.Close()
+	e = open(t, testConfig(cfg.Dir))
+	defer e.Close()
+	got := storetest.ReadAll(t, e, "y-0", 0)
+	storetest.Equal(t, got[:10], want)
+	if _, err := e.Append(ctx, "y-0", storetest.Records(1, 3)); err != nil {
+		t.Fatalf("append after restart: %v", err)
+	}
+}

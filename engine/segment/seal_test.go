@@ -1,0 +1,125 @@
+package segment
+
+import (
+	"context"
+	"hash/crc32"
+	"os"
+	"testing"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/store/storetest"
+)
+
+func TestShouldRoll(t *testing.T) {
+	const interval, maxBytes = 10_000, 1000
+	for _, tc := range []struct {
+		name  string
+		count uint64
+		next  uint64
+		n     int
+		size  int64
+		want  bool
+	}{
+		{"empty segment never rolls", 0, 9_999, 5, 5000, false},
+		{"crosses, 90% full", 5, 9_998, 5, 900, true},
+		{"crosses, not full", 5, 9_998, 5, 899, false},
+		{"full, does not cross", 5, 10_001, 5, 950, false},
+		{"lands exactly on the multiple", 5, 9_995, 5, 950, true},
+		{"at the cap, whatever the offset", 5, 12_345, 1, 1000, true},
+		{"past the cap", 5, 12_345, 1, 5000, true},
+	} {
+		if got := shouldRoll(tc.count, tc.next, tc.n, tc.size, interval, maxBytes); got != tc.want {
+			t.Errorf("%s: shouldRoll = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestSealedSegments(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes = 4096
+	cfg.RollCheckInterval = 10
+	e := open(t, cfg)
+	defer e.Close()
+	ctx := context.Background()
+	e.CreateShard(ctx, "s-0")
+	for i := 0; i < 40; i++ {
+		if _, err := e.Append(ctx, "s-0", storetest.Records(5, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err := e.Catalog().Segments("s-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 3 {
+		t.Fatalf("%d segments after 200 records in 4 KiB segments", len(segs))
+	}
+	var next uint64
+	for i, s := range segs {
+		if s.No != uint64(i) || s.StartOffset != next {
+			t.Fatalf("segment %d: no %d starts at %d, want %d", i, s.No, s.StartOffset, next)
+		}
+		if i == len(segs)-1 {
+			if s.State != catalog.Active {
+				t.Fatalf("last segment is %s", s.State)
+			}
+			break
+		}
+		path := segmentPath(e.shards["s-0"].dir, s.No)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(path)
+		switch {
+		case s.State != catalog.Sealed:
+			t.Fatalf("segment %d is %s, want sealed", i, s.State)
+		case s.Size != int64(len(data)) || s.Checksum != crc32.Checksum(data, castagnoli):
+			t.Fatalf("segment %d: catalog says %d bytes crc %08x; file has %d bytes crc %08x", i, s.Size, s.Checksum, len(data), crc32.Checksum(data, castagnoli))
+		case fi.Mode().Perm()&0o222 != 0:
+			t.Fatalf("sealed segment %d is writable: %v", i, fi.Mode())
+		case s.Records != s.EndOffset-s.StartOffset+1 || s.MinTimestamp > s.MaxTimestamp || s.SealedAt.IsZero():
+			t.Fatalf("segment %d metadata: %+v", i, s)
+		case s.Size > cfg.MaxSegmentBytes+1024:
+			t.Fatalf("segment %d is %d bytes, cap %d", i, s.Size, cfg.MaxSegmentBytes)
+		}
+		next = s.EndOffset + 1
+	}
+}
+
+func TestQuietSegmentSealsAfterMaxAge(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	now := time.Unix(1_700_000_000, 0)
+	clock := make(chan time.Time, 1)
+	clock <- now
+	cfg.Now = func() time.Time { t := <-clock; clock <- t; return t }
+	cfg.MaxSegmentAge = 40 * time.Millisecond
+	e := open(t, cfg)
+	defer e.Close()
+	ctx := context.Background()
+	e.CreateShard(ctx, "q-0")
+	e.Append(ctx, "q-0", storetest.Records(3, 1))
+	time.Sleep(100 * time.Millisecond) // ticks pass, but the clock has not moved
+	if segs, _ := e.Catalog().Segments("q-0"); len(segs) != 1 {
+		t.Fatalf("sealed before its age: %d segments", len(segs))
+	}
+	<-clock
+	clock <- now.Add(time.Minute)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		segs, _ := e.Catalog().Segments("q-0")
+		if len(segs) == 2 && segs[0].State == catalog.Sealed && segs[0].Records == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a quiet segment past its max age was not sealed: %+v", segs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// An empty active segment never seals.
+	time.Sleep(100 * time.Millisecond)
+	if segs, _ := e.Catalog().Segments("q-0"); len(segs) != 2 {
+		t.Fatalf("an empty segment was sealed: %d segments", len(segs))
+	}
+}
