@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -52,7 +53,7 @@ func (e *Engine) scan(v view, offset uint64, b store.Budget) ([]record.Record, e
 		return nil, &store.OutOfRangeError{Shard: v.name, Offset: offset, Low: v.segments[0].start, High: v.high}
 	}
 	var pos int64
-	if at, segNo, p, ok, err := floorOffset(e.index, v.name, offset); err != nil {
+	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
 		return nil, err
 	} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
 		pos = p
@@ -144,7 +145,7 @@ func (e *Engine) OffsetForTime(ctx context.Context, name string, ts int64) (uint
 		return 0, err
 	}
 	from := max(v.low, v.segments[0].start)
-	if off, ok, err := timeFloor(e.index, name, ts); err != nil {
+	if off, ok, err := index.TimeFloor(e.index, name, ts); err != nil {
 		return 0, err
 	} else if ok && off > from && off < v.high {
 		from = off
@@ -175,14 +176,14 @@ func (e *Engine) ReadByKey(ctx context.Context, name string, key []byte, from ui
 	if key == nil {
 		return nil, fmt.Errorf("read by key: the key is null")
 	}
-	return e.readIndexed(ctx, name, keyIndexPrefix(name, key), from, b, func(r *record.Record) bool {
+	return e.readIndexed(ctx, name, index.KeyPrefix(name, key), from, b, func(r *record.Record) bool {
 		return r.Key != nil && bytes.Equal(r.Key, key)
 	})
 }
 
 // ReadByTag returns records carrying tag, from offset from on.
 func (e *Engine) ReadByTag(ctx context.Context, name string, tag string, from uint64, b store.Budget) ([]record.Record, error) {
-	return e.readIndexed(ctx, name, tagIndexPrefix(name, tag), from, b, func(r *record.Record) bool {
+	return e.readIndexed(ctx, name, index.TagPrefix(name, tag), from, b, func(r *record.Record) bool {
 		for _, t := range r.Tags {
 			if t == tag {
 				return true
@@ -207,7 +208,7 @@ func (e *Engine) readIndexed(ctx context.Context, name string, prefix []byte, fr
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		offs, err := offsetsFrom(e.index, prefix, from, 256)
+		offs, err := index.OffsetsFrom(e.index, prefix, from, 256)
 		if err != nil {
 			return out, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/catalog"
+	"strata/engine/index"
 	"strata/engine/record"
 )
 
@@ -109,16 +110,16 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 func (e *Engine) reindex(sh *shard) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	if err := ib.DeleteRange(offsetKey(sh.name, sh.high), offsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	if err := ib.DeleteRange(index.OffsetKey(sh.name, sh.high), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
 		return err
 	}
-	if err := ib.Delete(offsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	if err := ib.Delete(index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
 		return err
 	}
 	if err := ib.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	at, segNo, pos, ok, err := floorOffset(e.index, sh.name, math.MaxUint64)
+	at, segNo, pos, ok, err := index.FloorOffset(e.index, sh.name, math.MaxUint64)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/catalog"
+	"strata/engine/index"
 	"strata/engine/record"
 )
 
@@ -186,7 +187,7 @@ func (w *worker) append(sh *shard, recs []record.Record, ib *pebble.Batch) (uint
 // shard's largest timestamp enters a new bucket, key and tag entries.
 func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64, ib *pebble.Batch) {
 	if r.Offset == s.start || sh.sinceIndex >= w.e.cfg.IndexInterval {
-		ib.Set(offsetKey(sh.name, r.Offset), offsetValue(s.no, pos), nil)
+		ib.Set(index.OffsetKey(sh.name, r.Offset), index.OffsetValue(s.no, pos), nil)
 		sh.sinceIndex = 0
 	}
 	sh.sinceIndex++
@@ -195,14 +196,14 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 		bucket-- // floor, not truncation
 	}
 	if !sh.tsIndexed || bucket > sh.tsBucket {
-		ib.Set(timeKey(sh.name, r.Timestamp, r.Offset), nil, nil)
+		ib.Set(index.TimeKey(sh.name, r.Timestamp, r.Offset), nil, nil)
 		sh.tsBucket, sh.tsIndexed = bucket, true
 	}
 	if r.Key != nil {
-		ib.Set(withOffset(keyIndexPrefix(sh.name, r.Key), r.Offset), nil, nil)
+		ib.Set(index.WithOffset(index.KeyPrefix(sh.name, r.Key), r.Offset), nil, nil)
 	}
 	for _, t := range r.Tags {
-		ib.Set(withOffset(tagIndexPrefix(sh.name, t), r.Offset), nil, nil)
+		ib.Set(index.WithOffset(index.TagPrefix(sh.name, t), r.Offset), nil, nil)
 	}
 }
 

@@ -1,0 +1,157 @@
+// Package engine is the storage adapter (seed 002): one Store that routes
+// each shard to the engine its topic is configured for: "segment" (the File
+// Segment engine, the default), "memory" or "pebble".
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"strata/engine/memory"
+	"strata/engine/pebblestore"
+	"strata/engine/record"
+	"strata/engine/segment"
+	"strata/engine/store"
+)
+
+// Engine names.
+const (
+	Segment = "segment"
+	Memory  = "memory"
+	Pebble  = "pebble"
+)
+
+// Config picks engines per topic.
+type Config struct {
+	// Default is the engine of topics not listed in Topics (segment).
+	Default string
+	// Topics maps a topic name to its engine.
+	Topics map[string]string
+	// Segment configures the segment engine; its Dir is the data folder.
+	Segment segment.Config
+	// MemoryMaxRecords bounds each memory shard (1,000,000).
+	MemoryMaxRecords int
+}
+
+// Adapter routes by topic. It implements store.Store.
+type Adapter struct {
+	cfg     Config
+	segment *segment.Engine
+	stores  map[string]store.Store
+}
+
+var _ store.Store = (*Adapter)(nil)
+
+// Open opens every engine the config names.
+func Open(cfg Config) (*Adapter, error) {
+	if cfg.Default == "" {
+		cfg.Default = Segment
+	}
+	used := map[string]bool{Segment: true, cfg.Default: true}
+	for topic, e := range cfg.Topics {
+		used[e] = true
+		if err := store.ValidateShard(topic); err != nil {
+			return nil, fmt.Errorf("engine for topic %q: %w", topic, err)
+		}
+	}
+	a := &Adapter{cfg: cfg, stores: map[string]store.Store{}}
+	for name := range used {
+		var err error
+		switch name {
+		case Segment:
+			a.segment, err = segment.Open(cfg.Segment)
+			a.stores[name] = a.segment
+		case Memory:
+			a.stores[name] = memory.New(cfg.MemoryMaxRecords)
+		case Pebble:
+			a.stores[name], err = pebblestore.Open(filepath.Join(cfg.Segment.Dir, "pebble-engine"))
+		default:
+			err = fmt.Errorf("unknown engine %q: want segment, memory or pebble", name)
+		}
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Topic is the topic part of a "{topic}-{partition}" shard name.
+func Topic(shard string) string {
+	if i := strings.LastIndexByte(shard, '-'); i > 0 {
+		return shard[:i]
+	}
+	return shard
+}
+
+func (a *Adapter) route(shard string) store.Store {
+	if e, ok := a.cfg.Topics[Topic(shard)]; ok {
+		return a.stores[e]
+	}
+	return a.stores[a.cfg.Default]
+}
+
+// SegmentEngine is the File Segment engine, which tiering works on.
+func (a *Adapter) SegmentEngine() *segment.Engine { return a.segment }
+
+func (a *Adapter) CreateShard(ctx context.Context, shard string) error {
+	return a.route(shard).CreateShard(ctx, shard)
+}
+
+func (a *Adapter) Append(ctx context.Context, shard string, recs []record.Record) (uint64, error) {
+	return a.route(shard).Append(ctx, shard, recs)
+}
+
+func (a *Adapter) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
+	return a.route(shard).Read(ctx, shard, offset, b)
+}
+
+func (a *Adapter) OffsetForTime(ctx context.Context, shard string, ts int64) (uint64, error) {
+	return a.route(shard).OffsetForTime(ctx, shard, ts)
+}
+
+func (a *Adapter) ReadByKey(ctx context.Context, shard string, key []byte, from uint64, b store.Budget) ([]record.Record, error) {
+	return a.route(shard).ReadByKey(ctx, shard, key, from, b)
+}
+
+func (a *Adapter) ReadByTag(ctx context.Context, shard string, tag string, from uint64, b store.Budget) ([]record.Record, error) {
+	return a.route(shard).ReadByTag(ctx, shard, tag, from, b)
+}
+
+func (a *Adapter) Watermarks(ctx context.Context, shard string) (uint64, uint64, error) {
+	return a.route(shard).Watermarks(ctx, shard)
+}
+
+func (a *Adapter) DeleteBefore(ctx context.Context, shard string, offset uint64) error {
+	return a.route(shard).DeleteBefore(ctx, shard, offset)
+}
+
+// Shards lists the shards of every engine that belong to it by config.
+func (a *Adapter) Shards(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, s := range a.stores {
+		names, err := s.Shards(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if a.route(n) == s {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (a *Adapter) Close() error {
+	var errs []error
+	for _, s := range a.stores {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}

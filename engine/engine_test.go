@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"strata/engine/segment"
+	"strata/engine/store"
+	"strata/engine/store/storetest"
+)
+
+func config(dir string) Config {
+	return Config{
+		Topics:  map[string]string{"fast": Memory, "small": Pebble},
+		Segment: segment.Config{Dir: dir, Workers: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	}
+}
+
+func TestContractThroughTheAdapter(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		a, err := Open(config(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}, storetest.Options{Reopen: func(t *testing.T, s store.Store) store.Store {
+		a := s.(*Adapter)
+		a.Close()
+		b, err := Open(a.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}})
+}
+
+func TestTopicsRouteToTheirEngine(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(t.TempDir())
+	a, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shard := range []string{"fast-0", "small-0", "orders-0", "orders-with-dashes-3"} {
+		if err := a.CreateShard(ctx, shard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Append(ctx, shard, storetest.Records(3, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, _ := a.SegmentEngine().Shards(ctx); len(names) != 2 {
+		t.Fatalf("segment engine holds %q, want the two default-engine shards", names)
+	}
+	a.Close()
+	a, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	names, _ := a.Shards(ctx)
+	if len(names) != 3 || names[0] != "orders-0" || names[2] != "small-0" {
+		t.Fatalf("after restart shards %q: the memory topic is gone, the others stay", names)
+	}
+	if Topic("orders-with-dashes-3") != "orders-with-dashes" {
+		t.Fatal("Topic splits at the last dash")
+	}
+}
+
+func TestUnknownEngine(t *testing.T) {
+	cfg := config(t.TempDir())
+	cfg.Topics["x"] = "tape"
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("an unknown engine name was accepted")
+	}
+}
