@@ -120,6 +120,9 @@ type Engine struct {
 	shards map[string]*shard
 	closed bool
 
+	retiredMu sync.Mutex
+	retired   []retiredSegment
+
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
 	tick sync.WaitGroup // the ticker, which sends to workers
@@ -286,6 +289,10 @@ func (e *Engine) openActive(sh *shard, seg catalog.Segment) (*segment, error) {
 // Append hands the records to the shard's I/O worker and waits until they
 // are written (and, under FsyncBatch, on disk).
 func (e *Engine) Append(ctx context.Context, name string, recs []record.Record) (uint64, error) {
+	return e.append(ctx, name, recs, false)
+}
+
+func (e *Engine) append(ctx context.Context, name string, recs []record.Record, at bool) (uint64, error) {
 	if len(recs) == 0 {
 		return 0, errors.New("append: no records")
 	}
@@ -301,7 +308,7 @@ func (e *Engine) Append(ctx context.Context, name string, recs []record.Record) 
 		e.mu.RUnlock()
 		return 0, fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
 	}
-	req := request{shard: sh, recs: recs, done: make(chan result, 1)}
+	req := request{shard: sh, recs: recs, at: at, done: make(chan result, 1)}
 	select {
 	case sh.worker.ch <- req:
 		e.mu.RUnlock()

@@ -118,6 +118,10 @@ func (s *segment) remapLocked(n int64) error {
 		s.rf = f
 	}
 	mm, err := mmap.Map(s.rf, mmap.RDONLY, 0)
+	// The mapping outlives the descriptor: holding no fd per segment lets a
+	// deleted segment's mapping linger for late readers at no cost in fds.
+	s.rf.Close()
+	s.rf = nil
 	if err != nil {
 		return fmt.Errorf("segment %s: mmap: %w", s.path, err)
 	}

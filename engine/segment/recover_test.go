@@ -23,8 +23,10 @@ func fill(t *testing.T, e *Engine, shard string, n int) []record.Record {
 		t.Fatal(err)
 	}
 	recs := storetest.Records(n, 9)
-	if _, err := e.Append(ctx, shard, append([]record.Record(nil), recs...)); err != nil {
-		t.Fatal(err)
+	for i := 0; i < n; i += 5 { // several appends, so small segments roll
+		if _, err := e.Append(ctx, shard, append([]record.Record(nil), recs[i:min(i+5, n)]...)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range recs {
 		recs[i].Offset = uint64(i)

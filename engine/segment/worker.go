@@ -17,6 +17,7 @@ import (
 type request struct {
 	shard *shard
 	recs  []record.Record
+	at    bool // the records carry their offsets (AppendAt)
 	done  chan result
 	tick  bool // no records: seal aged segments, fsync under the interval policy
 }
@@ -88,7 +89,7 @@ func (w *worker) process(batch []request) {
 			w.tick()
 			continue
 		}
-		base, err := w.append(req.shard, req.recs, ib)
+		base, err := w.append(req.shard, req.recs, req.at, ib)
 		done = append(done, pending{req: req, base: base, err: err})
 		if err == nil {
 			touched[req.shard] = true
@@ -142,9 +143,12 @@ func (sh *shard) active() *segment { return sh.segments[len(sh.segments)-1] }
 
 // append encodes the records at the shard's next offsets and writes them to
 // the active segment, rolling first if the gates say so.
-func (w *worker) append(sh *shard, recs []record.Record, ib *pebble.Batch) (uint64, error) {
+func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
 	if sh.failed != nil {
 		return 0, sh.failed
+	}
+	if at && recs[0].Offset != sh.active().next {
+		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
 	}
 	if err := w.maybeRoll(sh, len(recs)); err != nil {
 		return 0, err
@@ -157,11 +161,11 @@ func (w *worker) append(sh *shard, recs []record.Record, ib *pebble.Batch) (uint
 	for i := range recs {
 		r := &recs[i]
 		r.Offset = base + uint64(i)
-		at := pos + int64(len(w.buf))
+		recPos := pos + int64(len(w.buf))
 		if w.buf, err = record.Append(w.buf, r); err != nil {
 			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
 		}
-		w.indexRecord(sh, s, r, at, ib)
+		w.indexRecord(sh, s, r, recPos, ib)
 	}
 	if _, err := s.wf.Write(w.buf); err != nil {
 		// Cut off whatever part reached the file, so the log stays whole.

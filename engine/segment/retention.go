@@ -1,0 +1,207 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// RetentionPolicy bounds what a shard keeps on local disk. Zero fields
+// impose no bound.
+type RetentionPolicy struct {
+	// MaxAge drops a sealed segment whose newest record is older than this.
+	MaxAge time.Duration
+	// MaxBytes drops the oldest sealed segments while the shard's local
+	// segments add up to more than this.
+	MaxBytes int64
+}
+
+// SegmentInfo is what the retention decision looks at.
+type SegmentInfo struct {
+	No           uint64
+	EndOffset    uint64
+	MaxTimestamp int64 // ms
+	Size         int64
+	Sealed       bool
+}
+
+// DropDecision says which of a shard's oldest segments to delete: a prefix
+// of segs (oldest first), so the offsets that remain stay contiguous. Only
+// sealed segments go; one goes if it is wholly below the low watermark, too
+// old, or the shard is over its byte budget, and mayDrop agrees (the hook
+// through which tiering keeps a segment until it is safely uploaded).
+func DropDecision(now time.Time, segs []SegmentInfo, low uint64, p RetentionPolicy, mayDrop func(no uint64) bool) []uint64 {
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	var drop []uint64
+	for _, s := range segs {
+		if !s.Sealed {
+			break
+		}
+		below := s.EndOffset < low
+		old := p.MaxAge > 0 && now.Sub(time.UnixMilli(s.MaxTimestamp)) > p.MaxAge
+		over := p.MaxBytes > 0 && total > p.MaxBytes
+		if !(below || old || over) || (mayDrop != nil && !mayDrop(s.No)) {
+			break
+		}
+		drop = append(drop, s.No)
+		total -= s.Size
+	}
+	return drop
+}
+
+// ApplyRetention deletes, in every shard, the segments DropDecision picks,
+// marks them deleted in the catalog and raises the low watermark past them.
+// It returns how many segments it deleted.
+func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
+	names, _ := e.Shards(ctx)
+	deleted := 0
+	for _, name := range names {
+		sh, err := e.shard(name)
+		if err != nil {
+			continue
+		}
+		sh.mu.RLock()
+		segs := sh.segments
+		low := sh.low
+		infos := make([]SegmentInfo, len(segs))
+		for i, s := range segs {
+			infos[i] = SegmentInfo{No: s.no, EndOffset: s.next - 1, Size: s.size, Sealed: s.sealed && i < len(segs)-1}
+			if infos[i].Sealed {
+				infos[i].MaxTimestamp = s.maxTS
+			}
+		}
+		sh.mu.RUnlock()
+		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
+		for range drop {
+			s := segs[0]
+			if _, err := e.catalog.Transition(name, s.no, catalog.Sealed, catalog.Deleted, nil); err != nil {
+				return deleted, err
+			}
+			if _, err := e.catalog.SetLowWatermark(name, s.next); err != nil {
+				return deleted, err
+			}
+			sh.mu.Lock()
+			sh.segments = sh.segments[1:]
+			sh.low = max(sh.low, s.next)
+			sh.mu.Unlock()
+			// A reader still scanning it keeps its mapping; the file goes now.
+			if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+				return deleted, fmt.Errorf("delete %s: %w", s.path, err)
+			}
+			e.retire(s)
+			segs = segs[1:]
+			deleted++
+			e.log.Info("segment deleted by retention", "shard", name, "segment", s.no, "end_offset", s.next-1)
+		}
+	}
+	return deleted, nil
+}
+
+// retire unmaps deleted segments once no read can still be using them.
+func (e *Engine) retire(s *segment) {
+	e.retiredMu.Lock()
+	defer e.retiredMu.Unlock()
+	now := time.Now()
+	kept := e.retired[:0]
+	for _, r := range e.retired {
+		if now.Sub(r.at) > time.Minute {
+			r.s.closeRead()
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	e.retired = append(kept, retiredSegment{s, now})
+}
+
+type retiredSegment struct {
+	s  *segment
+	at time.Time
+}
+
+// AppendAt writes records whose offsets are already set, as a follower
+// copying its leader does: the first must be the shard's next offset and
+// the rest follow it. The bytes on disk are the leader's bytes.
+func (e *Engine) AppendAt(ctx context.Context, name string, recs []record.Record) error {
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Offset != recs[0].Offset+uint64(i) {
+			return fmt.Errorf("append at: offset %d follows %d", recs[i].Offset, recs[i-1].Offset)
+		}
+	}
+	_, err := e.append(ctx, name, recs, true)
+	return err
+}
+
+// Checksum returns the CRC-32C and length of a local segment as far as it
+// is durable, for two replicas to compare.
+func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint32, size int64, err error) {
+	v, err := e.view(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, s := range v.segments {
+		if s.no != no {
+			continue
+		}
+		limit := s.size
+		if i == len(v.segments)-1 {
+			limit = v.activeLen
+		}
+		data, err := readPrefix(s.path, limit)
+		if err != nil {
+			return 0, 0, err
+		}
+		return crc32.Checksum(data, castagnoli), limit, nil
+	}
+	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
+}
+
+func readPrefix(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil && n > 0 {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return buf, nil
+}
+
+// Scrub verifies every sealed local segment of a shard against the checksum
+// the catalog recorded when it was sealed. Recovery trusts sealed segments;
+// this is how their bytes are checked.
+func (e *Engine) Scrub(ctx context.Context, name string) error {
+	segs, err := e.catalog.Segments(name)
+	if err != nil {
+		return err
+	}
+	sh, err := e.shard(name)
+	if err != nil {
+		return err
+	}
+	for _, c := range segs {
+		if c.State == catalog.Active || !c.State.Local() {
+			continue
+		}
+		path := segmentPath(sh.dir, c.No)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("scrub %s: %w", path, err)
+		}
+		if got := crc32.Checksum(data, castagnoli); int64(len(data)) != c.Size || got != c.Checksum {
+			return fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+				path, len(data), got, c.Size, c.Checksum, record.ErrCorrupt)
+		}
+	}
+	return nil
+}

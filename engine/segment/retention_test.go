@@ -1,0 +1,146 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/store"
+	"strata/engine/store/storetest"
+)
+
+func TestDropDecision(t *testing.T) {
+	now := time.UnixMilli(1_000_000_000)
+	day := int64(24 * time.Hour / time.Millisecond)
+	segs := []SegmentInfo{
+		{No: 0, EndOffset: 99, MaxTimestamp: now.UnixMilli() - 3*day, Size: 100, Sealed: true},
+		{No: 1, EndOffset: 199, MaxTimestamp: now.UnixMilli() - 2*day, Size: 100, Sealed: true},
+		{No: 2, EndOffset: 299, MaxTimestamp: now.UnixMilli() - 1, Size: 100, Sealed: true},
+		{No: 3, EndOffset: 350, MaxTimestamp: now.UnixMilli(), Size: 50, Sealed: false},
+	}
+	for _, tc := range []struct {
+		name    string
+		low     uint64
+		p       RetentionPolicy
+		mayDrop func(uint64) bool
+		want    []uint64
+	}{
+		{"no policy keeps everything", 0, RetentionPolicy{}, nil, nil},
+		{"below the low watermark", 150, RetentionPolicy{}, nil, []uint64{0}},
+		{"low watermark past two", 200, RetentionPolicy{}, nil, []uint64{0, 1}},
+		{"by age", 0, RetentionPolicy{MaxAge: 36 * time.Hour}, nil, []uint64{0, 1}},
+		{"by bytes: 350 down to 150", 0, RetentionPolicy{MaxBytes: 200}, nil, []uint64{0, 1}},
+		{"bytes just fit", 0, RetentionPolicy{MaxBytes: 350}, nil, nil},
+		{"the active segment never goes", 1000, RetentionPolicy{MaxBytes: 1}, nil, []uint64{0, 1, 2}},
+		{"tiering holds segment 1 back", 0, RetentionPolicy{MaxAge: time.Hour}, func(no uint64) bool { return no != 1 }, []uint64{0}},
+	} {
+		got := DropDecision(now, segs, tc.low, tc.p, tc.mayDrop)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: drop %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRetentionDeletesOldSegments(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 2048, 5
+	e := open(t, cfg)
+	defer e.Close()
+	all := fill(t, e, "ret-0", 100)
+	segs, _ := e.Catalog().Segments("ret-0")
+	if len(segs) < 4 {
+		t.Fatalf("only %d segments", len(segs))
+	}
+	if err := e.DeleteBefore(ctx, "ret-0", segs[2].StartOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.ApplyRetention(ctx, RetentionPolicy{}, nil)
+	if err != nil || n != 2 {
+		t.Fatalf("ApplyRetention deleted %d segments, %v; want the 2 wholly below the low watermark", n, err)
+	}
+	after, _ := e.Catalog().Segments("ret-0")
+	for _, s := range after[:2] {
+		if s.State != catalog.Deleted {
+			t.Fatalf("segment %d is %s after retention", s.No, s.State)
+		}
+		if _, err := os.Stat(segmentPath(e.shards["ret-0"].dir, s.No)); !os.IsNotExist(err) {
+			t.Fatalf("segment %d's file is still there", s.No)
+		}
+	}
+	low, _, _ := e.Watermarks(ctx, "ret-0")
+	storetest.Equal(t, storetest.ReadAll(t, e, "ret-0", low), all[low:])
+	var oor *store.OutOfRangeError
+	if _, err := e.Read(ctx, "ret-0", 0, store.Budget{}); !errors.As(err, &oor) {
+		t.Fatalf("read of a deleted offset: %v", err)
+	}
+	// Byte budget: everything sealed goes, the active segment stays.
+	if _, err := e.ApplyRetention(ctx, RetentionPolicy{MaxBytes: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := e.Catalog().Segments("ret-0"); segs[len(segs)-1].State != catalog.Active || len(e.shards["ret-0"].segments) != 1 {
+		t.Fatalf("after a 1-byte budget %d local segments remain", len(e.shards["ret-0"].segments))
+	}
+}
+
+// A follower that copies the leader's records at their offsets ends with
+// byte-identical segments, and the checksums say so.
+func TestFollowerCopyIsByteIdentical(t *testing.T) {
+	leader := open(t, testConfig(t.TempDir()))
+	defer leader.Close()
+	follower := open(t, testConfig(t.TempDir()))
+	defer follower.Close()
+	recs := fill(t, leader, "rep-0", 50)
+	follower.CreateShard(ctx, "rep-0")
+	if err := follower.AppendAt(ctx, "rep-0", recs[:20]); err != nil {
+		t.Fatal(err)
+	}
+	if err := follower.AppendAt(ctx, "rep-0", recs[25:]); err == nil || !strings.Contains(err.Error(), "next offset is 20") {
+		t.Fatalf("a gap in a follower's copy: %v", err)
+	}
+	if err := follower.AppendAt(ctx, "rep-0", recs[20:]); err != nil {
+		t.Fatal(err)
+	}
+	lc, ls, err1 := leader.Checksum(ctx, "rep-0", 0)
+	fc, fs, err2 := follower.Checksum(ctx, "rep-0", 0)
+	if err1 != nil || err2 != nil || lc != fc || ls != fs || ls == 0 {
+		t.Fatalf("checksums leader %08x/%d, follower %08x/%d (%v %v)", lc, ls, fc, fs, err1, err2)
+	}
+	a, _ := os.ReadFile(segmentPath(leader.shards["rep-0"].dir, 0))
+	b, _ := os.ReadFile(segmentPath(follower.shards["rep-0"].dir, 0))
+	if !bytes.Equal(a, b) {
+		t.Fatal("the follower's segment file differs from the leader's")
+	}
+}
+
+func TestScrubFindsCorruptSealedSegment(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 2048, 5
+	e := open(t, cfg)
+	fill(t, e, "sc-0", 60)
+	if err := e.Scrub(ctx, "sc-0"); err != nil {
+		t.Fatalf("scrub of intact segments: %v", err)
+	}
+	path := segmentPath(e.shards["sc-0"].dir, 1)
+	segs, _ := e.Catalog().Segments("sc-0")
+	e.Close()
+	data, _ := os.ReadFile(path)
+	data[len(data)/2] ^= 0xff
+	os.Chmod(path, 0o644)
+	os.WriteFile(path, data, 0o444)
+	e = open(t, cfg)
+	defer e.Close()
+	if err := e.Scrub(ctx, "sc-0"); !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("scrub of a damaged sealed segment: %v; want ErrCorrupt naming %s", err, path)
+	}
+	// Reading it fails loudly, naming the file, instead of returning wrong data.
+	_, err := e.Read(ctx, "sc-0", segs[1].StartOffset, store.Budget{MaxRecords: 1000})
+	if !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("read across a damaged record: %v; want ErrCorrupt naming %s", err, path)
+	}
+}
