@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -119,6 +120,8 @@ type Engine struct {
 	mu     sync.RWMutex
 	shards map[string]*shard
 	closed bool
+
+	stats Stats
 
 	retiredMu sync.Mutex
 	retired   []retiredSegment
@@ -403,6 +406,17 @@ func (e *Engine) Close() error {
 	errs = append(errs, e.index.Close(), e.catalog.Close())
 	return errors.Join(errs...)
 }
+
+// Stats counts the engine's work since it opened.
+type Stats struct {
+	Batches atomic.Uint64 // worker batches with at least one append
+	Fsyncs  atomic.Uint64
+	Records atomic.Uint64
+	Bytes   atomic.Uint64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
 
 // Catalog exposes the engine's catalog to the tiering pipeline.
 func (e *Engine) Catalog() *catalog.Catalog { return e.catalog }

@@ -95,11 +95,15 @@ func (w *worker) process(batch []request) {
 			touched[req.shard] = true
 		}
 	}
+	if len(touched) > 0 {
+		w.e.stats.Batches.Add(1)
+	}
 	for sh := range touched {
 		if w.e.cfg.Fsync != FsyncBatch {
 			sh.dirty = true
 			continue
 		}
+		w.e.stats.Fsyncs.Add(1)
 		if err := sh.active().wf.Sync(); err != nil {
 			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
 		}
@@ -175,6 +179,8 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 		return 0, fmt.Errorf("shard %s: write %s: %w", sh.name, s.path, err)
 	}
 	s.size += int64(len(w.buf))
+	w.e.stats.Bytes.Add(uint64(len(w.buf)))
+	w.e.stats.Records.Add(uint64(len(recs)))
 	s.crc = crc32.Update(s.crc, castagnoli, w.buf)
 	s.next = base + uint64(len(recs))
 	if s.firstAt.IsZero() {

@@ -1,0 +1,231 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"strata/bench"
+	"strata/engine/index"
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+func benchReport(b *testing.B, f bench.Figure) {
+	f.Command = "make bench (go test -bench Engine ./engine/segment)"
+	if err := bench.Report(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchEngine(b *testing.B, dir string, mutate func(*Config)) *Engine {
+	cfg := Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// diskLimit is what the disk allows for the engine's I/O pattern without
+// the engine: total bytes written by files goroutines, each to its own file,
+// in chunks of chunk bytes with one fsync per chunk. Returns MB/s.
+func diskLimit(b *testing.B, dir string, total, chunk int64, files int) float64 {
+	per := total / int64(files)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < files; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("disk-limit-%d", i)))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			buf := make([]byte, chunk)
+			for written := int64(0); written < per; written += chunk {
+				if _, err := f.Write(buf); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := f.Sync(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	return float64(per*int64(files)) / 1e6 / time.Since(start).Seconds()
+}
+
+// Append throughput across record sizes and shard counts, each beside the
+// disk's own limit for the same bytes in the same batch sizes.
+func BenchmarkEngineAppend(b *testing.B) {
+	const total = 96 << 20 // bytes of records per configuration
+	for _, size := range []int{100, 1 << 10, 16 << 10} {
+		for _, shards := range []int{1, 16, 256} {
+			dir := b.TempDir()
+			e := benchEngine(b, dir, nil)
+			ctx := context.Background()
+			for s := 0; s < shards; s++ {
+				e.CreateShard(ctx, fmt.Sprintf("a-%d", s))
+			}
+			perReq := max(1, (16<<10)/size) // a 16 KiB producer batch
+			value := make([]byte, size)
+			reqs := total / (perReq * size)
+			producers := max(shards, 32)
+			var wg sync.WaitGroup
+			next := make(chan int, reqs)
+			for i := 0; i < reqs; i++ {
+				next <- i
+			}
+			close(next)
+			start := time.Now()
+			for p := 0; p < producers; p++ {
+				wg.Add(1)
+				go func(p int) {
+					defer wg.Done()
+					recs := make([]record.Record, perReq)
+					for i := range next {
+						for j := range recs {
+							recs[j] = record.Record{Timestamp: int64(i), Value: value}
+						}
+						if _, err := e.Append(ctx, fmt.Sprintf("a-%d", (p+i)%shards), recs); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}(p)
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			st := e.Stats()
+			written := int64(st.Bytes.Load())
+			mbs := float64(written) / 1e6 / elapsed.Seconds()
+			recsPerSec := float64(st.Records.Load()) / elapsed.Seconds()
+			chunk := written / int64(max(1, st.Fsyncs.Load()))
+			files := min(shards, e.cfg.Workers) // the engine's writers at once
+			e.Close()
+			limit := diskLimit(b, dir, written, chunk, files)
+			target := ""
+			if size == 1<<10 && shards == 16 {
+				target = ">= 0.80"
+			}
+			benchReport(b, bench.Figure{Name: fmt.Sprintf("engine append %dB x %d shards (%.0f rec/s)", size, shards, recsPerSec),
+				Value: mbs, Unit: "MB/s", Reference: fmt.Sprintf("disk, %d files, %d KiB/fsync", files, chunk>>10), ReferenceValue: limit, Target: target, Runs: 1})
+		}
+	}
+}
+
+// Offset lookup latency with the index warm, and the offset index's size
+// on disk for 10 million records (the seed claims about 240 KB).
+func BenchmarkEngineOffsetIndex(b *testing.B) {
+	const n = 10_000_000
+	dir := b.TempDir()
+	e := benchEngine(b, dir, func(c *Config) { c.Workers = 2 })
+	ctx := context.Background()
+	e.CreateShard(ctx, "idx-0")
+	recs := make([]record.Record, 10_000)
+	for i := range recs {
+		recs[i] = record.Record{Value: []byte("0123456789")}
+	}
+	start := time.Now()
+	for written := 0; written < n; written += len(recs) {
+		if _, err := e.Append(ctx, "idx-0", recs); err != nil {
+			b.Fatal(err)
+		}
+		if written%2_000_000 == 0 {
+			fmt.Fprintf(os.Stderr, "offset index bench: %d/%d records written (%s)\n", written, n, time.Since(start).Round(time.Second))
+		}
+	}
+	if err := e.index.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	prefix := index.Prefix(index.KindOffset, "idx-0")
+	e.index.Compact(prefix, index.UpperBound(prefix), true)
+	size, err := e.index.EstimateDiskUsage(prefix, index.UpperBound(prefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchReport(b, bench.Figure{Name: "engine offset index size, 10M records", Value: float64(size) / 1e3, Unit: "KB",
+		Reference: "seed 002's claim", ReferenceValue: 240, Target: "<= 1.00", Runs: 1})
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	lat := make([]time.Duration, 0, 20_000)
+	for i := 0; i < cap(lat); i++ {
+		off := rng.Uint64N(n)
+		t0 := time.Now()
+		got, err := e.Read(ctx, "idx-0", off, store.Budget{MaxRecords: 1})
+		lat = append(lat, time.Since(t0))
+		if err != nil || len(got) != 1 || got[0].Offset != off {
+			b.Fatalf("lookup of %d: %v", off, err)
+		}
+	}
+	for _, p := range []float64{50, 99} {
+		benchReport(b, bench.Figure{Name: fmt.Sprintf("engine offset lookup p%.0f (read 1 record)", p), Value: float64(bench.Percentile(lat, p)) / 1e3,
+			Unit: "us", Reference: "target", ReferenceValue: 100, Target: "<= 1.00 at p99", Runs: len(lat)})
+	}
+	e.Close()
+}
+
+// Hot read: scanning a sealed segment through Read, beside a plain copy of
+// the same bytes out of memory.
+func BenchmarkEngineHotRead(b *testing.B) {
+	dir := b.TempDir()
+	e := benchEngine(b, dir, func(c *Config) { c.MaxSegmentBytes = 256 << 20; c.RollCheckInterval = 1000 })
+	defer e.Close()
+	ctx := context.Background()
+	e.CreateShard(ctx, "hot-0")
+	recs := make([]record.Record, 1000)
+	for i := range recs {
+		recs[i] = record.Record{Value: make([]byte, 1000)}
+	}
+	for e.shards["hot-0"].segments[0].wf != nil { // until segment 0 is sealed
+		if _, err := e.Append(ctx, "hot-0", recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seg := e.shards["hot-0"].segments[0]
+	data, err := os.ReadFile(seg.path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var readMBs, copyMBs []float64
+	for run := 0; run < 5; run++ {
+		t0 := time.Now()
+		var bytes int
+		for off := uint64(0); off < seg.next; {
+			got, err := e.Read(ctx, "hot-0", off, store.Budget{MaxBytes: 1 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range got {
+				bytes += record.Size(&got[i])
+			}
+			off = got[len(got)-1].Offset + 1
+		}
+		readMBs = append(readMBs, float64(bytes)/1e6/time.Since(t0).Seconds())
+		dst := make([]byte, 1<<20)
+		t0 = time.Now()
+		for p := 0; p < len(data); p += len(dst) {
+			copy(dst, data[p:])
+		}
+		copyMBs = append(copyMBs, float64(len(data))/1e6/time.Since(t0).Seconds())
+	}
+	benchReport(b, bench.Figure{Name: "engine hot read, sealed 256MiB segment", Value: bench.Median(readMBs), Unit: "MB/s",
+		Reference: "memory copy of the same bytes", ReferenceValue: bench.Median(copyMBs), Runs: 5})
+}
