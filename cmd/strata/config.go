@@ -19,10 +19,38 @@ import (
 
 // Config is strata's whole configuration; docs/config.md describes each key.
 type Config struct {
-	DataDir   string    `yaml:"data_dir"`
-	AdminAddr string    `yaml:"admin_addr"`
-	Log       LogConfig `yaml:"log"`
-	Cold      Cold      `yaml:"cold"`
+	DataDir   string          `yaml:"data_dir"`
+	AdminAddr string          `yaml:"admin_addr"`
+	Log       LogConfig       `yaml:"log"`
+	Engine    EngineConfig    `yaml:"engine"`
+	Segment   SegmentConfig   `yaml:"segment"`
+	Retention RetentionConfig `yaml:"retention"`
+	Cold      Cold            `yaml:"cold"`
+}
+
+// EngineConfig picks storage engines and how they write.
+type EngineConfig struct {
+	Default          string            `yaml:"default"` // segment, memory or pebble
+	Topics           map[string]string `yaml:"topics"`  // topic -> engine
+	Fsync            string            `yaml:"fsync"`   // batch, interval or none
+	FsyncInterval    Duration          `yaml:"fsync_interval"`
+	IOWorkers        int               `yaml:"io_workers"`
+	IndexInterval    int               `yaml:"index_interval"`
+	MemoryMaxRecords int               `yaml:"memory_max_records"`
+}
+
+// SegmentConfig is the segment engine's roll and seal policy.
+type SegmentConfig struct {
+	MaxBytes          Bytes    `yaml:"max_bytes"`
+	RollCheckInterval int64    `yaml:"roll_check_interval"`
+	MaxAge            Duration `yaml:"max_age"`
+}
+
+// RetentionConfig bounds local disk per shard.
+type RetentionConfig struct {
+	MaxAge   Duration `yaml:"max_age"`
+	MaxBytes Bytes    `yaml:"max_bytes"`
+	Interval Duration `yaml:"interval"`
 }
 
 type LogConfig struct {
@@ -282,6 +310,35 @@ func (c *Config) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log.level: %q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Engine.Default {
+	case "segment", "memory", "pebble":
+	default:
+		return fmt.Errorf("engine.default: %q: want segment, memory or pebble", c.Engine.Default)
+	}
+	for topic, e := range c.Engine.Topics {
+		switch e {
+		case "segment", "memory", "pebble":
+		default:
+			return fmt.Errorf("engine.topics.%s: %q: want segment, memory or pebble", topic, e)
+		}
+	}
+	switch c.Engine.Fsync {
+	case "batch", "interval", "none":
+	default:
+		return fmt.Errorf("engine.fsync: %q: want batch, interval or none", c.Engine.Fsync)
+	}
+	if c.Engine.IOWorkers < 1 || c.Engine.IOWorkers > 1024 {
+		return fmt.Errorf("engine.io_workers: %d: want 1 to 1024", c.Engine.IOWorkers)
+	}
+	if c.Engine.IndexInterval < 1 {
+		return fmt.Errorf("engine.index_interval: %d: want 1 or more", c.Engine.IndexInterval)
+	}
+	if c.Segment.MaxBytes < 4096 {
+		return fmt.Errorf("segment.max_bytes: %d bytes: want at least 4KiB", c.Segment.MaxBytes)
+	}
+	if c.Segment.RollCheckInterval < 1 {
+		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)
 	}
 	switch c.Cold.Backend {
 	case "local":

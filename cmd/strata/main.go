@@ -26,6 +26,8 @@ const usage = `strata: a segment-log store that tiers sealed segments to Parquet
 Usage:
   strata serve [--config FILE] [--data-dir DIR] [--admin-addr HOST:PORT] [--set key=value ...]
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
+  strata segment dump FILE                               print every record of a segment file
+  strata segment verify DIR                              check a shard folder's segments offline
 `
 
 func main() {
@@ -39,6 +41,8 @@ func main() {
 		err = serve(os.Args[2:], os.Stdout)
 	case "config":
 		err = printConfig(os.Args[2:], os.Stdout)
+	case "segment":
+		err = segmentCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -139,6 +143,20 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAdd
 		return fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
 	}
 	log.Info("cold tier ready", "backend", cold.Kind())
+
+	store, err := openStorage(cfg, log)
+	if err != nil {
+		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("closing storage", "err", err)
+		}
+	}()
+	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
+	shards, _ := store.Shards(ctx)
+	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
+	go runRetention(ctx, store.SegmentEngine(), cfg.Retention, log)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })

@@ -32,8 +32,9 @@ func TestServeAnswersHealthAndMetrics(t *testing.T) {
 		"/healthz": "ok",
 		"/readyz":  "ready",
 		"/metrics": `strata_objstore_operations_total{backend="local",operation="check"} 1`,
+		"/metrics#": "strata_engine_appended_records_total 0",
 	} {
-		resp, err := http.Get("http://" + addr + path)
+		resp, err := http.Get("http://" + addr + strings.TrimSuffix(path, "#"))
 		if err != nil {
 			t.Fatal(err)
 		}
