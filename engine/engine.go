@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"strata/engine/memory"
 	"strata/engine/pebblestore"
@@ -80,16 +79,8 @@ func Open(cfg Config) (*Adapter, error) {
 	return a, nil
 }
 
-// Topic is the topic part of a "{topic}-{partition}" shard name.
-func Topic(shard string) string {
-	if i := strings.LastIndexByte(shard, '-'); i > 0 {
-		return shard[:i]
-	}
-	return shard
-}
-
 func (a *Adapter) route(shard string) store.Store {
-	if e, ok := a.cfg.Topics[Topic(shard)]; ok {
+	if e, ok := a.cfg.Topics[store.Topic(shard)]; ok {
 		return a.stores[e]
 	}
 	return a.stores[a.cfg.Default]

@@ -64,7 +64,7 @@ func TestTopicsRouteToTheirEngine(t *testing.T) {
 	if len(names) != 3 || names[0] != "orders-0" || names[2] != "small-0" {
 		t.Fatalf("after restart shards %q: the memory topic is gone, the others stay", names)
 	}
-	if Topic("orders-with-dashes-3") != "orders-with-dashes" {
+	if store.Topic("orders-with-dashes-3") != "orders-with-dashes" {
 		t.Fatal("Topic splits at the last dash")
 	}
 }

@@ -41,9 +41,10 @@ type EngineConfig struct {
 
 // SegmentConfig is the segment engine's roll and seal policy.
 type SegmentConfig struct {
-	MaxBytes          Bytes    `yaml:"max_bytes"`
-	RollCheckInterval int64    `yaml:"roll_check_interval"`
-	MaxAge            Duration `yaml:"max_age"`
+	MaxBytes          Bytes            `yaml:"max_bytes"`
+	TopicMaxBytes     map[string]Bytes `yaml:"topic_max_bytes"`
+	RollCheckInterval int64            `yaml:"roll_check_interval"`
+	MaxAge            Duration         `yaml:"max_age"`
 }
 
 // RetentionConfig bounds local disk per shard.
@@ -336,6 +337,11 @@ func (c *Config) validate() error {
 	}
 	if c.Segment.MaxBytes < 4096 {
 		return fmt.Errorf("segment.max_bytes: %d bytes: want at least 4KiB", c.Segment.MaxBytes)
+	}
+	for topic, v := range c.Segment.TopicMaxBytes {
+		if v < 4096 {
+			return fmt.Errorf("segment.topic_max_bytes.%s: %d bytes: want at least 4KiB", topic, v)
+		}
 	}
 	if c.Segment.RollCheckInterval < 1 {
 		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)

@@ -29,9 +29,9 @@ func TestServeAnswersHealthAndMetrics(t *testing.T) {
 		t.Fatalf("serve ended before it was ready: %v", err)
 	}
 	for path, want := range map[string]string{
-		"/healthz": "ok",
-		"/readyz":  "ready",
-		"/metrics": `strata_objstore_operations_total{backend="local",operation="check"} 1`,
+		"/healthz":  "ok",
+		"/readyz":   "ready",
+		"/metrics":  `strata_objstore_operations_total{backend="local",operation="check"} 1`,
 		"/metrics#": "strata_engine_appended_records_total 0",
 	} {
 		resp, err := http.Get("http://" + addr + strings.TrimSuffix(path, "#"))

@@ -13,20 +13,25 @@ import (
 
 // openStorage opens the storage adapter the config describes.
 func openStorage(cfg *Config, log *slog.Logger) (*engine.Adapter, error) {
+	topicMax := map[string]int64{}
+	for topic, v := range cfg.Segment.TopicMaxBytes {
+		topicMax[topic] = int64(v)
+	}
 	return engine.Open(engine.Config{
 		Default:          cfg.Engine.Default,
 		Topics:           cfg.Engine.Topics,
 		MemoryMaxRecords: cfg.Engine.MemoryMaxRecords,
 		Segment: segment.Config{
-			Dir:               cfg.DataDir,
-			Workers:           cfg.Engine.IOWorkers,
-			Fsync:             segment.FsyncPolicy(cfg.Engine.Fsync),
-			FsyncInterval:     time.Duration(cfg.Engine.FsyncInterval),
-			IndexInterval:     cfg.Engine.IndexInterval,
-			MaxSegmentBytes:   int64(cfg.Segment.MaxBytes),
-			RollCheckInterval: uint64(cfg.Segment.RollCheckInterval),
-			MaxSegmentAge:     time.Duration(cfg.Segment.MaxAge),
-			Logger:            log.With("component", "engine"),
+			Dir:                  cfg.DataDir,
+			Workers:              cfg.Engine.IOWorkers,
+			Fsync:                segment.FsyncPolicy(cfg.Engine.Fsync),
+			FsyncInterval:        time.Duration(cfg.Engine.FsyncInterval),
+			IndexInterval:        cfg.Engine.IndexInterval,
+			MaxSegmentBytes:      int64(cfg.Segment.MaxBytes),
+			TopicMaxSegmentBytes: topicMax,
+			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
+			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
+			Logger:               log.With("component", "engine"),
 		},
 	})
 }

@@ -53,8 +53,10 @@ type Config struct {
 	// TimeIndexGranularity: one time-index entry per this much growth of
 	// the shard's largest timestamp (1s).
 	TimeIndexGranularity time.Duration
-	// MaxSegmentBytes caps a segment file (1 GiB).
-	MaxSegmentBytes int64
+	// MaxSegmentBytes caps a segment file (1 GiB); TopicMaxSegmentBytes
+	// overrides it for the shards of a topic.
+	MaxSegmentBytes      int64
+	TopicMaxSegmentBytes map[string]int64
 	// RollCheckInterval: the size gate is checked when the written offset
 	// crosses a multiple of this (10,000), as in seed 000.
 	RollCheckInterval uint64
@@ -136,9 +138,10 @@ var _ store.Store = (*Engine)(nil)
 // shard is one log. Readers take mu.RLock for a consistent view of the
 // segments and watermarks; the worker takes mu.Lock to publish.
 type shard struct {
-	name   string
-	dir    string
-	worker *worker
+	name     string
+	dir      string
+	worker   *worker
+	maxBytes int64 // segment size cap
 
 	mu        sync.RWMutex
 	segments  []*segment // ascending; the last is active
@@ -262,7 +265,7 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	sh := &shard{name: name, dir: filepath.Join(e.cfg.Dir, name), worker: e.workerFor(name), low: cs.LowWatermark}
+	sh := e.newShard(cs)
 	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
 		return err
 	}
@@ -273,6 +276,15 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	sh.segments = []*segment{s}
 	e.shards[name] = sh
 	return syncDir(e.cfg.Dir)
+}
+
+func (e *Engine) newShard(cs catalog.Shard) *shard {
+	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
+		maxBytes: e.cfg.MaxSegmentBytes}
+	if v, ok := e.cfg.TopicMaxSegmentBytes[store.Topic(cs.Name)]; ok && v > 0 {
+		sh.maxBytes = v
+	}
+	return sh
 }
 
 func (e *Engine) openActive(sh *shard, seg catalog.Segment) (*segment, error) {

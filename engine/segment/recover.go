@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/cockroachdb/pebble"
 
@@ -24,7 +23,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 	if err != nil {
 		return err
 	}
-	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark}
+	sh := e.newShard(cs)
 	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
 		return err
 	}

@@ -123,3 +123,18 @@ func TestQuietSegmentSealsAfterMaxAge(t *testing.T) {
 		t.Fatalf("an empty segment was sealed: %d segments", len(segs))
 	}
 }
+
+func TestTopicSegmentSizeOverride(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.RollCheckInterval = 5
+	cfg.TopicMaxSegmentBytes = map[string]int64{"tiny": 1024}
+	e := open(t, cfg)
+	defer e.Close()
+	fill(t, e, "tiny-0", 50)
+	fill(t, e, "big-0", 50)
+	tiny, _ := e.Catalog().Segments("tiny-0")
+	big, _ := e.Catalog().Segments("big-0")
+	if len(tiny) < 3 || len(big) != 1 {
+		t.Fatalf("segments: tiny topic %d (want several), other topic %d (want 1)", len(tiny), len(big))
+	}
+}

@@ -224,7 +224,7 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 // than one append.
 func (w *worker) maybeRoll(sh *shard, n int) error {
 	s := sh.active()
-	if shouldRoll(s.count, s.next, n, s.size, w.e.cfg.RollCheckInterval, w.e.cfg.MaxSegmentBytes) {
+	if shouldRoll(s.count, s.next, n, s.size, w.e.cfg.RollCheckInterval, sh.maxBytes) {
 		return w.roll(sh)
 	}
 	return nil

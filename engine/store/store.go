@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"strata/engine/record"
 )
@@ -83,6 +84,14 @@ func ValidateShard(name string) error {
 		}
 	}
 	return nil
+}
+
+// Topic is the topic part of a "{topic}-{partition}" shard name.
+func Topic(shard string) string {
+	if i := strings.LastIndexByte(shard, '-'); i > 0 {
+		return shard[:i]
+	}
+	return shard
 }
 
 // ShardName is Kafka's topic-partition naming: "{topic}-{partition}".
