@@ -29,7 +29,7 @@ const (
 var transitions = map[State][]State{
 	Active:    {Sealed},
 	Sealed:    {Uploading, Deleted},
-	Uploading: {Cold, Sealed}, // Sealed: an upload abandoned
+	Uploading: {Cold, Sealed, Uploading}, // Sealed: abandoned; Uploading: restarted
 	Cold:      {Remote, Deleted},
 	Remote:    {Deleted},
 }
@@ -72,8 +72,13 @@ type Segment struct {
 	Checksum uint32    `json:"checksum"`
 	Created  time.Time `json:"created"`
 	SealedAt time.Time `json:"sealed_at,omitzero"`
-	// ObjectKey names the Parquet object once uploaded.
-	ObjectKey string `json:"object_key,omitempty"`
+	// ObjectKey and ObjectSize name and size the Parquet object once
+	// uploaded; TieredAt is when that upload was committed.
+	ObjectKey  string    `json:"object_key,omitempty"`
+	ObjectSize int64     `json:"object_size,omitempty"`
+	TieredAt   time.Time `json:"tiered_at,omitzero"`
+	// UploadStarted is when the current upload attempt began.
+	UploadStarted time.Time `json:"upload_started,omitzero"`
 }
 
 var (

@@ -122,6 +122,7 @@ type Engine struct {
 	mu     sync.RWMutex
 	shards map[string]*shard
 	closed bool
+	cold   ColdSource
 
 	stats Stats
 

@@ -41,16 +41,16 @@ func (e *Engine) Read(ctx context.Context, name string, offset uint64, b store.B
 	if offset < v.low || offset > v.high {
 		return nil, &store.OutOfRangeError{Shard: name, Offset: offset, Low: v.low, High: v.high}
 	}
-	return e.scan(v, offset, b)
+	return e.scan(ctx, v, offset, b)
 }
 
-func (e *Engine) scan(v view, offset uint64, b store.Budget) ([]record.Record, error) {
+func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget) ([]record.Record, error) {
 	if offset >= v.high {
 		return nil, nil
 	}
 	i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > offset }) - 1
 	if i < 0 {
-		return nil, &store.OutOfRangeError{Shard: v.name, Offset: offset, Low: v.segments[0].start, High: v.high}
+		return e.readCold(ctx, v, offset, b)
 	}
 	var pos int64
 	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
@@ -154,7 +154,7 @@ func (e *Engine) OffsetForTime(ctx context.Context, name string, ts int64) (uint
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		recs, err := e.scan(v, from, store.Budget{MaxRecords: 1000})
+		recs, err := e.scan(ctx, v, from, store.Budget{MaxRecords: 1000})
 		if err != nil {
 			return 0, err
 		}
@@ -219,7 +219,7 @@ func (e *Engine) readIndexed(ctx context.Context, name string, prefix []byte, fr
 			if off >= v.high {
 				return out, nil
 			}
-			recs, err := e.scan(v, off, store.Budget{MaxRecords: 1})
+			recs, err := e.scan(ctx, v, off, store.Budget{MaxRecords: 1})
 			if err != nil {
 				return out, err
 			}

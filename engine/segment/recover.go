@@ -29,6 +29,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 	}
 	for i, c := range segs {
 		if !c.State.Local() {
+			recoverRemoved(sh, c)
 			continue
 		}
 		if c.State != catalog.Active {

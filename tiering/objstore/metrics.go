@@ -156,3 +156,5 @@ func (c *countingReadSeeker) Size() int64 {
 	}
 	return -1
 }
+
+func (r *instrumented) Unwrap() Bucket { return r.Bucket }

@@ -191,3 +191,15 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// Unwrap returns the backend under any decorators, for backend-specific
+// calls such as s3's AbortIncomplete.
+func Unwrap(b Bucket) Bucket {
+	for {
+		u, ok := b.(interface{ Unwrap() Bucket })
+		if !ok {
+			return b
+		}
+		b = u.Unwrap()
+	}
+}

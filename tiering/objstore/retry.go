@@ -198,3 +198,5 @@ func (r *retrying) Delete(ctx context.Context, name string) error {
 func (r *retrying) Check(ctx context.Context) error {
 	return r.do(ctx, OpCheck, true, nil, func(ctx context.Context) error { return r.Bucket.Check(ctx) })
 }
+
+func (r *retrying) Unwrap() Bucket { return r.Bucket }

@@ -161,3 +161,5 @@ func (f *Bucket) Check(ctx context.Context) error {
 	}
 	return f.Bucket.Check(ctx)
 }
+
+func (f *Bucket) Unwrap() objstore.Bucket { return f.Bucket }

@@ -1,0 +1,162 @@
+package segment
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// ColdSource serves offsets whose segments have left local disk. The
+// engine defines it and never waits on object storage itself; the tiering
+// package implements it and cmd wires it in.
+type ColdSource interface {
+	// Read returns records from offset on, within the budget, from the
+	// shard's cold segments only; none when offset is not in one.
+	Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error)
+}
+
+// SetColdSource makes reads below the first local segment go to c.
+func (e *Engine) SetColdSource(c ColdSource) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cold = c
+}
+
+func (e *Engine) coldSource() ColdSource {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.cold
+}
+
+// readCold serves a read that starts below the first local segment: the
+// cold source first, then, with what is left of the budget, the local
+// segments it runs into.
+func (e *Engine) readCold(ctx context.Context, v view, offset uint64, b store.Budget) ([]record.Record, error) {
+	cold := e.coldSource()
+	if cold == nil {
+		return nil, &store.OutOfRangeError{Shard: v.name, Offset: offset, Low: v.segments[0].start, High: v.high}
+	}
+	recs, err := cold.Read(ctx, v.name, offset, b)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("shard %s: offset %d is below local data (from %d) and no cold segment holds it", v.name, offset, v.segments[0].start)
+	}
+	next := recs[len(recs)-1].Offset + 1
+	left, used := b, 0
+	for i := range recs {
+		used += record.Size(&recs[i])
+	}
+	if left.MaxRecords > 0 {
+		if left.MaxRecords -= len(recs); left.MaxRecords <= 0 {
+			return recs, nil
+		}
+	}
+	if left.MaxBytes > 0 {
+		if left.MaxBytes -= used; left.MaxBytes <= 0 {
+			return recs, nil
+		}
+	}
+	if next < v.segments[0].start {
+		return recs, nil // the next cold read continues from there
+	}
+	more, err := e.scan(ctx, v, next, store.Budget{MaxRecords: left.MaxRecords, MaxBytes: max(left.MaxBytes, 1)})
+	if err != nil {
+		return recs, nil // what the cold tier gave is still good
+	}
+	if left.MaxBytes > 0 && len(more) > 0 && record.Size(&more[0]) > left.MaxBytes {
+		return recs, nil // only the first record of a read may exceed the budget
+	}
+	return append(recs, more...), nil
+}
+
+// DropLocal deletes the local file of a shard's oldest local segment once
+// the tiering pipeline has committed it to the cold tier and recorded it as
+// remote in the catalog. Reads of its offsets go to the cold source.
+func (e *Engine) DropLocal(ctx context.Context, name string, no uint64) error {
+	sh, err := e.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	if len(sh.segments) < 2 || sh.segments[0].no != no || !sh.segments[0].sealed {
+		first := sh.segments[0].no
+		sh.mu.Unlock()
+		return fmt.Errorf("shard %s: segment %d is not the oldest sealed local segment (%d is)", name, no, first)
+	}
+	s := sh.segments[0]
+	sh.segments = sh.segments[1:]
+	sh.mu.Unlock()
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete %s: %w", s.path, err)
+	}
+	e.retire(s)
+	e.log.Info("local copy of a tiered segment deleted", "shard", name, "segment", no)
+	return nil
+}
+
+// SegmentPath is where a shard's segment file lives.
+func (e *Engine) SegmentPath(shard string, no uint64) string {
+	return segmentPath(e.shardDir(shard), no)
+}
+
+func (e *Engine) shardDir(shard string) string { return e.cfg.Dir + string(os.PathSeparator) + shard }
+
+// ScanFile streams the records of a segment file to fn, checking each one,
+// and returns the CRC-32C of the bytes it read, to compare with the checksum
+// recorded when it was sealed. Each record has its own memory, which fn may
+// keep; the file is never held whole.
+func ScanFile(path string, fn func(*record.Record) error) (crc uint32, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var next *uint64
+	for {
+		head, err := br.Peek(record.HeaderSize)
+		if errors.Is(err, io.EOF) && len(head) == 0 {
+			return crc, size, nil
+		}
+		off, n, perr := record.Peek(head)
+		if perr != nil {
+			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, perr)
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, record.ErrShort)
+		}
+		r, _, err := record.Decode(buf)
+		if err == nil && next != nil && off != *next {
+			err = fmt.Errorf("offset %d where %d was expected: %w", off, *next, record.ErrCorrupt)
+		}
+		if err != nil {
+			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, err)
+		}
+		crc = crc32.Update(crc, castagnoli, buf)
+		size += int64(n)
+		following := off + 1
+		next = &following
+		if err := fn(&r); err != nil {
+			return crc, size, err
+		}
+	}
+}
+
+// recoverRemoved deletes local files of segments the catalog says are no
+// longer local: a crash between the catalog change and the delete.
+func recoverRemoved(sh *shard, c catalog.Segment) {
+	if c.State == catalog.Remote || c.State == catalog.Deleted {
+		os.Remove(segmentPath(sh.dir, c.No))
+	}
+}

@@ -1,0 +1,227 @@
+package tiering
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/singleflight"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/store"
+	"strata/parquet"
+	"strata/tiering/objstore"
+)
+
+// ColdReader serves offsets of segments whose local copy is gone, from their
+// Parquet objects: the footer and page index are read once and cached; a read
+// then fetches the one row group holding the offset with a single ranged
+// read, decodes it, and caches it; a reader moving forward gets the next row
+// group fetched ahead. It implements segment.ColdSource.
+type ColdReader struct {
+	catalog *catalog.Catalog
+	bucket  objstore.Bucket
+
+	files  *lru[string, *coldFile]         // object key -> open footer
+	ranges *lru[rangeKey, []byte]          // raw row-group bytes, for the Parquet reader
+	groups *lru[rangeKey, []record.Record] // decoded row groups
+	flight singleflight.Group
+
+	// Stats for metrics and benchmarks.
+	Fetches, FetchedBytes, Hits, Misses atomic.Int64
+}
+
+type rangeKey struct {
+	key   string
+	group int
+}
+
+type coldFile struct {
+	key  string
+	size int64
+	f    *parquet.File
+	mu   sync.Mutex // the Parquet reader of one file decodes one group at a time
+}
+
+// NewColdReader caches up to cacheBytes of row groups (raw and decoded).
+func NewColdReader(cat *catalog.Catalog, b objstore.Bucket, cacheBytes int64) *ColdReader {
+	if cacheBytes <= 0 {
+		cacheBytes = 256 << 20
+	}
+	return &ColdReader{
+		catalog: cat, bucket: b,
+		files:  newLRU[string, *coldFile](4096),
+		ranges: newLRU[rangeKey, []byte](cacheBytes / 2),
+		groups: newLRU[rangeKey, []record.Record](cacheBytes / 2),
+	}
+}
+
+// Read returns records from offset on, within the budget, from the shard's
+// segments that live only in the cold tier.
+func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
+	segs, err := c.catalog.Segments(shard)
+	if err != nil {
+		return nil, err
+	}
+	var out []record.Record
+	used := 0
+	for _, s := range segs {
+		if s.State != catalog.Remote || s.EndOffset < offset {
+			continue
+		}
+		if s.StartOffset > offset {
+			break // a gap: not ours to fill
+		}
+		cf, err := c.file(ctx, s)
+		if err != nil {
+			return out, err
+		}
+		for gi, err := cf.f.GroupOf(offset); ; gi++ {
+			if err != nil {
+				return out, fmt.Errorf("%s: %w", s.ObjectKey, err)
+			}
+			if gi >= len(cf.f.Groups()) {
+				break
+			}
+			recs, err := c.group(ctx, cf, gi)
+			if err != nil {
+				return out, err
+			}
+			c.readAhead(cf, gi+1)
+			for i := range recs {
+				r := &recs[i]
+				if r.Offset < offset {
+					continue
+				}
+				size := record.Size(r)
+				if !b.Take(len(out), used, size) {
+					return out, nil
+				}
+				out = append(out, *r)
+				used += size
+				offset = r.Offset + 1
+			}
+		}
+	}
+	return out, nil
+}
+
+// file opens (once) the footer of a segment's object.
+func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, error) {
+	if cf, ok := c.files.get(s.ObjectKey); ok {
+		return cf, nil
+	}
+	v, err, _ := c.flight.Do("file:"+s.ObjectKey, func() (any, error) {
+		size := s.ObjectSize
+		if size <= 0 {
+			a, err := c.bucket.Stat(ctx, s.ObjectKey)
+			if err != nil {
+				return nil, err
+			}
+			size = a.Size
+		}
+		cf := &coldFile{key: s.ObjectKey, size: size}
+		f, err := parquet.Open(cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey}, size)
+		if err != nil {
+			return nil, fmt.Errorf("cold object %s: %w", s.ObjectKey, err)
+		}
+		if f.FirstOffset() != s.StartOffset || f.Rows() != int64(s.Records) {
+			return nil, fmt.Errorf("cold object %s holds offsets from %d, %d rows; the catalog says %d, %d records",
+				s.ObjectKey, f.FirstOffset(), f.Rows(), s.StartOffset, s.Records)
+		}
+		cf.f = f
+		c.files.add(s.ObjectKey, cf, 1)
+		return cf, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*coldFile), nil
+}
+
+// group returns row group gi decoded, fetching its bytes with one ranged
+// read if they are not cached; concurrent misses share one fetch.
+func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.Record, error) {
+	k := rangeKey{cf.key, gi}
+	if recs, ok := c.groups.get(k); ok {
+		c.Hits.Add(1)
+		return recs, nil
+	}
+	c.Misses.Add(1)
+	v, err, _ := c.flight.Do(fmt.Sprintf("group:%s:%d", cf.key, gi), func() (any, error) {
+		if err := c.fetchRange(ctx, cf, gi); err != nil {
+			return nil, err
+		}
+		cf.mu.Lock()
+		recs, err := cf.f.ReadGroup(gi)
+		cf.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
+		}
+		weight := int64(0)
+		for i := range recs {
+			weight += int64(record.Size(&recs[i]))
+		}
+		c.groups.add(k, recs, weight)
+		return recs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]record.Record), nil
+}
+
+func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error {
+	k := rangeKey{cf.key, gi}
+	if _, ok := c.ranges.get(k); ok {
+		return nil
+	}
+	g := cf.f.Groups()[gi]
+	buf := make([]byte, g.End-g.Start)
+	n, err := c.bucket.ReadAt(ctx, cf.key, buf, g.Start)
+	c.Fetches.Add(1)
+	c.FetchedBytes.Add(int64(n))
+	if err != nil {
+		return fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, g.Start, g.End, err)
+	}
+	c.ranges.add(k, buf, int64(len(buf)))
+	return nil
+}
+
+// readAhead fetches the next row group in the background, so a consumer
+// scanning forward finds it ready.
+func (c *ColdReader) readAhead(cf *coldFile, gi int) {
+	if gi >= len(cf.f.Groups()) {
+		return
+	}
+	if _, ok := c.groups.get(rangeKey{cf.key, gi}); ok {
+		return
+	}
+	go c.group(context.Background(), cf, gi)
+}
+
+// cachedObject is the Parquet reader's view of an object: reads inside a
+// fetched row group come from memory, anything else (the footer, the page
+// index) from the bucket.
+type cachedObject struct {
+	c   *ColdReader
+	ctx context.Context
+	key string
+}
+
+func (o cachedObject) ReadAt(p []byte, off int64) (int, error) {
+	cf, _ := o.c.files.get(o.key)
+	if cf != nil && cf.f != nil {
+		groups := cf.f.Groups()
+		i := sort.Search(len(groups), func(i int) bool { return groups[i].End > off })
+		if i < len(groups) && groups[i].Start <= off && off+int64(len(p)) <= groups[i].End {
+			if buf, ok := o.c.ranges.get(rangeKey{o.key, i}); ok {
+				return copy(p, buf[off-groups[i].Start:]), nil
+			}
+		}
+	}
+	return o.c.bucket.ReadAt(o.ctx, o.key, p, off)
+}

@@ -1,0 +1,392 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/engine/segment"
+	"strata/parquet"
+	"strata/tiering/objstore"
+)
+
+// Job is the tiering pipeline. Run does one pass; Scheduler runs it on a
+// cron schedule. One pass runs at a time.
+type Job struct {
+	Engine  *segment.Engine
+	Catalog *catalog.Catalog
+	Bucket  objstore.Bucket
+	// Prefix is prepended to every object key (may be empty).
+	Prefix  string
+	Policy  Policy
+	Parquet parquet.Options
+	// Concurrency bounds shards worked on at once (2).
+	Concurrency int
+	// BytesPerSecond caps upload bandwidth across the run (0: no cap).
+	BytesPerSecond int64
+	// OrphanGrace: an object no catalog entry names is deleted once it is
+	// this old (1h); younger ones may belong to an upload in flight.
+	OrphanGrace time.Duration
+	Log         *slog.Logger
+	Now         func() time.Time
+
+	running sync.Mutex
+	mu      sync.Mutex
+	history []RunSummary
+}
+
+// RunSummary is what one pass did.
+type RunSummary struct {
+	Started        time.Time       `json:"started"`
+	Finished       time.Time       `json:"finished"`
+	Uploaded       []UploadSummary `json:"uploaded"`
+	Bytes          int64           `json:"bytes"`
+	DroppedLocal   int             `json:"dropped_local"`
+	OrphansDeleted int             `json:"orphans_deleted"`
+	Errors         []string        `json:"errors"`
+}
+
+// UploadSummary is one segment moved to the cold tier.
+type UploadSummary struct {
+	Shard       string `json:"shard"`
+	Segment     uint64 `json:"segment"`
+	Key         string `json:"key"`
+	Records     uint64 `json:"records"`
+	ObjectBytes int64  `json:"object_bytes"`
+}
+
+// ErrRunning is returned by Run while another pass is in progress.
+var ErrRunning = errors.New("a tiering run is already in progress")
+
+func (j *Job) now() time.Time {
+	if j.Now != nil {
+		return j.Now()
+	}
+	return time.Now()
+}
+
+func (j *Job) log() *slog.Logger {
+	if j.Log != nil {
+		return j.Log
+	}
+	return slog.Default()
+}
+
+// History returns the most recent runs, newest last.
+func (j *Job) History() []RunSummary {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]RunSummary(nil), j.history...)
+}
+
+// Run does one pass over every shard: upload what is due, drop local
+// copies past retention, sweep orphaned objects. A failure with one segment
+// is recorded and the pass goes on with the others.
+func (j *Job) Run(ctx context.Context) (RunSummary, error) {
+	if !j.running.TryLock() {
+		return RunSummary{}, ErrRunning
+	}
+	defer j.running.Unlock()
+	sum := RunSummary{Started: j.now()}
+	var mu sync.Mutex
+	record := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	var limiter *rate.Limiter
+	if j.BytesPerSecond > 0 {
+		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
+	}
+	shards, err := j.Engine.Shards(ctx)
+	if err != nil {
+		return sum, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	limit := j.Concurrency
+	if limit <= 0 {
+		limit = 2
+	}
+	g.SetLimit(limit)
+	for _, shard := range shards {
+		g.Go(func() error {
+			segs, err := j.Catalog.Segments(shard)
+			if err != nil {
+				record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", shard, err)) })
+				return nil
+			}
+			plan := PlanShard(j.now(), segs, j.Policy)
+			for _, s := range plan.Upload {
+				up, err := j.upload(gctx, shard, s, limiter)
+				record(func() {
+					if err != nil {
+						sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err))
+					} else {
+						sum.Uploaded = append(sum.Uploaded, up)
+						sum.Bytes += up.ObjectBytes
+					}
+				})
+				if err != nil {
+					break // later segments wait, so the cold tier stays contiguous
+				}
+			}
+			if len(plan.Upload) > 0 { // what was just committed may be due to drop now
+				if segs, err = j.Catalog.Segments(shard); err != nil {
+					return nil
+				}
+				plan = PlanShard(j.now(), segs, j.Policy)
+			}
+			for _, s := range plan.DropLocal {
+				if err := j.dropLocal(gctx, shard, s); err != nil {
+					record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err)) })
+					break
+				}
+				record(func() { sum.DroppedLocal++ })
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	n, err := j.sweepOrphans(ctx)
+	sum.OrphansDeleted = n
+	if err != nil {
+		sum.Errors = append(sum.Errors, fmt.Sprintf("orphan sweep: %v", err))
+	}
+	sum.Finished = j.now()
+	j.mu.Lock()
+	j.history = append(j.history, sum)
+	if len(j.history) > 20 {
+		j.history = j.history[len(j.history)-20:]
+	}
+	j.mu.Unlock()
+	j.log().Info("tiering run", "uploaded", len(sum.Uploaded), "bytes", sum.Bytes, "dropped_local", sum.DroppedLocal,
+		"orphans_deleted", sum.OrphansDeleted, "errors", len(sum.Errors), "took", sum.Finished.Sub(sum.Started))
+	return sum, nil
+}
+
+// Metadata keys strata adds to each object's footer for verification.
+const (
+	MetaShard          = "strata.shard"
+	MetaSegment        = "strata.segment"
+	MetaSegmentCRC32C  = "strata.segment_crc32c"
+	MetaSegmentRecords = "strata.segment_records"
+)
+
+// upload converts one sealed segment, uploads it under its deterministic
+// key, verifies the object, records it in the bucket manifest and commits
+// it in the catalog. Until the commit the segment is not cold: a crash at
+// any step leaves it sealed or uploading, and the next run does it again
+// over the same key.
+func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limiter *rate.Limiter) (UploadSummary, error) {
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return UploadSummary{}, err
+	}
+	key := loc.ObjectKey(j.Prefix, s.StartOffset, s.EndOffset)
+	if s.State == catalog.Uploading {
+		// A run died mid-upload: drop any parts it left before trying again.
+		if a, ok := objstore.Unwrap(j.Bucket).(interface {
+			AbortIncomplete(context.Context, string, time.Duration) (int, error)
+		}); ok {
+			a.AbortIncomplete(ctx, key, 0)
+		}
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Uploading, func(c *catalog.Segment) {
+		c.ObjectKey, c.UploadStarted = key, j.now().UTC()
+	}); err != nil {
+		return UploadSummary{}, err
+	}
+	abandon := func(err error) (UploadSummary, error) {
+		j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil)
+		return UploadSummary{}, err
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(j.convert(shard, s, pw)) }()
+	var body io.Reader = pr
+	if limiter != nil {
+		body = &limitedReader{ctx: ctx, r: pr, l: limiter}
+	}
+	err = j.Bucket.Upload(ctx, key, body)
+	pr.CloseWithError(err) // stops the converter if the upload gave up first
+	if err != nil {
+		return abandon(fmt.Errorf("upload %s: %w", key, err))
+	}
+	size, err := j.verify(ctx, key, s)
+	if err != nil {
+		j.Bucket.Delete(ctx, key)
+		return abandon(err)
+	}
+	if err := j.addToManifest(ctx, shard, loc, key, s, size); err != nil {
+		return abandon(err)
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
+		c.ObjectKey, c.ObjectSize, c.TieredAt = key, size, j.now().UTC()
+	}); err != nil {
+		return UploadSummary{}, err
+	}
+	j.log().Info("segment tiered", "shard", shard, "segment", s.No, "key", key, "records", s.Records, "bytes", size)
+	return UploadSummary{Shard: shard, Segment: s.No, Key: key, Records: s.Records, ObjectBytes: size}, nil
+}
+
+// convert streams the local copy into Parquet, and fails (so the upload
+// publishes nothing) unless the bytes read match the sealed checksum.
+func (j *Job) convert(shard string, s catalog.Segment, out io.Writer) error {
+	opts := j.Parquet
+	opts.Metadata = map[string]string{
+		MetaShard:          shard,
+		MetaSegment:        strconv.FormatUint(s.No, 10),
+		MetaSegmentCRC32C:  strconv.FormatUint(uint64(s.Checksum), 10),
+		MetaSegmentRecords: strconv.FormatUint(s.Records, 10),
+	}
+	w, err := parquet.NewWriter(out, opts)
+	if err != nil {
+		return err
+	}
+	crc, size, err := segment.ScanFile(j.Engine.SegmentPath(shard, s.No), func(r *record.Record) error { return w.Write(r) })
+	if err != nil {
+		return err
+	}
+	if crc != s.Checksum || size != s.Size {
+		return fmt.Errorf("local copy of %s segment %d has %d bytes with crc32c %08x; it was sealed with %d bytes and %08x: %w",
+			shard, s.No, size, crc, s.Size, s.Checksum, record.ErrCorrupt)
+	}
+	_, err = w.Close()
+	return err
+}
+
+// verify reads the uploaded object's footer back with ranged reads and
+// checks it describes exactly the sealed segment.
+func (j *Job) verify(ctx context.Context, key string, s catalog.Segment) (int64, error) {
+	a, err := j.Bucket.Stat(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("verify %s: %w", key, err)
+	}
+	f, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), a.Size)
+	if err != nil {
+		return 0, fmt.Errorf("verify %s: %w", key, err)
+	}
+	last, _ := f.Lookup(parquet.MetaLastOffset)
+	crc, _ := f.Lookup(MetaSegmentCRC32C)
+	switch {
+	case f.Rows() != int64(s.Records):
+		return 0, fmt.Errorf("verify %s: %d rows, the segment has %d records", key, f.Rows(), s.Records)
+	case f.FirstOffset() != s.StartOffset || last != strconv.FormatUint(s.EndOffset, 10):
+		return 0, fmt.Errorf("verify %s: offsets %d to %s, the segment has %d to %d", key, f.FirstOffset(), last, s.StartOffset, s.EndOffset)
+	case crc != strconv.FormatUint(uint64(s.Checksum), 10):
+		return 0, fmt.Errorf("verify %s: made from a segment with crc32c %s, want %d", key, crc, s.Checksum)
+	}
+	return a.Size, nil
+}
+
+// Manifests are read-modify-written; shards run one at a time per shard.
+func (j *Job) addToManifest(ctx context.Context, shard string, loc Location, key string, s catalog.Segment, size int64) error {
+	mkey := loc.ManifestKey(j.Prefix)
+	m, err := readManifest(ctx, j.Bucket, mkey)
+	if err != nil {
+		return err
+	}
+	m.Version, m.Shard, m.Topic, m.Partition = 1, shard, loc.Topic, loc.Partition
+	m.put(ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
+		MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
+		SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: size})
+	return writeManifest(ctx, j.Bucket, mkey, m)
+}
+
+// dropLocal records the segment as remote, then deletes the local file; a
+// crash in between leaves a file recovery deletes.
+func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) error {
+	if _, err := j.Catalog.Transition(shard, s.No, catalog.Cold, catalog.Remote, nil); err != nil {
+		return err
+	}
+	return j.Engine.DropLocal(ctx, shard, s.No)
+}
+
+// sweepOrphans deletes Parquet objects under the prefix that no catalog
+// entry names and that are older than the grace period: the leftovers of an
+// upload whose run died before it recorded the object.
+func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
+	grace := j.OrphanGrace
+	if grace <= 0 {
+		grace = time.Hour
+	}
+	known := map[string]bool{}
+	shards, err := j.Catalog.Shards()
+	if err != nil {
+		return 0, err
+	}
+	for _, sh := range shards {
+		segs, err := j.Catalog.Segments(sh.Name)
+		if err != nil {
+			return 0, err
+		}
+		for _, s := range segs {
+			if s.ObjectKey != "" && s.State != catalog.Deleted {
+				known[s.ObjectKey] = true
+			}
+		}
+	}
+	prefix := ""
+	if j.Prefix != "" {
+		prefix = strings.TrimSuffix(j.Prefix, "/") + "/"
+	}
+	var orphans []string
+	err = j.Bucket.List(ctx, prefix, func(a objstore.Attrs) error {
+		if strings.HasSuffix(a.Name, ".parquet") && !known[a.Name] && j.now().Sub(a.ModTime) > grace {
+			orphans = append(orphans, a.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range orphans {
+		if err := j.Bucket.Delete(ctx, o); err != nil {
+			return 0, err
+		}
+		j.log().Warn("orphaned object deleted", "key", o)
+	}
+	return len(orphans), nil
+}
+
+// limitedReader holds an upload to the bandwidth limit.
+type limitedReader struct {
+	ctx context.Context
+	r   io.Reader
+	l   *rate.Limiter
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if len(p) > l.l.Burst() {
+		p = p[:l.l.Burst()]
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		if werr := l.l.WaitN(l.ctx, n); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+// ObjectReader adapts one object to io.ReaderAt for the Parquet reader.
+func ObjectReader(ctx context.Context, b objstore.Bucket, key string) io.ReaderAt {
+	return objectReader{ctx, b, key}
+}
+
+type objectReader struct {
+	ctx context.Context
+	b   objstore.Bucket
+	key string
+}
+
+func (o objectReader) ReadAt(p []byte, off int64) (int, error) {
+	return o.b.ReadAt(o.ctx, o.key, p, off)
+}

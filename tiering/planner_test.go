@@ -1,0 +1,85 @@
+package tiering
+
+import (
+	"testing"
+	"time"
+
+	"strata/catalog"
+)
+
+func TestPlanShard(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	seg := func(no uint64, st catalog.State, sealed, tiered time.Duration, size int64) catalog.Segment {
+		return catalog.Segment{No: no, State: st, SealedAt: ago(sealed), TieredAt: ago(tiered), UploadStarted: ago(sealed), Size: size}
+	}
+	nos := func(segs []catalog.Segment) []uint64 {
+		var out []uint64
+		for _, s := range segs {
+			out = append(out, s.No)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		segs      []catalog.Segment
+		p         Policy
+		upload    []uint64
+		dropLocal []uint64
+	}{
+		{"nothing sealed", []catalog.Segment{seg(0, catalog.Active, 0, 0, 10)}, Policy{}, nil, nil},
+		{"sealed and old enough",
+			[]catalog.Segment{seg(0, catalog.Sealed, time.Hour, 0, 10), seg(1, catalog.Sealed, time.Minute, 0, 10), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{MinSealedAge: 30 * time.Minute}, []uint64{0}, nil},
+		{"over the local byte budget, young segments go too",
+			[]catalog.Segment{seg(0, catalog.Sealed, time.Minute, 0, 100), seg(1, catalog.Sealed, time.Minute, 0, 100), seg(2, catalog.Sealed, time.Minute, 0, 100), seg(3, catalog.Active, 0, 0, 5)},
+			Policy{MinSealedAge: time.Hour, LocalBytes: 150}, []uint64{0, 1}, nil},
+		{"a crashed upload is resumed once stale",
+			[]catalog.Segment{seg(0, catalog.Uploading, time.Hour, 0, 10), seg(1, catalog.Uploading, time.Second, 0, 10), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{StaleUpload: time.Minute}, []uint64{0}, nil},
+		{"local copies drop oldest first after retention",
+			[]catalog.Segment{seg(0, catalog.Remote, 0, 0, 10), seg(1, catalog.Cold, 0, 2*time.Hour, 10), seg(2, catalog.Cold, 0, 2*time.Hour, 10), seg(3, catalog.Cold, 0, time.Minute, 10), seg(4, catalog.Active, 0, 0, 5)},
+			Policy{LocalRetention: time.Hour}, nil, []uint64{1, 2}},
+		{"a sealed segment ahead stops the drop",
+			[]catalog.Segment{seg(0, catalog.Sealed, time.Minute, 0, 10), seg(1, catalog.Cold, 0, 2*time.Hour, 10), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{MinSealedAge: time.Hour}, nil, nil},
+	} {
+		plan := PlanShard(now, tc.segs, tc.p)
+		if got := nos(plan.Upload); !equal(got, tc.upload) {
+			t.Errorf("%s: upload %v, want %v", tc.name, got, tc.upload)
+		}
+		if got := nos(plan.DropLocal); !equal(got, tc.dropLocal) {
+			t.Errorf("%s: drop local %v, want %v", tc.name, got, tc.dropLocal)
+		}
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLayout(t *testing.T) {
+	l, err := LocationOf("clicks.v2-17")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ObjectKey("strata", 0, 999); got != "strata/topic=clicks.v2/partition=17/00000000000000000000-00000000000000000999.parquet" {
+		t.Fatalf("object key %q", got)
+	}
+	if got := l.ManifestKey(""); got != "topic=clicks.v2/partition=17/_strata_manifest.json" {
+		t.Fatalf("manifest key %q", got)
+	}
+	for _, bad := range []string{"nopartition", "t-x", "-3"} {
+		if _, err := LocationOf(bad); err == nil {
+			t.Errorf("LocationOf(%q) succeeded", bad)
+		}
+	}
+}
