@@ -1,0 +1,187 @@
+package tiering
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/store/storetest"
+	"strata/tiering/objstore"
+	"strata/tiering/objstore/faulty"
+	"strata/tiering/objstore/local"
+)
+
+func countObjects(t *testing.T, b objstore.Bucket) int {
+	n := 0
+	b.List(context.Background(), "", func(a objstore.Attrs) error {
+		if strings.HasSuffix(a.Name, ".parquet") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// Every step of the job can fail or the process can die there. After the
+// failure nothing is lost or half-published; after the next clean run every
+// sealed segment is remote, exactly once in the bucket, and reads are whole.
+func TestEveryCrashPointRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(t *testing.T, r *rig, f *faulty.Bucket)
+		// after the faulty run: the state of segment 0 and objects in the bucket
+		wantState   catalog.State
+		wantObjects int
+		// crashed: the fault is a process that died; no faulty run follows
+		crashed bool
+	}{
+		{"stream cut mid-upload", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			f.CutNextUpload(3000, nil)
+		}, catalog.Sealed, 0, false},
+		{"upload refused", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			f.FailNth(objstore.OpUpload, 1, nil)
+		}, catalog.Sealed, 0, false},
+		{"verify cannot stat", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			f.FailNth(objstore.OpStat, 1, nil)
+		}, catalog.Sealed, 0, false},
+		{"manifest write fails", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			f.FailNth(objstore.OpUpload, 2, nil) // 1: the object, 2: the manifest
+		}, catalog.Sealed, 1, false}, // the object stays until the retry replaces it
+		{"died after marking uploading", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			s := firstSegment(t, r)
+			r.engine.Catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+				c.UploadStarted = time.Now().Add(-time.Hour)
+			})
+		}, catalog.Uploading, 0, true},
+		{"died after the upload, before the commit", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			// Upload the object the way the job would, then leave the catalog at uploading.
+			s := firstSegment(t, r)
+			loc, _ := LocationOf("orders-0")
+			pr, pw := ioPipe()
+			go func() { pw.CloseWithError(r.job.convert("orders-0", s, pw)) }()
+			if err := f.Bucket.Upload(context.Background(), loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset), pr); err != nil {
+				t.Fatal(err)
+			}
+			r.engine.Catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+				c.UploadStarted = time.Now().Add(-time.Hour)
+			})
+		}, catalog.Uploading, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			lb, _ := local.New(t.TempDir())
+			f := faulty.Wrap(lb)
+			r := newRig(t, f, t.TempDir())
+			r.job.Policy.LocalRetention = time.Hour // keep local copies: this test is about uploads
+			want := produce(t, r.engine, "orders-0", 30)
+			tc.fault(t, r, f)
+			if !tc.crashed {
+				// Only segment 0 is attempted while it fails: later ones wait for it.
+				sum, _ := r.job.Run(ctx)
+				if len(sum.Errors) == 0 {
+					t.Fatal("the faulty run reported no error")
+				}
+			}
+			if s := firstSegment(t, r); s.State != tc.wantState {
+				t.Fatalf("after the fault segment 0 is %s, want %s", s.State, tc.wantState)
+			}
+			if countObjects(t, f) != tc.wantObjects {
+				t.Fatalf("after the fault %d objects in the bucket, want %d", countObjects(t, f), tc.wantObjects)
+			}
+			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-0", 0), want)
+
+			r.job.Policy.LocalRetention = 0
+			r.job.Policy.StaleUpload = time.Nanosecond
+			if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+				t.Fatalf("clean run: %v %v", err, sum.Errors)
+			}
+			segs, _ := r.engine.Catalog().Segments("orders-0")
+			for _, s := range segs[:len(segs)-1] {
+				if s.State != catalog.Remote {
+					t.Fatalf("after the clean run segment %d is %s", s.No, s.State)
+				}
+			}
+			if n := countObjects(t, f); n != len(segs)-1 {
+				t.Fatalf("%d objects for %d tiered segments: something was duplicated or lost", n, len(segs)-1)
+			}
+			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-0", 0), want)
+		})
+	}
+}
+
+func firstSegment(t *testing.T, r *rig) catalog.Segment {
+	segs, err := r.engine.Catalog().Segments("orders-0")
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	return segs[0]
+}
+
+// A local copy that no longer matches its sealed checksum is never uploaded.
+func TestDamagedLocalCopyIsNotUploaded(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	r := newRig(t, lb, t.TempDir())
+	produce(t, r.engine, "orders-0", 30)
+	s := firstSegment(t, r)
+	path := r.engine.SegmentPath("orders-0", s.No)
+	data, _ := os.ReadFile(path)
+	data[len(data)/2] ^= 1
+	os.Chmod(path, 0o644)
+	os.WriteFile(path, data, 0o444)
+	sum, _ := r.job.Run(ctx)
+	if len(sum.Errors) == 0 || !strings.Contains(sum.Errors[0], "corrupt") {
+		t.Fatalf("run over a damaged segment: %v", sum.Errors)
+	}
+	if countObjects(t, lb) != 0 || firstSegment(t, r).State != catalog.Sealed {
+		t.Fatalf("a damaged segment was published: %d objects, state %s", countObjects(t, lb), firstSegment(t, r).State)
+	}
+}
+
+// Objects nobody recorded are removed once past the grace period.
+func TestOrphanSweep(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	r := newRig(t, lb, t.TempDir())
+	produce(t, r.engine, "orders-0", 30)
+	if _, err := r.job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tiered := countObjects(t, lb)
+	lb.Upload(ctx, "data/topic=orders/partition=0/99999999999999999990-99999999999999999999.parquet", strings.NewReader("stray"))
+	r.job.Run(ctx)
+	if countObjects(t, lb) != tiered+1 {
+		t.Fatal("a fresh unrecorded object was deleted inside the grace period")
+	}
+	r.job.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	sum, _ := r.job.Run(ctx)
+	if sum.OrphansDeleted != 1 || countObjects(t, lb) != tiered {
+		t.Fatalf("orphan sweep deleted %d; %d objects left, want %d", sum.OrphansDeleted, countObjects(t, lb), tiered)
+	}
+}
+
+// The catalog says remote but the process died before deleting the file:
+// recovery deletes it and reads go to the cold tier.
+func TestDiedBetweenRemoteAndDelete(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	dir := t.TempDir()
+	r := newRig(t, lb, dir)
+	r.job.Policy.LocalRetention = time.Hour
+	want := produce(t, r.engine, "orders-0", 30)
+	r.job.Run(ctx)
+	s := firstSegment(t, r)
+	if _, err := r.engine.Catalog().Transition("orders-0", s.No, catalog.Cold, catalog.Remote, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := r.engine.SegmentPath("orders-0", s.No)
+	r.engine.Close()
+	r2 := newRig(t, lb, dir)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the local copy of a remote segment survived recovery: %v", err)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-0", 0), want)
+}
