@@ -109,6 +109,37 @@ func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b st
 	return out, nil
 }
 
+// OffsetForTime finds the first cold offset at or after from whose
+// timestamp is at or after ts. The catalog's per-segment largest timestamp
+// skips whole segments; within one, row groups are read in order.
+func (c *ColdReader) OffsetForTime(ctx context.Context, shard string, from uint64, ts int64) (uint64, bool, error) {
+	segs, err := c.catalog.Segments(shard)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, s := range segs {
+		if s.State != catalog.Remote || s.EndOffset < from || s.MaxTimestamp < ts {
+			continue
+		}
+		cf, err := c.file(ctx, s)
+		if err != nil {
+			return 0, false, err
+		}
+		for gi := range cf.f.Groups() {
+			recs, err := c.group(ctx, cf, gi)
+			if err != nil {
+				return 0, false, err
+			}
+			for _, r := range recs {
+				if r.Offset >= from && r.Timestamp >= ts {
+					return r.Offset, true, nil
+				}
+			}
+		}
+	}
+	return 0, false, nil
+}
+
 // file opens (once) the footer of a segment's object.
 func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, error) {
 	if cf, ok := c.files.get(s.ObjectKey); ok {

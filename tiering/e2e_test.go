@@ -117,6 +117,17 @@ func TestTierAndReadBack(t *testing.T) {
 			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", 0), want)
 			mid := segs[1].StartOffset + 3
 			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", mid), want[mid:])
+			// Read by time crosses from cold to local exactly as it did while hot.
+			for _, i := range []int{0, 17, int(segs[1].StartOffset) + 5, len(want) - 1} {
+				got, err := r.engine.OffsetForTime(ctx, "orders-3", want[i].Timestamp)
+				expect := uint64(0)
+				for expect < uint64(len(want)) && want[expect].Timestamp < want[i].Timestamp {
+					expect++
+				}
+				if err != nil || got != expect {
+					t.Fatalf("OffsetForTime(%d) = %d, %v; want %d", want[i].Timestamp, got, err, expect)
+				}
+			}
 			if r.cold.Fetches.Load() == 0 {
 				t.Fatal("no ranged reads reached the bucket: the reads did not go to the cold tier")
 			}

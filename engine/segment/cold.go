@@ -21,6 +21,9 @@ type ColdSource interface {
 	// Read returns records from offset on, within the budget, from the
 	// shard's cold segments only; none when offset is not in one.
 	Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error)
+	// OffsetForTime returns the first offset at or after from, in the cold
+	// segments, whose timestamp is at or after ts; ok is false if none is.
+	OffsetForTime(ctx context.Context, shard string, from uint64, ts int64) (offset uint64, ok bool, err error)
 }
 
 // SetColdSource makes reads below the first local segment go to c.

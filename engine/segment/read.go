@@ -144,6 +144,11 @@ func (e *Engine) OffsetForTime(ctx context.Context, name string, ts int64) (uint
 	if err != nil {
 		return 0, err
 	}
+	if cold := e.coldSource(); cold != nil && v.low < v.segments[0].start {
+		if off, ok, err := cold.OffsetForTime(ctx, name, v.low, ts); err != nil || ok {
+			return off, err
+		}
+	}
 	from := max(v.low, v.segments[0].start)
 	if off, ok, err := index.TimeFloor(e.index, name, ts); err != nil {
 		return 0, err
