@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"strata/configs"
+	"strata/tiering"
 )
 
 // Config is strata's whole configuration; docs/config.md describes each key.
@@ -25,7 +26,25 @@ type Config struct {
 	Engine    EngineConfig    `yaml:"engine"`
 	Segment   SegmentConfig   `yaml:"segment"`
 	Retention RetentionConfig `yaml:"retention"`
+	Tiering   TieringConfig   `yaml:"tiering"`
 	Cold      Cold            `yaml:"cold"`
+}
+
+// TieringConfig drives the move of sealed segments to the cold tier.
+type TieringConfig struct {
+	Enabled        bool     `yaml:"enabled"`
+	Schedule       string   `yaml:"schedule"`
+	MinSealedAge   Duration `yaml:"min_sealed_age"`
+	LocalRetention Duration `yaml:"local_retention"`
+	LocalBytes     Bytes    `yaml:"local_bytes"`
+	Prefix         string   `yaml:"prefix"`
+	Concurrency    int      `yaml:"concurrency"`
+	Bandwidth      Bytes    `yaml:"bandwidth"`
+	OrphanGrace    Duration `yaml:"orphan_grace"`
+	Codec          string   `yaml:"codec"`
+	RowGroupBytes  Bytes    `yaml:"row_group_bytes"`
+	PageBytes      Bytes    `yaml:"page_bytes"`
+	CacheBytes     Bytes    `yaml:"cache_bytes"`
 }
 
 // EngineConfig picks storage engines and how they write.
@@ -345,6 +364,20 @@ func (c *Config) validate() error {
 	}
 	if c.Segment.RollCheckInterval < 1 {
 		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)
+	}
+	if err := tiering.ValidateSchedule(c.Tiering.Schedule); c.Tiering.Enabled && err != nil {
+		return fmt.Errorf("tiering.schedule: %q: %v", c.Tiering.Schedule, err)
+	}
+	switch c.Tiering.Codec {
+	case "zstd", "snappy", "gzip", "none":
+	default:
+		return fmt.Errorf("tiering.codec: %q: want zstd, snappy, gzip or none", c.Tiering.Codec)
+	}
+	if c.Tiering.Concurrency < 1 {
+		return fmt.Errorf("tiering.concurrency: %d: want 1 or more", c.Tiering.Concurrency)
+	}
+	if c.Tiering.RowGroupBytes < 4096 || c.Tiering.PageBytes < 1024 {
+		return fmt.Errorf("tiering.row_group_bytes (%d) and tiering.page_bytes (%d): want at least 4KiB and 1KiB", c.Tiering.RowGroupBytes, c.Tiering.PageBytes)
 	}
 	switch c.Cold.Backend {
 	case "local":

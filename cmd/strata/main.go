@@ -156,12 +156,17 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAdd
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	go runRetention(ctx, store.SegmentEngine(), cfg.Retention, log)
+	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cold, log)
+	if err != nil {
+		return err
+	}
+	go runRetention(ctx, store.SegmentEngine(), cfg.Retention, onlySealed(store.SegmentEngine().Catalog()), log)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	tieringHandlers(mux, job)
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -43,6 +44,23 @@ func TestServeAnswersHealthAndMetrics(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("GET %s = %d, body lacks %q", path, resp.StatusCode, want)
 		}
+	}
+	resp, err := http.Post("http://"+addr+"/v1/tiering/run", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run map[string]any
+	json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || run["started"] == nil {
+		t.Fatalf("POST /v1/tiering/run = %d %v", resp.StatusCode, run)
+	}
+	resp, _ = http.Get("http://" + addr + "/v1/tiering/jobs")
+	var jobs []map[string]any
+	json.NewDecoder(resp.Body).Decode(&jobs)
+	resp.Body.Close()
+	if len(jobs) != 1 {
+		t.Fatalf("GET /v1/tiering/jobs lists %d runs after one", len(jobs))
 	}
 	cancel()
 	select {

@@ -37,7 +37,7 @@ func openStorage(cfg *Config, log *slog.Logger) (*engine.Adapter, error) {
 }
 
 // runRetention applies local retention every interval until ctx ends.
-func runRetention(ctx context.Context, e *segment.Engine, cfg RetentionConfig, log *slog.Logger) {
+func runRetention(ctx context.Context, e *segment.Engine, cfg RetentionConfig, mayDrop func(string, uint64) bool, log *slog.Logger) {
 	policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.MaxAge), MaxBytes: int64(cfg.MaxBytes)}
 	t := time.NewTicker(max(time.Duration(cfg.Interval), time.Second))
 	defer t.Stop()
@@ -46,7 +46,7 @@ func runRetention(ctx context.Context, e *segment.Engine, cfg RetentionConfig, l
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := e.ApplyRetention(ctx, policy, nil); err != nil {
+			if n, err := e.ApplyRetention(ctx, policy, mayDrop); err != nil {
 				log.Error("retention failed", "err", err)
 			} else if n > 0 {
 				log.Info("retention deleted segments", "segments", n)

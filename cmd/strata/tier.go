@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/segment"
+	"strata/parquet"
+	"strata/tiering"
+	"strata/tiering/objstore"
+)
+
+// startTiering wires the cold reader into the engine and, when enabled,
+// schedules the tiering job.
+func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objstore.Bucket, log *slog.Logger) (*tiering.Job, error) {
+	t := cfg.Tiering
+	e.SetColdSource(tiering.NewColdReader(e.Catalog(), cold, int64(t.CacheBytes)))
+	job := &tiering.Job{
+		Engine: e, Catalog: e.Catalog(), Bucket: cold, Prefix: t.Prefix,
+		Policy: tiering.Policy{
+			MinSealedAge:   time.Duration(t.MinSealedAge),
+			LocalRetention: time.Duration(t.LocalRetention),
+			LocalBytes:     int64(t.LocalBytes),
+		},
+		Parquet:        parquet.Options{Codec: t.Codec, RowGroupBytes: int(t.RowGroupBytes), PageBytes: int(t.PageBytes)},
+		Concurrency:    t.Concurrency,
+		BytesPerSecond: int64(t.Bandwidth),
+		OrphanGrace:    time.Duration(t.OrphanGrace),
+		Log:            log.With("component", "tiering"),
+	}
+	if t.Enabled {
+		if _, err := tiering.Schedule(ctx, job, t.Schedule); err != nil {
+			return nil, err
+		}
+		log.Info("tiering scheduled", "schedule", t.Schedule, "min_sealed_age", time.Duration(t.MinSealedAge),
+			"local_retention", time.Duration(t.LocalRetention))
+	}
+	return job, nil
+}
+
+// onlySealed keeps local retention to segments the tiering pipeline has not
+// taken over: a segment being uploaded or already cold is tiering's to drop.
+func onlySealed(c *catalog.Catalog) func(string, uint64) bool {
+	return func(shard string, no uint64) bool {
+		segs, err := c.Segments(shard)
+		if err != nil {
+			return false
+		}
+		for _, s := range segs {
+			if s.No == no {
+				return s.State == catalog.Sealed
+			}
+		}
+		return false
+	}
+}
+
+func tieringHandlers(mux *http.ServeMux, job *tiering.Job) {
+	mux.HandleFunc("POST /v1/tiering/run", func(w http.ResponseWriter, r *http.Request) {
+		sum, err := job.Run(r.Context())
+		if errors.Is(err, tiering.ErrRunning) {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			return
+		}
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, sum)
+	})
+	mux.HandleFunc("GET /v1/tiering/jobs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, job.History())
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
