@@ -30,6 +30,9 @@ type ColdReader struct {
 	groups *lru[rangeKey, []record.Record] // decoded row groups
 	flight singleflight.Group
 
+	// NoReadAhead turns read-ahead off (benchmarks of single point reads).
+	NoReadAhead bool
+
 	// Stats for metrics and benchmarks.
 	Fetches, FetchedBytes, Hits, Misses atomic.Int64
 }
@@ -225,7 +228,7 @@ func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error
 // readAhead fetches the next row group in the background, so a consumer
 // scanning forward finds it ready.
 func (c *ColdReader) readAhead(cf *coldFile, gi int) {
-	if gi >= len(cf.f.Groups()) {
+	if c.NoReadAhead || gi >= len(cf.f.Groups()) {
 		return
 	}
 	if _, ok := c.groups.get(rangeKey{cf.key, gi}); ok {
