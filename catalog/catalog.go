@@ -260,6 +260,34 @@ func (c *Catalog) Transition(shard string, no uint64, from, to State, change fun
 	return s, b.Commit(pebble.Sync)
 }
 
+// Restore records a shard and its segments as they were, in one synced
+// batch: rebuilding a lost catalog from the bucket's manifests. It refuses a
+// shard the catalog already has.
+func (c *Catalog) Restore(sh Shard, segs []Segment) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var existing Shard
+	if err := c.get(shardKey(sh.Name), &existing); err == nil {
+		return fmt.Errorf("shard %q: %w", sh.Name, ErrExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := put(b, shardKey(sh.Name), sh); err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if s.Shard != sh.Name {
+			return fmt.Errorf("restore %s: segment %d belongs to %q", sh.Name, s.No, s.Shard)
+		}
+		if err := put(b, segKey(sh.Name, s.No), s); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
 // SetLowWatermark raises a shard's low watermark (never lowers it).
 func (c *Catalog) SetLowWatermark(shard string, low uint64) (Shard, error) {
 	c.mu.Lock()

@@ -26,6 +26,8 @@ const usage = `strata: a segment-log store that tiers sealed segments to Parquet
 Usage:
   strata serve [--config FILE] [--data-dir DIR] [--admin-addr HOST:PORT] [--set key=value ...]
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
+  strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
+  strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
   strata segment dump FILE                               print every record of a segment file
   strata segment verify DIR                              check a shard folder's segments offline
 `
@@ -43,6 +45,10 @@ func main() {
 		err = printConfig(os.Args[2:], os.Stdout)
 	case "segment":
 		err = segmentCmd(os.Args[2:], os.Stdout)
+	case "catalog":
+		err = catalogCmd(os.Args[2:], os.Stdout)
+	case "tier":
+		err = tierCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -84,3 +84,37 @@ func TestServeRefusesUnreachableColdTier(t *testing.T) {
 		t.Fatalf("serve with an unreachable cold tier: %v; want an error naming the endpoint", err)
 	}
 }
+
+// The operator's loop: serve, tier by hand through the CLI, stop, list the
+// catalog offline.
+func TestTierRunAndCatalogLs(t *testing.T) {
+	dir := t.TempDir()
+	sets := []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0"}
+	cfg, err := LoadConfig("", sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addrs <- a }) }()
+	addr := <-addrs
+	var out strings.Builder
+	if err := tierCmd([]string{"run", "--admin-addr", addr}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
+		t.Fatalf("strata tier run: %v\n%s", err, out.String())
+	}
+	cancel()
+	<-done
+	out.Reset()
+	if err := catalogCmd(append([]string{"ls"}, setFlags(sets)...), &out); err != nil || !strings.HasPrefix(out.String(), "SHARD") {
+		t.Fatalf("strata catalog ls: %v\n%s", err, out.String())
+	}
+}
+
+func setFlags(sets []string) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, "--set", s)
+	}
+	return out
+}

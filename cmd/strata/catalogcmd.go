@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"strata/catalog"
+	"strata/tiering"
+)
+
+// catalogCmd: "ls" prints shards and segments; "rebuild" restores a lost
+// catalog from the bucket's manifests. Both open the catalog directly, so
+// the service must be stopped (Pebble's lock says so if it is not).
+func catalogCmd(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: strata catalog ls|rebuild [--config FILE] [--set key=value ...]")
+	}
+	cfg, err := configFlags("catalog "+args[0], args[1:])
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(cfg.DataDir, "catalog")
+	switch args[0] {
+	case "ls":
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("no catalog at %s: %w", dir, err)
+		}
+		cat, err := catalog.Open(dir)
+		if err != nil {
+			return fmt.Errorf("%w (is strata serve running on this data dir? stop it, or use the admin API)", err)
+		}
+		defer cat.Close()
+		return listCatalog(cat, out)
+	case "rebuild":
+		cold, err := openColdTier(cfg.Cold, prometheus.NewRegistry())
+		if err != nil {
+			return err
+		}
+		defer cold.Close()
+		cat, err := catalog.Open(dir)
+		if err != nil {
+			return fmt.Errorf("%w (is strata serve running on this data dir? stop it first)", err)
+		}
+		defer cat.Close()
+		sum, err := tiering.Rebuild(context.Background(), cold, cfg.Tiering.Prefix, cat, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "restored %d shards with %d tiered segments; %d shards were already in the catalog\n",
+			len(sum.Shards), sum.Segments, len(sum.Skipped))
+		return nil
+	}
+	return fmt.Errorf("strata catalog: unknown command %q (want ls or rebuild)", args[0])
+}
+
+func listCatalog(cat *catalog.Catalog, out io.Writer) error {
+	shards, err := cat.Shards()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSEGMENT\tSTATE\tOFFSETS\tRECORDS\tBYTES\tOBJECT")
+	for _, sh := range shards {
+		segs, err := cat.Segments(sh.Name)
+		if err != nil {
+			return err
+		}
+		for _, s := range segs {
+			offsets := fmt.Sprintf("%d-%d", s.StartOffset, s.EndOffset)
+			if s.State == catalog.Active {
+				offsets = fmt.Sprintf("%d-", s.StartOffset)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", sh.Name, s.No, s.State, offsets, s.Records, s.Size, s.ObjectKey)
+		}
+	}
+	return tw.Flush()
+}
+
+// tierCmd asks a running service to do one tiering pass now.
+func tierCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("tier run", flag.ContinueOnError)
+	addr := fs.String("admin-addr", "127.0.0.1:9644", "the running service's admin address")
+	if len(args) == 0 || args[0] != "run" {
+		return errors.New("usage: strata tier run [--admin-addr HOST:PORT]")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	resp, err := http.Post("http://"+*addr+"/v1/tiering/run", "application/json", nil)
+	if err != nil {
+		return fmt.Errorf("no strata admin API at %s: %w", *addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("tiering run: %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	var sum tiering.RunSummary
+	if err := json.Unmarshal(body, &sum); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "uploaded %d segments (%d bytes), dropped %d local copies, deleted %d orphans in %s\n",
+		len(sum.Uploaded), sum.Bytes, sum.DroppedLocal, sum.OrphansDeleted, sum.Finished.Sub(sum.Started).Round(time.Millisecond))
+	for _, e := range sum.Errors {
+		fmt.Fprintln(out, "error:", e)
+	}
+	if len(sum.Errors) > 0 {
+		return fmt.Errorf("%d errors", len(sum.Errors))
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package tiering
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"strata/catalog"
+	"strata/tiering/objstore"
+)
+
+// RebuildSummary says what Rebuild restored.
+type RebuildSummary struct {
+	Shards   []string `json:"shards"`
+	Segments int      `json:"segments"`
+	Skipped  []string `json:"skipped,omitempty"` // already in the catalog
+}
+
+// Rebuild restores the catalog of every shard that has a manifest under
+// prefix in the bucket: its tiered segments as remote, a new empty active
+// segment after them, and the low watermark at its first tiered offset.
+// Shards the catalog already has are left alone.
+func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat *catalog.Catalog, now time.Time) (RebuildSummary, error) {
+	var sum RebuildSummary
+	var manifests []string
+	listPrefix := ""
+	if prefix != "" {
+		listPrefix = strings.TrimSuffix(prefix, "/") + "/"
+	}
+	err := b.List(ctx, listPrefix, func(a objstore.Attrs) error {
+		if strings.HasSuffix(a.Name, "/_strata_manifest.json") {
+			manifests = append(manifests, a.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return sum, err
+	}
+	for _, key := range manifests {
+		raw, err := objstore.ReadAll(ctx, b, key)
+		if err != nil {
+			return sum, err
+		}
+		var m Manifest
+		if err := json.Unmarshal(raw, &m); err != nil || m.Shard == "" || len(m.Objects) == 0 {
+			return sum, fmt.Errorf("manifest %s: not a strata manifest (%v)", key, err)
+		}
+		segs := make([]catalog.Segment, 0, len(m.Objects)+1)
+		for i, o := range m.Objects {
+			if i > 0 && o.StartOffset != m.Objects[i-1].EndOffset+1 {
+				return sum, fmt.Errorf("manifest %s: object %s starts at %d, after %d: offsets are not contiguous",
+					key, o.Key, o.StartOffset, m.Objects[i-1].EndOffset)
+			}
+			segs = append(segs, catalog.Segment{
+				Shard: m.Shard, No: o.Segment, State: catalog.Remote, StartOffset: o.StartOffset, EndOffset: o.EndOffset,
+				MinTimestamp: o.MinTimestamp, MaxTimestamp: o.MaxTimestamp, Records: o.Records, Size: o.SegmentBytes,
+				Checksum: o.SegmentChecksum, ObjectKey: o.Key, ObjectSize: o.ObjectBytes, TieredAt: now.UTC(), Created: now.UTC(),
+			})
+		}
+		last := m.Objects[len(m.Objects)-1]
+		segs = append(segs, catalog.Segment{Shard: m.Shard, No: last.Segment + 1, State: catalog.Active,
+			StartOffset: last.EndOffset + 1, Created: now.UTC()})
+		sh := catalog.Shard{Name: m.Shard, LowWatermark: m.Objects[0].StartOffset, Created: now.UTC()}
+		if err := cat.Restore(sh, segs); errors.Is(err, catalog.ErrExists) {
+			sum.Skipped = append(sum.Skipped, m.Shard)
+			continue
+		} else if err != nil {
+			return sum, err
+		}
+		sum.Shards = append(sum.Shards, m.Shard)
+		sum.Segments += len(m.Objects)
+	}
+	return sum, nil
+}
