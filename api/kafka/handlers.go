@@ -1,0 +1,377 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/store"
+)
+
+// Kafka error codes strata answers with.
+const (
+	errNone                  int16 = 0
+	errOffsetOutOfRange      int16 = 1
+	errCorruptMessage        int16 = 2
+	errUnknownTopicPartition int16 = 3
+	errInvalidTopic          int16 = 17
+	errUnsupportedVersion    int16 = 35
+	errTopicExists           int16 = 36
+	errInvalidPartitions     int16 = 37
+	errUnknownServer         int16 = -1
+	errOutOfOrderSequence    int16 = 45
+)
+
+const apiVersionsKey = 18
+
+type versionRange struct{ min, max int16 }
+
+// The APIs and versions strata speaks. Versions that address topics by id
+// (Fetch 13+, Produce 13+) are left out: strata names topics.
+var supportedVersions = map[int16]versionRange{
+	0:  {3, 9},  // Produce (record batch v2 from v3)
+	1:  {4, 12}, // Fetch
+	2:  {1, 7},  // ListOffsets
+	3:  {0, 12}, // Metadata
+	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	22: {0, 4},  // InitProducerId
+}
+
+func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
+	keys := make([]int, 0, len(supportedVersions))
+	for k := range supportedVersions {
+		keys = append(keys, int(k))
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		v := supportedVersions[int16(k)]
+		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(k), MinVersion: v.min, MaxVersion: v.max})
+	}
+}
+
+func (s *Server) handle(req kmsg.Request) kmsg.Response {
+	ctx := context.Background()
+	switch r := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
+		s.fillVersions(resp)
+		return resp
+	case *kmsg.MetadataRequest:
+		return s.metadata(ctx, r)
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(ctx, r)
+	case *kmsg.InitProducerIDRequest:
+		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+		s.mu.Lock()
+		s.nextPID++
+		resp.ProducerID, resp.ProducerEpoch = s.nextPID, 0
+		s.producers[s.nextPID] = 0
+		s.mu.Unlock()
+		return resp
+	case *kmsg.ProduceRequest:
+		return s.produce(ctx, r)
+	case *kmsg.FetchRequest:
+		return s.fetch(ctx, r)
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(ctx, r)
+	}
+	return req.ResponseKind()
+}
+
+// topics groups the store's shards by topic: topic -> partition count.
+func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
+	shards, err := s.store.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, sh := range shards {
+		topic := store.Topic(sh)
+		p, err := strconv.Atoi(strings.TrimPrefix(sh, topic+"-"))
+		if err != nil {
+			continue
+		}
+		out[topic] = max(out[topic], int32(p)+1)
+	}
+	return out, nil
+}
+
+func (s *Server) createTopic(ctx context.Context, topic string, partitions int32) int16 {
+	if err := store.ValidateShard(topic); err != nil {
+		return errInvalidTopic
+	}
+	if partitions <= 0 {
+		partitions = s.cfg.DefaultPartitions
+	}
+	if partitions > 10000 {
+		return errInvalidPartitions
+	}
+	for p := int32(0); p < partitions; p++ {
+		err := s.store.CreateShard(ctx, store.ShardName(topic, p))
+		if errors.Is(err, store.ErrShardExists) {
+			if p == 0 {
+				return errTopicExists
+			}
+			continue
+		}
+		if err != nil {
+			s.log.Error("kafka: create topic", "topic", topic, "err", err)
+			return errUnknownServer
+		}
+	}
+	s.log.Info("topic created", "topic", topic, "partitions", partitions)
+	return errNone
+}
+
+func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: s.host, Port: s.port}}
+	resp.ControllerID = 0
+	cluster := "strata"
+	resp.ClusterID = &cluster
+	topics, _ := s.topics(ctx)
+	var names []string
+	if r.Topics == nil {
+		for t := range topics {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+	} else {
+		for _, t := range r.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+	}
+	for _, name := range names {
+		t := kmsg.NewMetadataResponseTopic()
+		n := name
+		t.Topic = &n
+		parts, ok := topics[name]
+		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
+			if code := s.createTopic(ctx, name, 0); code == errNone || code == errTopicExists {
+				parts, ok = s.cfg.DefaultPartitions, true
+				if again, _ := s.topics(ctx); again[name] > 0 {
+					parts = again[name]
+				}
+			}
+		}
+		if !ok {
+			t.ErrorCode = errUnknownTopicPartition
+			if store.ValidateShard(name) != nil {
+				t.ErrorCode = errInvalidTopic
+			}
+		}
+		for p := int32(0); p < parts; p++ {
+			pm := kmsg.NewMetadataResponseTopicPartition()
+			pm.Partition, pm.Leader, pm.LeaderEpoch = p, 0, -1
+			pm.Replicas, pm.ISR = []int32{0}, []int32{0}
+			t.Partitions = append(t.Partitions, pm)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
+		if r.ValidateOnly {
+			if store.ValidateShard(t.Topic) != nil {
+				rt.ErrorCode = errInvalidTopic
+			}
+		} else {
+			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// seqKey and seqEntry remember each idempotent producer's last batch per
+// partition, so a retried batch is answered with its first offsets instead
+// of being stored twice.
+type seqKey struct {
+	pid       int64
+	partition string
+}
+
+type seqEntry struct {
+	epoch    int16
+	firstSeq int32
+	lastSeq  int32
+	base     int64
+}
+
+func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			rp.ErrorCode, rp.BaseOffset = s.producePartition(ctx, t.Topic, p.Partition, p.Records)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) producePartition(ctx context.Context, topic string, partition int32, raw []byte) (int16, int64) {
+	shard := store.ShardName(topic, partition)
+	recs, batches, err := decodeBatches(raw)
+	if err != nil {
+		s.log.Warn("kafka: refusing a produce", "shard", shard, "err", err)
+		return errCorruptMessage, -1
+	}
+	if len(recs) == 0 {
+		return errNone, -1
+	}
+	topics, _ := s.topics(ctx)
+	if _, ok := topics[topic]; !ok && s.cfg.AutoCreateTopics {
+		s.createTopic(ctx, topic, 0)
+		topics, _ = s.topics(ctx)
+	}
+	if partition < 0 || partition >= topics[topic] {
+		return errUnknownTopicPartition, -1
+	}
+	// Idempotence: one batch per request per partition is what clients send.
+	var key seqKey
+	idem := len(batches) == 1 && batches[0].ProducerID >= 0 && batches[0].FirstSequence >= 0
+	if idem {
+		b := batches[0]
+		key = seqKey{b.ProducerID, shard}
+		s.mu.Lock()
+		last, seen := s.seqs[key]
+		s.mu.Unlock()
+		if seen && last.epoch == b.ProducerEpoch && last.firstSeq == b.FirstSequence && last.lastSeq == b.FirstSequence+b.LastOffsetDelta {
+			return errNone, last.base // a retry of a batch already stored
+		}
+		if seen && last.epoch == b.ProducerEpoch && b.FirstSequence != last.lastSeq+1 {
+			return errOutOfOrderSequence, -1
+		}
+	}
+	base, err := s.store.Append(ctx, shard, recs)
+	if err != nil {
+		s.log.Error("kafka: append", "shard", shard, "err", err)
+		if errors.Is(err, store.ErrUnknownShard) {
+			return errUnknownTopicPartition, -1
+		}
+		return errUnknownServer, -1
+	}
+	if idem {
+		b := batches[0]
+		s.mu.Lock()
+		s.seqs[key] = seqEntry{epoch: b.ProducerEpoch, firstSeq: b.FirstSequence, lastSeq: b.FirstSequence + b.LastOffsetDelta, base: int64(base)}
+		s.mu.Unlock()
+	}
+	return errNone, int64(base)
+}
+
+func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	for {
+		resp, total := s.fetchOnce(ctx, r)
+		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
+			return resp
+		}
+		time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
+	}
+}
+
+func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	total := 0
+	maxBytes := int(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	for _, t := range r.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.PreferredReadReplica = -1
+			shard := store.ShardName(t.Topic, p.Partition)
+			low, high, err := s.store.Watermarks(ctx, shard)
+			if err != nil {
+				rp.ErrorCode = errUnknownTopicPartition
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
+			budget := min(int(p.PartitionMaxBytes), maxBytes-total)
+			if budget <= 0 && total > 0 {
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			recs, err := s.store.Read(ctx, shard, uint64(p.FetchOffset), store.Budget{MaxBytes: max(budget, 1)})
+			var oor *store.OutOfRangeError
+			switch {
+			case errors.As(err, &oor):
+				rp.ErrorCode = errOffsetOutOfRange
+			case err != nil:
+				s.log.Error("kafka: fetch", "shard", shard, "offset", p.FetchOffset, "err", err)
+				rp.ErrorCode = errUnknownServer
+			default:
+				rp.RecordBatches = encodeBatch(nil, recs)
+				total += len(rp.RecordBatches)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total
+}
+
+func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
+			shard := store.ShardName(t.Topic, p.Partition)
+			low, high, err := s.store.Watermarks(ctx, shard)
+			switch {
+			case err != nil:
+				rp.ErrorCode, rp.Offset = errUnknownTopicPartition, -1
+			case p.Timestamp == -2: // earliest
+				rp.Offset = int64(low)
+			case p.Timestamp == -1: // latest
+				rp.Offset = int64(high)
+			default:
+				off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
+				if err != nil {
+					rp.ErrorCode, rp.Offset = errUnknownServer, -1
+					break
+				}
+				rp.Offset = int64(off)
+				if off < high {
+					if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
+						rp.Timestamp = recs[0].Timestamp
+					}
+				} else {
+					rp.Offset = -1 // no record at or after the time
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

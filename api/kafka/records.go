@@ -1,0 +1,199 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/record"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// maxDecompressed bounds what one batch may inflate to: a small compressed
+// batch must not make the broker allocate gigabytes.
+const maxDecompressed = 64 << 20
+
+// producerData is what strata keeps of a Kafka batch header in each record's
+// protocol data: producer id, epoch and the record's sequence.
+func producerData(id int64, epoch int16, seq int32) []byte {
+	if id < 0 {
+		return nil
+	}
+	b := binary.BigEndian.AppendUint64(nil, uint64(id))
+	b = binary.BigEndian.AppendUint16(b, uint16(epoch))
+	return binary.BigEndian.AppendUint32(b, uint32(seq))
+}
+
+// decodeBatches unpacks the record batches of one partition of a Produce
+// request into protocol-neutral records (seed 000: unpack on write).
+func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
+	var recs []record.Record
+	var batches []kmsg.RecordBatch
+	for len(raw) > 0 {
+		if len(raw) < 12 {
+			return nil, nil, errors.New("truncated record batch header")
+		}
+		n := int(int32(binary.BigEndian.Uint32(raw[8:]))) + 12
+		if n < 61 || n > len(raw) {
+			return nil, nil, fmt.Errorf("record batch length %d with %d bytes left", n-12, len(raw))
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(raw[:n]); err != nil {
+			return nil, nil, fmt.Errorf("record batch: %w", err)
+		}
+		raw = raw[n:]
+		if b.Magic != 2 {
+			return nil, nil, fmt.Errorf("record batch magic %d: only v2 batches are accepted", b.Magic)
+		}
+		if got := crc32.Checksum(rawAfterCRC(&b), castagnoli); got != uint32(b.CRC) {
+			return nil, nil, fmt.Errorf("record batch crc %08x, computed %08x", uint32(b.CRC), got)
+		}
+		data, err := decompress(b.Attributes&0x07, b.Records)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := int32(0); i < b.NumRecords; i++ {
+			l, k := binary.Varint(data)
+			if k <= 0 || l < 0 || int(l) > len(data)-k {
+				return nil, nil, fmt.Errorf("record %d of a batch of %d: bad length", i, b.NumRecords)
+			}
+			var r kmsg.Record
+			if err := r.ReadFrom(data[:k+int(l)]); err != nil {
+				return nil, nil, fmt.Errorf("record %d: %w", i, err)
+			}
+			data = data[k+int(l):]
+			rec := record.Record{
+				Timestamp:    b.FirstTimestamp + r.TimestampDelta64,
+				Key:          r.Key,
+				Value:        r.Value,
+				ProtocolData: producerData(b.ProducerID, b.ProducerEpoch, b.FirstSequence+r.OffsetDelta),
+			}
+			if b.Attributes&0x08 != 0 { // log-append time: the broker's clock
+				rec.Timestamp = b.MaxTimestamp
+			}
+			for _, h := range r.Headers {
+				rec.Headers = append(rec.Headers, record.Header{Key: h.Key, Value: h.Value})
+			}
+			recs = append(recs, rec)
+		}
+		batches = append(batches, b)
+	}
+	return recs, batches, nil
+}
+
+// rawAfterCRC re-encodes the part of a batch the CRC covers.
+func rawAfterCRC(b *kmsg.RecordBatch) []byte {
+	enc := b.AppendTo(nil)
+	return enc[21:] // base offset 8, length 4, leader epoch 4, magic 1, crc 4
+}
+
+func decompress(codec int16, data []byte) ([]byte, error) {
+	var r io.Reader
+	switch codec {
+	case 0:
+		return data, nil
+	case 1:
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("gzip batch: %w", err)
+		}
+		r = zr
+	case 2:
+		return unsnappy(data)
+	case 3:
+		r = lz4.NewReader(bytes.NewReader(data))
+	case 4:
+		zr, err := zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderMaxMemory(maxDecompressed))
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
+	default:
+		return nil, fmt.Errorf("unknown compression codec %d", codec)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))
+	if err != nil {
+		return nil, fmt.Errorf("decompress codec %d: %w", codec, err)
+	}
+	if len(out) > maxDecompressed {
+		return nil, fmt.Errorf("batch inflates past %d bytes", maxDecompressed)
+	}
+	return out, nil
+}
+
+var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// unsnappy decodes a Kafka snappy payload: raw snappy, or the xerial
+// framing the Java client writes (a header, then length-prefixed chunks).
+func unsnappy(data []byte) ([]byte, error) {
+	if !bytes.HasPrefix(data, xerialHeader) {
+		if n, err := s2.DecodedLen(data); err != nil || n > maxDecompressed {
+			return nil, fmt.Errorf("snappy batch: bad length (%v)", err)
+		}
+		return s2.Decode(nil, data)
+	}
+	data = data[16:] // header, version, compatible version
+	var out []byte
+	for len(data) > 0 {
+		if len(data) < 4 {
+			return nil, errors.New("xerial snappy: truncated chunk length")
+		}
+		n := int(binary.BigEndian.Uint32(data))
+		if n > len(data)-4 {
+			return nil, errors.New("xerial snappy: chunk past the end")
+		}
+		if dl, err := s2.DecodedLen(data[4 : 4+n]); err != nil || len(out)+dl > maxDecompressed {
+			return nil, fmt.Errorf("xerial snappy: bad chunk (%v)", err)
+		}
+		chunk, err := s2.Decode(nil, data[4:4+n])
+		if err != nil {
+			return nil, fmt.Errorf("xerial snappy: %w", err)
+		}
+		out = append(out, chunk...)
+		data = data[4+n:]
+	}
+	return out, nil
+}
+
+// encodeBatch frames stored records as one uncompressed v2 record batch
+// (seed 000: reframe on read). Offsets in a read are contiguous.
+func encodeBatch(dst []byte, recs []record.Record) []byte {
+	if len(recs) == 0 {
+		return dst
+	}
+	first, maxTS := recs[0].Timestamp, recs[0].Timestamp
+	for _, r := range recs {
+		first = min(first, r.Timestamp)
+		maxTS = max(maxTS, r.Timestamp)
+	}
+	var body, one []byte
+	for i, r := range recs {
+		kr := kmsg.Record{TimestampDelta64: r.Timestamp - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+		}
+		one = kr.AppendTo(one[:0])      // Length 0 encodes as one byte
+		kr.Length = int32(len(one) - 1) // so the body is everything after it
+		body = kr.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{
+		FirstOffset: int64(recs[0].Offset), PartitionLeaderEpoch: -1, Magic: 2,
+		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: maxTS,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: body,
+	}
+	enc := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(enc[8:], uint32(len(enc)-12))
+	binary.BigEndian.PutUint32(enc[17:], crc32.Checksum(enc[21:], castagnoli))
+	return append(dst, enc...)
+}
