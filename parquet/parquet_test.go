@@ -14,8 +14,8 @@ import (
 
 func edgeRecords(from uint64) []record.Record {
 	recs := []record.Record{
-		{Value: []byte{}},                                // empty value, null key
-		{Key: []byte{}, Value: nil},                      // empty key, tombstone
+		{Value: []byte{}},           // empty value, null key
+		{Key: []byte{}, Value: nil}, // empty key, tombstone
 		{Timestamp: -5, Value: []byte("before the epoch")},
 		{Headers: []record.Header{{Key: "n", Value: nil}, {Key: "e", Value: []byte{}}}, Value: []byte("v")},
 		{Tags: []string{"", "t"}, ProtocolData: []byte{0, 1, 2}, Value: bytes.Repeat([]byte{0}, 3000)},

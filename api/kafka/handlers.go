@@ -280,7 +280,7 @@ func (s *Server) producePartition(ctx context.Context, topic string, partition i
 }
 
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
-	deadline := time.Now().Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
 	for {
 		resp, total := s.fetchOnce(ctx, r)
 		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
@@ -305,6 +305,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
+			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
 			shard := store.ShardName(t.Topic, p.Partition)
 			low, high, err := s.store.Watermarks(ctx, shard)
 			if err != nil {
@@ -327,7 +328,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				s.log.Error("kafka: fetch", "shard", shard, "offset", p.FetchOffset, "err", err)
 				rp.ErrorCode = errUnknownServer
 			default:
-				rp.RecordBatches = encodeBatch(nil, recs)
+				rp.RecordBatches = encodeBatch(rp.RecordBatches, recs)
 				total += len(rp.RecordBatches)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

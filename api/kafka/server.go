@@ -33,6 +33,8 @@ type Config struct {
 	MaxRequestBytes int32
 	// IdleTimeout closes connections silent for this long (10m).
 	IdleTimeout time.Duration
+	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
+	MaxFetchWait time.Duration
 	Logger      *slog.Logger
 }
 
@@ -66,6 +68,9 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.MaxFetchWait <= 0 {
+		cfg.MaxFetchWait = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

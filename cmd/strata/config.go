@@ -22,6 +22,8 @@ import (
 type Config struct {
 	DataDir   string          `yaml:"data_dir"`
 	AdminAddr string          `yaml:"admin_addr"`
+	KafkaAddr string          `yaml:"kafka_addr"`
+	Kafka     KafkaConfig     `yaml:"kafka"`
 	Log       LogConfig       `yaml:"log"`
 	Engine    EngineConfig    `yaml:"engine"`
 	Segment   SegmentConfig   `yaml:"segment"`
@@ -45,6 +47,13 @@ type TieringConfig struct {
 	RowGroupBytes  Bytes    `yaml:"row_group_bytes"`
 	PageBytes      Bytes    `yaml:"page_bytes"`
 	CacheBytes     Bytes    `yaml:"cache_bytes"`
+}
+
+// KafkaConfig tunes the Kafka front end.
+type KafkaConfig struct {
+	AutoCreateTopics  bool  `yaml:"auto_create_topics"`
+	DefaultPartitions int32 `yaml:"default_partitions"`
+	MaxRequestBytes   Bytes `yaml:"max_request_bytes"`
 }
 
 // EngineConfig picks storage engines and how they write.
@@ -320,6 +329,12 @@ func (c *Config) validate() error {
 	}
 	if err := checkAddr("admin_addr", c.AdminAddr); err != nil {
 		return err
+	}
+	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
+		return err
+	}
+	if c.Kafka.DefaultPartitions < 1 {
+		return fmt.Errorf("kafka.default_partitions: %d: want 1 or more", c.Kafka.DefaultPartitions)
 	}
 	switch c.Log.Format {
 	case "text", "json":

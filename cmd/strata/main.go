@@ -19,12 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"strata/api/kafka"
 )
 
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
 
 Usage:
-  strata serve [--config FILE] [--data-dir DIR] [--admin-addr HOST:PORT] [--set key=value ...]
+  strata serve [--config FILE] [--data-dir DIR] [--kafka-addr HOST:PORT] [--admin-addr HOST:PORT] [--set key=value ...]
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
@@ -73,6 +75,7 @@ func configFlags(name string, args []string) (*Config, error) {
 	file := fs.String("config", "", "YAML config file, read on top of the embedded default")
 	dataDir := fs.String("data-dir", "", "overrides data_dir")
 	adminAddr := fs.String("admin-addr", "", "overrides admin_addr")
+	kafkaAddr := fs.String("kafka-addr", "", "overrides kafka_addr")
 	var sets multiFlag
 	fs.Var(&sets, "set", "path.to.key=value; repeatable; overrides the file")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +89,9 @@ func configFlags(name string, args []string) (*Config, error) {
 	}
 	if *adminAddr != "" {
 		sets = append([]string{"admin_addr=" + *adminAddr}, sets...)
+	}
+	if *kafkaAddr != "" {
+		sets = append([]string{"kafka_addr=" + *kafkaAddr}, sets...)
 	}
 	return LoadConfig(*file, sets)
 }
@@ -129,8 +135,11 @@ func serve(args []string, logOut io.Writer) error {
 	return run(ctx, cfg, log, nil)
 }
 
-// run serves until ctx ends; ready, if set, learns the admin address.
-func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAddr string)) error {
+// Addrs are where a running service listens.
+type Addrs struct{ Admin, Kafka string }
+
+// run serves until ctx ends; ready, if set, learns the listening addresses.
+func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -178,11 +187,22 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAdd
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("strata serving", "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
+
+	kln, err := net.Listen("tcp", cfg.KafkaAddr)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
+	}
+	ksrv := kafka.New(store, kafka.Config{
+		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions,
+		MaxRequestBytes: int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)), Logger: log.With("component", "kafka"),
+	})
+	go func() { served <- ksrv.Serve(kln) }()
+	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(Addrs{Admin: ln.Addr().String(), Kafka: kln.Addr().String()})
 	}
 
 	select {
@@ -193,6 +213,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(adminAdd
 	log.Info("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	ksrv.Shutdown(shutCtx) // finish in-flight requests before storage closes
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestServeAnswersHealthAndMetrics(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0"})
+	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestServeAnswersHealthAndMetrics(t *testing.T) {
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addrs <- a })
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { addrs <- a.Admin })
 	}()
 	var addr string
 	select {
@@ -89,7 +89,7 @@ func TestServeRefusesUnreachableColdTier(t *testing.T) {
 // catalog offline.
 func TestTierRunAndCatalogLs(t *testing.T) {
 	dir := t.TempDir()
-	sets := []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0"}
+	sets := []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"}
 	cfg, err := LoadConfig("", sets)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,9 @@ func TestTierRunAndCatalogLs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addrs <- a }) }()
+	go func() {
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { addrs <- a.Admin })
+	}()
 	addr := <-addrs
 	var out strings.Builder
 	if err := tierCmd([]string{"run", "--admin-addr", addr}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {

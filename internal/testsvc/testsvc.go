@@ -139,3 +139,25 @@ func UniquePrefix(t testing.TB) string {
 	name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
 	return fmt.Sprintf("%s-%d", strings.ToLower(name), time.Now().UnixNano())
 }
+
+// Tool returns the path of a command-line tool tests drive (kcat),
+// installing it with scripts/tools when it is missing.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("testsvc: %v", err)
+	}
+	out, err := exec.Command(filepath.Join(root, "scripts", "tools"), "install", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("testsvc: installing %s failed: %v\n%s", name, err, out)
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("testsvc: %s installed but not on PATH: %v", name, err)
+	}
+	return p
+}
