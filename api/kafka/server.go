@@ -35,7 +35,7 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
-	Logger      *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Server answers Kafka clients from a store.

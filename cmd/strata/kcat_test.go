@@ -30,7 +30,9 @@ func TestKcatProduceTierConsume(t *testing.T) {
 	defer cancel()
 	ready := make(chan Addrs, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { ready <- a }) }()
+	go func() {
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { ready <- a })
+	}()
 	var addrs Addrs
 	select {
 	case addrs = <-ready:
