@@ -185,3 +185,35 @@ func TestDiedBetweenRemoteAndDelete(t *testing.T) {
 	}
 	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-0", 0), want)
 }
+
+// Remote retention: the oldest remote segments leave the bucket and their
+// offsets leave the shard; what is younger still reads back.
+func TestRemoteRetentionExpiresOldSegments(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	r := newRig(t, lb, t.TempDir())
+	want := produce(t, r.engine, "orders-0", 30)
+	r.job.Run(ctx)
+	segs, _ := r.engine.Catalog().Segments("orders-0")
+	before := countObjects(t, lb)
+	// Records are stamped in 2023, hours apart from batch to batch: a
+	// retention just past the newest remote segment's age keeps it and
+	// expires the older ones.
+	newest := segs[len(segs)-2].MaxTimestamp
+	r.job.Policy.RemoteRetention = time.Since(time.UnixMilli(newest)) + time.Minute
+	r.job.Now = time.Now
+	sum, err := r.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 || sum.Expired == 0 {
+		t.Fatalf("run: expired %d, %v %v", sum.Expired, err, sum.Errors)
+	}
+	after, _ := r.engine.Catalog().Segments("orders-0")
+	low, _, _ := r.engine.Watermarks(ctx, "orders-0")
+	if low != after[sum.Expired-1].EndOffset+1 || countObjects(t, lb) != before-sum.Expired {
+		t.Fatalf("after expiring %d: low watermark %d, %d objects (was %d)", sum.Expired, low, countObjects(t, lb), before)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-0", low), want[low:])
+	m, _ := readManifest(ctx, lb, Location{"orders", 0}.ManifestKey("data"))
+	if len(m.Objects) != before-sum.Expired || m.Objects[0].StartOffset != low {
+		t.Fatalf("manifest after expiry: %d objects from %d", len(m.Objects), m.Objects[0].StartOffset)
+	}
+}

@@ -41,6 +41,10 @@ type Job struct {
 	Log         *slog.Logger
 	Now         func() time.Time
 
+	// Replicas picks the copy of a sealed segment to convert (the local
+	// one by default; replication adds remote replicas here).
+	Replicas Replicas
+
 	running sync.Mutex
 	mu      sync.Mutex
 	history []RunSummary
@@ -53,6 +57,7 @@ type RunSummary struct {
 	Uploaded       []UploadSummary `json:"uploaded"`
 	Bytes          int64           `json:"bytes"`
 	DroppedLocal   int             `json:"dropped_local"`
+	Expired        int             `json:"expired"`
 	OrphansDeleted int             `json:"orphans_deleted"`
 	Errors         []string        `json:"errors"`
 }
@@ -64,6 +69,27 @@ type UploadSummary struct {
 	Key         string `json:"key"`
 	Records     uint64 `json:"records"`
 	ObjectBytes int64  `json:"object_bytes"`
+}
+
+// Replicas finds a copy of a sealed segment to read. The job checks the
+// copy's bytes against the sealed checksum while converting it, so a
+// replica whose copy has rotted publishes nothing.
+type Replicas interface {
+	SegmentFile(ctx context.Context, shard string, s catalog.Segment) (path string, err error)
+}
+
+// LocalReplica is this node's own copy.
+type LocalReplica struct{ Engine *segment.Engine }
+
+func (l LocalReplica) SegmentFile(ctx context.Context, shard string, s catalog.Segment) (string, error) {
+	return l.Engine.SegmentPath(shard, s.No), nil
+}
+
+func (j *Job) replicas() Replicas {
+	if j.Replicas != nil {
+		return j.Replicas
+	}
+	return LocalReplica{j.Engine}
 }
 
 // ErrRunning is returned by Run while another pass is in progress.
@@ -149,6 +175,13 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					break
 				}
 				record(func() { sum.DroppedLocal++ })
+			}
+			for _, s := range plan.Expire {
+				if err := j.expire(gctx, shard, s); err != nil {
+					record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err)) })
+					break
+				}
+				record(func() { sum.Expired++ })
 			}
 			return nil
 		})
@@ -250,7 +283,11 @@ func (j *Job) convert(shard string, s catalog.Segment, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	crc, size, err := segment.ScanFile(j.Engine.SegmentPath(shard, s.No), func(r *record.Record) error { return w.Write(r) })
+	path, err := j.replicas().SegmentFile(context.Background(), shard, s)
+	if err != nil {
+		return err
+	}
+	crc, size, err := segment.ScanFile(path, func(r *record.Record) error { return w.Write(r) })
 	if err != nil {
 		return err
 	}
@@ -307,6 +344,34 @@ func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) er
 		return err
 	}
 	return j.Engine.DropLocal(ctx, shard, s.No)
+}
+
+// expire ends a remote segment's life: its offsets leave the shard (the
+// low watermark rises past them, durably, first), then the catalog records
+// it deleted, then the object and its manifest entry go. A crash between
+// steps is finished by the next run or, for the object, the orphan sweep.
+func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error {
+	if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
+		return err
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, catalog.Remote, catalog.Deleted, nil); err != nil {
+		return err
+	}
+	if err := j.Bucket.Delete(ctx, s.ObjectKey); err != nil {
+		return err
+	}
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return err
+	}
+	mkey := loc.ManifestKey(j.Prefix)
+	m, err := readManifest(ctx, j.Bucket, mkey)
+	if err != nil {
+		return err
+	}
+	m.remove(s.ObjectKey)
+	j.log().Info("remote segment expired", "shard", shard, "segment", s.No, "key", s.ObjectKey)
+	return writeManifest(ctx, j.Bucket, mkey, m)
 }
 
 // sweepOrphans deletes Parquet objects under the prefix that no catalog

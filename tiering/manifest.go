@@ -62,6 +62,15 @@ func (m *Manifest) put(e ManifestEntry) {
 	sort.Slice(m.Objects, func(i, j int) bool { return m.Objects[i].StartOffset < m.Objects[j].StartOffset })
 }
 
+func (m *Manifest) remove(key string) {
+	for i := range m.Objects {
+		if m.Objects[i].Key == key {
+			m.Objects = append(m.Objects[:i], m.Objects[i+1:]...)
+			return
+		}
+	}
+}
+
 func writeManifest(ctx context.Context, b objstore.Bucket, key string, m Manifest) error {
 	raw, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -19,6 +19,10 @@ type Policy struct {
 	// StaleUpload: an upload recorded as started longer ago than this, by a
 	// run that crashed, is started again (default 10m).
 	StaleUpload time.Duration
+	// RemoteRetention: a remote segment whose newest record is older than
+	// this is deleted from the bucket and its offsets from the shard
+	// (0: kept forever).
+	RemoteRetention time.Duration
 }
 
 // Plan is what one run does for one shard.
@@ -28,6 +32,9 @@ type Plan struct {
 	// DropLocal lists cold segments whose local copy can go, oldest first:
 	// always a prefix of the shard's local segments.
 	DropLocal []catalog.Segment
+	// Expire lists remote segments past remote retention, oldest first:
+	// always a prefix of the shard's segments.
+	Expire []catalog.Segment
 }
 
 // PlanShard decides, from a shard's segments (in order) and the time, what
@@ -66,6 +73,15 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 			break
 		}
 		plan.DropLocal = append(plan.DropLocal, s)
+	}
+	for _, s := range segs {
+		if s.State == catalog.Deleted {
+			continue
+		}
+		if s.State != catalog.Remote || p.RemoteRetention <= 0 || now.Sub(time.UnixMilli(s.MaxTimestamp)) < p.RemoteRetention {
+			break
+		}
+		plan.Expire = append(plan.Expire, s)
 	}
 	return plan
 }

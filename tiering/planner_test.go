@@ -26,23 +26,28 @@ func TestPlanShard(t *testing.T) {
 		p         Policy
 		upload    []uint64
 		dropLocal []uint64
+		expire    []uint64
 	}{
-		{"nothing sealed", []catalog.Segment{seg(0, catalog.Active, 0, 0, 10)}, Policy{}, nil, nil},
+		{"nothing sealed", []catalog.Segment{seg(0, catalog.Active, 0, 0, 10)}, Policy{}, nil, nil, nil},
 		{"sealed and old enough",
 			[]catalog.Segment{seg(0, catalog.Sealed, time.Hour, 0, 10), seg(1, catalog.Sealed, time.Minute, 0, 10), seg(2, catalog.Active, 0, 0, 5)},
-			Policy{MinSealedAge: 30 * time.Minute}, []uint64{0}, nil},
+			Policy{MinSealedAge: 30 * time.Minute}, []uint64{0}, nil, nil},
 		{"over the local byte budget, young segments go too",
 			[]catalog.Segment{seg(0, catalog.Sealed, time.Minute, 0, 100), seg(1, catalog.Sealed, time.Minute, 0, 100), seg(2, catalog.Sealed, time.Minute, 0, 100), seg(3, catalog.Active, 0, 0, 5)},
-			Policy{MinSealedAge: time.Hour, LocalBytes: 150}, []uint64{0, 1}, nil},
+			Policy{MinSealedAge: time.Hour, LocalBytes: 150}, []uint64{0, 1}, nil, nil},
 		{"a crashed upload is resumed once stale",
 			[]catalog.Segment{seg(0, catalog.Uploading, time.Hour, 0, 10), seg(1, catalog.Uploading, time.Second, 0, 10), seg(2, catalog.Active, 0, 0, 5)},
-			Policy{StaleUpload: time.Minute}, []uint64{0}, nil},
+			Policy{StaleUpload: time.Minute}, []uint64{0}, nil, nil},
 		{"local copies drop oldest first after retention",
 			[]catalog.Segment{seg(0, catalog.Remote, 0, 0, 10), seg(1, catalog.Cold, 0, 2*time.Hour, 10), seg(2, catalog.Cold, 0, 2*time.Hour, 10), seg(3, catalog.Cold, 0, time.Minute, 10), seg(4, catalog.Active, 0, 0, 5)},
-			Policy{LocalRetention: time.Hour}, nil, []uint64{1, 2}},
+			Policy{LocalRetention: time.Hour}, nil, []uint64{1, 2}, nil},
 		{"a sealed segment ahead stops the drop",
 			[]catalog.Segment{seg(0, catalog.Sealed, time.Minute, 0, 10), seg(1, catalog.Cold, 0, 2*time.Hour, 10), seg(2, catalog.Active, 0, 0, 5)},
-			Policy{MinSealedAge: time.Hour}, nil, nil},
+			Policy{MinSealedAge: time.Hour}, nil, nil, nil},
+		{"remote retention expires the oldest remote segments",
+			[]catalog.Segment{{No: 0, State: catalog.Deleted}, {No: 1, State: catalog.Remote, MaxTimestamp: ago(72 * time.Hour).UnixMilli()},
+				{No: 2, State: catalog.Remote, MaxTimestamp: ago(time.Hour).UnixMilli()}, seg(3, catalog.Active, 0, 0, 5)},
+			Policy{RemoteRetention: 24 * time.Hour}, nil, nil, []uint64{1}},
 	} {
 		plan := PlanShard(now, tc.segs, tc.p)
 		if got := nos(plan.Upload); !equal(got, tc.upload) {
@@ -50,6 +55,9 @@ func TestPlanShard(t *testing.T) {
 		}
 		if got := nos(plan.DropLocal); !equal(got, tc.dropLocal) {
 			t.Errorf("%s: drop local %v, want %v", tc.name, got, tc.dropLocal)
+		}
+		if got := nos(plan.Expire); !equal(got, tc.expire) {
+			t.Errorf("%s: expire %v, want %v", tc.name, got, tc.expire)
 		}
 	}
 }

@@ -34,19 +34,20 @@ type Config struct {
 
 // TieringConfig drives the move of sealed segments to the cold tier.
 type TieringConfig struct {
-	Enabled        bool     `yaml:"enabled"`
-	Schedule       string   `yaml:"schedule"`
-	MinSealedAge   Duration `yaml:"min_sealed_age"`
-	LocalRetention Duration `yaml:"local_retention"`
-	LocalBytes     Bytes    `yaml:"local_bytes"`
-	Prefix         string   `yaml:"prefix"`
-	Concurrency    int      `yaml:"concurrency"`
-	Bandwidth      Bytes    `yaml:"bandwidth"`
-	OrphanGrace    Duration `yaml:"orphan_grace"`
-	Codec          string   `yaml:"codec"`
-	RowGroupBytes  Bytes    `yaml:"row_group_bytes"`
-	PageBytes      Bytes    `yaml:"page_bytes"`
-	CacheBytes     Bytes    `yaml:"cache_bytes"`
+	Enabled         bool     `yaml:"enabled"`
+	Schedule        string   `yaml:"schedule"`
+	MinSealedAge    Duration `yaml:"min_sealed_age"`
+	LocalRetention  Duration `yaml:"local_retention"`
+	RemoteRetention Duration `yaml:"remote_retention"`
+	LocalBytes      Bytes    `yaml:"local_bytes"`
+	Prefix          string   `yaml:"prefix"`
+	Concurrency     int      `yaml:"concurrency"`
+	Bandwidth       Bytes    `yaml:"bandwidth"`
+	OrphanGrace     Duration `yaml:"orphan_grace"`
+	Codec           string   `yaml:"codec"`
+	RowGroupBytes   Bytes    `yaml:"row_group_bytes"`
+	PageBytes       Bytes    `yaml:"page_bytes"`
+	CacheBytes      Bytes    `yaml:"cache_bytes"`
 }
 
 // KafkaConfig tunes the Kafka front end.

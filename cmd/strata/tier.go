@@ -23,9 +23,10 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 	job := &tiering.Job{
 		Engine: e, Catalog: e.Catalog(), Bucket: cold, Prefix: t.Prefix,
 		Policy: tiering.Policy{
-			MinSealedAge:   time.Duration(t.MinSealedAge),
-			LocalRetention: time.Duration(t.LocalRetention),
-			LocalBytes:     int64(t.LocalBytes),
+			MinSealedAge:    time.Duration(t.MinSealedAge),
+			LocalRetention:  time.Duration(t.LocalRetention),
+			RemoteRetention: time.Duration(t.RemoteRetention),
+			LocalBytes:      int64(t.LocalBytes),
 		},
 		Parquet:        parquet.Options{Codec: t.Codec, RowGroupBytes: int(t.RowGroupBytes), PageBytes: int(t.PageBytes)},
 		Concurrency:    t.Concurrency,
