@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -78,6 +79,26 @@ func TestKcatProduceTierConsume(t *testing.T) {
 		if got[i] != lines[i] {
 			t.Fatalf("record %d: consumed %q, produced %q", i, got[i], lines[i])
 		}
+	}
+	// The admin API shows the same data: shards with bytes per tier, their
+	// segments, and the native read view from the cold tier.
+	for path, want := range map[string]string{
+		"/v1/shards":                   `"shard": "clicks-0"`,
+		"/v1/shards/clicks-0/segments": `"state": "remote"`,
+		"/v1/records?shard=clicks-0&offset=0&max_records=1": `"key": "` + base64.StdEncoding.EncodeToString([]byte("key-0")) + `"`,
+	} {
+		resp, err := http.Get("http://" + addrs.Admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("GET %s = %d, lacks %s:\n%.500s", path, resp.StatusCode, want, body)
+		}
+	}
+	if resp, _ := http.Get("http://" + addrs.Admin + "/v1/records?shard=clicks-0&offset=100000"); resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+		t.Fatalf("a read past the end: %d", resp.StatusCode)
 	}
 	cancel()
 	select {

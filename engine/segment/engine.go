@@ -450,3 +450,12 @@ func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
+
+// ActiveBytes is the durable size of a shard's active segment.
+func (e *Engine) ActiveBytes(name string) (int64, error) {
+	v, err := e.view(name)
+	if err != nil {
+		return 0, err
+	}
+	return v.activeLen, nil
+}
