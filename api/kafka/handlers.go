@@ -25,7 +25,12 @@ const (
 	errInvalidPartitions     int16 = 37
 	errUnknownServer         int16 = -1
 	errOutOfOrderSequence    int16 = 45
+	errFencedLeaderEpoch     int16 = 74
+	errUnknownLeaderEpoch    int16 = 75
 )
+
+// leaderEpoch is the only epoch a single node has had.
+const leaderEpoch = 0
 
 const apiVersionsKey = 18
 
@@ -40,7 +45,9 @@ var supportedVersions = map[int16]versionRange{
 	3:  {0, 12}, // Metadata
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
+	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId
+	23: {3, 4},  // OffsetForLeaderEpoch
 }
 
 func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
@@ -80,6 +87,10 @@ func (s *Server) handle(req kmsg.Request) kmsg.Response {
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(ctx, r)
+	case *kmsg.DeleteRecordsRequest:
+		return s.deleteRecords(ctx, r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.offsetForLeaderEpoch(ctx, r)
 	}
 	return req.ResponseKind()
 }
@@ -369,6 +380,75 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 				} else {
 					rp.Offset = -1 // no record at or after the time
 				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1
+// means the high watermark.
+func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark = p.Partition, -1
+			shard := store.ShardName(t.Topic, p.Partition)
+			_, high, err := s.store.Watermarks(ctx, shard)
+			if err != nil {
+				rp.ErrorCode = errUnknownTopicPartition
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			off := uint64(p.Offset)
+			if p.Offset == -1 {
+				off = high
+			}
+			var oor *store.OutOfRangeError
+			switch err := s.store.DeleteBefore(ctx, shard, off); {
+			case errors.As(err, &oor), p.Offset < -1:
+				rp.ErrorCode = errOffsetOutOfRange
+			case err != nil:
+				rp.ErrorCode = errUnknownServer
+			default:
+				low, _, _ := s.store.Watermarks(ctx, shard)
+				rp.LowWatermark = int64(low)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// offsetForLeaderEpoch answers for the one epoch a single node has had: a
+// lower epoch is fenced, a higher one unknown, the current one ends at the
+// high watermark (the follower's truncation point).
+func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, -1, -1
+			_, high, err := s.store.Watermarks(ctx, store.ShardName(t.Topic, p.Partition))
+			switch {
+			case err != nil:
+				rp.ErrorCode = errUnknownTopicPartition
+			case p.CurrentLeaderEpoch > leaderEpoch:
+				rp.ErrorCode = errUnknownLeaderEpoch
+			case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < leaderEpoch:
+				rp.ErrorCode = errFencedLeaderEpoch
+			case p.LeaderEpoch > leaderEpoch:
+				rp.ErrorCode = errUnknownLeaderEpoch
+			default:
+				rp.LeaderEpoch, rp.EndOffset = leaderEpoch, int64(high)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

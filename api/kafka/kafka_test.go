@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/segment"
 	"strata/engine/store"
@@ -157,6 +158,53 @@ func TestOneRequestManyPartitions(t *testing.T) {
 		recs, err := st.Read(ctx, store.ShardName("many", r.Partition), uint64(r.Offset), store.Budget{MaxRecords: 1})
 		if err != nil || len(recs) != 1 || string(recs[0].Value) != string(r.Value) {
 			t.Fatalf("record %q acknowledged at partition %d offset %d, but that offset holds %v (%v)", r.Value, r.Partition, r.Offset, recs, err)
+		}
+	}
+}
+
+func TestDeleteRecordsAndLeaderEpochs(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := client(t, addr, kgo.DefaultProduceTopic("del"), kgo.AllowAutoTopicCreation())
+	for i := 0; i < 10; i++ {
+		if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(c)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "del", Partition: 0, At: 6})
+	res, err := adm.DeleteRecords(ctx, offs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := res.Lookup("del", 0); r.Err != nil || r.LowWatermark != 6 {
+		t.Fatalf("DeleteRecords to 6: %+v", r)
+	}
+	starts, _ := adm.ListStartOffsets(ctx, "del")
+	if o, _ := starts.Lookup("del", 0); o.Offset != 6 {
+		t.Fatalf("start offset after DeleteRecords: %d", o.Offset)
+	}
+	for _, tc := range []struct {
+		current, epoch int32
+		wantErr        int16
+		wantEnd        int64
+	}{{-1, 0, 0, 10}, {0, 0, 0, 10}, {1, 0, errUnknownLeaderEpoch, -1}, {-1, 3, errUnknownLeaderEpoch, -1}} {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "del"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = tc.current, tc.epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode != tc.wantErr || got.EndOffset != tc.wantEnd {
+			t.Errorf("OffsetForLeaderEpoch(current %d, epoch %d) = error %d end %d; want %d, %d", tc.current, tc.epoch, got.ErrorCode, got.EndOffset, tc.wantErr, tc.wantEnd)
 		}
 	}
 }

@@ -35,7 +35,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
-	Logger       *slog.Logger
+	// Metrics, if set, counts requests and errors.
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
 // Server answers Kafka clients from a store.
@@ -223,7 +225,9 @@ func (s *Server) handleFrame(frame []byte) ([]byte, error) {
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("API key %d v%d: %w", key, version, err)
 	}
+	start := time.Now()
 	resp := s.handle(req)
+	s.cfg.Metrics.observe(req, resp, start)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		return nil, nil
 	}

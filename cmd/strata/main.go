@@ -199,6 +199,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	ksrv := kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions,
 		MaxRequestBytes: int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)), Logger: log.With("component", "kafka"),
+		Metrics: kafka.NewMetrics(reg),
 	})
 	go func() { served <- ksrv.Serve(kln) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)

@@ -1,0 +1,84 @@
+package kafka
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metrics counts requests by API and the error codes answered.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics registers the Kafka front end's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_kafka_requests_total",
+			Help: "Kafka requests answered, by API."}, []string{"api"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_kafka_errors_total",
+			Help: "Kafka error codes answered (per topic or partition), by API and code."}, []string{"api", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_kafka_request_duration_seconds",
+			Help:    "Kafka request latency, by API (Produce: append and fsync; Fetch: includes long poll).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"api"}),
+	}
+	reg.MustRegister(m.requests, m.errors, m.latency)
+	return m
+}
+
+func (m *Metrics) observe(req kmsg.Request, resp kmsg.Response, start time.Time) {
+	if m == nil {
+		return
+	}
+	api := kmsg.NameForKey(req.Key())
+	m.requests.WithLabelValues(api).Inc()
+	m.latency.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	for _, code := range errorCodes(resp) {
+		if code != 0 {
+			m.errors.WithLabelValues(api, strconv.Itoa(int(code))).Inc()
+		}
+	}
+}
+
+func errorCodes(resp kmsg.Response) []int16 {
+	var out []int16
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+	case *kmsg.FetchResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+	case *kmsg.ListOffsetsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+	case *kmsg.MetadataResponse:
+		for _, t := range r.Topics {
+			out = append(out, t.ErrorCode)
+		}
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range r.Topics {
+			out = append(out, t.ErrorCode)
+		}
+	case *kmsg.DeleteRecordsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+	}
+	return out
+}
