@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,5 +207,40 @@ func TestDeleteRecordsAndLeaderEpochs(t *testing.T) {
 		if got.ErrorCode != tc.wantErr || got.EndOffset != tc.wantEnd {
 			t.Errorf("OffsetForLeaderEpoch(current %d, epoch %d) = error %d end %d; want %d, %d", tc.current, tc.epoch, got.ErrorCode, got.EndOffset, tc.wantErr, tc.wantEnd)
 		}
+	}
+}
+
+// Garbage, unknown APIs, oversized frames and silent half-open connections
+// close the offending connection only; other clients keep being served.
+func TestBadClientsDoNotHurtOthers(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true, MaxRequestBytes: 1 << 20, IdleTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	frames := map[string][]byte{
+		"oversized":   {0x7f, 0xff, 0xff, 0xff},
+		"negative":    {0xff, 0xff, 0xff, 0xfe},
+		"unknown api": append([]byte{0, 0, 0, 10, 0x7f, 0x00, 0, 0, 0, 0, 0, 1}, 0, 0),
+		"garbage":     append([]byte{0, 0, 0, 12}, []byte("not a kafka!")...),
+	}
+	for name, f := range frames {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(f)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("%s: the server answered instead of closing", name)
+		}
+		c.Close()
+	}
+	idle, _ := net.Dial("tcp", addr) // says nothing: closed after the idle timeout
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("an idle connection was not closed by the server: %v", err)
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("ok"), kgo.AllowAutoTopicCreation())
+	if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte("still here")}).FirstErr(); err != nil {
+		t.Fatalf("a good client after bad ones: %v", err)
 	}
 }

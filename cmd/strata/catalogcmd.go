@@ -98,7 +98,11 @@ func tierCmd(args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	resp, err := http.Post("http://"+*addr+"/v1/tiering/run", "application/json", nil)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+*addr+"/v1/tiering/run", nil)
+	if tok := os.Getenv("STRATA_ADMIN_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("no strata admin API at %s: %w", *addr, err)
 	}

@@ -20,16 +20,19 @@ import (
 
 // Config is strata's whole configuration; docs/config.md describes each key.
 type Config struct {
-	DataDir   string          `yaml:"data_dir"`
-	AdminAddr string          `yaml:"admin_addr"`
-	KafkaAddr string          `yaml:"kafka_addr"`
-	Kafka     KafkaConfig     `yaml:"kafka"`
-	Log       LogConfig       `yaml:"log"`
-	Engine    EngineConfig    `yaml:"engine"`
-	Segment   SegmentConfig   `yaml:"segment"`
-	Retention RetentionConfig `yaml:"retention"`
-	Tiering   TieringConfig   `yaml:"tiering"`
-	Cold      Cold            `yaml:"cold"`
+	DataDir   string `yaml:"data_dir"`
+	AdminAddr string `yaml:"admin_addr"`
+	// AdminToken, when set, is the bearer token every admin endpoint but
+	// the health checks requires.
+	AdminToken string          `yaml:"admin_token"`
+	KafkaAddr  string          `yaml:"kafka_addr"`
+	Kafka      KafkaConfig     `yaml:"kafka"`
+	Log        LogConfig       `yaml:"log"`
+	Engine     EngineConfig    `yaml:"engine"`
+	Segment    SegmentConfig   `yaml:"segment"`
+	Retention  RetentionConfig `yaml:"retention"`
+	Tiering    TieringConfig   `yaml:"tiering"`
+	Cold       Cold            `yaml:"cold"`
 }
 
 // TieringConfig drives the move of sealed segments to the cold tier.

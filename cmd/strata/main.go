@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -102,6 +103,7 @@ func printConfig(args []string, out io.Writer) error {
 		return err
 	}
 	cfg.Cold.S3.SecretKey = redact(cfg.Cold.S3.SecretKey)
+	cfg.AdminToken = redact(cfg.AdminToken)
 	return writeYAML(out, cfg)
 }
 
@@ -133,6 +135,24 @@ func serve(args []string, logOut io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, cfg, log, nil)
+}
+
+// requireToken guards everything but the health checks with a bearer
+// token, when one is configured.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "a bearer token is required (admin_token)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Addrs are where a running service listens.
@@ -171,7 +191,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cold, log)
+	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cold, reg, log)
 	if err != nil {
 		return err
 	}
@@ -187,7 +207,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if err != nil {
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: requireToken(cfg.AdminToken, mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 

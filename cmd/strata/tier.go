@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"strata/catalog"
 	"strata/engine/segment"
 	"strata/parquet"
@@ -17,9 +19,10 @@ import (
 
 // startTiering wires the cold reader into the engine and, when enabled,
 // schedules the tiering job.
-func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objstore.Bucket, log *slog.Logger) (*tiering.Job, error) {
+func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) (*tiering.Job, error) {
 	t := cfg.Tiering
-	e.SetColdSource(tiering.NewColdReader(e.Catalog(), cold, int64(t.CacheBytes)))
+	reader := tiering.NewColdReader(e.Catalog(), cold, int64(t.CacheBytes))
+	e.SetColdSource(reader)
 	job := &tiering.Job{
 		Engine: e, Catalog: e.Catalog(), Bucket: cold, Prefix: t.Prefix,
 		Policy: tiering.Policy{
@@ -34,6 +37,7 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 		OrphanGrace:    time.Duration(t.OrphanGrace),
 		Log:            log.With("component", "tiering"),
 	}
+	reg.MustRegister(newTierCollector(e, reader, job))
 	if t.Enabled {
 		if _, err := tiering.Schedule(ctx, job, t.Schedule); err != nil {
 			return nil, err

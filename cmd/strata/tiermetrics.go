@@ -1,0 +1,103 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"strata/catalog"
+	"strata/engine/segment"
+	"strata/tiering"
+)
+
+// tierCollector reports, at each scrape, bytes per tier, how far tiering
+// lags, and the cold reader's cache.
+type tierCollector struct {
+	e    *segment.Engine
+	cold *tiering.ColdReader
+	job  *tiering.Job
+
+	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors *prometheus.Desc
+}
+
+func newTierCollector(e *segment.Engine, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &tierCollector{e: e, cold: cold, job: job,
+		bytes:      d("strata_tier_bytes", "Bytes held per tier: hot (active segments), warm (sealed, local), cold (objects).", "tier"),
+		lagSeconds: d("strata_tiering_lag_seconds", "Age since sealing of the oldest sealed segment not yet tiered (0: none)."),
+		lagBytes:   d("strata_tiering_lag_bytes", "Bytes of sealed segments not yet tiered."),
+		hits:       d("strata_cold_cache_hits_total", "Cold reads served from cached row groups."),
+		misses:     d("strata_cold_cache_misses_total", "Cold reads that had to fetch a row group."),
+		fetches:    d("strata_cold_fetches_total", "Ranged reads of row groups from the cold tier."),
+		fetched:    d("strata_cold_fetched_bytes_total", "Bytes fetched from the cold tier by ranged reads."),
+		runs:       d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
+		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
+		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
+	}
+}
+
+func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors} {
+		ch <- d
+	}
+}
+
+func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
+	var hot, warm, cold, lagBytes int64
+	var oldest time.Time
+	shards, _ := c.e.Catalog().Shards()
+	for _, sh := range shards {
+		segs, err := c.e.Catalog().Segments(sh.Name)
+		if err != nil {
+			continue
+		}
+		for _, s := range segs {
+			switch s.State {
+			case catalog.Active:
+				n, _ := c.e.ActiveBytes(sh.Name)
+				hot += n
+			case catalog.Sealed, catalog.Uploading:
+				warm += s.Size
+				lagBytes += s.Size
+				if oldest.IsZero() || s.SealedAt.Before(oldest) {
+					oldest = s.SealedAt
+				}
+			case catalog.Cold:
+				warm += s.Size
+				cold += s.ObjectSize
+			case catalog.Remote:
+				cold += s.ObjectSize
+			}
+		}
+	}
+	lag := 0.0
+	if !oldest.IsZero() {
+		lag = time.Since(oldest).Seconds()
+	}
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	k := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	g(c.bytes, float64(hot), "hot")
+	g(c.bytes, float64(warm), "warm")
+	g(c.bytes, float64(cold), "cold")
+	g(c.lagSeconds, lag)
+	g(c.lagBytes, float64(lagBytes))
+	k(c.hits, c.cold.Hits.Load())
+	k(c.misses, c.cold.Misses.Load())
+	k(c.fetches, c.cold.Fetches.Load())
+	k(c.fetched, c.cold.FetchedBytes.Load())
+	var uploads, errs int
+	hist := c.job.History()
+	for _, r := range hist {
+		uploads += len(r.Uploaded)
+		errs += len(r.Errors)
+	}
+	g(c.runs, float64(len(hist)))
+	g(c.uploads, float64(uploads))
+	g(c.runErrors, float64(errs))
+}
