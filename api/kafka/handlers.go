@@ -142,7 +142,9 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 
 func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	s.openMu.Lock()
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: s.host, Port: s.port}}
+	s.openMu.Unlock()
 	resp.ControllerID = 0
 	cluster := "strata"
 	resp.ClusterID = &cluster

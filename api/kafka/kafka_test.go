@@ -21,7 +21,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func startServer(t *testing.T, cfg Config) (string, store.Store) {
+func startServer(t testing.TB, cfg Config) (string, store.Store) {
 	t.Helper()
 	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Workers: 4, Logger: quiet})
 	if err != nil {

@@ -57,7 +57,7 @@ type Server struct {
 	conns  sync.WaitGroup
 	ln     net.Listener
 	open   map[net.Conn]bool
-	openMu sync.Mutex
+	openMu sync.Mutex // guards ln, host, port and open
 }
 
 // New makes a server over s.
@@ -82,10 +82,12 @@ func New(s store.Store, cfg Config) *Server {
 
 // Serve accepts connections until ln is closed.
 func (s *Server) Serve(ln net.Listener) error {
-	s.ln = ln
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	p, _ := strconv.Atoi(port)
+	s.openMu.Lock()
+	s.ln = ln
 	s.host, s.port = host, int32(p)
+	s.openMu.Unlock()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -111,12 +113,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting and waits for connections to finish the request
 // they are on (they are closed after it) or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.openMu.Lock()
 	if s.ln != nil {
 		s.ln.Close()
 	}
 	// Wake connections waiting for their next request; one in the middle
 	// of a request finishes it and writes the answer first.
-	s.openMu.Lock()
 	for c := range s.open {
 		c.SetReadDeadline(time.Now())
 	}
