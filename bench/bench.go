@@ -58,6 +58,15 @@ func Report(f Figure) error {
 	return json.NewEncoder(out).Encode(f)
 }
 
+// Must reports f, tagged with the command that reproduces it, and fails
+// the benchmark if the figure cannot be recorded.
+func Must(tb interface{ Fatal(...any) }, command string, f Figure) {
+	f.Command = command
+	if err := Report(f); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // Percentile returns the p-th percentile (0 < p <= 100) of ds.
 func Percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {

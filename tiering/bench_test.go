@@ -28,10 +28,7 @@ import (
 )
 
 func report(b *testing.B, f bench.Figure) {
-	f.Command = "make bench (go test -bench Tiering ./tiering)"
-	if err := bench.Report(f); err != nil {
-		b.Fatal(err)
-	}
+	bench.Must(b, "make bench (go test -bench Tiering ./tiering)", f)
 }
 
 // fill1K appends n 1 KiB records to shard in batches of 1000.

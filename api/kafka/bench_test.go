@@ -16,10 +16,7 @@ import (
 )
 
 func report(b *testing.B, f bench.Figure) {
-	f.Command = "make bench (go test -bench Kafka ./api/kafka)"
-	if err := bench.Report(f); err != nil {
-		b.Fatal(err)
-	}
+	bench.Must(b, "make bench (go test -bench Kafka ./api/kafka)", f)
 }
 
 // Produce and consume through the Kafka front end with franz-go (1 KiB

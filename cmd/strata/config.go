@@ -439,14 +439,13 @@ func (c *Config) validate() error {
 }
 
 func checkAddr(key, addr string) error {
-	host, port, err := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%s: %q: want host:port", key, addr)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%s: %q: port %q is not a number from 0 to 65535", key, addr, port)
 	}
-	_ = host
 	return nil
 }
 

@@ -19,10 +19,7 @@ import (
 )
 
 func benchReport(b *testing.B, f bench.Figure) {
-	f.Command = "make bench (go test -bench Engine ./engine/segment)"
-	if err := bench.Report(f); err != nil {
-		b.Fatal(err)
-	}
+	bench.Must(b, "make bench (go test -bench Engine ./engine/segment)", f)
 }
 
 func benchEngine(b *testing.B, dir string, mutate func(*Config)) *Engine {

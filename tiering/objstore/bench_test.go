@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -89,18 +90,13 @@ func benchBackend(b *testing.B, kind string, strata objstore.Bucket, ref plain) 
 		}
 	}
 	for _, pct := range []float64{50, 99} {
-		report(b, bench.Figure{Name: "objstore/" + kind + " 64KiB ranged read p" + ftoa(pct), Value: bench.Ms(bench.Percentile(strataLat, pct)),
+		report(b, bench.Figure{Name: "objstore/" + kind + " 64KiB ranged read p" + strconv.Itoa(int(pct)), Value: bench.Ms(bench.Percentile(strataLat, pct)),
 			Unit: "ms", Reference: ref.name, ReferenceValue: bench.Ms(bench.Percentile(plainLat, pct)), Target: "<= 1.10", Runs: readRuns})
 	}
 }
 
-func ftoa(f float64) string { return string(rune('0'+int(f)/10)) + string(rune('0'+int(f)%10)) }
-
 func report(b *testing.B, f bench.Figure) {
-	f.Command = "make bench (go test -bench Objstore ./tiering/objstore)"
-	if err := bench.Report(f); err != nil {
-		b.Fatal(err)
-	}
+	bench.Must(b, "make bench (go test -bench Objstore ./tiering/objstore)", f)
 }
 
 func BenchmarkObjstoreS3(b *testing.B) {
