@@ -288,6 +288,22 @@ func (c *Catalog) Restore(sh Shard, segs []Segment) error {
 	return b.Commit(pebble.Sync)
 }
 
+// DeleteShard forgets a shard and its segments in one synced batch.
+func (c *Catalog) DeleteShard(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete(shardKey(name), nil); err != nil {
+		return err
+	}
+	p := segPrefix(name)
+	if err := b.DeleteRange(p, append(append([]byte(nil), p...), 0xff), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
 // SetLowWatermark raises a shard's low watermark (never lowers it).
 func (c *Catalog) SetLowWatermark(shard string, low uint64) (Shard, error) {
 	c.mu.Lock()

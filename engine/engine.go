@@ -139,6 +139,10 @@ func (a *Adapter) Shards(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+func (a *Adapter) DeleteShard(ctx context.Context, shard string) error {
+	return a.route(shard).DeleteShard(ctx, shard)
+}
+
 func (a *Adapter) Close() error {
 	var errs []error
 	for _, s := range a.stores {

@@ -45,6 +45,7 @@ var supportedVersions = map[int16]versionRange{
 	3:  {0, 12}, // Metadata
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
+	20: {0, 5},  // DeleteTopics (by name)
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId
 	23: {3, 4},  // OffsetForLeaderEpoch
@@ -73,6 +74,8 @@ func (s *Server) handle(req kmsg.Request) kmsg.Response {
 		return s.metadata(ctx, r)
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(ctx, r)
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(ctx, r)
 	case *kmsg.InitProducerIDRequest:
 		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 		s.mu.Lock()
@@ -203,6 +206,31 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 			}
 		} else {
 			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	topics, _ := s.topics(ctx)
+	for _, name := range r.TopicNames {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		n := name
+		rt.Topic = &n
+		parts, ok := topics[name]
+		if !ok {
+			rt.ErrorCode = errUnknownTopicPartition
+		}
+		for p := int32(0); p < parts; p++ {
+			if err := s.store.DeleteShard(ctx, store.ShardName(name, p)); err != nil && !errors.Is(err, store.ErrUnknownShard) {
+				s.log.Error("kafka: delete topic", "topic", name, "partition", p, "err", err)
+				rt.ErrorCode = errUnknownServer
+			}
+		}
+		if rt.ErrorCode == errNone {
+			s.log.Info("topic deleted", "topic", name, "partitions", parts)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

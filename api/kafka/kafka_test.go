@@ -244,3 +244,26 @@ func TestBadClientsDoNotHurtOthers(t *testing.T) {
 		t.Fatalf("a good client after bad ones: %v", err)
 	}
 }
+
+func TestDeleteTopics(t *testing.T) {
+	addr, st := startServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(client(t, addr))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "tmp"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.DeleteTopics(ctx, "tmp", "never-was")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["tmp"]; r.Err != nil {
+		t.Fatalf("delete tmp: %v", r.Err)
+	}
+	if r := res["never-was"]; r.Err == nil {
+		t.Fatal("deleting a missing topic succeeded")
+	}
+	if shards, _ := st.Shards(ctx); len(shards) != 0 {
+		t.Fatalf("shards left after DeleteTopics: %q", shards)
+	}
+}

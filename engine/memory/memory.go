@@ -264,6 +264,16 @@ func (s *Store) Shards(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+func (s *Store) DeleteShard(ctx context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.shards[name]; !ok {
+		return fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
+	delete(s.shards, name)
+	return nil
+}
+
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -304,6 +304,25 @@ func (s *Store) Shards(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+func (s *Store) DeleteShard(ctx context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.shards[name]; !ok {
+		return fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, kind := range []byte{kindRecord, kindMeta, index.KindTime, index.KindKey, index.KindTag} {
+		p := index.Prefix(kind, name)
+		b.DeleteRange(p, index.UpperBound(p), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	delete(s.shards, name)
+	return nil
+}
+
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/catalog"
+	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -386,6 +387,47 @@ func (e *Engine) DeleteBefore(ctx context.Context, name string, offset uint64) e
 	sh.mu.Lock()
 	sh.low = max(sh.low, offset)
 	sh.mu.Unlock()
+	return nil
+}
+
+// DeleteShard removes a shard: appends queued before it finish, later ones
+// fail; then its index entries, its catalog entries and its files go, in
+// that order, so a crash part-way leaves either the whole shard (recovery
+// rebuilds its index) or none of it.
+func (e *Engine) DeleteShard(ctx context.Context, name string) error {
+	e.mu.Lock()
+	sh, ok := e.shards[name]
+	if e.closed || !ok {
+		e.mu.Unlock()
+		if !ok {
+			return fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+		}
+		return store.ErrClosed
+	}
+	delete(e.shards, name)
+	req := request{shard: sh, drop: true, done: make(chan result, 1)}
+	sh.worker.ch <- req
+	e.mu.Unlock()
+	<-req.done
+	ib := e.index.NewBatch()
+	defer ib.Close()
+	for _, kind := range []byte{index.KindOffset, index.KindTime, index.KindKey, index.KindTag} {
+		p := index.Prefix(kind, name)
+		ib.DeleteRange(p, index.UpperBound(p), nil)
+	}
+	if err := ib.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	if err := e.catalog.DeleteShard(name); err != nil {
+		return err
+	}
+	for _, s := range sh.segments {
+		e.retire(s)
+	}
+	if err := os.RemoveAll(sh.dir); err != nil {
+		return err
+	}
+	e.log.Info("shard deleted", "shard", name)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strata/catalog"
 	"strata/engine/index"
 	"strata/engine/record"
+	"strata/engine/store"
 )
 
 type request struct {
@@ -20,6 +21,7 @@ type request struct {
 	at    bool // the records carry their offsets (AppendAt)
 	done  chan result
 	tick  bool // no records: seal aged segments, fsync under the interval policy
+	drop  bool // the shard is being deleted: close its files
 }
 
 type result struct {
@@ -87,6 +89,17 @@ func (w *worker) process(batch []request) {
 	for _, req := range batch {
 		if req.tick {
 			w.tick()
+			continue
+		}
+		if req.drop {
+			for _, seg := range req.shard.segments {
+				if seg.wf != nil {
+					seg.wf.Close()
+					seg.wf = nil
+				}
+			}
+			req.shard.failed = fmt.Errorf("shard %s: %w", req.shard.name, store.ErrUnknownShard)
+			req.done <- result{}
 			continue
 		}
 		base, err := w.append(req.shard, req.recs, req.at, ib)

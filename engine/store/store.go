@@ -38,6 +38,8 @@ type Store interface {
 	DeleteBefore(ctx context.Context, shard string, offset uint64) error
 	// Shards lists every shard in name order.
 	Shards(ctx context.Context) ([]string, error)
+	// DeleteShard removes a shard and all its records.
+	DeleteShard(ctx context.Context, shard string) error
 	Close() error
 }
 

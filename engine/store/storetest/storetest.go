@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
 		{"OffsetForTime", testOffsetForTime},
 		{"ByKeyAndTag", testByKeyAndTag},
 		{"DeleteBefore", testDeleteBefore},
+		{"DeleteShard", testDeleteShard},
 	}
 	if opts.Reopen != nil {
 		tests = append(tests, struct {
@@ -366,5 +367,34 @@ func testReopen(t *testing.T, s store.Store, reopen func(*testing.T, store.Store
 	Equal(t, ReadAll(t, s, "p-0", 3), append(want[3:], more...))
 	if got, _ := s.ReadByKey(ctx, "p-0", []byte("key-2"), 0, store.Budget{MaxRecords: 3}); len(got) != 3 {
 		t.Fatalf("after reopen ReadByKey found %d records", len(got))
+	}
+}
+
+func testDeleteShard(t *testing.T, s store.Store) {
+	mustCreate(t, s, "gone-0")
+	mustCreate(t, s, "kept-0")
+	mustAppend(t, s, "gone-0", Records(30, 1))
+	mustAppend(t, s, "kept-0", Records(5, 2))
+	if err := s.DeleteShard(ctx, "gone-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, "gone-0", 0, store.Budget{}); !errors.Is(err, store.ErrUnknownShard) {
+		t.Fatalf("read of a deleted shard: %v", err)
+	}
+	if err := s.DeleteShard(ctx, "gone-0"); !errors.Is(err, store.ErrUnknownShard) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	// A new shard of the same name starts empty, indexes included.
+	mustCreate(t, s, "gone-0")
+	if _, high, _ := s.Watermarks(ctx, "gone-0"); high != 0 {
+		t.Fatalf("re-created shard starts at %d", high)
+	}
+	fresh := Records(3, 9)
+	mustAppend(t, s, "gone-0", append([]record.Record(nil), fresh...))
+	if got, _ := s.ReadByKey(ctx, "gone-0", fresh[1].Key, 0, store.Budget{}); len(got) != 1 || got[0].Offset != 1 {
+		t.Fatalf("key index of the re-created shard: %d records", len(got))
+	}
+	if got := ReadAll(t, s, "kept-0", 0); len(got) != 5 {
+		t.Fatalf("the other shard lost records: %d", len(got))
 	}
 }
