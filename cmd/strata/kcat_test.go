@@ -100,6 +100,14 @@ func TestKcatProduceTierConsume(t *testing.T) {
 	if resp, _ := http.Get("http://" + addrs.Admin + "/v1/records?shard=clicks-0&offset=100000"); resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
 		t.Fatalf("a read past the end: %d", resp.StatusCode)
 	}
+	// strata bench loads the same service and reports what it measured.
+	var bench strings.Builder
+	if err := benchCmd([]string{"--brokers", addrs.Kafka, "--records", "3000", "--size", "512", "--partitions", "4"}, &bench); err != nil {
+		t.Fatalf("strata bench: %v", err)
+	}
+	if !strings.Contains(bench.String(), "produce: 3000 records of 512 bytes") || !strings.Contains(bench.String(), "consume: 3000 records") {
+		t.Fatalf("strata bench printed:\n%s", bench.String())
+	}
 	cancel()
 	select {
 	case err := <-done:

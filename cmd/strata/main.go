@@ -31,6 +31,7 @@ Usage:
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
+  strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE                               print every record of a segment file
   strata segment verify DIR                              check a shard folder's segments offline
 `
@@ -52,6 +53,8 @@ func main() {
 		err = catalogCmd(os.Args[2:], os.Stdout)
 	case "tier":
 		err = tierCmd(os.Args[2:], os.Stdout)
+	case "bench":
+		err = benchCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
