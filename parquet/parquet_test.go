@@ -127,6 +127,20 @@ func TestRowGroupsPageIndexAndStatistics(t *testing.T) {
 			t.Fatalf("GroupOf(%d) = group %d holding rows %d..%d", off, gi, g.FirstRow, g.FirstRow+g.Rows-1)
 		}
 	}
+	// A few rows from the middle of a group decode alone, and equal the same
+	// rows of the whole group.
+	whole, _ := f.ReadGroup(2)
+	part, err := f.ReadRows(2, 5, 3)
+	if err != nil || len(part) != 3 {
+		t.Fatalf("ReadRows: %d records, %v", len(part), err)
+	}
+	for j := range part {
+		a, _ := record.Append(nil, &part[j])
+		b, _ := record.Append(nil, &whole[5+j])
+		if !bytes.Equal(a, b) {
+			t.Fatalf("ReadRows row %d differs from the whole group's", 5+j)
+		}
+	}
 	if _, err := f.GroupOf(499); err == nil {
 		t.Fatal("GroupOf below the file's first offset succeeded")
 	}

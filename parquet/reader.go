@@ -110,6 +110,38 @@ func (f *File) GroupOf(offset uint64) (int, error) {
 	return sort.Search(len(f.groups), func(i int) bool { return f.groups[i].FirstRow+f.groups[i].Rows > row }), nil
 }
 
+// ReadRows decodes n rows of row group i from row from (counted within the
+// group): for a point read, only the pages holding them are decoded.
+func (f *File) ReadRows(i int, from, n int64) (recs []record.Record, err error) {
+	defer recoverCorrupt(&err)
+	if i < 0 || i >= len(f.groups) || from < 0 || from >= f.groups[i].Rows {
+		return nil, fmt.Errorf("row %d of row group %d (of %d)", from, i, len(f.groups))
+	}
+	n = min(n, f.groups[i].Rows-from)
+	rd := pq.NewGenericRowGroupReader[Row](f.pf.RowGroups()[i])
+	defer rd.Close()
+	if err := rd.SeekToRow(from); err != nil {
+		return nil, fmt.Errorf("row group %d: seek to row %d: %w", i, from, err)
+	}
+	rows := make([]Row, n)
+	got, err := rd.Read(rows)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("row group %d: %w", i, err)
+	}
+	want := f.firstOffset + uint64(f.groups[i].FirstRow+from)
+	for j := range rows[:got] {
+		r := fromRow(&rows[j])
+		if r.Offset != want+uint64(j) {
+			return nil, fmt.Errorf("row group %d row %d has offset %d, want %d: %w", i, from+int64(j), r.Offset, want+uint64(j), record.ErrCorrupt)
+		}
+		recs = append(recs, r)
+	}
+	if int64(got) != n {
+		return nil, fmt.Errorf("row group %d: read %d rows of %d: %w", i, got, n, record.ErrCorrupt)
+	}
+	return recs, nil
+}
+
 // ReadGroup decodes row group i. Every row must carry the offset its
 // position says; anything else is corruption, reported, never returned.
 func (f *File) ReadGroup(i int) (recs []record.Record, err error) {

@@ -24,6 +24,7 @@ import (
 	"strata/engine/segment"
 	"strata/engine/store"
 	"strata/internal/testsvc"
+	"strata/parquet"
 	"strata/tiering/objstore/s3"
 )
 
@@ -77,7 +78,7 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	ctx := context.Background()
 	e, sb, m, prefix := minioRig(b, 16<<20)
 	fill1K(b, e, "cold-0", 100_000) // ~100 MiB in ~7 segments
-	job := &Job{Engine: e, Catalog: e.Catalog(), Bucket: sb, Log: quiet}
+	job := &Job{Engine: e, Catalog: e.Catalog(), Bucket: sb, Log: quiet, Parquet: parquet.Options{RowGroupBytes: rowGroupBytes()}}
 	if sum, err := job.Run(ctx); err != nil || len(sum.Errors) > 0 {
 		b.Fatal(err, sum.Errors)
 	}
@@ -180,6 +181,12 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	getMBs := float64(objBytes) / 1e6 / time.Since(t0).Seconds()
 	report(b, bench.Figure{Name: "cold sequential scan (record bytes)", Value: scanMBs, Unit: "MB/s",
 		Reference: "plain GET of the same objects", ReferenceValue: getMBs, Runs: 1})
+}
+
+// rowGroupBytes lets a run try other row-group sizes (STRATA_BENCH_ROW_GROUP).
+func rowGroupBytes() int {
+	n, _ := strconv.Atoi(os.Getenv("STRATA_BENCH_ROW_GROUP"))
+	return n
 }
 
 // rssBytes is the process's resident set now.

@@ -89,11 +89,19 @@ func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b st
 			if gi >= len(cf.f.Groups()) {
 				break
 			}
-			recs, err := c.group(ctx, cf, gi)
+			if b.MaxRecords > 0 && len(out) >= b.MaxRecords {
+				return out, nil
+			}
+			var recs []record.Record
+			if b.MaxRecords > 0 && b.MaxRecords <= pointRead {
+				recs, err = c.rows(ctx, cf, gi, offset, b.MaxRecords-len(out))
+			} else {
+				recs, err = c.group(ctx, cf, gi)
+				c.readAhead(cf, gi+1)
+			}
 			if err != nil {
 				return out, err
 			}
-			c.readAhead(cf, gi+1)
 			for i := range recs {
 				r := &recs[i]
 				if r.Offset < offset {
@@ -174,6 +182,34 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 		return nil, err
 	}
 	return v.(*coldFile), nil
+}
+
+// pointRead is the largest read served by decoding just the rows asked for
+// instead of the whole row group.
+const pointRead = 16
+
+// rows decodes up to n rows from offset within row group gi: a point read
+// fetches the group's bytes (one ranged read, cached) but decodes only the
+// pages holding the rows. A group already decoded is used as it is.
+func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint64, n int) ([]record.Record, error) {
+	if recs, ok := c.groups.get(rangeKey{cf.key, gi}); ok {
+		c.Hits.Add(1)
+		return recs, nil
+	}
+	c.Misses.Add(1)
+	if _, err, _ := c.flight.Do(fmt.Sprintf("range:%s:%d", cf.key, gi), func() (any, error) {
+		return nil, c.fetchRange(ctx, cf, gi)
+	}); err != nil {
+		return nil, err
+	}
+	from := int64(offset-cf.f.FirstOffset()) - cf.f.Groups()[gi].FirstRow
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	recs, err := cf.f.ReadRows(gi, from, int64(n))
+	if err != nil {
+		return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
+	}
+	return recs, nil
 }
 
 // group returns row group gi decoded, fetching its bytes with one ranged
