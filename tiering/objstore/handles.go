@@ -1,6 +1,10 @@
 package objstore
 
-import "sync"
+import (
+	"errors"
+	"io"
+	"sync"
+)
 
 // Handles caches open read handles per object name, so ranged reads skip
 // the open (a syscall locally, a NameNode round trip on HDFS). The owner
@@ -114,6 +118,26 @@ func (c *Handles[H]) forgetLocked(name string, hd *handle[H]) {
 	if hd.refs == 0 {
 		c.close(hd.h)
 	}
+}
+
+// ReadAt runs one ranged read with a handle for name. io.EOF from read is
+// an answer, not a broken handle, so it does not drop the handle; it is
+// returned as the read's error all the same.
+func (c *Handles[H]) ReadAt(name string, read func(H) (int, error)) (int, error) {
+	var n int
+	var eof error
+	err := c.Use(name, func(h H) error {
+		var err error
+		n, err = read(h)
+		if errors.Is(err, io.EOF) {
+			eof, err = err, nil
+		}
+		return err
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, eof
 }
 
 // Invalidate drops every handle of name.

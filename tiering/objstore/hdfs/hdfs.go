@@ -173,32 +173,21 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var eof error
-	err := b.readers.Use(name, func(f *hdfsclient.FileReader) error {
+	n, err := b.readers.ReadAt(name, func(f *hdfsclient.FileReader) (int, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			f.SetDeadline(dl)
 		} else {
 			f.SetDeadline(time.Time{})
 		}
 		if off >= f.Stat().Size() { // the client refuses to seek past the end
-			eof = io.EOF
-			return nil
+			return 0, io.EOF
 		}
-		var err error
-		n, err = f.ReadAt(p, off)
-		if errors.Is(err, io.EOF) {
-			eof, err = err, nil
-		}
-		return err
+		return f.ReadAt(p, off)
 	})
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			return n, err
-		}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, objstore.ErrNotFound) {
 		return n, b.wrap("read", name, err)
 	}
-	return n, eof
+	return n, err
 }
 
 func (b *Bucket) Stat(ctx context.Context, name string) (objstore.Attrs, error) {

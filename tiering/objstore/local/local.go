@@ -123,23 +123,11 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	var n int
-	var eof error
-	err := b.files.Use(name, func(f *os.File) error {
-		var err error
-		n, err = f.ReadAt(p, off)
-		if errors.Is(err, io.EOF) {
-			eof, err = err, nil
-		}
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			return n, err
-		}
+	n, err := b.files.ReadAt(name, func(f *os.File) (int, error) { return f.ReadAt(p, off) })
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, objstore.ErrNotFound) {
 		return n, fmt.Errorf("local read %q: %w", name, err)
 	}
-	return n, eof
+	return n, err
 }
 
 func (b *Bucket) Stat(ctx context.Context, name string) (objstore.Attrs, error) {
