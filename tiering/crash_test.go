@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,8 +158,15 @@ func TestOrphanSweep(t *testing.T) {
 		t.Fatal("a fresh unrecorded object was deleted inside the grace period")
 	}
 	r.job.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	// A staged upload a dead process left behind, old enough to go.
+	stale := filepath.Join(lb.Root(), objstore.TempDir, "upload-dead")
+	os.WriteFile(stale, []byte("half"), 0o644)
+	os.Chtimes(stale, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour))
 	sum, _ := r.job.Run(ctx)
-	if sum.OrphansDeleted != 1 || countObjects(t, lb) != tiered {
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatal("a stale staged upload survived the sweep")
+	}
+	if sum.OrphansDeleted != 2 || countObjects(t, lb) != tiered {
 		t.Fatalf("orphan sweep deleted %d; %d objects left, want %d", sum.OrphansDeleted, countObjects(t, lb), tiered)
 	}
 }

@@ -418,6 +418,19 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 		}
 		j.log().Warn("orphaned object deleted", "key", o)
 	}
+	// File-system backends stage uploads; a crash mid-upload leaves them.
+	if s, ok := objstore.Unwrap(j.Bucket).(interface {
+		SweepTemp(context.Context, time.Duration) (int, error)
+	}); ok {
+		n, err := s.SweepTemp(ctx, grace)
+		if err != nil {
+			return len(orphans), err
+		}
+		if n > 0 {
+			j.log().Warn("abandoned staged uploads deleted", "files", n)
+		}
+		return len(orphans) + n, nil
+	}
 	return len(orphans), nil
 }
 

@@ -284,6 +284,25 @@ func (b *Bucket) Check(ctx context.Context) error {
 	return nil
 }
 
+// SweepTemp deletes staged uploads older than olderThan: what a process
+// that died mid-upload left in TempDir. Returns how many it deleted.
+func (b *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	entries, err := b.client.ReadDir(b.path(objstore.TempDir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("hdfs sweep at %s: %w", b.where(), err)
+	}
+	n := 0
+	for _, e := range entries {
+		if time.Since(e.ModTime()) > olderThan && b.client.Remove(b.path(objstore.TempDir)+"/"+e.Name()) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (b *Bucket) wrap(op, name string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return objstore.NotFound("hdfs", name)

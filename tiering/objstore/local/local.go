@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"strata/tiering/objstore"
 )
@@ -58,6 +59,9 @@ func (b *Bucket) openFile(name string) (*os.File, error) {
 }
 
 func (b *Bucket) Kind() string { return "local" }
+
+// Root is the bucket's folder.
+func (b *Bucket) Root() string { return b.root }
 
 func (b *Bucket) Close() error {
 	b.files.Close()
@@ -219,6 +223,25 @@ func (b *Bucket) Check(ctx context.Context) error {
 		return fmt.Errorf("local bucket %q is not writable: %w", b.root, err)
 	}
 	return os.Remove(p)
+}
+
+// SweepTemp deletes staged uploads older than olderThan: what a process
+// that died mid-upload left in TempDir. Returns how many it deleted.
+func (b *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	dir := filepath.Join(b.root, objstore.TempDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > olderThan {
+			if os.Remove(filepath.Join(dir, e.Name())) == nil {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 func (b *Bucket) wrap(name string, err error) error {
