@@ -2,6 +2,8 @@ package hdfs_test
 
 import (
 	"context"
+
+	hdfsclient "github.com/colinmarc/hdfs/v2"
 	"net"
 	"strings"
 	"testing"
@@ -50,5 +52,40 @@ func TestUnreachableNameNode(t *testing.T) {
 func TestRelativeRootRefused(t *testing.T) {
 	if _, err := hdfs.New(hdfs.Config{NameNodes: []string{"127.0.0.1:1"}, Root: "relative"}); err == nil || !strings.Contains(err.Error(), "relative") {
 		t.Fatalf("a relative root: %v", err)
+	}
+}
+
+// A staged upload a dead process left is swept once old; a fresh one stays.
+func TestSweepTemp(t *testing.T) {
+	nn := testsvc.StartHDFS(t)
+	root := "/" + testsvc.UniquePrefix(t)
+	b, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Check(context.Background()); err != nil { // creates the staging folder
+		t.Fatal(err)
+	}
+	c, err := hdfsclient.NewClient(hdfsclient.ClientOptions{Addresses: []string{nn}, User: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, name := range []string{"upload-dead", "upload-live"} {
+		if err := c.CreateEmptyFile(root + "/" + objstore.TempDir + "/" + name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := c.Chtimes(root+"/"+objstore.TempDir+"/upload-dead", old, old); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.SweepTemp(context.Background(), time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("SweepTemp = %d, %v; want the one stale file", n, err)
+	}
+	if _, err := c.Stat(root + "/" + objstore.TempDir + "/upload-live"); err != nil {
+		t.Fatalf("a fresh staged upload was swept: %v", err)
 	}
 }
