@@ -2,12 +2,12 @@ package hdfs_test
 
 import (
 	"context"
-
-	hdfsclient "github.com/colinmarc/hdfs/v2"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	hdfsclient "github.com/colinmarc/hdfs/v2"
 
 	"strata/internal/testsvc"
 	"strata/tiering/objstore"
