@@ -1,6 +1,6 @@
 // Package interop proves that what strata exports is read, exactly, by the
-// tools analysts run: pyarrow (Arrow C++) and DuckDB, from a local folder
-// and from MinIO. Spark and Hive follow (see the open issue).
+// tools analysts run: pyarrow (Arrow C++) and DuckDB from a local folder and
+// MinIO, Spark and a Hive table from a local folder and HDFS.
 package interop
 
 import (
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"strata/parquet"
 	"strata/tiering"
 	"strata/tiering/objstore"
+	"strata/tiering/objstore/hdfs"
 	"strata/tiering/objstore/local"
 	"strata/tiering/objstore/s3"
 )
@@ -178,4 +180,86 @@ func TestPyArrowReadsTheMinIOExport(t *testing.T) {
 	want := export(t, b)
 	rep := run(t, "s3", m.Endpoint, m.AccessKey, m.SecretKey, bucket+"/"+prefix+"/export")
 	compare(t, "pyarrow over S3", rep.PyArrow, want)
+}
+
+// Spark (local mode, Java 17) reads the export from a local folder and from
+// HDFS, finds topic and partition in the path, and answers an aggregate; the
+// Hive DDL strata prints makes a table MSCK REPAIR TABLE fills.
+func TestSparkAndHiveReadTheExport(t *testing.T) {
+	for _, backend := range []string{"local", "hdfs"} {
+		t.Run(backend, func(t *testing.T) {
+			var b objstore.Bucket
+			var root string
+			switch backend {
+			case "local":
+				dir := t.TempDir()
+				lb, err := local.New(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, root = lb, "file://"+filepath.Join(dir, "export")
+			case "hdfs":
+				nn := testsvc.StartHDFS(t)
+				prefix := "/" + testsvc.UniquePrefix(t)
+				hb, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: prefix})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, root = hb, "hdfs://"+nn+prefix+"/export"
+			}
+			want := export(t, b)
+			work := t.TempDir()
+			ddl := filepath.Join(work, "orders.sql")
+			os.WriteFile(ddl, []byte(parquet.HiveDDL("orders", root+"/topic=orders")), 0o644)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddl, work)
+			cmd.Env = append(os.Environ(), "PYSPARK_PYTHON="+python(t), "SPARK_LOCAL_IP=127.0.0.1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("spark: %v\n%s", err, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			var got struct {
+				Columns []string `json:"columns"`
+				Scan    [][]any  `json:"scan"`
+				Hive    [][]any  `json:"hive"`
+			}
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+				t.Fatalf("spark output: %v\n%s", err, out)
+			}
+			if strings.Join(got.Columns, ",") != "offset,timestamp,key,value,headers,tags,protocol_data,topic,partition" {
+				t.Fatalf("Spark's columns: %v", got.Columns)
+			}
+			for i, shard := range []string{"orders-0", "orders-1"} {
+				recs := want[shard]
+				valueBytes := 0
+				for _, r := range recs {
+					valueBytes += len(r.Value)
+				}
+				wantScan := fmt.Sprint([]any{"orders", i, len(recs), 0, len(recs) - 1, valueBytes})
+				if g := fmt.Sprint(ints(got.Scan[i])); g != wantScan {
+					t.Fatalf("Spark aggregate for %s: %v, want %v", shard, g, wantScan)
+				}
+				wantHive := fmt.Sprint([]any{i, len(recs), len(recs) - 1})
+				if g := fmt.Sprint(ints(got.Hive[i])); g != wantHive {
+					t.Fatalf("Hive table for %s: %v, want %v", shard, g, wantHive)
+				}
+			}
+		})
+	}
+}
+
+// ints turns JSON numbers (float64) into integers for comparison.
+func ints(row []any) []any {
+	out := make([]any, len(row))
+	for i, v := range row {
+		if f, ok := v.(float64); ok {
+			v = int64(f)
+		}
+		out[i] = v
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -201,4 +202,14 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestHiveDDL(t *testing.T) {
+	ddl := HiveDDL("clicks.v2-eu", "s3a://b/p/topic=clicks.v2-eu")
+	for _, want := range []string{"CREATE EXTERNAL TABLE IF NOT EXISTS `clicks_v2_eu`", "PARTITIONED BY (`partition` INT)",
+		"STORED AS PARQUET", "LOCATION 's3a://b/p/topic=clicks.v2-eu'", "`offset` BIGINT", "`timestamp` TIMESTAMP"} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("DDL lacks %q:\n%s", want, ddl)
+		}
+	}
 }

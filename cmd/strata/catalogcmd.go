@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"strata/catalog"
+	"strata/parquet"
 	"strata/tiering"
 )
 
@@ -25,7 +26,20 @@ import (
 // the service must be stopped (Pebble's lock says so if it is not).
 func catalogCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: strata catalog ls|rebuild [--config FILE] [--set key=value ...]")
+		return errors.New("usage: strata catalog ls|rebuild|ddl [--config FILE] [--set key=value ...]")
+	}
+	if args[0] == "ddl" {
+		fs := flag.NewFlagSet("catalog ddl", flag.ContinueOnError)
+		topic := fs.String("topic", "", "the topic to make a table of")
+		location := fs.String("location", "", "URI of the topic's folder, e.g. s3a://bucket/prefix/topic=orders")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *topic == "" || *location == "" {
+			return errors.New("usage: strata catalog ddl --topic T --location URI")
+		}
+		fmt.Fprintln(out, parquet.HiveDDL(*topic, *location)+";")
+		return nil
 	}
 	cfg, err := configFlags("catalog "+args[0], args[1:])
 	if err != nil {

@@ -30,6 +30,7 @@ Usage:
   strata serve [--config FILE] [--data-dir DIR] [--kafka-addr HOST:PORT] [--admin-addr HOST:PORT] [--set key=value ...]
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
+  strata catalog ddl --topic T --location URI            print a Hive CREATE EXTERNAL TABLE for a topic's objects
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE                               print every record of a segment file

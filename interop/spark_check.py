@@ -1,0 +1,46 @@
+"""Reads strata's export with Spark (local mode) and runs the Hive DDL strata
+prints, then prints what it found as JSON for interop_test.go.
+
+usage: spark_check.py ROOT_URI TOPIC_URI DDL_FILE WORKDIR
+  ROOT_URI   folder holding topic=*/partition=*/ (file://... or hdfs://...)
+  TOPIC_URI  the topic's folder, the Hive table's location
+"""
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+root, topic_uri, ddl_file, work = sys.argv[1:5]
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("strata-interop")
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.sql.warehouse.dir", os.path.join(work, "warehouse"))
+    .config("spark.sql.session.timeZone", "UTC")
+    .config("javax.jdo.option.ConnectionURL", f"jdbc:derby:;databaseName={os.path.join(work, 'metastore')};create=true")
+    .enableHiveSupport()
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+out = {}
+
+df = spark.read.option("basePath", root).parquet(root)
+out["columns"] = df.columns
+rows = spark.sql(
+    "SELECT topic, partition, count(*) AS n, min(`offset`) AS lo, max(`offset`) AS hi, "
+    "sum(length(value)) AS value_bytes FROM parquet.`%s` GROUP BY topic, partition ORDER BY topic, partition" % root
+).collect()
+out["scan"] = [[r.topic, r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in rows]
+
+spark.sql(open(ddl_file).read().rstrip().rstrip(";"))
+table = open(ddl_file).read().split("`")[1]
+spark.sql(f"MSCK REPAIR TABLE `{table}`")
+rows = spark.sql(
+    f"SELECT `partition`, count(*) AS n, max(`offset`) AS hi FROM `{table}` GROUP BY `partition` ORDER BY `partition`"
+).collect()
+out["hive"] = [[r.partition, r.n, r.hi] for r in rows]
+print(json.dumps(out))
+spark.stop()
