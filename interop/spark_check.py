@@ -20,6 +20,7 @@ spark = (
     .config("spark.driver.bindAddress", "127.0.0.1")
     .config("spark.sql.warehouse.dir", os.path.join(work, "warehouse"))
     .config("spark.sql.session.timeZone", "UTC")
+    .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work}")
     .config("javax.jdo.option.ConnectionURL", f"jdbc:derby:;databaseName={os.path.join(work, 'metastore')};create=true")
     .enableHiveSupport()
     .getOrCreate()

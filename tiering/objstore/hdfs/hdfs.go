@@ -16,6 +16,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	hdfsclient "github.com/colinmarc/hdfs/v2"
@@ -42,6 +43,25 @@ type Bucket struct {
 	client *hdfsclient.Client
 	// Open readers, one read at a time each: the client's reader seeks.
 	readers *objstore.Handles[*hdfsclient.FileReader]
+
+	// The client fetches the server's defaults lazily on its first Create,
+	// without a lock; fetching them once, under ours, keeps concurrent
+	// uploads from racing on it.
+	defaultsMu sync.Mutex
+	defaults   bool
+}
+
+func (b *Bucket) fetchDefaults() error {
+	b.defaultsMu.Lock()
+	defer b.defaultsMu.Unlock()
+	if b.defaults {
+		return nil
+	}
+	if _, err := b.client.ServerDefaults(); err != nil {
+		return err
+	}
+	b.defaults = true
+	return nil
 }
 
 // New connects to the NameNode.
@@ -109,6 +129,9 @@ func (b *Bucket) where() string { return "namenode " + strings.Join(b.cfg.NameNo
 func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err error) {
 	if err := objstore.ValidateName(name); err != nil {
 		return err
+	}
+	if err := b.fetchDefaults(); err != nil {
+		return b.wrap("upload", name, err)
 	}
 	tmpDir := b.path(objstore.TempDir)
 	if err := b.client.MkdirAll(tmpDir, 0o755); err != nil {

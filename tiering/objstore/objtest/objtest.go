@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
 		{"RoundTrip", func(t *testing.T, b objstore.Bucket) { testRoundTrip(t, b, opts.LargeSize) }},
 		{"RangedReads", testRangedReads},
 		{"ConcurrentRangedReads", testConcurrentReads},
+		{"ConcurrentUploads", testConcurrentUploads},
 		{"ListOrder", testListOrder},
 		{"ListStopsOnError", testListStops},
 		{"Overwrite", testOverwrite},
@@ -213,6 +214,33 @@ func testConcurrentReads(t *testing.T, b objstore.Bucket) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Uploads from many goroutines to a fresh bucket: the tiering job uploads
+// several shards at once, and its first uploads are the riskiest.
+func testConcurrentUploads(t *testing.T, b objstore.Bucket) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			name := fmt.Sprintf("many/%d", g)
+			if err := b.Upload(context.Background(), name, bytes.NewReader(Random(70_000, uint64(g)))); err != nil {
+				errs <- fmt.Errorf("upload %s: %v", name, err)
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for g := 0; g < 8; g++ {
+		if got := mustRead(t, b, fmt.Sprintf("many/%d", g)); !bytes.Equal(got, Random(70_000, uint64(g))) {
+			t.Fatalf("many/%d read back wrong", g)
+		}
 	}
 }
 
