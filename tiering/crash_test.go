@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			// Upload the object the way the job would, then leave the catalog at uploading.
 			s := firstSegment(t, r)
 			loc, _ := LocationOf("orders-0")
-			pr, pw := ioPipe()
+			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(r.job.convert("orders-0", s, pw)) }()
 			if err := f.Bucket.Upload(context.Background(), loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset), pr); err != nil {
 				t.Fatal(err)

@@ -51,13 +51,14 @@ func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
 		if err := b.ReadFrom(raw[:n]); err != nil {
 			return nil, nil, fmt.Errorf("record batch: %w", err)
 		}
-		raw = raw[n:]
 		if b.Magic != 2 {
 			return nil, nil, fmt.Errorf("record batch magic %d: only v2 batches are accepted", b.Magic)
 		}
-		if got := crc32.Checksum(rawAfterCRC(&b), castagnoli); got != uint32(b.CRC) {
+		// The CRC covers everything after base offset, length, leader epoch, magic and crc.
+		if got := crc32.Checksum(raw[21:n], castagnoli); got != uint32(b.CRC) {
 			return nil, nil, fmt.Errorf("record batch crc %08x, computed %08x", uint32(b.CRC), got)
 		}
+		raw = raw[n:]
 		data, err := decompress(b.Attributes&0x07, b.Records)
 		if err != nil {
 			return nil, nil, err
@@ -89,12 +90,6 @@ func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
 		batches = append(batches, b)
 	}
 	return recs, batches, nil
-}
-
-// rawAfterCRC re-encodes the part of a batch the CRC covers.
-func rawAfterCRC(b *kmsg.RecordBatch) []byte {
-	enc := b.AppendTo(nil)
-	return enc[21:] // base offset 8, length 4, leader epoch 4, magic 1, crc 4
 }
 
 func decompress(codec int16, data []byte) ([]byte, error) {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -19,27 +18,9 @@ import (
 // everything sealed, and consume it all back with kcat from the cold tier.
 func TestKcatProduceTierConsume(t *testing.T) {
 	kcat := testsvc.Tool(t, "kcat")
-	dir := t.TempDir()
-	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold",
-		"admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0",
-		"segment.max_bytes=4KiB", "segment.roll_check_interval=5",
-		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan Addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { ready <- a })
-	}()
-	var addrs Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
+	s := startServe(t, "segment.max_bytes=4KiB", "segment.roll_check_interval=5",
+		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s")
+	addrs := s.Addrs
 
 	// Every kcat run is bounded: a protocol problem must fail the test, not hang it.
 	tctx, tcancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -108,13 +89,7 @@ func TestKcatProduceTierConsume(t *testing.T) {
 	if !strings.Contains(bench.String(), "produce: 3000 records of 512 bytes") || !strings.Contains(bench.String(), "consume: 3000 records") {
 		t.Fatalf("strata bench printed:\n%s", bench.String())
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

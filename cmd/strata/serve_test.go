@@ -3,33 +3,68 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-func TestServeAnswersHealthAndMetrics(t *testing.T) {
+// served is the service running inside the test process on a fresh data
+// folder and loopback ports.
+type served struct {
+	Addrs
+	sets []string     // the --set values it runs with
+	stop func() error // ends it; returns what serving returned
+}
+
+func startServe(t *testing.T, extra ...string) served {
+	t.Helper()
 	dir := t.TempDir()
-	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"})
+	sets := append([]string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold",
+		"admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"}, extra...)
+	cfg, err := LoadConfig("", sets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan string, 1)
+	ready := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { addrs <- a.Admin })
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { ready <- a })
 	}()
-	var addr string
+	var s served
 	select {
-	case addr = <-addrs:
+	case s.Addrs = <-ready:
 	case err := <-done:
+		cancel()
 		t.Fatalf("serve ended before it was ready: %v", err)
 	}
+	s.sets = sets
+	var once sync.Once
+	var result error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(30 * time.Second):
+				result = errors.New("serve did not stop after its context ended")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+func TestServeAnswersHealthAndMetrics(t *testing.T) {
+	s := startServe(t)
+	addr := s.Admin
 	for path, want := range map[string]string{
 		"/healthz":  "ok",
 		"/readyz":   "ready",
@@ -63,14 +98,8 @@ func TestServeAnswersHealthAndMetrics(t *testing.T) {
 	if len(jobs) != 1 {
 		t.Fatalf("GET /v1/tiering/jobs lists %d runs after one", len(jobs))
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
+	if err := s.stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
 	}
 }
 
@@ -89,25 +118,15 @@ func TestServeRefusesUnreachableColdTier(t *testing.T) {
 // The operator's loop: serve, tier by hand through the CLI, stop, list the
 // catalog offline.
 func TestTierRunAndCatalogLs(t *testing.T) {
-	dir := t.TempDir()
-	sets := []string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold", "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"}
-	cfg, err := LoadConfig("", sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a Addrs) { addrs <- a.Admin })
-	}()
-	addr := <-addrs
+	s := startServe(t)
 	var out strings.Builder
-	if err := tierCmd([]string{"run", "--admin-addr", addr}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
+	if err := tierCmd([]string{"run", "--admin-addr", s.Admin}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
 		t.Fatalf("strata tier run: %v\n%s", err, out.String())
 	}
-	cancel()
-	<-done
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sets := s.sets
 	out.Reset()
 	if err := catalogCmd(append([]string{"ls"}, setFlags(sets)...), &out); err != nil || !strings.HasPrefix(out.String(), "SHARD") {
 		t.Fatalf("strata catalog ls: %v\n%s", err, out.String())

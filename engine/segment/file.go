@@ -49,16 +49,15 @@ type segment struct {
 	mm mmap.MMap
 
 	// Write side, owned by the worker (nil once sealed).
-	wf       File
-	size     int64  // bytes written
-	next     uint64 // offset after the last record
-	crc      uint32 // CRC-32C of the whole file so far
-	count    uint64
-	minTS    int64
-	maxTS    int64
-	firstAt  time.Time // wall time of the first append, for max age
-	sealed   bool
-	checksum uint32
+	wf      File
+	size    int64  // bytes written
+	next    uint64 // offset after the last record
+	crc     uint32 // CRC-32C of the whole file so far
+	count   uint64
+	minTS   int64
+	maxTS   int64
+	firstAt time.Time // wall time of the first append, for max age
+	sealed  bool
 }
 
 func segmentPath(dir string, no uint64) string {

@@ -34,7 +34,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 		}
 		if c.State != catalog.Active {
 			s := &segment{no: c.No, start: c.StartOffset, next: c.EndOffset + 1, path: segmentPath(sh.dir, c.No),
-				size: c.Size, crc: c.Checksum, checksum: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true}
+				size: c.Size, crc: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true}
 			os.Chmod(s.path, 0o444) // a crash may have come between the roll and the chmod
 			sh.segments = append(sh.segments, s)
 			continue

@@ -309,7 +309,6 @@ func (w *worker) roll(sh *shard) error {
 	}
 	s.wf = nil
 	s.sealed = true
-	s.checksum = s.crc
 	if err := os.Chmod(s.path, 0o444); err != nil {
 		w.e.log.Warn("making a sealed segment read-only", "path", s.path, "err", err)
 	}
