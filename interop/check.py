@@ -6,10 +6,25 @@ usage: check.py local DIR | check.py s3 ENDPOINT ACCESS SECRET BUCKET/PREFIX
 import json
 import sys
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-EXPECTED_COLUMNS = ["offset", "timestamp", "key", "value", "headers", "tags", "protocol_data"]
+# The schema docs/parquet.md documents, as Arrow sees it.
+EXPECTED_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", pa.list_(pa.field("element", pa.struct([
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("value", pa.binary()),
+    ]), nullable=False)), nullable=False),
+    pa.field("tags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+    pa.field("protocol_data", pa.binary()),
+])
+FOOTER_KEYS = [b"strata.format_version", b"strata.first_offset", b"strata.last_offset", b"strata.shard",
+               b"strata.segment", b"strata.segment_crc32c", b"strata.segment_records"]
 
 
 def read_all(fs, root):
@@ -19,11 +34,26 @@ def read_all(fs, root):
     )
     records = {}
     for path in files:
-        table = pq.read_table(path, filesystem=fs)
-        if table.schema.names != EXPECTED_COLUMNS:
-            raise SystemExit(f"{path}: columns {table.schema.names}")
-        if str(table.schema.field("timestamp").type) != "timestamp[ms, tz=UTC]":
-            raise SystemExit(f"{path}: timestamp type {table.schema.field('timestamp').type}")
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            meta = pf.metadata
+            table = pf.read()
+        if not table.schema.equals(EXPECTED_SCHEMA, check_metadata=False):
+            raise SystemExit(f"{path}: schema\n{table.schema}\nwant\n{EXPECTED_SCHEMA}")
+        kv = meta.metadata or {}
+        missing = [k.decode() for k in FOOTER_KEYS if k not in kv]
+        if missing:
+            raise SystemExit(f"{path}: footer lacks {missing}")
+        offsets = table["offset"].to_pylist()
+        if (int(kv[b"strata.first_offset"]), int(kv[b"strata.last_offset"])) != (offsets[0], offsets[-1]):
+            raise SystemExit(f"{path}: footer says offsets {kv[b'strata.first_offset']}..{kv[b'strata.last_offset']}, "
+                             f"rows hold {offsets[0]}..{offsets[-1]}")
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                col = meta.row_group(g).column(c)
+                if col.compression != "ZSTD" or not col.has_offset_index or not col.has_column_index:
+                    raise SystemExit(f"{path}: row group {g} column {col.path_in_schema}: codec {col.compression}, "
+                                     f"offset index {col.has_offset_index}, column index {col.has_column_index}")
         part = [p for p in path.split("/") if p.startswith("partition=")][0].split("=")[1]
         topic = [p for p in path.split("/") if p.startswith("topic=")][0].split("=")[1]
         rows = table.to_pylist()

@@ -1,33 +1,33 @@
 // Package interop proves that what strata exports is read, exactly, by the
 // tools analysts run: pyarrow (Arrow C++) and DuckDB from a local folder and
-// MinIO, Spark and a Hive table from a local folder and HDFS.
+// MinIO, Spark and a Hive table from a local folder, HDFS and MinIO over
+// s3a://. The data goes the way a user's does: franz-go produces to
+// `strata serve`, whose tiering job writes the cold tier.
 package interop
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"strata/engine/record"
-	"strata/engine/segment"
 	"strata/engine/store/storetest"
 	"strata/internal/testsvc"
-	"strata/parquet"
 	"strata/tiering"
-	"strata/tiering/objstore"
-	"strata/tiering/objstore/hdfs"
-	"strata/tiering/objstore/local"
-	"strata/tiering/objstore/s3"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 type exported struct {
@@ -53,42 +53,157 @@ func python(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// export produces two partitions through the engine and tiers every sealed
-// segment into bucket, the way the service does. It returns what is in the
-// bucket, by shard.
-func export(t *testing.T, bucket objstore.Bucket) map[string][]record.Record {
-	ctx := context.Background()
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Workers: 2, MaxSegmentBytes: 8 << 10, RollCheckInterval: 10,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// jars resolves scripts/NAME/pom.xml with Maven and returns its jars,
+// comma-separated, the way spark.jars wants them.
+func jars(t *testing.T, name string) string {
+	root, _ := filepath.Abs("..")
+	out, err := exec.Command(filepath.Join(root, "scripts", "jars"), name).Output()
+	if err != nil {
+		t.Fatalf("scripts/jars %s: %v", name, err)
+	}
+	return strings.ReplaceAll(strings.TrimSpace(string(out)), ":", ",")
+}
+
+var strataBin string
+
+// TestMain builds the strata binary once: every export goes through the
+// service a user runs.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-interop-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	strataBin = filepath.Join(dir, "strata")
+	if out, err := exec.Command("go", "build", "-o", strataBin, "../cmd/strata").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ../cmd/strata: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serve starts `strata serve` with small segments and tiering on demand,
+// the cold tier set by cold (--set key=value pairs), and returns its Kafka
+// and admin addresses. The service is stopped with SIGTERM at cleanup.
+func serve(t *testing.T, cold ...string) (kafkaAddr, adminAddr string) {
+	dir := t.TempDir()
+	args := []string{"serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}
+	for _, kv := range append([]string{"cold.local.dir=" + dir + "/cold", "kafka.default_partitions=2",
+		"segment.max_bytes=8KiB", "segment.roll_check_interval=10",
+		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s"}, cold...) {
+		args = append(args, "--set", kv)
+	}
+	cmd := exec.Command(strataBin, args...)
+	logs, err := cmd.StdoutPipe() // the service logs to stdout
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	want := map[string][]record.Record{}
-	for _, shard := range []string{"orders-0", "orders-1"} {
-		e.CreateShard(ctx, shard)
-		for i := 0; i < 25; i++ {
-			recs := storetest.Records(12, i)
-			base, err := e.Append(ctx, shard, append([]record.Record(nil), recs...))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		stopped := make(chan error, 1)
+		go func() { stopped <- cmd.Wait() }()
+		select {
+		case err := <-stopped:
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("strata serve did not stop cleanly: %v\n%s", err, stderr.String())
 			}
-			for j := range recs {
-				recs[j].Offset = base + uint64(j)
-			}
-			want[shard] = append(want[shard], recs...)
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Error("strata serve did not stop within 30s of SIGTERM")
+		}
+	})
+	startup := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer startup.Stop()
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() {
+		line := sc.Text()
+		if _, after, ok := strings.Cut(line, "kafka_addr="); ok {
+			kafkaAddr = strings.Fields(after)[0]
+			_, after, _ = strings.Cut(line, "admin_addr=")
+			adminAddr = strings.Fields(after)[0]
+			break
 		}
 	}
-	job := &tiering.Job{Engine: e, Catalog: e.Catalog(), Bucket: bucket, Prefix: "export",
-		Parquet: parquet.Options{RowGroupBytes: 4 << 10}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if sum, err := job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) == 0 {
-		t.Fatalf("tiering: %v %v", err, sum)
+	go io.Copy(io.Discard, logs)
+	if kafkaAddr == "" || adminAddr == "" {
+		t.Fatalf("strata serve did not report its addresses\n%s", stderr.String())
 	}
-	for shard := range want { // only sealed segments were exported
-		segs, _ := e.Catalog().Segments(shard)
-		want[shard] = want[shard][:segs[len(segs)-1].StartOffset]
+	return kafkaAddr, adminAddr
+}
+
+// export serves strata on the cold tier given, produces two partitions of
+// topic orders with franz-go (keys, null keys and values, headers,
+// timestamps), and runs tiering through the admin API. It returns what was
+// produced and exported, by shard: everything up to the active segment.
+func export(t *testing.T, cold ...string) map[string][]record.Record {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kafkaAddr, adminAddr := serve(t, cold...)
+	c, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.AllowAutoTopicCreation(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return want
+	defer c.Close()
+	produced := map[string][]record.Record{}
+	for round := 0; round < 25; round++ { // one batch per round and partition: segments roll between them
+		for p := int32(0); p < 2; p++ {
+			recs := storetest.Records(12, round*2+int(p))
+			var batch []*kgo.Record
+			for _, r := range recs {
+				kr := &kgo.Record{Topic: "orders", Partition: p, Key: r.Key, Value: r.Value, Timestamp: time.UnixMilli(r.Timestamp)}
+				for _, h := range r.Headers {
+					kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+				}
+				batch = append(batch, kr)
+			}
+			if err := c.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+				t.Fatalf("produce to orders-%d: %v", p, err)
+			}
+			shard := fmt.Sprintf("orders-%d", p)
+			for i, kr := range batch {
+				r := recs[i]
+				r.Offset, r.Tags, r.ProtocolData = uint64(kr.Offset), nil, nil
+				produced[shard] = append(produced[shard], r)
+			}
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+adminAddr+"/v1/tiering/run", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum tiering.RunSummary
+	if err := json.NewDecoder(resp.Body).Decode(&sum); err != nil || resp.StatusCode != http.StatusOK || len(sum.Errors) > 0 {
+		t.Fatalf("POST /v1/tiering/run: %d %v %+v", resp.StatusCode, err, sum)
+	}
+	exported := map[string]uint64{}
+	for _, u := range sum.Uploaded {
+		exported[u.Shard] += u.Records
+	}
+	for shard, recs := range produced {
+		n := exported[shard]
+		if n == 0 || n >= uint64(len(recs)) {
+			t.Fatalf("tiering exported %d of the %d records of %s; want all but the active segment", n, len(recs), shard)
+		}
+		produced[shard] = recs[:n]
+	}
+	return produced
+}
+
+// minioCold is the service's cold-tier settings for a MinIO bucket.
+func minioCold(m testsvc.MinIO, bucket, prefix string) []string {
+	return []string{"cold.backend=s3", "cold.s3.endpoint=" + m.Endpoint, "cold.s3.bucket=" + bucket,
+		"cold.s3.prefix=" + prefix, "cold.s3.access_key=" + m.AccessKey, "cold.s3.secret_key=" + m.SecretKey,
+		"cold.s3.tls=false", "cold.s3.addressing=path"}
 }
 
 func hexOrNil(b []byte) *string {
@@ -141,12 +256,8 @@ func run(t *testing.T, args ...string) report {
 
 func TestPyArrowAndDuckDBReadTheLocalExport(t *testing.T) {
 	dir := t.TempDir()
-	b, err := local.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := export(t, b)
-	rep := run(t, "local", filepath.Join(dir, "export"))
+	want := export(t, "cold.local.dir="+dir)
+	rep := run(t, "local", dir)
 	compare(t, "pyarrow", rep.PyArrow, want)
 	if len(rep.DuckDB) != 2 {
 		t.Fatalf("DuckDB found %d topic-partitions: %v", len(rep.DuckDB), rep.DuckDB)
@@ -173,48 +284,50 @@ func TestPyArrowReadsTheMinIOExport(t *testing.T) {
 	m := testsvc.StartMinIO(t)
 	bucket := m.Bucket(t, "strata-interop")
 	prefix := testsvc.UniquePrefix(t)
-	b, err := s3.New(s3.Config{Endpoint: m.Endpoint, Bucket: bucket, Prefix: prefix, AccessKey: m.AccessKey, SecretKey: m.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := export(t, b)
-	rep := run(t, "s3", m.Endpoint, m.AccessKey, m.SecretKey, bucket+"/"+prefix+"/export")
+	want := export(t, minioCold(m, bucket, prefix)...)
+	rep := run(t, "s3", m.Endpoint, m.AccessKey, m.SecretKey, bucket+"/"+prefix)
 	compare(t, "pyarrow over S3", rep.PyArrow, want)
 }
 
-// Spark (local mode, Java 17) reads the export from a local folder and from
-// HDFS, finds topic and partition in the path, and answers an aggregate; the
+// Spark (local mode, Java 17) reads the export from a local folder, from
+// HDFS and from MinIO over s3a://, finds topic and partition in the path, and answers an aggregate; the
 // Hive DDL strata prints makes a table MSCK REPAIR TABLE fills.
 func TestSparkAndHiveReadTheExport(t *testing.T) {
-	for _, backend := range []string{"local", "hdfs"} {
+	for _, backend := range []string{"local", "hdfs", "s3a"} {
 		t.Run(backend, func(t *testing.T) {
-			var b objstore.Bucket
+			var cold []string
 			var root string
+			env := append(os.Environ(), "PYSPARK_PYTHON="+python(t), "SPARK_LOCAL_IP=127.0.0.1")
 			switch backend {
 			case "local":
 				dir := t.TempDir()
-				lb, err := local.New(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, root = lb, "file://"+filepath.Join(dir, "export")
+				cold, root = []string{"cold.local.dir=" + dir}, "file://"+dir
 			case "hdfs":
 				nn := testsvc.StartHDFS(t)
 				prefix := "/" + testsvc.UniquePrefix(t)
-				hb, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: prefix})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, root = hb, "hdfs://"+nn+prefix+"/export"
+				cold = []string{"cold.backend=hdfs", "cold.hdfs.namenodes=[" + nn + "]", "cold.hdfs.root=" + prefix}
+				root = "hdfs://" + nn + prefix
+			case "s3a":
+				m := testsvc.StartMinIO(t)
+				bucket := m.Bucket(t, "strata-interop")
+				prefix := testsvc.UniquePrefix(t)
+				cold, root = minioCold(m, bucket, prefix), "s3a://"+bucket+"/"+prefix
+				env = append(env, "S3A_JARS="+jars(t, "s3a"), "S3_ENDPOINT="+m.Endpoint,
+					"S3_ACCESS_KEY="+m.AccessKey, "S3_SECRET_KEY="+m.SecretKey)
 			}
-			want := export(t, b)
+			want := export(t, cold...)
 			work := t.TempDir()
-			ddl := filepath.Join(work, "orders.sql")
-			os.WriteFile(ddl, []byte(parquet.HiveDDL("orders", root+"/topic=orders")), 0o644)
+			// The table statement comes from the command a user runs.
+			ddl, err := exec.Command(strataBin, "catalog", "ddl", "--topic", "orders", "--location", root+"/topic=orders").Output()
+			if err != nil {
+				t.Fatalf("strata catalog ddl: %v", err)
+			}
+			ddlFile := filepath.Join(work, "orders.sql")
+			os.WriteFile(ddlFile, ddl, 0o644)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddl, work)
-			cmd.Env = append(os.Environ(), "PYSPARK_PYTHON="+python(t), "SPARK_LOCAL_IP=127.0.0.1")
+			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddlFile, work)
+			cmd.Env = env
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()

@@ -2,8 +2,12 @@
 prints, then prints what it found as JSON for interop_test.go.
 
 usage: spark_check.py ROOT_URI TOPIC_URI DDL_FILE WORKDIR
-  ROOT_URI   folder holding topic=*/partition=*/ (file://... or hdfs://...)
+  ROOT_URI   folder holding topic=*/partition=*/ (file://, hdfs:// or s3a://)
   TOPIC_URI  the topic's folder, the Hive table's location
+
+For s3a://, the environment names the store and the jars that read it:
+  S3A_JARS (comma-separated: hadoop-aws and the AWS SDK), S3_ENDPOINT
+  (host:port, plain HTTP), S3_ACCESS_KEY, S3_SECRET_KEY.
 """
 import json
 import os
@@ -12,8 +16,22 @@ import sys
 from pyspark.sql import SparkSession
 
 root, topic_uri, ddl_file, work = sys.argv[1:5]
+builder = SparkSession.builder
+if root.startswith("s3a://"):
+    env = os.environ
+    builder = (
+        builder.config("spark.jars", env["S3A_JARS"])
+        .config("spark.hadoop.fs.s3a.endpoint", "http://" + env["S3_ENDPOINT"])
+        .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
+        .config("spark.hadoop.fs.s3a.path.style.access", "true")
+        .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
+        .config("spark.hadoop.fs.s3a.access.key", env["S3_ACCESS_KEY"])
+        .config("spark.hadoop.fs.s3a.secret.key", env["S3_SECRET_KEY"])
+        .config("spark.hadoop.fs.s3a.aws.credentials.provider",
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+    )
 spark = (
-    SparkSession.builder.master("local[1]")
+    builder.master("local[1]")
     .appName("strata-interop")
     .config("spark.ui.enabled", "false")
     .config("spark.driver.host", "127.0.0.1")
