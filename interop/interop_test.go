@@ -6,19 +6,16 @@
 package interop
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,72 +67,16 @@ var strataBin string
 // service a user runs.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "strata-interop-")
+	if err == nil {
+		strataBin, err = testsvc.BuildStrata(dir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	strataBin = filepath.Join(dir, "strata")
-	if out, err := exec.Command("go", "build", "-o", strataBin, "../cmd/strata").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ../cmd/strata: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// serve starts `strata serve` with small segments and tiering on demand,
-// the cold tier set by cold (--set key=value pairs), and returns its Kafka
-// and admin addresses. The service is stopped with SIGTERM at cleanup.
-func serve(t *testing.T, cold ...string) (kafkaAddr, adminAddr string) {
-	dir := t.TempDir()
-	args := []string{"serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}
-	for _, kv := range append([]string{"cold.local.dir=" + dir + "/cold", "kafka.default_partitions=2",
-		"segment.max_bytes=8KiB", "segment.roll_check_interval=10",
-		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s"}, cold...) {
-		args = append(args, "--set", kv)
-	}
-	cmd := exec.Command(strataBin, args...)
-	logs, err := cmd.StdoutPipe() // the service logs to stdout
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		stopped := make(chan error, 1)
-		go func() { stopped <- cmd.Wait() }()
-		select {
-		case err := <-stopped:
-			if err != nil {
-				t.Errorf("strata serve did not stop cleanly: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Error("strata serve did not stop within 30s of SIGTERM")
-		}
-	})
-	startup := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer startup.Stop()
-	sc := bufio.NewScanner(logs)
-	for sc.Scan() {
-		line := sc.Text()
-		if _, after, ok := strings.Cut(line, "kafka_addr="); ok {
-			kafkaAddr = strings.Fields(after)[0]
-			_, after, _ = strings.Cut(line, "admin_addr=")
-			adminAddr = strings.Fields(after)[0]
-			break
-		}
-	}
-	go io.Copy(io.Discard, logs)
-	if kafkaAddr == "" || adminAddr == "" {
-		t.Fatalf("strata serve did not report its addresses\n%s", stderr.String())
-	}
-	return kafkaAddr, adminAddr
 }
 
 // export serves strata on the cold tier given, produces two partitions of
@@ -145,8 +86,10 @@ func serve(t *testing.T, cold ...string) (kafkaAddr, adminAddr string) {
 func export(t *testing.T, cold ...string) map[string][]record.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kafkaAddr, adminAddr := serve(t, cold...)
-	c, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.AllowAutoTopicCreation(),
+	srv := testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
+		"segment.max_bytes=8KiB", "segment.roll_check_interval=10",
+		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s"}, cold...)...)
+	c, err := kgo.NewClient(kgo.SeedBrokers(srv.Kafka), kgo.AllowAutoTopicCreation(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +118,7 @@ func export(t *testing.T, cold ...string) map[string][]record.Record {
 			}
 		}
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+adminAddr+"/v1/tiering/run", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.Admin+"/v1/tiering/run", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package testsvc gives tests the real services they need (MinIO, HDFS,
-// etcd). It reads their addresses from the environment that `make test`
+// etcd, and Apache Kafka as a benchmark peer) and the strata service itself. It reads their addresses from the environment that `make test`
 // sets, and otherwise starts them with scripts/services, so a single
 // `go test` works too. A service that cannot start fails the test with the
 // script's output: nothing is skipped.
@@ -10,11 +10,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,4 +162,83 @@ func Tool(t testing.TB, name string) string {
 		t.Fatalf("testsvc: %s installed but not on PATH: %v", name, err)
 	}
 	return p
+}
+
+// StartKafka returns the address of a running Apache Kafka broker, the peer
+// strata's benchmarks measure against.
+func StartKafka(t testing.TB) string {
+	return env(t, "kafka", "STRATA_PEER_KAFKA_BROKERS")["STRATA_PEER_KAFKA_BROKERS"]
+}
+
+// BuildStrata builds the strata command into dir and returns its path, for
+// tests that drive the service the way a user does. Call it from TestMain.
+func BuildStrata(dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "strata")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/strata")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Strata is a running `strata serve`.
+type Strata struct{ Kafka, Admin string }
+
+// ServeStrata starts `bin serve` on a fresh data folder with the settings
+// given as key=value (--set), and stops it with SIGTERM at cleanup, failing
+// the test if it does not stop cleanly.
+func ServeStrata(t testing.TB, bin string, sets ...string) Strata {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--set", "cold.local.dir=" + dir + "/cold"}
+	for _, kv := range sets {
+		args = append(args, "--set", kv)
+	}
+	cmd := exec.Command(bin, args...)
+	logs, err := cmd.StdoutPipe() // the service logs to stdout
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		stopped := make(chan error, 1)
+		go func() { stopped <- cmd.Wait() }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("strata serve did not stop cleanly: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Error("strata serve did not stop within 30s of SIGTERM")
+		}
+	})
+	startup := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer startup.Stop()
+	var s Strata
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() {
+		if _, after, ok := strings.Cut(sc.Text(), "kafka_addr="); ok {
+			s.Kafka = strings.Fields(after)[0]
+			_, after, _ = strings.Cut(sc.Text(), "admin_addr=")
+			s.Admin = strings.Fields(after)[0]
+			break
+		}
+	}
+	go io.Copy(io.Discard, logs)
+	if s.Kafka == "" || s.Admin == "" {
+		t.Fatalf("strata serve did not report its addresses\n%s", stderr.String())
+	}
+	return s
 }
