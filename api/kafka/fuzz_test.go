@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ func FuzzHandleFrame(f *testing.F) {
 func FuzzDecodeBatches(f *testing.F) {
 	f.Add(encodeBatch(nil, []record.Record{{Offset: 5, Timestamp: 9, Key: []byte("k"), Value: []byte("v"),
 		Headers: []record.Header{{Key: "h", Value: nil}}}}))
+	f.Add(encodeBatch(nil, []record.Record{
+		{Offset: 100, Timestamp: 1 << 40, Key: nil, Value: bytes.Repeat([]byte("v"), 300)},
+		{Offset: 101, Timestamp: 5, Key: []byte{}, Value: nil, Headers: []record.Header{{Key: "", Value: []byte{}}, {Key: "trace", Value: []byte("x")}}},
+	}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		recs, _, err := decodeBatches(raw)
@@ -69,5 +74,19 @@ func FuzzDecodeBatches(f *testing.F) {
 		if err != nil || len(again) != len(recs) {
 			t.Fatalf("re-encoded batch: %v, %d records of %d", err, len(again), len(recs))
 		}
+		for i := range recs {
+			a, b := recs[i], again[i]
+			if a.Timestamp != b.Timestamp || !sameBytes(a.Key, b.Key) || !sameBytes(a.Value, b.Value) || len(a.Headers) != len(b.Headers) {
+				t.Fatalf("record %d re-encoded as %+v, was %+v", i, b, a)
+			}
+			for h := range a.Headers {
+				if a.Headers[h].Key != b.Headers[h].Key || !sameBytes(a.Headers[h].Value, b.Headers[h].Value) {
+					t.Fatalf("record %d header %d re-encoded as %+v, was %+v", i, h, b.Headers[h], a.Headers[h])
+				}
+			}
+		}
 	})
 }
+
+// sameBytes tells null from empty, as the wire does.
+func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }

@@ -238,7 +238,16 @@ func (s *Server) handleFrame(frame []byte) ([]byte, error) {
 }
 
 func frameResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte {
-	out := make([]byte, 8, 256)
+	size := 256
+	if f, ok := resp.(*kmsg.FetchResponse); ok { // megabytes of records: allocate once
+		for _, t := range f.Topics {
+			size += len(t.Topic) + 16
+			for _, p := range t.Partitions {
+				size += len(p.RecordBatches) + 64
+			}
+		}
+	}
+	out := make([]byte, 8, size)
 	binary.BigEndian.PutUint32(out[4:], uint32(corr))
 	if flexibleHeader {
 		out = append(out, 0) // no tagged fields
