@@ -86,7 +86,9 @@ type Options struct {
 	// A cold point read fetches one whole row group in one ranged read, so
 	// this trades point-read cost against analytics scan efficiency.
 	RowGroupBytes int
-	// PageBytes is the target page size (64 KiB).
+	// PageBytes is the target page size (1 MiB, as parquet-mr and Arrow
+	// write): zstd compresses each page alone, and 64 KiB pages made files
+	// a third larger for a millisecond less per cold point read.
 	PageBytes int
 	// Metadata is added to the footer's key-value metadata.
 	Metadata map[string]string
@@ -95,7 +97,9 @@ type Options struct {
 func codec(name string) (compress.Codec, error) {
 	switch name {
 	case "", "zstd":
-		return &zstd.Codec{Level: zstd.SpeedDefault}, nil
+		// Level 1, Arrow's default: level 3 made conversion about a third
+		// slower for files 1% smaller (bench/peers).
+		return &zstd.Codec{Level: zstd.SpeedFastest}, nil
 	case "snappy":
 		return &snappy.Codec{}, nil
 	case "gzip":
@@ -135,7 +139,7 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		opts.RowGroupBytes = 1 << 20
 	}
 	if opts.PageBytes <= 0 {
-		opts.PageBytes = 64 << 10
+		opts.PageBytes = 1 << 20
 	}
 	w := &Writer{opts: opts, meta: map[string]string{MetaVersion: FormatVersion}}
 	for k, v := range opts.Metadata {

@@ -1,0 +1,157 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/bench"
+	"strata/engine/record"
+	"strata/parquet"
+)
+
+// orders makes n records the way an order service would produce them:
+// 1 KiB JSON values, keys from 50,000 customers, three headers (a trace id,
+// a content type, the producing service) and millisecond timestamps a few
+// milliseconds apart.
+func orders(n int) []record.Record {
+	rng := rand.New(rand.NewPCG(7, 11))
+	words := strings.Fields("express standard gift fragile priority return exchange bulk sample backorder " +
+		"paid pending shipped delivered cancelled refunded warehouse courier pickup locker")
+	services := []string{"checkout", "checkout-eu", "mobile-api", "web-api", "partner-gw", "pos", "subscriptions", "marketplace"}
+	recs := make([]record.Record, n)
+	ts := int64(1_764_460_800_000)
+	for i := range recs {
+		ts += int64(rng.IntN(6))
+		customer := rng.IntN(50_000)
+		var v strings.Builder
+		fmt.Fprintf(&v, `{"order_id":"ord-%09d","customer":"c-%06d","amount_cents":%d,"currency":"EUR","status":%q,"items":[`,
+			i, customer, rng.IntN(500_000), words[10+rng.IntN(10)])
+		for item := 0; v.Len() < 1000; item++ {
+			if item > 0 {
+				v.WriteByte(',')
+			}
+			fmt.Fprintf(&v, `{"sku":"SKU-%05d","qty":%d,"tag":%q}`, rng.IntN(20_000), 1+rng.IntN(4), words[rng.IntN(10)])
+		}
+		value := []byte(v.String())
+		value = append(value[:min(len(value), 1021)], "]}\n"...)
+		trace := make([]byte, 32)
+		for j := range trace {
+			trace[j] = "0123456789abcdef"[rng.IntN(16)]
+		}
+		recs[i] = record.Record{
+			Offset: uint64(i), Timestamp: ts,
+			Key:   []byte(fmt.Sprintf("customer-%06d", customer)),
+			Value: value,
+			Headers: []record.Header{{Key: "trace-id", Value: trace}, {Key: "content-type", Value: []byte("application/json")},
+				{Key: "source", Value: []byte(services[rng.IntN(len(services))])}},
+		}
+	}
+	return recs
+}
+
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// BenchmarkPeerParquet converts the same 100,000 order records (about
+// 110 MB) to Parquet with zstd on one core: strata's writer (the tiering
+// conversion) from records in memory, pyarrow's from an Arrow table in
+// memory (its best case: the records are already columnar). Median of 3
+// runs each; MB/s counts the records' bytes in strata's record format for
+// both sides.
+func BenchmarkPeerParquet(b *testing.B) {
+	const n, runs = 100_000, 3
+	recs := orders(n)
+	var recordBytes int64
+	for i := range recs {
+		recordBytes += int64(record.Size(&recs[i]))
+	}
+	write := func(out interface{ Write([]byte) (int, error) }) {
+		w, err := parquet.NewWriter(out, parquet.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range recs {
+			if err := w.Write(&recs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The file pyarrow reads its input from (untimed).
+	file := filepath.Join(b.TempDir(), "orders.parquet")
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	write(f)
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+
+	prev := runtime.GOMAXPROCS(1)
+	var strataMBs []float64
+	var strataSize int64
+	for run := 0; run < runs; run++ {
+		runtime.GC()
+		c := &counter{}
+		start := time.Now()
+		write(c)
+		strataMBs = append(strataMBs, float64(recordBytes)/1e6/time.Since(start).Seconds())
+		strataSize = c.n
+	}
+	runtime.GOMAXPROCS(prev)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python(b), "pyarrow_write.py", file, fmt.Sprint(runs))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("pyarrow_write.py: %v\n%s", err, stderr.String())
+	}
+	var py struct {
+		Seconds []float64 `json:"seconds"`
+		Bytes   int64     `json:"bytes"`
+		Version string    `json:"pyarrow"`
+	}
+	if err := json.Unmarshal(out, &py); err != nil || len(py.Seconds) != runs {
+		b.Fatalf("pyarrow_write.py output: %v\n%s", err, out)
+	}
+	var pyMBs []float64
+	for _, s := range py.Seconds {
+		pyMBs = append(pyMBs, float64(recordBytes)/1e6/s)
+	}
+	peer := "pyarrow " + py.Version + ", same records"
+	report(b, bench.Figure{Name: "Parquet conversion (zstd), one core", Value: bench.Median(strataMBs), Unit: "MB/s",
+		Reference: peer, ReferenceValue: bench.Median(pyMBs), Target: ">= 0.80", Runs: runs})
+	report(b, bench.Figure{Name: "Parquet output size (zstd)", Value: float64(strataSize) / 1e6, Unit: "MB",
+		Reference: peer, ReferenceValue: float64(py.Bytes) / 1e6, Target: "<= 1.10", Runs: runs})
+}
+
+// python is the interpreter of the project's virtual environment
+// (scripts/pyenv creates it with pyarrow).
+func python(b *testing.B) string {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(root, "scripts", "pyenv")).Output()
+	if err != nil {
+		b.Fatalf("scripts/pyenv: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
