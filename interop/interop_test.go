@@ -54,9 +54,14 @@ func python(t *testing.T) string {
 // comma-separated, the way spark.jars wants them.
 func jars(t *testing.T, name string) string {
 	root, _ := filepath.Abs("..")
-	out, err := exec.Command(filepath.Join(root, "scripts", "jars"), name).Output()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run downloads the AWS SDK
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "jars"), name)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("scripts/jars %s: %v", name, err)
+		t.Fatalf("scripts/jars %s: %v\n%s", name, err, stderr.String())
 	}
 	return strings.ReplaceAll(strings.TrimSpace(string(out)), ":", ",")
 }
