@@ -1,0 +1,216 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/internal/testsvc"
+)
+
+// What a client sees of one broker after the same calls, in a form two
+// brokers can be compared by.
+type observed struct {
+	ProducedOffsets []int64
+	Consumed        []string
+	Start, End      map[int32]int64
+	AfterMilli      map[int32]int64
+	CreateAgain     string
+	AfterDelete     map[int32]int64
+	FetchDeleted    string
+	FetchPastEnd    string
+	FetchAtEnd      string
+}
+
+// The same franz-go calls against strata and Apache Kafka (KRaft, one node)
+// give the same answers: offsets, records byte for byte (null and empty
+// keys, null values, headers, timestamps), watermarks, offsets by time,
+// errors on a duplicate topic and on offsets outside the log, and
+// DeleteRecords. Kafka is the reference implementation a client was
+// written against.
+func TestSameAnswersAsApacheKafka(t *testing.T) {
+	strataAddr, _ := startServer(t, Config{})
+	got := map[string]observed{}
+	for name, addr := range map[string]string{"strata": strataAddr, "kafka": testsvc.StartKafka(t)} {
+		got[name] = observe(t, addr, fmt.Sprintf("conformance-%d", time.Now().UnixNano()))
+	}
+	s, k := got["strata"], got["kafka"]
+	if !reflect.DeepEqual(s, k) {
+		t.Fatalf("strata and Apache Kafka answered differently:\nstrata: %+v\nkafka:  %+v", s, k)
+	}
+	// And both answered what the calls call for.
+	want := observed{
+		ProducedOffsets: []int64{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5},
+		Start:           map[int32]int64{0: 0, 1: 0}, End: map[int32]int64{0: 6, 1: 6},
+		AfterMilli:  map[int32]int64{0: 3, 1: 3},
+		CreateAgain: kerr.TopicAlreadyExists.Message, AfterDelete: map[int32]int64{0: 4, 1: 0},
+		FetchDeleted: kerr.OffsetOutOfRange.Message, FetchPastEnd: kerr.OffsetOutOfRange.Message, FetchAtEnd: "",
+	}
+	want.Consumed = s.Consumed
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("both brokers answered, but not as expected:\n got: %+v\nwant: %+v", s, want)
+	}
+	if len(s.Consumed) != 12 {
+		t.Fatalf("consumed %d records, produced 12", len(s.Consumed))
+	}
+}
+
+func observe(t *testing.T, addr, topic string) observed {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	adm := kadm.NewClient(c)
+	var o observed
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatalf("%s: create topic: %v", addr, err)
+	}
+	waitLeaders(ctx, t, adm, topic)
+	_, err = adm.CreateTopic(ctx, 2, 1, nil, topic)
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		o.CreateAgain = ke.Message
+	}
+
+	base := time.UnixMilli(1_700_000_000_000)
+	for p := int32(0); p < 2; p++ {
+		recs := []*kgo.Record{
+			{Key: []byte("k"), Value: []byte("v0"), Timestamp: base},
+			{Key: nil, Value: []byte("null key"), Timestamp: base.Add(time.Millisecond)},
+			{Key: []byte{}, Value: []byte("empty key"), Timestamp: base.Add(2 * time.Millisecond)},
+			{Key: []byte("tombstone"), Value: nil, Timestamp: base.Add(10 * time.Millisecond)},
+			{Key: []byte("h"), Value: []byte{}, Timestamp: base.Add(11 * time.Millisecond),
+				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}, {Key: "null", Value: nil}, {Key: "", Value: []byte{}}}},
+			{Key: []byte("late"), Value: []byte("earlier timestamp"), Timestamp: base.Add(5 * time.Millisecond)},
+		}
+		for _, r := range recs {
+			r.Topic, r.Partition = topic, p
+		}
+		res := c.ProduceSync(ctx, recs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", addr, err)
+		}
+		for _, r := range res {
+			o.ProducedOffsets = append(o.ProducedOffsets, r.Record.Offset)
+		}
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for len(o.Consumed) < 12 {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("%s: consume: %v", addr, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			o.Consumed = append(o.Consumed, fmt.Sprintf("p%d@%d ts=%d key=%q/%t value=%q/%t headers=%v",
+				r.Partition, r.Offset, r.Timestamp.UnixMilli(), r.Key, r.Key == nil, r.Value, r.Value == nil, headers(r.Headers)))
+		})
+	}
+	slices.Sort(o.Consumed) // partitions arrive in either order
+
+	o.Start = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
+	o.End = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, topic) })
+	// The first record at or after base+3ms: offset 3 (10ms); the earlier
+	// timestamp of offset 5 does not count, it comes later in the log.
+	o.AfterMilli = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) {
+		return adm.ListOffsetsAfterMilli(ctx, base.Add(3*time.Millisecond).UnixMilli(), topic)
+	})
+
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 4})
+	if _, err := adm.DeleteRecords(ctx, del); err != nil {
+		t.Fatalf("%s: delete records: %v", addr, err)
+	}
+	o.AfterDelete = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatalf("%s: metadata: %v", addr, err)
+	}
+	id := md.Topics[topic].ID // fetch v13+ names topics by ID, older versions by name
+	o.FetchDeleted = fetchError(ctx, t, c, topic, id, 0, 1)
+	o.FetchPastEnd = fetchError(ctx, t, c, topic, id, 1, 7)
+	o.FetchAtEnd = fetchError(ctx, t, c, topic, id, 1, 6)
+	return o
+}
+
+func headers(hs []kgo.RecordHeader) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, fmt.Sprintf("%q=%q/%t", h.Key, h.Value, h.Value == nil))
+	}
+	return out
+}
+
+func offsets(ctx context.Context, t *testing.T, addr string, list func() (kadm.ListedOffsets, error)) map[int32]int64 {
+	l, err := list()
+	if err == nil {
+		err = l.Error()
+	}
+	if err != nil {
+		t.Fatalf("%s: list offsets: %v", addr, err)
+	}
+	out := map[int32]int64{}
+	l.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// fetchError fetches partition at offset with a raw request, the way a
+// client learns that an offset is gone, and returns the error's message.
+func fetchError(ctx context.Context, t *testing.T, c *kgo.Client, topic string, id [16]byte, partition int32, offset int64) string {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = partition, offset, 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c)
+	if err != nil {
+		t.Fatalf("fetch %s/%d@%d: %v", topic, partition, offset, err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch %s/%d@%d: %d topics in the answer", topic, partition, offset, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		return err.(*kerr.Error).Message
+	}
+	return ""
+}
+
+func waitLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil && md.Topics[topic].Err == nil && len(md.Topics[topic].Partitions) == 2 {
+			ok := true
+			for _, p := range md.Topics[topic].Partitions {
+				ok = ok && p.Leader >= 0
+			}
+			if ok {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: partitions without a leader: %v", topic, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
