@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/engine/record"
 	"strata/engine/store"
 )
 
@@ -25,6 +26,8 @@ const (
 	errInvalidPartitions     int16 = 37
 	errUnknownServer         int16 = -1
 	errOutOfOrderSequence    int16 = 45
+	errDuplicateSequence     int16 = 46
+	errInvalidProducerEpoch  int16 = 47
 	errFencedLeaderEpoch     int16 = 74
 	errUnknownLeaderEpoch    int16 = 75
 )
@@ -81,7 +84,6 @@ func (s *Server) handle(req kmsg.Request) kmsg.Response {
 		s.mu.Lock()
 		s.nextPID++
 		resp.ProducerID, resp.ProducerEpoch = s.nextPID, 0
-		s.producers[s.nextPID] = 0
 		s.mu.Unlock()
 		return resp
 	case *kmsg.ProduceRequest:
@@ -228,6 +230,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 				s.log.Error("kafka: delete topic", "topic", name, "partition", p, "err", err)
 				rt.ErrorCode = errUnknownServer
 			}
+			s.seqs.forget(store.ShardName(name, p))
 		}
 		if rt.ErrorCode == errNone {
 			s.log.Info("topic deleted", "topic", name, "partitions", parts)
@@ -235,21 +238,6 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
-}
-
-// seqKey and seqEntry remember each idempotent producer's last batch per
-// partition, so a retried batch is answered with its first offsets instead
-// of being stored twice.
-type seqKey struct {
-	pid       int64
-	partition string
-}
-
-type seqEntry struct {
-	epoch    int16
-	firstSeq int32
-	lastSeq  int32
-	base     int64
 }
 
 func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
@@ -288,21 +276,36 @@ func (s *Server) producePartition(ctx context.Context, topic string, partition i
 		return errUnknownTopicPartition, -1
 	}
 	// Idempotence: one batch per request per partition is what clients send.
-	var key seqKey
-	idem := len(batches) == 1 && batches[0].ProducerID >= 0 && batches[0].FirstSequence >= 0
-	if idem {
+	if len(batches) == 1 && batches[0].ProducerID >= 0 && batches[0].FirstSequence >= 0 {
 		b := batches[0]
-		key = seqKey{b.ProducerID, shard}
-		s.mu.Lock()
-		last, seen := s.seqs[key]
-		s.mu.Unlock()
-		if seen && last.epoch == b.ProducerEpoch && last.firstSeq == b.FirstSequence && last.lastSeq == b.FirstSequence+b.LastOffsetDelta {
-			return errNone, last.base // a retry of a batch already stored
+		key := seqKey{b.ProducerID, shard}
+		unlock, err := s.seqs.lock(ctx, s.store, key)
+		if err != nil {
+			s.log.Error("kafka: reading producer state", "shard", shard, "err", err)
+			return errUnknownServer, -1
 		}
-		if seen && last.epoch == b.ProducerEpoch && b.FirstSequence != last.lastSeq+1 {
+		defer unlock()
+		first, last := b.FirstSequence, b.FirstSequence+b.LastOffsetDelta
+		switch v, base := check(s.seqs.get(key), b.ProducerEpoch, first, last); v {
+		case duplicateBatch:
+			return errNone, base // a retry of a batch already stored
+		case unknownDuplicate:
+			return errDuplicateSequence, -1
+		case outOfOrder:
 			return errOutOfOrderSequence, -1
+		case fencedEpoch:
+			return errInvalidProducerEpoch, -1
 		}
+		code, base := s.appendRecords(ctx, shard, recs)
+		if code == errNone {
+			s.seqs.put(key, b.ProducerEpoch, first, last, base)
+		}
+		return code, base
 	}
+	return s.appendRecords(ctx, shard, recs)
+}
+
+func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record) (int16, int64) {
 	base, err := s.store.Append(ctx, shard, recs)
 	if err != nil {
 		s.log.Error("kafka: append", "shard", shard, "err", err)
@@ -310,12 +313,6 @@ func (s *Server) producePartition(ctx context.Context, topic string, partition i
 			return errUnknownTopicPartition, -1
 		}
 		return errUnknownServer, -1
-	}
-	if idem {
-		b := batches[0]
-		s.mu.Lock()
-		s.seqs[key] = seqEntry{epoch: b.ProducerEpoch, firstSeq: b.FirstSequence, lastSeq: b.FirstSequence + b.LastOffsetDelta, base: int64(base)}
-		s.mu.Unlock()
 	}
 	return errNone, int64(base)
 }

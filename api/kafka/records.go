@@ -25,17 +25,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // batch must not make the broker allocate gigabytes.
 const maxDecompressed = 64 << 20
 
-// producerData is what strata keeps of a Kafka batch header in each record's
-// protocol data: producer id, epoch and the record's sequence.
-func producerData(id int64, epoch int16, seq int32) []byte {
-	if id < 0 {
-		return nil
-	}
-	b := binary.BigEndian.AppendUint64(nil, uint64(id))
-	b = binary.BigEndian.AppendUint16(b, uint16(epoch))
-	return binary.BigEndian.AppendUint32(b, uint32(seq))
-}
-
 // decodeBatches unpacks the record batches of one partition of a Produce
 // request into protocol-neutral records (seed 000: unpack on write).
 func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {

@@ -49,10 +49,9 @@ type Server struct {
 	host string
 	port int32
 
-	mu        sync.Mutex
-	producers map[int64]int16 // producer id -> epoch
-	nextPID   int64
-	seqs      map[seqKey]seqEntry // idempotent producers' last batches
+	mu      sync.Mutex
+	nextPID int64
+	seqs    *sequences // idempotent producers' recent batches
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -77,7 +76,10 @@ func New(s store.Store, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, store: s, log: cfg.Logger, producers: map[int64]int16{}, nextPID: 1000, seqs: map[seqKey]seqEntry{}, open: map[net.Conn]bool{}}
+	// Producer ids are never reused across restarts: they start from the
+	// clock in microseconds, past any id an earlier run handed out unless
+	// that run issued more than a million ids a second or the clock went back.
+	return &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(), open: map[net.Conn]bool{}}
 }
 
 // Serve accepts connections until ln is closed.

@@ -1,0 +1,233 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+
+	"strata/engine/store"
+)
+
+// Idempotent producers: a batch carries (producer id, epoch, first sequence)
+// and a retried batch must be answered with the offsets it got the first
+// time, not stored twice, even when the retry reaches a restarted broker.
+// Every record keeps its producer id, epoch and sequence in ProtocolData, so
+// the state is rebuilt from the tail of a partition's log the first time a
+// producer writes to it after a start, the way Kafka rebuilds it from its log.
+
+// recentBatches is how many batches per producer and partition a retry can
+// be matched against, as in Kafka (max.in.flight.requests.per.connection).
+const recentBatches = 5
+
+// tailRecords bounds the scan that rebuilds the state after a restart:
+// retries come within the client's delivery timeout (2 minutes by default),
+// so the newest records of a partition hold every batch a retry can name.
+const tailRecords = 20_000
+
+type seqKey struct {
+	pid   int64
+	shard string
+}
+
+// seqRange is one stored batch (or run of batches): sequences first..last
+// of one producer at offsets base..base+(last-first).
+type seqRange struct {
+	first, last int32
+	base        int64
+}
+
+// producerState is what is known of one producer on one partition.
+type producerState struct {
+	epoch   int16
+	lastSeq int32
+	recent  []seqRange // oldest first, at most recentBatches
+}
+
+type verdict int
+
+const (
+	appendBatch verdict = iota
+	duplicateBatch
+	unknownDuplicate // a sequence already stored, too old to name its offsets
+	outOfOrder
+	fencedEpoch
+)
+
+// check decides what to do with a batch of sequences first..last from a
+// producer at epoch, given what is known (st is nil for a producer never
+// seen on this partition). For a duplicate it returns the batch's base offset.
+func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
+	switch {
+	case st == nil:
+		return appendBatch, -1
+	case epoch < st.epoch:
+		return fencedEpoch, -1
+	case epoch > st.epoch:
+		if first != 0 { // a new epoch starts its sequences again
+			return outOfOrder, -1
+		}
+		return appendBatch, -1
+	case first == st.lastSeq+1:
+		return appendBatch, -1
+	case last <= st.lastSeq:
+		for _, r := range st.recent {
+			if r.first <= first && last <= r.last {
+				return duplicateBatch, r.base + int64(first-r.first)
+			}
+		}
+		return unknownDuplicate, -1
+	default:
+		return outOfOrder, -1
+	}
+}
+
+// record notes a batch stored at base.
+func (st *producerState) record(epoch int16, first, last int32, base int64) {
+	if epoch != st.epoch {
+		st.recent = st.recent[:0]
+	}
+	st.epoch, st.lastSeq = epoch, last
+	st.recent = append(st.recent, seqRange{first, last, base})
+	if len(st.recent) > recentBatches {
+		st.recent = st.recent[len(st.recent)-recentBatches:]
+	}
+}
+
+// sequences holds the state of every producer on every partition touched
+// since the start, and serializes check-and-append per producer and
+// partition so two in-flight copies of a batch cannot both be stored.
+type sequences struct {
+	mu      sync.Mutex
+	loaded  map[string]*sync.Once
+	state   map[seqKey]*producerState
+	writing map[seqKey]*sync.Mutex
+}
+
+func newSequences() *sequences {
+	return &sequences{loaded: map[string]*sync.Once{}, state: map[seqKey]*producerState{}, writing: map[seqKey]*sync.Mutex{}}
+}
+
+// lock rebuilds shard's state from its log if this is the first idempotent
+// write to it since the start, then locks key for a check and an append.
+func (q *sequences) lock(ctx context.Context, st store.Store, key seqKey) (unlock func(), err error) {
+	q.mu.Lock()
+	once := q.loaded[key.shard]
+	if once == nil {
+		once = &sync.Once{}
+		q.loaded[key.shard] = once
+	}
+	w := q.writing[key]
+	if w == nil {
+		w = &sync.Mutex{}
+		q.writing[key] = w
+	}
+	q.mu.Unlock()
+	once.Do(func() { err = q.rebuild(ctx, st, key.shard) })
+	if err != nil {
+		q.mu.Lock()
+		delete(q.loaded, key.shard) // try again on the next write
+		q.mu.Unlock()
+		return nil, err
+	}
+	w.Lock()
+	return w.Unlock, nil
+}
+
+func (q *sequences) get(key seqKey) *producerState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state[key]
+}
+
+func (q *sequences) put(key seqKey, epoch int16, first, last int32, base int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.state[key]
+	if st == nil {
+		st = &producerState{}
+		q.state[key] = st
+	}
+	st.record(epoch, first, last, base)
+}
+
+// forget drops what is known of shard's producers: the shard was deleted.
+func (q *sequences) forget(shard string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.loaded, shard)
+	for k := range q.state {
+		if k.shard == shard {
+			delete(q.state, k)
+		}
+	}
+}
+
+// rebuild reads the newest records of shard and recovers each producer's
+// epoch, last sequence and recent runs of sequences with their offsets.
+func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) error {
+	low, high, err := st.Watermarks(ctx, shard)
+	if err != nil {
+		return err
+	}
+	from := low
+	if high > low+tailRecords {
+		from = high - tailRecords
+	}
+	type run struct {
+		epoch       int16
+		first, last int32
+		base, end   int64
+	}
+	runs := map[int64][]run{}
+	for off := from; off < high; {
+		recs, err := st.Read(ctx, shard, off, store.Budget{MaxBytes: 4 << 20})
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			pid, epoch, seq, ok := parseProducerData(r.ProtocolData)
+			if !ok {
+				continue
+			}
+			rs := runs[pid]
+			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && rs[n-1].last+1 == seq && rs[n-1].end+1 == int64(r.Offset) {
+				rs[n-1].last, rs[n-1].end = seq, int64(r.Offset)
+			} else {
+				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset)})
+			}
+			runs[pid] = rs
+		}
+		off = recs[len(recs)-1].Offset + 1
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for pid, rs := range runs {
+		ps := &producerState{}
+		for _, r := range rs {
+			ps.record(r.epoch, r.first, r.last, r.base)
+		}
+		q.state[seqKey{pid, shard}] = ps
+	}
+	return nil
+}
+
+// producerData is a record's ProtocolData for a Kafka producer: id, epoch
+// and the record's sequence, big-endian (docs/kafka.md).
+func producerData(id int64, epoch int16, seq int32) []byte {
+	if id < 0 {
+		return nil
+	}
+	b := binary.BigEndian.AppendUint64(nil, uint64(id))
+	b = binary.BigEndian.AppendUint16(b, uint16(epoch))
+	return binary.BigEndian.AppendUint32(b, uint32(seq))
+}
+
+func parseProducerData(b []byte) (pid int64, epoch int16, seq int32, ok bool) {
+	if len(b) != 14 {
+		return 0, 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), int16(binary.BigEndian.Uint16(b[8:])), int32(binary.BigEndian.Uint32(b[10:])), true
+}

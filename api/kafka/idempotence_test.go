@@ -1,0 +1,152 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/record"
+	"strata/engine/segment"
+)
+
+// What a broker does with a producer's batch, given what it knows.
+func TestSequenceCheck(t *testing.T) {
+	known := &producerState{epoch: 2, lastSeq: 19, recent: []seqRange{{0, 9, 100}, {10, 19, 150}}}
+	for _, tc := range []struct {
+		name        string
+		st          *producerState
+		epoch       int16
+		first, last int32
+		want        verdict
+		wantBase    int64
+	}{
+		{"a producer never seen", nil, 0, 0, 4, appendBatch, -1},
+		{"a producer never seen, mid-stream", nil, 3, 40, 44, appendBatch, -1},
+		{"the next batch", known, 2, 20, 29, appendBatch, -1},
+		{"a retry of the last batch", known, 2, 10, 19, duplicateBatch, 150},
+		{"a retry of an earlier batch", known, 2, 0, 9, duplicateBatch, 100},
+		{"a retry of part of a run", known, 2, 3, 5, duplicateBatch, 103},
+		{"a duplicate older than the recent batches", &producerState{epoch: 2, lastSeq: 19, recent: []seqRange{{10, 19, 150}}}, 2, 0, 9, unknownDuplicate, -1},
+		{"a gap", known, 2, 25, 29, outOfOrder, -1},
+		{"overlapping what is stored", known, 2, 15, 25, outOfOrder, -1},
+		{"a new epoch from zero", known, 3, 0, 4, appendBatch, -1},
+		{"a new epoch not from zero", known, 3, 20, 24, outOfOrder, -1},
+		{"a fenced epoch", known, 1, 20, 24, fencedEpoch, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, base := check(tc.st, tc.epoch, tc.first, tc.last)
+			if v != tc.want || base != tc.wantBase {
+				t.Fatalf("check = %d, base %d; want %d, base %d", v, base, tc.want, tc.wantBase)
+			}
+		})
+	}
+}
+
+// An idempotent producer's retry that reaches a restarted broker is
+// answered with the offsets the batch got before the restart, not stored
+// twice; sequences and epochs are checked against what the log holds.
+func TestIdempotenceSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	const pid = 77
+	start := func() (*kgo.Client, func()) {
+		e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := New(e, Config{AutoCreateTopics: true, Logger: quiet})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(ln)
+		c, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() {
+			c.Close()
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+			e.Close()
+		}
+	}
+	produce := func(c *kgo.Client, epoch int16, first int32, n int) (int16, int64) {
+		t.Helper()
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{Timestamp: 1_700_000_000_000, Value: []byte{byte(first) + byte(i)}}
+		}
+		batch := encodeBatch(nil, recs)
+		binary.BigEndian.PutUint64(batch[43:], pid)
+		binary.BigEndian.PutUint16(batch[51:], uint16(epoch))
+		binary.BigEndian.PutUint32(batch[53:], uint32(first))
+		binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "idem"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.ErrorCode, p.BaseOffset
+	}
+	c, stop := start()
+	if code, base := produce(c, 0, 0, 3); code != 0 || base != 0 {
+		t.Fatalf("first batch: error %d, base %d", code, base)
+	}
+	if code, base := produce(c, 0, 3, 2); code != 0 || base != 3 {
+		t.Fatalf("second batch: error %d, base %d", code, base)
+	}
+	stop()
+
+	c, stop = start()
+	defer stop()
+	for _, step := range []struct {
+		name     string
+		epoch    int16
+		first    int32
+		n        int
+		wantCode int16
+		wantBase int64
+	}{
+		{"the last batch again, after the restart", 0, 3, 2, errNone, 3},
+		{"the first batch again", 0, 0, 3, errNone, 0},
+		{"the next batch", 0, 5, 4, errNone, 5},
+		{"a gap in the sequence", 0, 12, 1, errOutOfOrderSequence, -1},
+		{"a new epoch", 1, 0, 1, errNone, 9},
+		{"the old epoch, fenced", 0, 9, 1, errInvalidProducerEpoch, -1},
+	} {
+		if code, base := produce(c, step.epoch, step.first, step.n); code != step.wantCode || base != step.wantBase {
+			t.Fatalf("%s: error %d, base %d; want error %d, base %d", step.name, code, base, step.wantCode, step.wantBase)
+		}
+	}
+	// The log holds each record once: 3 + 2 + 4 + 1.
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "idem"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	lresp, err := lo.RequestWith(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := lresp.Topics[0].Partitions[0].Offset; end != 10 {
+		t.Fatalf("the log ends at %d; want 10 (every batch once)", end)
+	}
+}
