@@ -2,12 +2,15 @@ package parquet
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"strata/engine/record"
 	"strata/engine/store/storetest"
@@ -211,5 +214,41 @@ func TestHiveDDL(t *testing.T) {
 		if !strings.Contains(ddl, want) {
 			t.Errorf("DDL lacks %q:\n%s", want, ddl)
 		}
+	}
+}
+
+// A column chunk claiming a codec strata never writes is refused before any
+// page is read (parquet-go's LZ4 decoder grows its buffer forever on a
+// corrupt page).
+func TestOpenRefusesForeignCodecs(t *testing.T) {
+	data := write(t, edgeRecords(10)[:20], Options{Codec: "snappy"})
+	pf, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pf.Groups()) == 0 {
+		t.Fatal("no row groups")
+	}
+	// The same file with its footer saying LZ4 for every column chunk.
+	footerLen := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	var meta format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), data[len(data)-8-footerLen:len(data)-8], &meta); err != nil {
+		t.Fatal(err)
+	}
+	for g := range meta.RowGroups {
+		for c := range meta.RowGroups[g].Columns {
+			meta.RowGroups[g].Columns[c].MetaData.Codec = format.Lz4Raw
+		}
+	}
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data[:len(data)-8-footerLen], footer...)
+	data = binary.LittleEndian.AppendUint32(data, uint32(len(footer)))
+	data = append(data, "PAR1"...)
+	_, err = Open(bytes.NewReader(data), int64(len(data)))
+	if err == nil || !strings.Contains(err.Error(), "codec") {
+		t.Fatalf("Open of a file claiming LZ4: %v; want a codec error", err)
 	}
 }

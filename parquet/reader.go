@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"strata/engine/record"
 )
@@ -65,6 +66,13 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 		g := Group{FirstRow: row, Rows: rg.NumRows, Start: -1}
 		for _, c := range rg.Columns {
 			m := c.MetaData
+			// Only the codecs strata writes: parquet-go's LZ4 decoder grows
+			// its buffer without bound on a corrupt page.
+			switch m.Codec {
+			case format.Uncompressed, format.Snappy, format.Gzip, format.Zstd:
+			default:
+				return nil, fmt.Errorf("row group %d column %v: codec %s: %w", i, m.PathInSchema, m.Codec, ErrNotStrata)
+			}
 			start := m.DataPageOffset
 			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
 				start = m.DictionaryPageOffset
