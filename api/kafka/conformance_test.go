@@ -29,6 +29,7 @@ type observed struct {
 	FetchDeleted    string
 	FetchPastEnd    string
 	FetchAtEnd      string
+	Committed       map[int32]string
 }
 
 // The same franz-go calls against strata and Apache Kafka (KRaft, one node)
@@ -54,6 +55,7 @@ func TestSameAnswersAsApacheKafka(t *testing.T) {
 		AfterMilli:  map[int32]int64{0: 3, 1: 3},
 		CreateAgain: kerr.TopicAlreadyExists.Message, AfterDelete: map[int32]int64{0: 4, 1: 0},
 		FetchDeleted: kerr.OffsetOutOfRange.Message, FetchPastEnd: kerr.OffsetOutOfRange.Message, FetchAtEnd: "",
+		Committed: map[int32]string{0: `5 "checkpoint"`},
 	}
 	want.Consumed = s.Consumed
 	if !reflect.DeepEqual(s, want) {
@@ -147,6 +149,20 @@ func observe(t *testing.T, addr, topic string) observed {
 	o.FetchDeleted = fetchError(ctx, t, c, topic, id, 0, 1)
 	o.FetchPastEnd = fetchError(ctx, t, c, topic, id, 1, 7)
 	o.FetchAtEnd = fetchError(ctx, t, c, topic, id, 1, 6)
+
+	// A consumer without a group membership commits, then reads it back.
+	commit := kadm.Offsets{}
+	commit.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1, Metadata: "checkpoint"})
+	group := topic + "-readers"
+	if resp, err := adm.CommitOffsets(ctx, group, commit); err != nil || resp.Error() != nil {
+		t.Fatalf("%s: commit offsets: %v %v", addr, err, resp.Error())
+	}
+	fetched, err := adm.FetchOffsets(ctx, group)
+	if err != nil || fetched.Error() != nil {
+		t.Fatalf("%s: fetch offsets: %v %v", addr, err, fetched.Error())
+	}
+	o.Committed = map[int32]string{}
+	fetched.Each(func(r kadm.OffsetResponse) { o.Committed[r.Partition] = fmt.Sprintf("%d %q", r.At, r.Metadata) })
 	return o
 }
 

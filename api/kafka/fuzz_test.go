@@ -51,7 +51,7 @@ func FuzzHandleFrame(f *testing.F) {
 		if len(frame) < 8 {
 			return
 		}
-		s.handleFrame(frame)
+		s.handleFrame(frame, "127.0.0.1:1")
 	})
 }
 

@@ -46,6 +46,15 @@ var supportedVersions = map[int16]versionRange{
 	1:  {4, 12}, // Fetch
 	2:  {1, 7},  // ListOffsets
 	3:  {0, 12}, // Metadata
+	8:  {0, 8},  // OffsetCommit
+	9:  {1, 7},  // OffsetFetch (one group per request)
+	10: {0, 4},  // FindCoordinator
+	11: {0, 9},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 5},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
+	15: {0, 5},  // DescribeGroups
+	16: {0, 4},  // ListGroups
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 5},  // DeleteTopics (by name)
@@ -66,7 +75,10 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 	}
 }
 
-func (s *Server) handle(req kmsg.Request) kmsg.Response {
+// client is who sent a request: its client id and address.
+type clientInfo struct{ id, host string }
+
+func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	ctx := context.Background()
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
@@ -88,6 +100,34 @@ func (s *Server) handle(req kmsg.Request) kmsg.Response {
 		return resp
 	case *kmsg.ProduceRequest:
 		return s.produce(ctx, r)
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(r)
+	case *kmsg.JoinGroupRequest:
+		return s.groups.join(r, cl.id, cl.host)
+	case *kmsg.SyncGroupRequest:
+		return s.groups.sync(r)
+	case *kmsg.HeartbeatRequest:
+		return s.groups.heartbeat(r)
+	case *kmsg.LeaveGroupRequest:
+		return s.groups.leave(r)
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(r)
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(r)
+	case *kmsg.DescribeGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, name := range r.Groups {
+			d, _ := s.groups.describe(name)
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+		for _, name := range s.groups.names() {
+			d, _ := s.groups.describe(name)
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: d.ProtocolType, GroupState: d.State})
+		}
+		return resp
 	case *kmsg.FetchRequest:
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
@@ -324,7 +364,11 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
 			return resp
 		}
-		time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
+		select {
+		case <-s.closing: // shutting down: answer what there is now
+			return resp
+		case <-time.After(min(10*time.Millisecond, time.Until(deadline))):
+		}
 	}
 }
 

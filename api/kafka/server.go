@@ -35,6 +35,12 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
+	// Offsets keeps consumer groups' committed offsets; nil keeps them in
+	// memory (tests).
+	Offsets *Offsets
+	// GroupInitialWait is how long a new group's first rebalance waits for
+	// more members (300ms; Kafka's group.initial.rebalance.delay.ms).
+	GroupInitialWait time.Duration
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -52,6 +58,10 @@ type Server struct {
 	mu      sync.Mutex
 	nextPID int64
 	seqs    *sequences // idempotent producers' recent batches
+	groups  *coordinator
+	offsets *Offsets
+	closing chan struct{} // closed by Shutdown: long polls end
+	closed  sync.Once
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -79,7 +89,15 @@ func New(s store.Store, cfg Config) *Server {
 	// Producer ids are never reused across restarts: they start from the
 	// clock in microseconds, past any id an earlier run handed out unless
 	// that run issued more than a million ids a second or the clock went back.
-	return &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(), open: map[net.Conn]bool{}}
+	offsets := cfg.Offsets
+	if offsets == nil {
+		var err error
+		if offsets, err = OpenOffsets(""); err != nil {
+			panic(err) // an in-memory Pebble does not fail to open
+		}
+	}
+	return &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
+		groups: newCoordinator(cfg.GroupInitialWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}}
 }
 
 // Serve accepts connections until ln is closed.
@@ -125,6 +143,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 		c.SetReadDeadline(time.Now())
 	}
 	s.openMu.Unlock()
+	s.closed.Do(func() { close(s.closing) })
+	s.groups.close()
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
 	select {
@@ -154,7 +174,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
-		resp, err := s.handleFrame(frame)
+		resp, err := s.handleFrame(frame, c.RemoteAddr().String())
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
@@ -174,7 +194,7 @@ func (s *Server) serveConn(c net.Conn) {
 
 // handleFrame decodes one request frame and returns the whole response
 // frame (size prefix included).
-func (s *Server) handleFrame(frame []byte) ([]byte, error) {
+func (s *Server) handleFrame(frame []byte, remote string) ([]byte, error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -187,10 +207,12 @@ func (s *Server) handleFrame(frame []byte) ([]byte, error) {
 	if len(body) < 2 {
 		return nil, errors.New("request header: missing client id")
 	}
+	cl := clientInfo{host: remote}
 	if n := int16(binary.BigEndian.Uint16(body)); n > 0 {
 		if int(n) > len(body)-2 {
 			return nil, errors.New("request header: client id past the end")
 		}
+		cl.id = string(body[2 : 2+int(n)])
 		body = body[2+int(n):]
 	} else {
 		body = body[2:]
@@ -230,7 +252,7 @@ func (s *Server) handleFrame(frame []byte) ([]byte, error) {
 		return nil, fmt.Errorf("API key %d v%d: %w", key, version, err)
 	}
 	start := time.Now()
-	resp := s.handle(req)
+	resp := s.handle(req, cl)
 	s.cfg.Metrics.observe(req, resp, start)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		return nil, nil

@@ -58,6 +58,9 @@ type KafkaConfig struct {
 	AutoCreateTopics  bool  `yaml:"auto_create_topics"`
 	DefaultPartitions int32 `yaml:"default_partitions"`
 	MaxRequestBytes   Bytes `yaml:"max_request_bytes"`
+	// GroupInitialRebalanceDelay: a new group's first rebalance waits this
+	// long for more members (Kafka's group.initial.rebalance.delay.ms).
+	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`
 }
 
 // EngineConfig picks storage engines and how they write.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -220,10 +221,17 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		srv.Close()
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
+	offsets, err := kafka.OpenOffsets(filepath.Join(cfg.DataDir, "groups"))
+	if err != nil {
+		srv.Close()
+		kln.Close()
+		return err
+	}
+	defer offsets.Close()
 	ksrv := kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions,
 		MaxRequestBytes: int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)), Logger: log.With("component", "kafka"),
-		Metrics: kafka.NewMetrics(reg),
+		Metrics: kafka.NewMetrics(reg), Offsets: offsets, GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 	})
 	go func() { served <- ksrv.Serve(kln) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
