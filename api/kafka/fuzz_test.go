@@ -46,7 +46,29 @@ func FuzzHandleFrame(f *testing.F) {
 	fetch.Topics = append(fetch.Topics, ft)
 	f.Add(seedFrame(fetch, 12))
 	f.Add(seedFrame(kmsg.NewPtrListOffsetsRequest(), 7))
-	s := New(memory.New(1000), Config{AutoCreateTopics: true, Logger: quiet, MaxFetchWait: time.Millisecond})
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "g", "consumer", 10_000, 10_000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}
+	f.Add(seedFrame(join, 9))
+	f.Add(seedFrame(join, 3))
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "g", "m", 1
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "m", MemberAssignment: []byte{1}}}
+	f.Add(seedFrame(sync, 5))
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "g", -1
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "t"
+	ct.Partitions = append(ct.Partitions, kmsg.NewOffsetCommitRequestTopicPartition())
+	commit.Topics = append(commit.Topics, ct)
+	f.Add(seedFrame(commit, 8))
+	fetchOffsets := kmsg.NewPtrOffsetFetchRequest()
+	fetchOffsets.Group = "g"
+	f.Add(seedFrame(fetchOffsets, 7))
+	f.Add(seedFrame(kmsg.NewPtrFindCoordinatorRequest(), 4))
+	// Group waits are cut short: a fuzzed JoinGroup must not stall the run.
+	s := New(memory.New(1000), Config{AutoCreateTopics: true, Logger: quiet, MaxFetchWait: time.Millisecond,
+		GroupInitialWait: time.Millisecond, GroupMaxRebalanceWait: time.Millisecond})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) < 8 {
 			return

@@ -47,6 +47,7 @@ const (
 	minSessionTimeout                 = 1 * time.Second
 	maxSessionTimeout                 = 30 * time.Minute
 	defaultInitialRebalanceWait       = 300 * time.Millisecond
+	defaultMaxRebalanceWait           = 5 * time.Minute
 )
 
 type member struct {
@@ -84,16 +85,20 @@ type coordinator struct {
 	mu          sync.Mutex
 	groups      map[string]*group
 	initialWait time.Duration
+	maxWait     time.Duration // caps any rebalance, whatever the members ask
 	now         func() time.Time
 	stop        chan struct{}
 	closeOnce   sync.Once
 }
 
-func newCoordinator(initialWait time.Duration) *coordinator {
+func newCoordinator(initialWait, maxWait time.Duration) *coordinator {
 	if initialWait <= 0 {
 		initialWait = defaultInitialRebalanceWait
 	}
-	c := &coordinator{groups: map[string]*group{}, initialWait: initialWait, now: time.Now, stop: make(chan struct{})}
+	if maxWait <= 0 {
+		maxWait = defaultMaxRebalanceWait
+	}
+	c := &coordinator{groups: map[string]*group{}, initialWait: initialWait, maxWait: maxWait, now: time.Now, stop: make(chan struct{})}
 	go c.expireLoop()
 	return c
 }
@@ -263,6 +268,7 @@ func (c *coordinator) prepare(g *group) {
 	if g.initial {
 		wait = c.initialWait // let the other first members arrive
 	}
+	wait = min(wait, c.maxWait)
 	gen := g.generation
 	g.deadline = time.AfterFunc(wait, func() {
 		c.mu.Lock()

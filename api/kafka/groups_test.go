@@ -164,7 +164,7 @@ func TestConsumerGroup(t *testing.T) {
 
 // The coordinator's answers, step by step, as a client sees them.
 func TestGroupCoordinator(t *testing.T) {
-	c := newCoordinator(50 * time.Millisecond)
+	c := newCoordinator(50*time.Millisecond, 0)
 	defer c.close()
 	protocols := []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}}
 	join := func(id string, session time.Duration, ptype string) *kmsg.JoinGroupResponse {

@@ -41,6 +41,9 @@ type Config struct {
 	// GroupInitialWait is how long a new group's first rebalance waits for
 	// more members (300ms; Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialWait time.Duration
+	// GroupMaxRebalanceWait caps how long a rebalance waits for members to
+	// rejoin, whatever timeout they ask for (5m).
+	GroupMaxRebalanceWait time.Duration
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -97,7 +100,7 @@ func New(s store.Store, cfg Config) *Server {
 		}
 	}
 	return &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
-		groups: newCoordinator(cfg.GroupInitialWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}}
+		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}}
 }
 
 // Serve accepts connections until ln is closed.
