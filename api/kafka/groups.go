@@ -74,10 +74,10 @@ type group struct {
 	protocol     string
 	leader       string
 	members      map[string]*member
-	order        []string        // join order: the first is the next leader
-	pending      map[string]bool // member ids handed out, not yet joined
-	deadline     *time.Timer     // completes the rebalance in progress
-	initial      bool            // the rebalance started from Empty: wait out initialWait
+	order        []string             // join order: the first is the next leader
+	pending      map[string]time.Time // member ids handed out, not yet joined
+	deadline     *time.Timer          // completes the rebalance in progress
+	initial      bool                 // the rebalance started from Empty: wait out initialWait
 }
 
 // coordinator holds every group; one lock, since group traffic is light.
@@ -133,7 +133,7 @@ func (c *coordinator) closeGroups() {
 func (c *coordinator) group(name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{name: name, members: map[string]*member{}, pending: map[string]bool{}}
+		g = &group{name: name, members: map[string]*member{}, pending: map[string]time.Time{}}
 		c.groups[name] = g
 	}
 	return g
@@ -176,12 +176,12 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 	if id == "" {
 		id = newMemberID(clientID)
 		if r.Version >= 4 { // KIP-394: the client joins again with its id
-			g.pending[id] = true
+			g.pending[id] = c.now()
 			c.mu.Unlock()
 			resp.MemberID, resp.ErrorCode = id, errMemberIDRequired
 			return resp
 		}
-	} else if g.members[id] == nil && !g.pending[id] {
+	} else if _, pending := g.pending[id]; g.members[id] == nil && !pending {
 		c.mu.Unlock()
 		resp.MemberID, resp.ErrorCode = id, errUnknownMemberID
 		return resp
@@ -492,6 +492,11 @@ func (c *coordinator) expireLoop() {
 		c.mu.Lock()
 		now := c.now()
 		for _, g := range c.groups {
+			for id, since := range g.pending { // handed an id, never came back
+				if now.Sub(since) > maxSessionTimeout {
+					delete(g.pending, id)
+				}
+			}
 			lost := false
 			for id, m := range g.members {
 				if m.joined == nil && now.Sub(m.lastSeen) > m.session {
@@ -508,7 +513,7 @@ func (c *coordinator) expireLoop() {
 }
 
 // describe returns what DescribeGroups and ListGroups show of a group.
-func (c *coordinator) describe(name string) (kmsg.DescribeGroupsResponseGroup, bool) {
+func (c *coordinator) describe(name string) kmsg.DescribeGroupsResponseGroup {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := kmsg.NewDescribeGroupsResponseGroup()
@@ -516,7 +521,7 @@ func (c *coordinator) describe(name string) (kmsg.DescribeGroupsResponseGroup, b
 	g := c.groups[name]
 	if g == nil {
 		d.State = "Dead"
-		return d, false
+		return d
 	}
 	d.State, d.ProtocolType, d.Protocol = g.state.String(), g.protocolType, g.protocol
 	for _, id := range g.order {
@@ -530,7 +535,7 @@ func (c *coordinator) describe(name string) (kmsg.DescribeGroupsResponseGroup, b
 		}
 		d.Members = append(d.Members, dm)
 	}
-	return d, true
+	return d
 }
 
 func (c *coordinator) names() []string {
@@ -567,7 +572,9 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 		s.groups.mu.Lock()
 		g := s.groups.groups[r.Group]
 		code = s.groups.check(g, r.MemberID, r.Generation)
-		if code == errNone && g.state == groupPreparing {
+		// As Kafka: members commit before they rejoin (PreparingRebalance),
+		// not while the new assignment is being handed out.
+		if code == errNone && g.state == groupAwaitingSync {
 			code = errRebalanceInProgress
 		}
 		s.groups.mu.Unlock()

@@ -215,7 +215,7 @@ func TestGroupCoordinator(t *testing.T) {
 	if s := sync(a, 1, map[string]string{a: "p0,p1"}); s.ErrorCode != errNone || string(s.MemberAssignment) != "p0,p1" {
 		t.Fatalf("leader's sync: %d %q", s.ErrorCode, s.MemberAssignment)
 	}
-	if d, _ := c.describe("g"); d.State != "Stable" {
+	if d := c.describe("g"); d.State != "Stable" {
 		t.Fatalf("after the sync the group is %s", d.State)
 	}
 
@@ -258,7 +258,7 @@ func TestGroupCoordinator(t *testing.T) {
 	if r := c.leave(leave); len(r.Members) != 1 || r.Members[0].ErrorCode != errNone {
 		t.Fatalf("leave: %+v", r)
 	}
-	if d, _ := c.describe("g"); d.State != "Empty" || len(d.Members) != 0 {
+	if d := c.describe("g"); d.State != "Empty" || len(d.Members) != 0 {
 		t.Fatalf("after the last member left the group is %s with %d members", d.State, len(d.Members))
 	}
 }

@@ -117,14 +117,13 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	case *kmsg.DescribeGroupsRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 		for _, name := range r.Groups {
-			d, _ := s.groups.describe(name)
-			resp.Groups = append(resp.Groups, d)
+			resp.Groups = append(resp.Groups, s.groups.describe(name))
 		}
 		return resp
 	case *kmsg.ListGroupsRequest:
 		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
 		for _, name := range s.groups.names() {
-			d, _ := s.groups.describe(name)
+			d := s.groups.describe(name)
 			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: d.ProtocolType, GroupState: d.State})
 		}
 		return resp
