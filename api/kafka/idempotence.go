@@ -98,23 +98,30 @@ func (st *producerState) record(epoch int16, first, last int32, base int64) {
 // partition so two in-flight copies of a batch cannot both be stored.
 type sequences struct {
 	mu      sync.Mutex
-	loaded  map[string]*sync.Once
+	loaded  map[string]*loading
 	state   map[seqKey]*producerState
 	writing map[seqKey]*sync.Mutex
 }
 
+// loading is one rebuild of a shard's state; every writer waiting on it
+// sees its error.
+type loading struct {
+	once sync.Once
+	err  error
+}
+
 func newSequences() *sequences {
-	return &sequences{loaded: map[string]*sync.Once{}, state: map[seqKey]*producerState{}, writing: map[seqKey]*sync.Mutex{}}
+	return &sequences{loaded: map[string]*loading{}, state: map[seqKey]*producerState{}, writing: map[seqKey]*sync.Mutex{}}
 }
 
 // lock rebuilds shard's state from its log if this is the first idempotent
 // write to it since the start, then locks key for a check and an append.
 func (q *sequences) lock(ctx context.Context, st store.Store, key seqKey) (unlock func(), err error) {
 	q.mu.Lock()
-	once := q.loaded[key.shard]
-	if once == nil {
-		once = &sync.Once{}
-		q.loaded[key.shard] = once
+	l := q.loaded[key.shard]
+	if l == nil {
+		l = &loading{}
+		q.loaded[key.shard] = l
 	}
 	w := q.writing[key]
 	if w == nil {
@@ -122,12 +129,14 @@ func (q *sequences) lock(ctx context.Context, st store.Store, key seqKey) (unloc
 		q.writing[key] = w
 	}
 	q.mu.Unlock()
-	once.Do(func() { err = q.rebuild(ctx, st, key.shard) })
-	if err != nil {
+	l.once.Do(func() { l.err = q.rebuild(ctx, st, key.shard) })
+	if l.err != nil {
 		q.mu.Lock()
-		delete(q.loaded, key.shard) // try again on the next write
+		if q.loaded[key.shard] == l {
+			delete(q.loaded, key.shard) // try again on the next write
+		}
 		q.mu.Unlock()
-		return nil, err
+		return nil, l.err
 	}
 	w.Lock()
 	return w.Unlock, nil

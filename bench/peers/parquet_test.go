@@ -66,11 +66,11 @@ func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return le
 // BenchmarkPeerParquet converts the same 100,000 order records (about
 // 110 MB) to Parquet with zstd on one core: strata's writer (the tiering
 // conversion) from records in memory, pyarrow's from an Arrow table in
-// memory (its best case: the records are already columnar). Median of 3
-// runs each; MB/s counts the records' bytes in strata's record format for
-// both sides.
+// memory (its best case: the records are already columnar). Median of 5
+// runs each, alternating; MB/s counts the records' bytes in strata's record
+// format for both sides.
 func BenchmarkPeerParquet(b *testing.B) {
-	const n, runs = 100_000, 3
+	const n, runs = 100_000, 5
 	recs := orders(n)
 	var recordBytes int64
 	for i := range recs {
@@ -101,39 +101,38 @@ func BenchmarkPeerParquet(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	prev := runtime.GOMAXPROCS(1)
-	var strataMBs []float64
+	// Runs alternate between the two sides, so a noisy moment on a shared
+	// machine lands on both.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var strataMBs, pyMBs []float64
 	var strataSize int64
+	var py struct {
+		Seconds []float64 `json:"seconds"`
+		Bytes   int64     `json:"bytes"`
+		Version string    `json:"pyarrow"`
+	}
 	for run := 0; run < runs; run++ {
+		prev := runtime.GOMAXPROCS(1)
 		runtime.GC()
 		c := &counter{}
 		start := time.Now()
 		write(c)
 		strataMBs = append(strataMBs, float64(recordBytes)/1e6/time.Since(start).Seconds())
 		strataSize = c.n
-	}
-	runtime.GOMAXPROCS(prev)
+		runtime.GOMAXPROCS(prev)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python(b), "pyarrow_write.py", file, fmt.Sprint(runs))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("pyarrow_write.py: %v\n%s", err, stderr.String())
-	}
-	var py struct {
-		Seconds []float64 `json:"seconds"`
-		Bytes   int64     `json:"bytes"`
-		Version string    `json:"pyarrow"`
-	}
-	if err := json.Unmarshal(out, &py); err != nil || len(py.Seconds) != runs {
-		b.Fatalf("pyarrow_write.py output: %v\n%s", err, out)
-	}
-	var pyMBs []float64
-	for _, s := range py.Seconds {
-		pyMBs = append(pyMBs, float64(recordBytes)/1e6/s)
+		cmd := exec.CommandContext(ctx, python(b), "pyarrow_write.py", file, "1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("pyarrow_write.py: %v\n%s", err, stderr.String())
+		}
+		if err := json.Unmarshal(out, &py); err != nil || len(py.Seconds) != 1 {
+			b.Fatalf("pyarrow_write.py output: %v\n%s", err, out)
+		}
+		pyMBs = append(pyMBs, float64(recordBytes)/1e6/py.Seconds[0])
 	}
 	peer := "pyarrow " + py.Version + ", same records"
 	report(b, bench.Figure{Name: "Parquet conversion (zstd), one core", Value: bench.Median(strataMBs), Unit: "MB/s",
