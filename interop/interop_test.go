@@ -70,19 +70,7 @@ var strataBin string
 
 // TestMain builds the strata binary once: every export goes through the
 // service a user runs.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "strata-interop-")
-	if err == nil {
-		strataBin, err = testsvc.BuildStrata(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
 
 // export serves strata on the cold tier given, produces two partitions of
 // topic orders with franz-go (keys, null keys and values, headers,

@@ -34,20 +34,11 @@ func (s groupState) String() string {
 	return [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}[s]
 }
 
-// Error codes of the group APIs.
 const (
-	errCoordinatorNotAvailable  int16 = 15
-	errIllegalGeneration        int16 = 22
-	errInconsistentProtocol     int16 = 23
-	errInvalidGroupID           int16 = 24
-	errUnknownMemberID          int16 = 25
-	errInvalidSessionTimeout    int16 = 26
-	errRebalanceInProgress      int16 = 27
-	errMemberIDRequired         int16 = 79
-	minSessionTimeout                 = 1 * time.Second
-	maxSessionTimeout                 = 30 * time.Minute
-	defaultInitialRebalanceWait       = 300 * time.Millisecond
-	defaultMaxRebalanceWait           = 5 * time.Minute
+	minSessionTimeout           = 1 * time.Second
+	maxSessionTimeout           = 30 * time.Minute
+	defaultInitialRebalanceWait = 300 * time.Millisecond
+	defaultMaxRebalanceWait     = 5 * time.Minute
 )
 
 type member struct {

@@ -16,20 +16,28 @@ import (
 
 // Kafka error codes strata answers with.
 const (
-	errNone                  int16 = 0
-	errOffsetOutOfRange      int16 = 1
-	errCorruptMessage        int16 = 2
-	errUnknownTopicPartition int16 = 3
-	errInvalidTopic          int16 = 17
-	errUnsupportedVersion    int16 = 35
-	errTopicExists           int16 = 36
-	errInvalidPartitions     int16 = 37
-	errUnknownServer         int16 = -1
-	errOutOfOrderSequence    int16 = 45
-	errDuplicateSequence     int16 = 46
-	errInvalidProducerEpoch  int16 = 47
-	errFencedLeaderEpoch     int16 = 74
-	errUnknownLeaderEpoch    int16 = 75
+	errNone                    int16 = 0
+	errOffsetOutOfRange        int16 = 1
+	errCorruptMessage          int16 = 2
+	errUnknownTopicPartition   int16 = 3
+	errCoordinatorNotAvailable int16 = 15
+	errInvalidTopic            int16 = 17
+	errIllegalGeneration       int16 = 22
+	errInconsistentProtocol    int16 = 23
+	errInvalidGroupID          int16 = 24
+	errUnknownMemberID         int16 = 25
+	errInvalidSessionTimeout   int16 = 26
+	errRebalanceInProgress     int16 = 27
+	errUnsupportedVersion      int16 = 35
+	errTopicExists             int16 = 36
+	errInvalidPartitions       int16 = 37
+	errUnknownServer           int16 = -1
+	errOutOfOrderSequence      int16 = 45
+	errDuplicateSequence       int16 = 46
+	errInvalidProducerEpoch    int16 = 47
+	errFencedLeaderEpoch       int16 = 74
+	errUnknownLeaderEpoch      int16 = 75
+	errMemberIDRequired        int16 = 79
 )
 
 // leaderEpoch is the only epoch a single node has had.

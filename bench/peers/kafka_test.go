@@ -16,19 +16,7 @@ import (
 
 var strataBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "strata-peers-")
-	if err == nil {
-		strataBin, err = testsvc.BuildStrata(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
 
 func report(b *testing.B, f bench.Figure) {
 	bench.Must(b, "make bench (go test -bench Peer ./bench/peers)", f)

@@ -173,9 +173,23 @@ func StartKafka(t testing.TB) string {
 	return env(t, "kafka", "STRATA_PEER_KAFKA_BROKERS")["STRATA_PEER_KAFKA_BROKERS"]
 }
 
-// BuildStrata builds the strata command into dir and returns its path, for
-// tests that drive the service the way a user does. Call it from TestMain.
-func BuildStrata(dir string) (string, error) {
+// RunWithStrata is a TestMain for packages that drive the service the way a
+// user does: it builds the strata command once into a temporary folder,
+// sets *bin to its path, runs the tests and returns their exit code.
+func RunWithStrata(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "strata-bin-")
+	if err == nil {
+		*bin, err = buildStrata(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	return m.Run()
+}
+
+func buildStrata(dir string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
