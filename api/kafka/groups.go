@@ -490,7 +490,9 @@ func (c *coordinator) expireLoop() {
 			}
 			lost := false
 			for id, m := range g.members {
-				if m.joined == nil && now.Sub(m.lastSeen) > m.session {
+				// A member waiting in JoinGroup or SyncGroup is alive: its
+				// heartbeats queue behind that request on its connection.
+				if m.joined == nil && m.synced == nil && now.Sub(m.lastSeen) > m.session {
 					c.remove(g, id)
 					lost = true
 				}
