@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -381,16 +383,27 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 
 func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	total := 0
 	maxBytes := int(r.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
+	// Partitions are read and reframed in parallel (each is a decode and an
+	// encode of up to a megabyte); the answer then keeps them in request
+	// order until max_bytes, always including the first one with records.
+	type read struct {
+		rp    *kmsg.FetchResponseTopicPartition
+		shard string
+		from  uint64
+		limit int
+	}
+	var reads []read
 	for _, t := range r.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewFetchResponseTopicPartition()
+		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
@@ -399,30 +412,47 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			low, high, err := s.store.Watermarks(ctx, shard)
 			if err != nil {
 				rp.ErrorCode = errUnknownTopicPartition
-				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
-			budget := min(int(p.PartitionMaxBytes), maxBytes-total)
-			if budget <= 0 && total > 0 {
-				rt.Partitions = append(rt.Partitions, rp)
-				continue
-			}
-			recs, err := s.store.Read(ctx, shard, uint64(p.FetchOffset), store.Budget{MaxBytes: max(budget, 1)})
-			var oor *store.OutOfRangeError
-			switch {
-			case errors.As(err, &oor):
-				rp.ErrorCode = errOffsetOutOfRange
-			case err != nil:
-				s.log.Error("kafka: fetch", "shard", shard, "offset", p.FetchOffset, "err", err)
-				rp.ErrorCode = errUnknownServer
-			default:
-				rp.RecordBatches = encodeBatch(rp.RecordBatches, recs)
-				total += len(rp.RecordBatches)
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+			reads = append(reads, read{rp, shard, uint64(p.FetchOffset), max(1, min(int(p.PartitionMaxBytes), maxBytes))})
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, len(reads))
+	for i := range reads {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < min(len(reads), runtime.GOMAXPROCS(0)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				rd := reads[i]
+				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: rd.limit})
+				var oor *store.OutOfRangeError
+				switch {
+				case errors.As(err, &oor):
+					rd.rp.ErrorCode = errOffsetOutOfRange
+				case err != nil:
+					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
+					rd.rp.ErrorCode = errUnknownServer
+				default:
+					rd.rp.RecordBatches = encodeBatch(rd.rp.RecordBatches, recs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, rd := range reads {
+		if n := len(rd.rp.RecordBatches); total > 0 && total+n > maxBytes {
+			rd.rp.RecordBatches = []byte{} // over max_bytes: the client asks again from the same offset
+		} else {
+			total += n
+		}
 	}
 	return resp, total
 }
