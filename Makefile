@@ -14,9 +14,10 @@ run: build
 test:
 	scripts/test
 
-# Only the tests that need no outside service.
+# Every test once, quickly: no -race, no vet, no fuzzing. Services start on
+# demand (scripts/services) and keep running; `make services-down` stops them.
 unit:
-	$(GO) test -short ./...
+	$(GO) test ./...
 
 # Every fuzz target, briefly (FUZZTIME each).
 fuzz:

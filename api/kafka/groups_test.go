@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"strata/engine/segment"
 )
 
 // Two franz-go consumers in one group split a topic's partitions, read
@@ -23,27 +20,8 @@ func TestConsumerGroup(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	start := func() (string, func()) {
-		e, err := segment.Open(segment.Config{Dir: dir + "/data", Workers: 2, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		offsets, err := OpenOffsets(dir + "/groups")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := New(e, Config{AutoCreateTopics: true, DefaultPartitions: 4, Offsets: offsets, GroupInitialWait: 500 * time.Millisecond, Logger: quiet})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		return ln.Addr().String(), func() {
-			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-			defer scancel()
-			srv.Shutdown(sctx)
-			offsets.Close()
-			e.Close()
-		}
+		addr, _, stop := serveDir(t, dir, Config{AutoCreateTopics: true, DefaultPartitions: 4, GroupInitialWait: 500 * time.Millisecond})
+		return addr, stop
 	}
 	addr, stop := start()
 	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("orders"), kgo.AllowAutoTopicCreation())

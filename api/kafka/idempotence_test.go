@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/record"
-	"strata/engine/segment"
 )
 
 // What a broker does with a producer's batch, given what it knows.
@@ -56,27 +53,12 @@ func TestIdempotenceSurvivesARestart(t *testing.T) {
 	ctx := context.Background()
 	const pid = 77
 	start := func() (*kgo.Client, func()) {
-		e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, Logger: quiet})
+		addr, _, stop := serveDir(t, dir, Config{AutoCreateTopics: true})
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr))
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := New(e, Config{AutoCreateTopics: true, Logger: quiet})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(ln)
-		c, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, func() {
-			c.Close()
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-			e.Close()
-		}
+		return c, func() { c.Close(); stop() }
 	}
 	produce := func(c *kgo.Client, epoch int16, first int32, n int) (int16, int64) {
 		t.Helper()

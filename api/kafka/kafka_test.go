@@ -23,24 +23,38 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startServer(t testing.TB, cfg Config) (string, store.Store) {
 	t.Helper()
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Workers: 4, Logger: quiet})
+	addr, e, stop := serveDir(t, t.TempDir(), cfg)
+	t.Cleanup(stop)
+	return addr, e
+}
+
+// serveDir serves the segment engine in dir/data with committed offsets in
+// dir/groups; stop shuts both down, so a test can start again on the same
+// folder the way a restarted broker does.
+func serveDir(t testing.TB, dir string, cfg Config) (addr string, e *segment.Engine, stop func()) {
+	t.Helper()
+	e, err := segment.Open(segment.Config{Dir: dir + "/data", Workers: 4, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = quiet
+	offsets, err := OpenOffsets(dir + "/groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger, cfg.Offsets = quiet, offsets
 	srv := New(e, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return ln.Addr().String(), e, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		offsets.Close()
 		e.Close()
-	})
-	return ln.Addr().String(), e
+	}
 }
 
 func client(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {

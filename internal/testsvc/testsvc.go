@@ -32,9 +32,6 @@ var (
 // env returns the KEY=VALUE settings of service svc, starting it if needed.
 func env(t testing.TB, svc string, keys ...string) map[string]string {
 	t.Helper()
-	if testing.Short() {
-		t.Skipf("needs %s; `make unit` (-short) runs only tests without services, `make test` runs this", svc)
-	}
 	mu.Lock()
 	defer mu.Unlock()
 	if vals, ok := started[svc]; ok {
