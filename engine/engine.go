@@ -53,28 +53,30 @@ func Open(cfg Config) (*Adapter, error) {
 	used := map[string]bool{Segment: true, cfg.Default: true}
 	for topic, e := range cfg.Topics {
 		used[e] = true
-		if err := store.ValidateShard(topic); err != nil {
+		if err := store.ValidateTopic(topic); err != nil {
 			return nil, fmt.Errorf("engine for topic %q: %w", topic, err)
 		}
 	}
 	a := &Adapter{cfg: cfg, stores: map[string]store.Store{}}
 	for name := range used {
+		var s store.Store
 		var err error
 		switch name {
 		case Segment:
 			a.segment, err = segment.Open(cfg.Segment)
-			a.stores[name] = a.segment
+			s = a.segment
 		case Memory:
-			a.stores[name] = memory.New(cfg.MemoryMaxRecords)
+			s = memory.New(cfg.MemoryMaxRecords)
 		case Pebble:
-			a.stores[name], err = pebblestore.Open(filepath.Join(cfg.Segment.Dir, "pebble-engine"))
+			s, err = pebblestore.Open(filepath.Join(cfg.Segment.Dir, "pebble-engine"))
 		default:
 			err = fmt.Errorf("unknown engine %q: want segment, memory or pebble", name)
 		}
 		if err != nil {
-			a.Close()
+			a.Close() // the engines opened so far; never a nil one
 			return nil, err
 		}
+		a.stores[name] = s
 	}
 	return a, nil
 }

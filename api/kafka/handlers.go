@@ -168,7 +168,7 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 }
 
 func (s *Server) createTopic(ctx context.Context, topic string, partitions int32) int16 {
-	if err := store.ValidateShard(topic); err != nil {
+	if err := store.ValidateTopic(topic); err != nil {
 		return errInvalidTopic
 	}
 	if partitions <= 0 {
@@ -231,7 +231,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		}
 		if !ok {
 			t.ErrorCode = errUnknownTopicPartition
-			if store.ValidateShard(name) != nil {
+			if store.ValidateTopic(name) != nil {
 				t.ErrorCode = errInvalidTopic
 			}
 		}
@@ -252,7 +252,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
 		if r.ValidateOnly {
-			if store.ValidateShard(t.Topic) != nil {
+			if store.ValidateTopic(t.Topic) != nil {
 				rt.ErrorCode = errInvalidTopic
 			}
 		} else {

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -116,13 +117,15 @@ func (c *Config) defaults() {
 type Engine struct {
 	cfg     Config
 	log     *slog.Logger
+	lock    *os.File // flock'd: one process per data folder
 	index   *pebble.DB
 	catalog *catalog.Catalog
 	workers []*worker
 
-	mu     sync.RWMutex
-	shards map[string]*shard
-	closed bool
+	mu       sync.RWMutex
+	shards   map[string]*shard
+	deleting map[string]chan struct{} // closed when the shard's deletion ends
+	closed   bool
 	cold   ColdSource
 
 	stats Stats
@@ -142,6 +145,7 @@ var _ store.Store = (*Engine)(nil)
 type shard struct {
 	name     string
 	dir      string
+	created  time.Time // the catalog's creation time: tells incarnations apart
 	worker   *worker
 	maxBytes int64 // segment size cap
 
@@ -169,16 +173,22 @@ func Open(cfg Config) (*Engine, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	cat, err := catalog.Open(filepath.Join(cfg.Dir, "catalog"))
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		cat.Close()
+		lock.Close()
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, index: idx, catalog: cat, shards: map[string]*shard{}, stop: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, catalog: cat, shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -186,6 +196,9 @@ func Open(cfg Config) (*Engine, error) {
 		go func() { defer e.bg.Done(); w.run() }()
 	}
 	shards, err := cat.Shards()
+	if err == nil {
+		shards, err = e.finishDeletes(shards)
+	}
 	if err == nil {
 		for _, s := range shards {
 			if err = e.recoverShard(s); err != nil {
@@ -247,18 +260,35 @@ func (e *Engine) shard(name string) (*shard, error) {
 	return sh, nil
 }
 
-// CreateShard records the shard in the catalog and creates its first segment.
+// CreateShard records the shard in the catalog and creates its first
+// segment. A shard of the same name still being deleted is waited for, and
+// a folder an earlier shard of that name left behind is moved aside, so
+// the new shard starts empty whatever happened before.
 func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	if err := store.ValidateShard(name); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return store.ErrClosed
-	}
-	if _, ok := e.shards[name]; ok {
-		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+	for {
+		if e.closed {
+			return store.ErrClosed
+		}
+		if _, ok := e.shards[name]; ok {
+			return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+		}
+		gone, deleting := e.deleting[name]
+		if !deleting {
+			break
+		}
+		e.mu.Unlock()
+		select {
+		case <-gone:
+			e.mu.Lock()
+		case <-ctx.Done():
+			e.mu.Lock()
+			return ctx.Err()
+		}
 	}
 	cs, seg, err := e.catalog.CreateShard(name, e.cfg.Now())
 	if errors.Is(err, catalog.ErrExists) {
@@ -267,31 +297,58 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	crashPoint("create:catalog")
 	sh := e.newShard(cs)
-	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
+	if err := e.clearStale(sh.dir); err != nil {
 		return err
 	}
-	s, err := e.openActive(sh, seg)
+	if err := os.Mkdir(sh.dir, 0o755); err != nil {
+		return err
+	}
+	crashPoint("create:mkdir")
+	s, err := e.openActive(sh, seg, true)
 	if err != nil {
 		return err
 	}
+	crashPoint("create:segment")
 	sh.segments = []*segment{s}
 	e.shards[name] = sh
 	return syncDir(e.cfg.Dir)
 }
 
+// clearStale moves a folder that no catalog shard owns out of the way (an
+// earlier shard's whose removal failed) and removes it.
+func (e *Engine) clearStale(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	e.log.Warn("removing a shard folder left by an earlier shard of the same name", "dir", dir)
+	tomb, err := e.bury(filepath.Base(dir), time.Time{})
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(tomb)
+}
+
 func (e *Engine) newShard(cs catalog.Shard) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
-		maxBytes: e.cfg.MaxSegmentBytes}
+		maxBytes: e.cfg.MaxSegmentBytes, created: cs.Created}
 	if v, ok := e.cfg.TopicMaxSegmentBytes[store.Topic(cs.Name)]; ok && v > 0 {
 		sh.maxBytes = v
 	}
 	return sh
 }
 
-func (e *Engine) openActive(sh *shard, seg catalog.Segment) (*segment, error) {
+// openActive opens the active segment's file for appending: a new file
+// when fresh, else the existing one (created if a crash came between the
+// catalog allocating the segment and its file being made).
+func (e *Engine) openActive(sh *shard, seg catalog.Segment, fresh bool) (*segment, error) {
 	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No)}
-	wf, err := e.cfg.FS.OpenAppend(s.path)
+	wf, err := e.cfg.FS.OpenAppend(s.path, fresh)
+	if !fresh && errors.Is(err, os.ErrNotExist) {
+		e.log.Warn("the active segment's file is missing: a crash came before it was created; creating it", "shard", sh.name, "segment", seg.No)
+		wf, err = e.cfg.FS.OpenAppend(s.path, true)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: open segment %d: %w", sh.name, seg.No, err)
 	}
@@ -390,10 +447,13 @@ func (e *Engine) DeleteBefore(ctx context.Context, name string, offset uint64) e
 	return nil
 }
 
-// DeleteShard removes a shard: appends queued before it finish, later ones
-// fail; then its index entries, its catalog entries and its files go, in
-// that order, so a crash part-way leaves either the whole shard (recovery
-// rebuilds its index) or none of it.
+// DeleteShard removes a shard. Appends queued before it finish, later ones
+// fail, and a CreateShard of the same name waits until it is done. The
+// shard's folder is first renamed to a tombstone (and the rename synced),
+// then its index entries and its catalog entries go, then the tombstone: a
+// crash at any step leaves a tombstone that the next start finishes
+// deleting, so no byte of the shard can reappear under a new shard of the
+// same name.
 func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 	e.mu.Lock()
 	sh, ok := e.shards[name]
@@ -405,10 +465,66 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 		return store.ErrClosed
 	}
 	delete(e.shards, name)
+	gone := make(chan struct{})
+	e.deleting[name] = gone
 	req := request{shard: sh, drop: true, done: make(chan result, 1)}
 	sh.worker.ch <- req
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.deleting, name)
+		e.mu.Unlock()
+		close(gone)
+	}()
 	<-req.done
+	crashPoint("delete:closed")
+	tomb, err := e.bury(name, sh.created)
+	if err != nil {
+		return err
+	}
+	crashPoint("delete:tombstone")
+	for _, s := range sh.segments {
+		e.retire(s)
+	}
+	if err := e.forget(name, tomb); err != nil {
+		return err
+	}
+	e.log.Info("shard deleted", "shard", name)
+	return nil
+}
+
+// tombstones is the folder of shard folders being deleted, each named
+// "{created, unix ns}-{hash of the name}" so recovery can tell which shard
+// it was (a shard name may already fill a folder name's 255 bytes).
+const tombstones = ".deleted"
+
+func tombstoneName(name string, created time.Time) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%d-%08x", created.UnixNano(), h.Sum32())
+}
+
+// bury renames a shard's folder into the tombstone folder and syncs both.
+func (e *Engine) bury(name string, created time.Time) (string, error) {
+	dir := filepath.Join(e.cfg.Dir, tombstones)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tomb := filepath.Join(dir, tombstoneName(name, created))
+	if err := os.RemoveAll(tomb); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(e.cfg.Dir, name), tomb); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("shard %s: moving its folder to %s: %w", name, tomb, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	return tomb, syncDir(e.cfg.Dir)
+}
+
+// forget drops a buried shard's index and catalog entries, then its files.
+func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
 	for _, kind := range []byte{index.KindOffset, index.KindTime, index.KindKey, index.KindTag} {
@@ -418,17 +534,60 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 	if err := ib.Commit(pebble.Sync); err != nil {
 		return err
 	}
+	crashPoint("delete:index")
 	if err := e.catalog.DeleteShard(name); err != nil {
 		return err
 	}
-	for _, s := range sh.segments {
-		e.retire(s)
+	crashPoint("delete:catalog")
+	if err := os.RemoveAll(tomb); err != nil {
+		// The shard is gone for good; only disk space is left behind, and
+		// the next start tries again.
+		e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
 	}
-	if err := os.RemoveAll(sh.dir); err != nil {
-		return err
-	}
-	e.log.Info("shard deleted", "shard", name)
 	return nil
+}
+
+// finishDeletes completes the deletions a crash interrupted: a tombstone
+// whose shard the catalog still lists (same creation time) is forgotten;
+// any other tombstone is only files left to remove.
+func (e *Engine) finishDeletes(shards []catalog.Shard) ([]catalog.Shard, error) {
+	dir := filepath.Join(e.cfg.Dir, tombstones)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return shards, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]catalog.Shard{}
+	for _, s := range shards {
+		live[tombstoneName(s.Name, s.Created)] = s
+	}
+	for _, ent := range entries {
+		tomb := filepath.Join(dir, ent.Name())
+		if s, ok := live[ent.Name()]; ok {
+			e.log.Warn("finishing the deletion of a shard a crash interrupted", "shard", s.Name)
+			if err := e.forget(s.Name, tomb); err != nil {
+				return nil, err
+			}
+			delete(live, ent.Name())
+			continue
+		}
+		if err := os.RemoveAll(tomb); err != nil {
+			e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
+		}
+	}
+	keep := map[string]bool{}
+	for _, s := range live {
+		keep[s.Name] = true
+	}
+	out := shards[:0]
+	for _, s := range shards {
+		if keep[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // Close stops the workers, fsyncs and closes everything.
@@ -458,9 +617,13 @@ func (e *Engine) Close() error {
 			s.closeRead()
 		}
 	}
-	errs = append(errs, e.index.Close(), e.catalog.Close())
+	errs = append(errs, e.index.Close(), e.catalog.Close(), e.lock.Close())
 	return errors.Join(errs...)
 }
+
+// crashPoint marks a step of shard creation and deletion; the crash test
+// sets it to kill the process there.
+var crashPoint = func(step string) {}
 
 // Stats counts the engine's work since it opened.
 type Stats struct {
@@ -475,6 +638,24 @@ func (e *Engine) Stats() *Stats { return &e.stats }
 
 // Catalog exposes the engine's catalog to the tiering pipeline.
 func (e *Engine) Catalog() *catalog.Catalog { return e.catalog }
+
+// lockDir takes an exclusive lock on dir's LOCK file, held until the file
+// is closed (or the process dies), so a second process on the same data
+// folder is refused with a clear message instead of corrupting it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data folder %s is in use by another strata process (its LOCK file is locked)", dir)
+		}
+		return nil, fmt.Errorf("locking data folder %s: %w", dir, err)
+	}
+	return f, nil
+}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

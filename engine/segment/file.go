@@ -24,14 +24,22 @@ type File interface {
 
 // FS opens segment files for writing. The default is the OS; tests wrap it.
 type FS interface {
-	OpenAppend(path string) (File, error)
+	// OpenAppend opens a segment file for appending: a new one (fresh),
+	// which must not exist yet, or one a restart recovers.
+	OpenAppend(path string, fresh bool) (File, error)
 }
 
 type osFS struct{}
 
-func (osFS) OpenAppend(path string) (File, error) {
+func (osFS) OpenAppend(path string, fresh bool) (File, error) {
 	// O_APPEND: after a restart (and a truncation) writes must land at the end.
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	flags := os.O_RDWR | os.O_APPEND
+	if fresh {
+		// A new segment never reuses a file: bytes left by an earlier
+		// shard of the same name must not become this one's records.
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	return os.OpenFile(path, flags, 0o644)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -42,7 +42,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 		if i != len(segs)-1 {
 			return fmt.Errorf("shard %s: catalog has active segment %d before segment %d", cs.Name, c.No, segs[i+1].No)
 		}
-		s, err := e.openActive(sh, c)
+		s, err := e.openActive(sh, c, false)
 		if err != nil {
 			return err
 		}

@@ -111,8 +111,8 @@ type faultFS struct {
 	failWrite error // returned after writing half the bytes
 }
 
-func (f *faultFS) OpenAppend(path string) (File, error) {
-	file, err := osFS{}.OpenAppend(path)
+func (f *faultFS) OpenAppend(path string, fresh bool) (File, error) {
+	file, err := osFS{}.OpenAppend(path, fresh)
 	if err != nil {
 		return nil, err
 	}

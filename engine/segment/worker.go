@@ -36,6 +36,7 @@ type worker struct {
 	id  int
 	ch  chan request
 	buf []byte
+	pos []int64 // file position of each record in buf
 }
 
 func newWorker(e *Engine, id int) *worker {
@@ -92,6 +93,8 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.drop {
+			// Appends earlier in this batch were written but not synced:
+			// they are answered with the deletion's error, never acknowledged.
 			for _, seg := range req.shard.segments {
 				if seg.wf != nil {
 					seg.wf.Close()
@@ -99,6 +102,7 @@ func (w *worker) process(batch []request) {
 				}
 			}
 			req.shard.failed = fmt.Errorf("shard %s: %w", req.shard.name, store.ErrUnknownShard)
+			delete(touched, req.shard)
 			req.done <- result{}
 			continue
 		}
@@ -172,17 +176,18 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 	}
 	s := sh.active()
 	base := s.next
+	// Encode the whole request before anything is indexed or written: a
+	// record that cannot be stored refuses the request and leaves no trace.
 	w.buf = w.buf[:0]
-	pos := s.size
-	var err error
+	w.pos = w.pos[:0]
 	for i := range recs {
 		r := &recs[i]
 		r.Offset = base + uint64(i)
-		recPos := pos + int64(len(w.buf))
+		w.pos = append(w.pos, s.size+int64(len(w.buf)))
+		var err error
 		if w.buf, err = record.Append(w.buf, r); err != nil {
 			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
 		}
-		w.indexRecord(sh, s, r, recPos, ib)
 	}
 	if _, err := s.wf.Write(w.buf); err != nil {
 		// Cut off whatever part reached the file, so the log stays whole.
@@ -190,6 +195,9 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 			w.fail(sh, fmt.Errorf("write %s: %v; truncate after it: %w", s.path, err, terr))
 		}
 		return 0, fmt.Errorf("shard %s: write %s: %w", sh.name, s.path, err)
+	}
+	for i := range recs {
+		w.indexRecord(sh, s, &recs[i], w.pos[i], ib)
 	}
 	s.size += int64(len(w.buf))
 	w.e.stats.Bytes.Add(uint64(len(w.buf)))
@@ -299,7 +307,7 @@ func (w *worker) roll(sh *shard) error {
 	if err != nil {
 		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
 	}
-	ns, err := w.e.openActive(sh, next)
+	ns, err := w.e.openActive(sh, next, true)
 	if err != nil {
 		w.fail(sh, err)
 		return err

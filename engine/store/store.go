@@ -66,23 +66,40 @@ func (e *OutOfRangeError) Error() string {
 	return fmt.Sprintf("shard %s: offset %d is out of range: readable offsets are %d up to %d (the next to be written)", e.Shard, e.Offset, e.Low, e.High)
 }
 
+// Name limits: Kafka's for a topic; a shard adds "-{partition}" and is a
+// folder name, so it may use up to the filesystem's 255 bytes.
+const (
+	MaxTopicLen = 249
+	MaxShardLen = 255
+)
+
 // ValidateShard refuses shard names that are unsafe as folder names or not
 // Kafka topic-partition names: letters, digits, '.', '_' and '-', at most
-// 249 bytes, not "." or "..".
+// MaxShardLen bytes, not "." or "..".
 func ValidateShard(name string) error {
+	return validateName("shard", name, MaxShardLen)
+}
+
+// ValidateTopic checks a topic name as Kafka does: the characters of a
+// shard name, at most MaxTopicLen bytes.
+func ValidateTopic(name string) error {
+	return validateName("topic", name, MaxTopicLen)
+}
+
+func validateName(what, name string, maxLen int) error {
 	if name == "" {
-		return errors.New("shard name is empty")
+		return fmt.Errorf("%s name is empty", what)
 	}
-	if len(name) > 249 {
-		return fmt.Errorf("shard name %.40q... is %d bytes, at most 249", name, len(name))
+	if len(name) > maxLen {
+		return fmt.Errorf("%s name %.40q... is %d bytes, at most %d", what, name, len(name), maxLen)
 	}
 	if name == "." || name == ".." {
-		return fmt.Errorf("shard name %q is not allowed", name)
+		return fmt.Errorf("%s name %q is not allowed", what, name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("shard name %q has %q at byte %d: only letters, digits, '.', '_' and '-' are allowed", name, c, i)
+			return fmt.Errorf("%s name %q has %q at byte %d: only letters, digits, '.', '_' and '-' are allowed", what, name, c, i)
 		}
 	}
 	return nil

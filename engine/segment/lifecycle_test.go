@@ -1,0 +1,304 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"strata/engine/record"
+	"strata/engine/store"
+	"strata/engine/store/storetest"
+)
+
+// A request holding a record over record.MaxSize is refused whole: none of
+// its records is written or indexed, later appends take its offsets, and
+// the shard reopens.
+func TestOversizeRecordLeavesNoTrace(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.IndexInterval = 1
+	e := open(t, cfg)
+	want := fill(t, e, "big-0", 3)
+	bad := []record.Record{{Key: []byte("ghost"), Value: []byte("small"), Tags: []string{"ghost"}}, {Value: make([]byte, record.MaxSize)}}
+	if _, err := e.Append(ctx, "big-0", bad); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("append of an oversize record: %v; want a refusal naming the limit", err)
+	}
+	more := storetest.Records(4, 9)
+	if base, err := e.Append(ctx, "big-0", append([]record.Record(nil), more...)); err != nil || base != 3 {
+		t.Fatalf("append after the refusal: base %d, %v; want 3", base, err)
+	}
+	for i := range more {
+		more[i].Offset = 3 + uint64(i)
+	}
+	want = append(want, more...)
+	check := func(e *Engine) {
+		t.Helper()
+		storetest.Equal(t, storetest.ReadAll(t, e, "big-0", 0), want)
+		for _, off := range []uint64{3, 4, 6} {
+			recs, err := e.Read(ctx, "big-0", off, store.Budget{MaxRecords: 1})
+			if err != nil || len(recs) != 1 || recs[0].Offset != off {
+				t.Fatalf("read at %d: %v, %v", off, recs, err)
+			}
+		}
+		if got, err := e.ReadByKey(ctx, "big-0", []byte("ghost"), 0, store.Budget{}); err != nil || len(got) != 0 {
+			t.Fatalf("the refused record's key finds %d records (%v)", len(got), err)
+		}
+		if got, err := e.ReadByTag(ctx, "big-0", "ghost", 0, store.Budget{}); err != nil || len(got) != 0 {
+			t.Fatalf("the refused record's tag finds %d records (%v)", len(got), err)
+		}
+	}
+	check(e)
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	check(e)
+}
+
+// blockFS, once armed, holds the next write until released, so a test can
+// queue requests behind it and have the worker take them in one batch.
+type blockFS struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func armedBlockFS() *blockFS {
+	f := &blockFS{entered: make(chan struct{}), release: make(chan struct{})}
+	f.armed.Store(true)
+	return f
+}
+
+func (f *blockFS) OpenAppend(path string, fresh bool) (File, error) {
+	file, err := osFS{}.OpenAppend(path, fresh)
+	if err != nil {
+		return nil, err
+	}
+	return &blockFile{File: file, fs: f}, nil
+}
+
+type blockFile struct {
+	File
+	fs *blockFS
+}
+
+func (f *blockFile) Write(p []byte) (int, error) {
+	if f.fs.armed.CompareAndSwap(true, false) {
+		close(f.fs.entered)
+		<-f.fs.release
+	}
+	return f.File.Write(p)
+}
+
+// An append and the shard's deletion taken by the worker in one batch: the
+// append is refused (its shard is gone), nothing crashes, and a shard
+// created again under the name starts empty.
+func TestDeleteInTheSameBatchAsAnAppend(t *testing.T) {
+	fs := armedBlockFS()
+	cfg := testConfig(t.TempDir())
+	cfg.Workers = 1
+	cfg.FS = fs
+	e := open(t, cfg)
+	defer e.Close()
+	for _, s := range []string{"a-0", "d-0"} {
+		if err := e.CreateShard(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := make(chan error, 1)
+	go func() { _, err := e.Append(ctx, "a-0", storetest.Records(1, 1)); first <- err }()
+	<-fs.entered // the worker is inside a-0's write
+	queued := make(chan error, 1)
+	go func() { _, err := e.Append(ctx, "d-0", storetest.Records(2, 2)); queued <- err }()
+	waitQueued(t, e, 1)
+	deleted := make(chan error, 1)
+	go func() { deleted <- e.DeleteShard(ctx, "d-0") }()
+	waitQueued(t, e, 2)
+	close(fs.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the blocked append: %v", err)
+	}
+	if err := <-queued; !errors.Is(err, store.ErrUnknownShard) {
+		t.Fatalf("an append batched with its shard's deletion: %v; want ErrUnknownShard", err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if err := e.CreateShard(ctx, "d-0"); err != nil {
+		t.Fatal(err)
+	}
+	if low, high, _ := e.Watermarks(ctx, "d-0"); low != 0 || high != 0 {
+		t.Fatalf("re-created shard has watermarks %d-%d, want empty", low, high)
+	}
+}
+
+func waitQueued(t *testing.T, e *Engine, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(e.workers[0].ch) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want %d", len(e.workers[0].ch), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// CreateShard of a name being deleted waits for the deletion, then starts
+// empty; what it acknowledges survives a restart.
+func TestCreateWaitsForARacingDelete(t *testing.T) {
+	fs := armedBlockFS()
+	fs.armed.Store(false)
+	cfg := testConfig(t.TempDir())
+	cfg.Workers = 1
+	cfg.FS = fs
+	e := open(t, cfg)
+	fill(t, e, "r-0", 5)
+	if err := e.CreateShard(ctx, "x-0"); err != nil {
+		t.Fatal(err)
+	}
+	fs.armed.Store(true)
+	blocked := make(chan error, 1)
+	go func() { _, err := e.Append(ctx, "x-0", storetest.Records(1, 1)); blocked <- err }()
+	<-fs.entered // the only worker is busy: the deletion waits behind it
+	deleted := make(chan error, 1)
+	go func() { deleted <- e.DeleteShard(ctx, "r-0") }()
+	waitQueued(t, e, 1)
+	created := make(chan error, 1)
+	go func() { created <- e.CreateShard(ctx, "r-0") }()
+	select {
+	case err := <-created:
+		t.Fatalf("CreateShard returned (%v) while the old shard's deletion was still under way", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(fs.release)
+	for _, ch := range []chan error{blocked, deleted, created} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := storetest.Records(1, 7)
+	if base, err := e.Append(ctx, "r-0", want); err != nil || base != 0 {
+		t.Fatalf("first append to the re-created shard: base %d, %v", base, err)
+	}
+	e.Close()
+	e = open(t, testConfig(cfg.Dir))
+	defer e.Close()
+	storetest.Equal(t, storetest.ReadAll(t, e, "r-0", 0), want)
+}
+
+// A folder an earlier shard left behind (its removal failed) never becomes
+// the new shard's data.
+func TestCreateIgnoresAStaleFolder(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	old := open(t, testConfig(t.TempDir()))
+	fill(t, old, "s-0", 20)
+	old.Close()
+	if err := os.CopyFS(filepath.Join(cfg.Dir, "s-0"), os.DirFS(filepath.Join(old.cfg.Dir, "s-0"))); err != nil {
+		t.Fatal(err)
+	}
+	e := open(t, cfg)
+	if err := e.CreateShard(ctx, "s-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, high, _ := e.Watermarks(ctx, "s-0"); high != 0 {
+		t.Fatalf("new shard over a stale folder has high watermark %d, want 0", high)
+	}
+	want := storetest.Records(2, 3)
+	e.Append(ctx, "s-0", want)
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	storetest.Equal(t, storetest.ReadAll(t, e, "s-0", 0), want)
+}
+
+// A second process on the same data folder is refused with a message
+// naming the folder; the first keeps working.
+func TestSecondOpenIsRefused(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := open(t, cfg)
+	defer e.Close()
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "in use by another strata process") {
+		t.Fatalf("second open of %s: %v; want a refusal", cfg.Dir, err)
+	}
+	fill(t, e, "l-0", 1)
+}
+
+// The steps of shard creation and deletion, in order; the lifecycle crash
+// test kills a process at each.
+var lifecycleSteps = []string{"create:catalog", "create:mkdir", "create:segment",
+	"delete:closed", "delete:tombstone", "delete:index", "delete:catalog"}
+
+// lifecycleChild runs in a child process: it fills "old-0", then deletes and
+// re-creates it, killing itself with SIGKILL at the step named.
+func lifecycleChild(dir, step string) {
+	crashPoint = func(at string) {
+		if at == step {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	e, err := Open(testConfig(dir))
+	if err == nil {
+		err = e.DeleteShard(ctx, "old-0")
+	}
+	if err == nil {
+		err = e.CreateShard(ctx, "old-0")
+	}
+	fmt.Fprintln(os.Stderr, "the child finished without reaching", step, err)
+	os.Exit(3)
+}
+
+// Kill the process at every step of deleting a shard and creating one of
+// the same name: after a restart the shard is either whole (the deletion
+// never took) or gone, a shard created again is empty, and no byte of the
+// old one is served.
+func TestShardLifecycleCrashAtEveryStep(t *testing.T) {
+	for _, step := range lifecycleSteps {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			e := open(t, testConfig(dir))
+			old := fill(t, e, "old-0", 50)
+			e.Close()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "STRATA_LIFECYCLE_DIR="+dir, "STRATA_LIFECYCLE_STEP="+step)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the child did not die at %s: %v\n%s", step, err, out)
+			}
+			e = open(t, testConfig(dir))
+			_, high, err := e.Watermarks(ctx, "old-0")
+			switch {
+			case errors.Is(err, store.ErrUnknownShard):
+				if err := e.CreateShard(ctx, "old-0"); err != nil {
+					t.Fatalf("creating the shard again: %v", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case high == 50:
+				storetest.Equal(t, storetest.ReadAll(t, e, "old-0", 0), old) // the deletion never took
+				return
+			case high != 0:
+				t.Fatalf("after a crash at %s the shard has %d records: neither the old 50 nor empty", step, high)
+			}
+			if got := storetest.ReadAll(t, e, "old-0", 0); len(got) != 0 {
+				t.Fatalf("after a crash at %s the re-created shard serves %d old records", step, len(got))
+			}
+			want := storetest.Records(3, 11)
+			if base, err := e.Append(ctx, "old-0", want); err != nil || base != 0 {
+				t.Fatalf("append to the re-created shard: base %d, %v", base, err)
+			}
+			e.Close()
+			e = open(t, testConfig(dir))
+			defer e.Close()
+			storetest.Equal(t, storetest.ReadAll(t, e, "old-0", 0), want)
+			if ents, _ := os.ReadDir(filepath.Join(dir, tombstones)); len(ents) != 0 {
+				t.Fatalf("tombstones left after recovery: %v", ents)
+			}
+		})
+	}
+}
