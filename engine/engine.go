@@ -115,6 +115,35 @@ func (a *Adapter) ReadByTag(ctx context.Context, shard string, tag string, from 
 	return a.route(shard).ReadByTag(ctx, shard, tag, from, b)
 }
 
+// MaxTimestamp returns the largest timestamp of a shard's readable records
+// (Kafka's ListOffsets MAX_TIMESTAMP): the segment engine knows it per
+// segment; the others scan.
+func (a *Adapter) MaxTimestamp(ctx context.Context, shard string) (int64, bool, error) {
+	s := a.route(shard)
+	if seg, ok := s.(*segment.Engine); ok {
+		return seg.MaxTimestamp(ctx, shard)
+	}
+	low, high, err := s.Watermarks(ctx, shard)
+	if err != nil {
+		return 0, false, err
+	}
+	var ts int64
+	found := false
+	for off := low; off < high; {
+		recs, err := s.Read(ctx, shard, off, store.Budget{MaxBytes: 4 << 20})
+		if err != nil || len(recs) == 0 {
+			return ts, found, err
+		}
+		for _, r := range recs {
+			if !found || r.Timestamp > ts {
+				ts, found = r.Timestamp, true
+			}
+		}
+		off = recs[len(recs)-1].Offset + 1
+	}
+	return ts, found, nil
+}
+
 func (a *Adapter) Watermarks(ctx context.Context, shard string) (uint64, uint64, error) {
 	return a.route(shard).Watermarks(ctx, shard)
 }

@@ -88,11 +88,11 @@ func FuzzDecodeBatches(f *testing.F) {
 	}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		recs, _, err := decodeBatches(raw)
+		recs, _, err := decodeBatches(raw, ptr(int64(1<<30)))
 		if err != nil {
 			return
 		}
-		again, _, err := decodeBatches(encodeBatch(nil, recs))
+		again, _, err := decodeBatches(encodeBatch(nil, recs), ptr(int64(1<<30)))
 		if err != nil || len(again) != len(recs) {
 			t.Fatalf("re-encoded batch: %v, %d records of %d", err, len(again), len(recs))
 		}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"runtime"
 	"sort"
@@ -22,6 +23,7 @@ const (
 	errOffsetOutOfRange        int16 = 1
 	errCorruptMessage          int16 = 2
 	errUnknownTopicPartition   int16 = 3
+	errMessageTooLarge         int16 = 10
 	errCoordinatorNotAvailable int16 = 15
 	errInvalidTopic            int16 = 17
 	errIllegalGeneration       int16 = 22
@@ -33,6 +35,7 @@ const (
 	errUnsupportedVersion      int16 = 35
 	errTopicExists             int16 = 36
 	errInvalidPartitions       int16 = 37
+	errPolicyViolation         int16 = 44
 	errUnknownServer           int16 = -1
 	errOutOfOrderSequence      int16 = 45
 	errDuplicateSequence       int16 = 46
@@ -174,8 +177,13 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
 	}
-	if partitions > 10000 {
+	if partitions > s.cfg.MaxPartitionsPerTopic {
+		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
 		return errInvalidPartitions
+	}
+	if shards, err := s.store.Shards(ctx); err == nil && len(shards)+int(partitions) > s.cfg.MaxPartitions {
+		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
+		return errPolicyViolation
 	}
 	for p := int32(0); p < partitions; p++ {
 		err := s.store.CreateShard(ctx, store.ShardName(topic, p))
@@ -289,52 +297,129 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 	return resp
 }
 
+// produce decodes every partition's batches against one inflate budget for
+// the request, then appends the partitions concurrently, so a request for
+// many partitions shares the engine's fsyncs instead of waiting for each
+// partition's in turn.
 func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range r.Topics {
-		rt := kmsg.NewProduceResponseTopic()
+	left := int64(s.cfg.MaxInflatedBytes)
+	topics, _ := s.topics(ctx)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentAppends)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i, t := range r.Topics {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			rp.ErrorCode, rp.BaseOffset = s.producePartition(ctx, t.Topic, p.Partition, p.Records)
-			rt.Partitions = append(rt.Partitions, rp)
+			in, code := s.decodePartition(ctx, t.Topic, p.Partition, p.Records, &left, &topics)
+			if code != errNone || len(in.recs) == 0 {
+				rp.ErrorCode = code
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				rp.ErrorCode, rp.BaseOffset = s.producePartition(ctx, in)
+			}()
 		}
-		resp.Topics = append(resp.Topics, rt)
 	}
+	wg.Wait()
 	return resp
 }
 
-func (s *Server) producePartition(ctx context.Context, topic string, partition int32, raw []byte) (int16, int64) {
+// maxConcurrentAppends bounds the partitions of one Produce appended at once.
+const maxConcurrentAppends = 256
+
+// produceInput is one partition's decoded part of a Produce request.
+type produceInput struct {
+	shard   string
+	recs    []record.Record
+	batches []kmsg.RecordBatch
+}
+
+// decodePartition checks one partition's batches against the topic's
+// limits and decodes them.
+func (s *Server) decodePartition(ctx context.Context, topic string, partition int32, raw []byte, left *int64, topics *map[string]int32) (produceInput, int16) {
 	shard := store.ShardName(topic, partition)
-	recs, batches, err := decodeBatches(raw)
+	if err := store.ValidateTopic(topic); err != nil {
+		return produceInput{}, errInvalidTopic
+	}
+	if limit := s.maxMessageBytes(topic); len(raw) > int(limit) {
+		if batchesOver(raw, limit) {
+			s.log.Warn("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
+			return produceInput{}, errMessageTooLarge
+		}
+	}
+	recs, batches, err := decodeBatches(raw, left)
 	if err != nil {
 		s.log.Warn("kafka: refusing a produce", "shard", shard, "err", err)
-		return errCorruptMessage, -1
+		if errors.Is(err, errInflateBudget) {
+			return produceInput{}, errMessageTooLarge
+		}
+		return produceInput{}, errCorruptMessage
+	}
+	for i := range recs {
+		if record.Size(&recs[i]) > record.MaxSize {
+			s.log.Warn("kafka: refusing a produce: a record is over the engine's limit", "shard", shard, "bytes", record.Size(&recs[i]), "max", record.MaxSize)
+			return produceInput{}, errMessageTooLarge
+		}
 	}
 	if len(recs) == 0 {
-		return errNone, -1
+		return produceInput{}, errNone
 	}
-	topics, _ := s.topics(ctx)
-	if _, ok := topics[topic]; !ok && s.cfg.AutoCreateTopics {
+	if _, ok := (*topics)[topic]; !ok && s.cfg.AutoCreateTopics {
 		s.createTopic(ctx, topic, 0)
-		topics, _ = s.topics(ctx)
+		*topics, _ = s.topics(ctx)
 	}
-	if partition < 0 || partition >= topics[topic] {
-		return errUnknownTopicPartition, -1
+	if partition < 0 || partition >= (*topics)[topic] {
+		return produceInput{}, errUnknownTopicPartition
 	}
+	return produceInput{shard: shard, recs: recs, batches: batches}, errNone
+}
+
+func (s *Server) maxMessageBytes(topic string) int32 {
+	if v, ok := s.cfg.TopicMaxMessageBytes[topic]; ok && v > 0 {
+		return v
+	}
+	return s.cfg.MaxMessageBytes
+}
+
+// batchesOver reports whether any record batch in raw is longer than limit
+// (Kafka checks max.message.bytes per batch, as sent: compressed).
+func batchesOver(raw []byte, limit int32) bool {
+	for len(raw) >= 12 {
+		n := int64(int32(binary.BigEndian.Uint32(raw[8:]))) + 12
+		if n > int64(limit) {
+			return true
+		}
+		if n < 12 || n > int64(len(raw)) {
+			return false // malformed: decoding says so
+		}
+		raw = raw[n:]
+	}
+	return false
+}
+
+func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
 	// Idempotence: one batch per request per partition is what clients send.
-	if len(batches) == 1 && batches[0].ProducerID >= 0 && batches[0].FirstSequence >= 0 {
-		b := batches[0]
-		key := seqKey{b.ProducerID, shard}
+	if len(in.batches) == 1 && in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
+		b := in.batches[0]
+		key := seqKey{b.ProducerID, in.shard}
 		unlock, err := s.seqs.lock(ctx, s.store, key)
 		if err != nil {
-			s.log.Error("kafka: reading producer state", "shard", shard, "err", err)
+			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
 			return errUnknownServer, -1
 		}
 		defer unlock()
-		first, last := b.FirstSequence, b.FirstSequence+b.LastOffsetDelta
+		first, last := b.FirstSequence, seqAdd(b.FirstSequence, b.LastOffsetDelta)
 		switch v, base := check(s.seqs.get(key), b.ProducerEpoch, first, last); v {
 		case duplicateBatch:
 			return errNone, base // a retry of a batch already stored
@@ -345,13 +430,13 @@ func (s *Server) producePartition(ctx context.Context, topic string, partition i
 		case fencedEpoch:
 			return errInvalidProducerEpoch, -1
 		}
-		code, base := s.appendRecords(ctx, shard, recs)
+		code, base := s.appendRecords(ctx, in.shard, in.recs)
 		if code == errNone {
 			s.seqs.put(key, b.ProducerEpoch, first, last, base)
 		}
 		return code, base
 	}
-	return s.appendRecords(ctx, shard, recs)
+	return s.appendRecords(ctx, in.shard, in.recs)
 }
 
 func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record) (int16, int64) {
@@ -363,20 +448,42 @@ func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.
 		}
 		return errUnknownServer, -1
 	}
+	s.appended.wake(shard)
 	return errNone, int64(base)
 }
 
+// fetch answers at once when there are min_bytes to send or the client
+// does not wait; otherwise it waits for an append to one of the partitions
+// it asked for (or max_wait) and reads again.
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
+	var shards []string
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			shards = append(shards, store.ShardName(t.Topic, p.Partition))
+		}
+	}
 	for {
+		// Register before reading, so an append between the read and the
+		// wait still wakes this poll.
+		woken := s.appended.wait(shards)
 		resp, total := s.fetchOnce(ctx, r)
 		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
+			s.appended.cancel(shards, woken)
 			return resp
 		}
+		timer := time.NewTimer(time.Until(deadline))
 		select {
-		case <-s.closing: // shutting down: answer what there is now
+		case <-woken:
+			timer.Stop()
+		case <-timer.C:
+			s.appended.cancel(shards, woken)
+			resp, _ := s.fetchOnce(ctx, r)
 			return resp
-		case <-time.After(min(10*time.Millisecond, time.Until(deadline))):
+		case <-s.closing: // shutting down: answer what there is now
+			timer.Stop()
+			s.appended.cancel(shards, woken)
+			return resp
 		}
 	}
 }
@@ -419,19 +526,33 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	// Partitions are taken in request order from one budget of max_bytes:
+	// a partition is read only with what the ones before it left, so the
+	// memory of one fetch stays near max_bytes however many it names.
 	var wg sync.WaitGroup
-	next := make(chan int, len(reads))
-	for i := range reads {
-		next <- i
-	}
-	close(next)
+	var mu sync.Mutex
+	returned := sync.NewCond(&mu)
+	taken, left, reading := 0, maxBytes, 0
 	for w := 0; w < min(len(reads), runtime.GOMAXPROCS(0)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				rd := reads[i]
-				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: rd.limit})
+			for {
+				mu.Lock()
+				for taken < len(reads) && left <= 0 && reading > 0 {
+					returned.Wait() // a read in flight may give bytes back
+				}
+				if taken == len(reads) || left <= 0 {
+					mu.Unlock()
+					return
+				}
+				rd := reads[taken]
+				taken++
+				limit := min(rd.limit, left)
+				left -= limit // held while reading; what is not used goes back
+				reading++
+				mu.Unlock()
+				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: limit})
 				var oor *store.OutOfRangeError
 				switch {
 				case errors.As(err, &oor):
@@ -442,6 +563,11 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				default:
 					rd.rp.RecordBatches = encodeBatch(rd.rp.RecordBatches, recs)
 				}
+				mu.Lock()
+				left += limit - len(rd.rp.RecordBatches)
+				reading--
+				returned.Broadcast()
+				mu.Unlock()
 			}
 		}()
 	}
@@ -474,6 +600,13 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 				rp.Offset = int64(low)
 			case p.Timestamp == -1: // latest
 				rp.Offset = int64(high)
+			case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
+				rp.Offset = -1
+				if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
+					rp.ErrorCode = errUnknownServer
+				} else if ok {
+					rp.Offset, rp.Timestamp = off, ts
+				}
 			default:
 				off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
 				if err != nil {
@@ -494,6 +627,34 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
+}
+
+// maxTimestamper is a store that knows a shard's largest timestamp.
+type maxTimestamper interface {
+	MaxTimestamp(ctx context.Context, shard string) (int64, bool, error)
+}
+
+// maxTimestamp finds the first record holding the shard's largest
+// timestamp: the largest timestamp from the store, then the first offset
+// at or after it.
+func (s *Server) maxTimestamp(ctx context.Context, shard string) (ts, offset int64, ok bool, err error) {
+	mt, can := s.store.(maxTimestamper)
+	if !can {
+		return 0, 0, false, errors.New("the store cannot find the largest timestamp")
+	}
+	max, ok, err := mt.MaxTimestamp(ctx, shard)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	off, err := s.store.OffsetForTime(ctx, shard, max)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	_, high, err := s.store.Watermarks(ctx, shard)
+	if err != nil || off >= high {
+		return 0, 0, false, err
+	}
+	return max, int64(off), true, nil
 }
 
 // deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 
 	"strata/engine/store"
@@ -53,9 +54,19 @@ const (
 	fencedEpoch
 )
 
-// check decides what to do with a batch of sequences first..last from a
-// producer at epoch, given what is known (st is nil for a producer never
-// seen on this partition). For a duplicate it returns the batch's base offset.
+// Sequences run from 0 to math.MaxInt32 and then wrap to 0, as Kafka's do,
+// so they are compared on that circle: seqAdd moves along it and seqDist
+// is how far b is ahead of a.
+func seqAdd(s int32, n int32) int32 { return int32((int64(s) + int64(n)) % (math.MaxInt32 + 1)) }
+
+func seqDist(a, b int32) int64 {
+	return ((int64(b)-int64(a))%(math.MaxInt32+1) + math.MaxInt32 + 1) % (math.MaxInt32 + 1)
+}
+
+// check decides what to do with a batch of sequences first..last (last
+// possibly wrapped past 0) from a producer at epoch, given what is known
+// (st is nil for a producer never seen on this partition). For a duplicate
+// it returns the batch's base offset.
 func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
 	switch {
 	case st == nil:
@@ -67,12 +78,13 @@ func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
 			return outOfOrder, -1
 		}
 		return appendBatch, -1
-	case first == st.lastSeq+1:
+	case first == seqAdd(st.lastSeq, 1):
 		return appendBatch, -1
-	case last <= st.lastSeq:
+	case seqDist(last, st.lastSeq) < math.MaxInt32/2: // at or behind the last stored
+		n := seqDist(first, last)
 		for _, r := range st.recent {
-			if r.first <= first && last <= r.last {
-				return duplicateBatch, r.base + int64(first-r.first)
+			if at := seqDist(r.first, first); at+n <= seqDist(r.first, r.last) {
+				return duplicateBatch, r.base + at
 			}
 		}
 		return unknownDuplicate, -1
@@ -202,7 +214,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 				continue
 			}
 			rs := runs[pid]
-			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && rs[n-1].last+1 == seq && rs[n-1].end+1 == int64(r.Offset) {
+			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && seqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
 				rs[n-1].last, rs[n-1].end = seq, int64(r.Offset)
 			} else {
 				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,6 +16,7 @@ import (
 // What a broker does with a producer's batch, given what it knows.
 func TestSequenceCheck(t *testing.T) {
 	known := &producerState{epoch: 2, lastSeq: 19, recent: []seqRange{{0, 9, 100}, {10, 19, 150}}}
+	wrapped := &producerState{lastSeq: 1, recent: []seqRange{{math.MaxInt32 - 4, math.MaxInt32 - 2, 497}, {math.MaxInt32 - 1, 1, 500}}}
 	for _, tc := range []struct {
 		name        string
 		st          *producerState
@@ -35,6 +37,12 @@ func TestSequenceCheck(t *testing.T) {
 		{"a new epoch from zero", known, 3, 0, 4, appendBatch, -1},
 		{"a new epoch not from zero", known, 3, 20, 24, outOfOrder, -1},
 		{"a fenced epoch", known, 1, 20, 24, fencedEpoch, -1},
+		// Sequences wrap from math.MaxInt32 to 0, as Kafka's do.
+		{"a batch that wraps", &producerState{lastSeq: math.MaxInt32 - 2}, 0, math.MaxInt32 - 1, 1, appendBatch, -1},
+		{"the batch after the wrap", wrapped, 0, 2, 6, appendBatch, -1},
+		{"a retry of the batch that wrapped", wrapped, 0, math.MaxInt32 - 1, 1, duplicateBatch, 500},
+		{"a retry of its part past the wrap", wrapped, 0, 0, 1, duplicateBatch, 502},
+		{"a gap after the wrap", wrapped, 0, 5, 6, outOfOrder, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, base := check(tc.st, tc.epoch, tc.first, tc.last)
@@ -62,29 +70,7 @@ func TestIdempotenceSurvivesARestart(t *testing.T) {
 	}
 	produce := func(c *kgo.Client, epoch int16, first int32, n int) (int16, int64) {
 		t.Helper()
-		recs := make([]record.Record, n)
-		for i := range recs {
-			recs[i] = record.Record{Timestamp: 1_700_000_000_000, Value: []byte{byte(first) + byte(i)}}
-		}
-		batch := encodeBatch(nil, recs)
-		binary.BigEndian.PutUint64(batch[43:], pid)
-		binary.BigEndian.PutUint16(batch[51:], uint16(epoch))
-		binary.BigEndian.PutUint32(batch[53:], uint32(first))
-		binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "idem"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := resp.Topics[0].Partitions[0]
-		return p.ErrorCode, p.BaseOffset
+		return produceIdempotent(t, c, "idem", pid, epoch, first, n)
 	}
 	c, stop := start()
 	if code, base := produce(c, 0, 0, 3); code != 0 || base != 0 {
@@ -130,5 +116,82 @@ func TestIdempotenceSurvivesARestart(t *testing.T) {
 	}
 	if end := lresp.Topics[0].Partitions[0].Offset; end != 10 {
 		t.Fatalf("the log ends at %d; want 10 (every batch once)", end)
+	}
+}
+
+// produceIdempotent sends one batch of n records from producer pid at
+// epoch with sequences from first, as an idempotent producer would, and
+// returns the partition's error code and base offset.
+func produceIdempotent(t *testing.T, c *kgo.Client, topic string, pid int64, epoch int16, first int32, n int) (int16, int64) {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Timestamp: 1_700_000_000_000, Value: []byte{byte(first) + byte(i)}}
+	}
+	batch := encodeBatch(nil, recs)
+	binary.BigEndian.PutUint64(batch[43:], uint64(pid))
+	binary.BigEndian.PutUint16(batch[51:], uint16(epoch))
+	binary.BigEndian.PutUint32(batch[53:], uint32(first))
+	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	return p.ErrorCode, p.BaseOffset
+}
+
+// A producer whose sequences pass math.MaxInt32 goes on from 0, as Kafka's
+// does: nothing after the wrap is taken for a duplicate (which a client
+// counts as stored), and retries across the wrap, before and after a
+// restart, get their first offsets back.
+func TestSequenceWrap(t *testing.T) {
+	dir := t.TempDir()
+	const pid = 91
+	addr, _, stop := serveDir(t, dir, Config{AutoCreateTopics: true})
+	c := client(t, addr)
+	steps := []struct {
+		name     string
+		first    int32
+		n        int
+		wantCode int16
+		wantBase int64
+	}{
+		{"the batch before the wrap", math.MaxInt32 - 4, 3, errNone, 0},
+		{"a batch that wraps", math.MaxInt32 - 1, 3, errNone, 3},
+		{"the batch after the wrap", 1, 4, errNone, 6},
+		{"a retry of the batch that wrapped", math.MaxInt32 - 1, 3, errNone, 3},
+	}
+	for _, st := range steps {
+		if code, base := produceIdempotent(t, c, "wrap", pid, 0, st.first, st.n); code != st.wantCode || base != st.wantBase {
+			t.Fatalf("%s: error %d, base %d; want error %d, base %d", st.name, code, base, st.wantCode, st.wantBase)
+		}
+	}
+	c.Close()
+	stop()
+	addr, e, stop := serveDir(t, dir, Config{AutoCreateTopics: true})
+	defer stop()
+	c = client(t, addr)
+	for _, st := range append(steps[1:], struct {
+		name     string
+		first    int32
+		n        int
+		wantCode int16
+		wantBase int64
+	}{"the next batch, after a restart", 5, 1, errNone, 10}) {
+		if code, base := produceIdempotent(t, c, "wrap", pid, 0, st.first, st.n); code != st.wantCode || base != st.wantBase {
+			t.Fatalf("after a restart, %s: error %d, base %d; want error %d, base %d", st.name, code, base, st.wantCode, st.wantBase)
+		}
+	}
+	if _, high, _ := e.Watermarks(context.Background(), "wrap-0"); high != 11 {
+		t.Fatalf("the log ends at %d; want 11 (every batch once)", high)
 	}
 }

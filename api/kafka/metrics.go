@@ -13,6 +13,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refusals *prometheus.CounterVec
+	inflight prometheus.Gauge
 }
 
 // NewMetrics registers the Kafka front end's metrics with reg.
@@ -25,9 +27,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_kafka_request_duration_seconds",
 			Help:    "Kafka request latency, by API (Produce: append and fsync; Fetch: includes long poll).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"api"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_kafka_refused_total",
+			Help: "Connections and frames refused by a resource bound (connections, frame_size)."}, []string{"bound"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_kafka_inflight_request_bytes",
+			Help: "Request bytes held across all connections (kafka.max_inflight_request_bytes bounds it)."}),
 	}
-	reg.MustRegister(m.requests, m.errors, m.latency)
+	reg.MustRegister(m.requests, m.errors, m.latency, m.refusals, m.inflight)
 	return m
+}
+
+func (m *Metrics) refused(bound string) {
+	if m != nil {
+		m.refusals.WithLabelValues(bound).Inc()
+	}
+}
+
+func (m *Metrics) setInflight(n int64) {
+	if m != nil {
+		m.inflight.Set(float64(n))
+	}
 }
 
 func (m *Metrics) observe(req kmsg.Request, resp kmsg.Response, start time.Time) {

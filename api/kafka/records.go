@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -25,9 +26,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // batch must not make the broker allocate gigabytes.
 const maxDecompressed = 64 << 20
 
+// recordOverhead is what decoding one record costs beyond its bytes (the
+// record's struct and slice headers), charged to the inflate budget so a
+// batch of millions of empty records is bounded too.
+const recordOverhead = 128
+
+// errInflateBudget: the request's batches inflate past its budget.
+var errInflateBudget = errors.New("the request's record batches inflate past kafka.max_inflated_request_bytes")
+
 // decodeBatches unpacks the record batches of one partition of a Produce
-// request into protocol-neutral records (seed 000: unpack on write).
-func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
+// request into protocol-neutral records (seed 000: unpack on write). left
+// is what the whole request may still inflate to; decoding charges it.
+func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch, error) {
 	var recs []record.Record
 	var batches []kmsg.RecordBatch
 	for len(raw) > 0 {
@@ -50,9 +60,15 @@ func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
 			return nil, nil, fmt.Errorf("record batch crc %08x, computed %08x", uint32(b.CRC), got)
 		}
 		raw = raw[n:]
-		data, err := decompress(b.Attributes&0x07, b.Records)
+		data, err := decompress(b.Attributes&0x07, b.Records, min(maxDecompressed, atomic.LoadInt64(left)))
 		if err != nil {
 			return nil, nil, err
+		}
+		if b.NumRecords < 0 || int64(b.NumRecords) > int64(len(data)) {
+			return nil, nil, fmt.Errorf("record batch claims %d records in %d bytes", b.NumRecords, len(data))
+		}
+		if atomic.AddInt64(left, -int64(len(data))-int64(b.NumRecords)*recordOverhead) < 0 {
+			return nil, nil, errInflateBudget
 		}
 		for i := int32(0); i < b.NumRecords; i++ {
 			l, k := binary.Varint(data)
@@ -68,7 +84,7 @@ func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
 				Timestamp:    b.FirstTimestamp + r.TimestampDelta64,
 				Key:          r.Key,
 				Value:        r.Value,
-				ProtocolData: producerData(b.ProducerID, b.ProducerEpoch, b.FirstSequence+r.OffsetDelta),
+				ProtocolData: producerData(b.ProducerID, b.ProducerEpoch, seqAdd(b.FirstSequence, r.OffsetDelta)),
 			}
 			if b.Attributes&0x08 != 0 { // log-append time: the broker's clock
 				rec.Timestamp = b.MaxTimestamp
@@ -83,7 +99,8 @@ func decodeBatches(raw []byte) ([]record.Record, []kmsg.RecordBatch, error) {
 	return recs, batches, nil
 }
 
-func decompress(codec int16, data []byte) ([]byte, error) {
+// decompress inflates data, refusing to produce more than limit bytes.
+func decompress(codec int16, data []byte, limit int64) ([]byte, error) {
 	var r io.Reader
 	switch codec {
 	case 0:
@@ -95,7 +112,7 @@ func decompress(codec int16, data []byte) ([]byte, error) {
 		}
 		r = zr
 	case 2:
-		return unsnappy(data)
+		return unsnappy(data, limit)
 	case 3:
 		r = lz4.NewReader(bytes.NewReader(data))
 	case 4:
@@ -108,11 +125,14 @@ func decompress(codec int16, data []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown compression codec %d", codec)
 	}
-	out, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))
+	out, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress codec %d: %w", codec, err)
 	}
-	if len(out) > maxDecompressed {
+	if int64(len(out)) > limit {
+		if limit < maxDecompressed {
+			return nil, errInflateBudget
+		}
 		return nil, fmt.Errorf("batch inflates past %d bytes", maxDecompressed)
 	}
 	return out, nil
@@ -122,10 +142,14 @@ var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 // unsnappy decodes a Kafka snappy payload: raw snappy, or the xerial
 // framing the Java client writes (a header, then length-prefixed chunks).
-func unsnappy(data []byte) ([]byte, error) {
+func unsnappy(data []byte, limit int64) ([]byte, error) {
 	if !bytes.HasPrefix(data, xerialHeader) {
-		if n, err := s2.DecodedLen(data); err != nil || n > maxDecompressed {
+		n, err := s2.DecodedLen(data)
+		if err != nil {
 			return nil, fmt.Errorf("snappy batch: bad length (%v)", err)
+		}
+		if int64(n) > limit {
+			return nil, errInflateBudget
 		}
 		return s2.Decode(nil, data)
 	}
@@ -139,8 +163,12 @@ func unsnappy(data []byte) ([]byte, error) {
 		if n > len(data)-4 {
 			return nil, errors.New("xerial snappy: chunk past the end")
 		}
-		if dl, err := s2.DecodedLen(data[4 : 4+n]); err != nil || len(out)+dl > maxDecompressed {
+		dl, err := s2.DecodedLen(data[4 : 4+n])
+		if err != nil {
 			return nil, fmt.Errorf("xerial snappy: bad chunk (%v)", err)
+		}
+		if int64(len(out)+dl) > limit {
+			return nil, errInflateBudget
 		}
 		chunk, err := s2.Decode(nil, data[4:4+n])
 		if err != nil {

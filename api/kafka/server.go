@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,8 +30,32 @@ type Config struct {
 	// or Produce), with DefaultPartitions partitions.
 	AutoCreateTopics  bool
 	DefaultPartitions int32
-	// MaxRequestBytes refuses larger frames (100 MiB).
-	MaxRequestBytes int32
+	// MaxRequestBytes refuses larger frames (100 MiB); requests other than
+	// Produce may be at most MaxControlRequestBytes (1 MiB), since decoding
+	// one allocates many times its size.
+	MaxRequestBytes        int32
+	MaxControlRequestBytes int32
+	// MaxInflightBytes bounds the request bytes held across all connections
+	// (256 MiB): a request whose frame does not fit waits for room.
+	MaxInflightBytes int64
+	// MaxInflatedBytes bounds what one Produce request's batches may
+	// decompress to, all partitions together (128 MiB).
+	MaxInflatedBytes int
+	// MaxMessageBytes is Kafka's max.message.bytes: the largest record
+	// batch a Produce may carry (1048588); TopicMaxMessageBytes overrides it.
+	MaxMessageBytes      int32
+	TopicMaxMessageBytes map[string]int32
+	// MaxPartitions bounds the partitions of the broker (20000) and of one
+	// topic (MaxPartitionsPerTopic, 10000).
+	MaxPartitions         int
+	MaxPartitionsPerTopic int32
+	// MaxConnections bounds open connections in all (10000) and from one
+	// client address (MaxConnectionsPerIP, 1000).
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// FrameTimeout is how long a frame's body may take to arrive once its
+	// size is read (30s).
+	FrameTimeout time.Duration
 	// IdleTimeout closes connections silent for this long (10m).
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
@@ -66,10 +91,14 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
+	inflight *budget
+	appended *hub // wakes long polls when a partition gets records
+
 	conns  sync.WaitGroup
 	ln     net.Listener
 	open   map[net.Conn]bool
-	openMu sync.Mutex // guards ln, host, port and open
+	perIP  map[string]int
+	openMu sync.Mutex // guards ln, host, port, open and perIP
 }
 
 // New makes a server over s.
@@ -79,6 +108,33 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxControlRequestBytes <= 0 {
+		cfg.MaxControlRequestBytes = 1 << 20
+	}
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = 256 << 20
+	}
+	if cfg.MaxInflatedBytes <= 0 {
+		cfg.MaxInflatedBytes = 128 << 20
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 1048588
+	}
+	if cfg.MaxPartitions <= 0 {
+		cfg.MaxPartitions = 20000
+	}
+	if cfg.MaxPartitionsPerTopic <= 0 {
+		cfg.MaxPartitionsPerTopic = 10000
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 10000
+	}
+	if cfg.MaxConnectionsPerIP <= 0 {
+		cfg.MaxConnectionsPerIP = 1000
+	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = 30 * time.Second
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
@@ -99,8 +155,13 @@ func New(s store.Store, cfg Config) *Server {
 			panic(err) // an in-memory Pebble does not fail to open
 		}
 	}
-	return &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
-		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}}
+	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
+		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
+		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
+	if cfg.Metrics != nil {
+		srv.inflight.gauge = cfg.Metrics.setInflight
+	}
+	return srv
 }
 
 // Serve accepts connections until ln is closed.
@@ -111,26 +172,58 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.host, s.port = host, int32(p)
 	s.openMu.Unlock()
+	backoff := time.Duration(0)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			// Out of file descriptors or a connection reset before it was
+			// taken: keep serving the connections there are, try again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("kafka: accept failed; retrying", "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-s.closing:
+				return nil
+			}
+		}
+		backoff = 0
+		ip := remoteIP(c)
+		s.openMu.Lock()
+		if len(s.open) >= s.cfg.MaxConnections || s.perIP[ip] >= s.cfg.MaxConnectionsPerIP {
+			total, fromIP := len(s.open), s.perIP[ip]
+			s.openMu.Unlock()
+			s.cfg.Metrics.refused("connections")
+			s.log.Debug("kafka: refusing a connection over the limit", "remote", c.RemoteAddr().String(), "open", total, "from_ip", fromIP)
+			c.Close()
+			continue
 		}
 		s.conns.Add(1)
-		s.openMu.Lock()
 		s.open[c] = true
+		s.perIP[ip]++
 		s.openMu.Unlock()
 		go func() {
 			defer s.conns.Done()
 			s.serveConn(c)
 			s.openMu.Lock()
 			delete(s.open, c)
+			if s.perIP[ip]--; s.perIP[ip] == 0 {
+				delete(s.perIP, ip)
+			}
 			s.openMu.Unlock()
 		}()
 	}
+}
+
+func remoteIP(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
 }
 
 // Shutdown stops accepting and waits for connections to finish the request
@@ -171,13 +264,32 @@ func (s *Server) serveConn(c net.Conn) {
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > s.cfg.MaxRequestBytes {
 			s.log.Warn("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+			s.cfg.Metrics.refused("frame_size")
 			return
 		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(r, frame); err != nil {
+		// Once a frame has begun, its body must arrive promptly: a client
+		// announcing a large frame and then trickling cannot hold memory.
+		c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
+		key, err := r.Peek(2)
+		if err != nil {
+			return
+		}
+		if int16(binary.BigEndian.Uint16(key)) != produceKey && size > s.cfg.MaxControlRequestBytes {
+			s.log.Warn("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", int16(binary.BigEndian.Uint16(key)),
+				"size", size, "max", s.cfg.MaxControlRequestBytes)
+			s.cfg.Metrics.refused("frame_size")
+			return
+		}
+		if err := s.inflight.acquire(s.closing, int64(size)); err != nil {
+			return
+		}
+		frame, err := readFrame(r, int(size))
+		if err != nil {
+			s.inflight.release(int64(size))
 			return
 		}
 		resp, err := s.handleFrame(frame, c.RemoteAddr().String())
+		s.inflight.release(int64(size))
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
@@ -193,6 +305,23 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// readFrame reads a frame body of size bytes, growing its buffer as the
+// bytes arrive rather than trusting the announced size up front.
+func readFrame(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, 64<<10))
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(size-len(buf), cap(buf)))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < size {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // handleFrame decodes one request frame and returns the whole response

@@ -61,6 +61,17 @@ type KafkaConfig struct {
 	// GroupInitialRebalanceDelay: a new group's first rebalance waits this
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`
+	// Resource bounds: docs/config.md says what each protects.
+	MaxControlRequestBytes  Bytes            `yaml:"max_control_request_bytes"`
+	MaxInflightRequestBytes Bytes            `yaml:"max_inflight_request_bytes"`
+	MaxInflatedRequestBytes Bytes            `yaml:"max_inflated_request_bytes"`
+	MaxMessageBytes         Bytes            `yaml:"max_message_bytes"`
+	TopicMaxMessageBytes    map[string]Bytes `yaml:"topic_max_message_bytes"`
+	MaxPartitions           int              `yaml:"max_partitions"`
+	MaxPartitionsPerTopic   int              `yaml:"max_partitions_per_topic"`
+	MaxConnections          int              `yaml:"max_connections"`
+	MaxConnectionsPerIP     int              `yaml:"max_connections_per_ip"`
+	FrameTimeout            Duration         `yaml:"frame_timeout"`
 }
 
 // EngineConfig picks storage engines and how they write.
@@ -342,6 +353,27 @@ func (c *Config) validate() error {
 	}
 	if c.Kafka.DefaultPartitions < 1 {
 		return fmt.Errorf("kafka.default_partitions: %d: want 1 or more", c.Kafka.DefaultPartitions)
+	}
+	for key, v := range map[string]int64{
+		"kafka.max_control_request_bytes": int64(c.Kafka.MaxControlRequestBytes), "kafka.max_inflight_request_bytes": int64(c.Kafka.MaxInflightRequestBytes),
+		"kafka.max_inflated_request_bytes": int64(c.Kafka.MaxInflatedRequestBytes), "kafka.max_message_bytes": int64(c.Kafka.MaxMessageBytes),
+		"kafka.max_partitions": int64(c.Kafka.MaxPartitions), "kafka.max_connections": int64(c.Kafka.MaxConnections),
+		"kafka.max_connections_per_ip": int64(c.Kafka.MaxConnectionsPerIP), "kafka.frame_timeout": int64(c.Kafka.FrameTimeout),
+	} {
+		if v <= 0 {
+			return fmt.Errorf("%s: %d: want more than 0", key, v)
+		}
+	}
+	if p := c.Kafka.MaxPartitionsPerTopic; p < 1 || p > 100_000 {
+		return fmt.Errorf("kafka.max_partitions_per_topic: %d: want 1 to 100000 (a partition's folder name must fit 255 bytes)", p)
+	}
+	if c.Kafka.MaxMessageBytes > 1<<30 {
+		return fmt.Errorf("kafka.max_message_bytes: %d: want at most 1GiB", c.Kafka.MaxMessageBytes)
+	}
+	for topic, v := range c.Kafka.TopicMaxMessageBytes {
+		if v <= 0 || v > 1<<30 {
+			return fmt.Errorf("kafka.topic_max_message_bytes.%s: %d: want 1 byte to 1GiB", topic, v)
+		}
 	}
 	switch c.Log.Format {
 	case "text", "json":

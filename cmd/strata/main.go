@@ -228,10 +228,21 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 	defer offsets.Close()
+	topicMax := map[string]int32{}
+	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
+		topicMax[topic] = int32(v)
+	}
 	ksrv := kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions,
-		MaxRequestBytes: int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)), Logger: log.With("component", "kafka"),
-		Metrics: kafka.NewMetrics(reg), Offsets: offsets, GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
+		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
+		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
+		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
+		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicMaxMessageBytes: topicMax,
+		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
+		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
+		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
+		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: offsets,
+		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 	})
 	go func() { served <- ksrv.Serve(kln) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)

@@ -126,7 +126,7 @@ type Engine struct {
 	shards   map[string]*shard
 	deleting map[string]chan struct{} // closed when the shard's deletion ends
 	closed   bool
-	cold   ColdSource
+	cold     ColdSource
 
 	stats Stats
 
@@ -155,6 +155,9 @@ type shard struct {
 	// activeLen is the durable length of the active segment: readers never
 	// look past it, so they never see a batch still being written.
 	activeLen int64
+	// activeMaxTS is the active segment's largest timestamp, if it has records.
+	activeMaxTS   int64
+	activeHasRecs bool
 
 	// Worker-owned.
 	sinceIndex int   // records since the last offset-index entry
@@ -672,6 +675,31 @@ func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// MaxTimestamp returns the largest record timestamp of a shard's readable
+// segments (Kafka's ListOffsets MAX_TIMESTAMP); ok is false if none has one.
+func (e *Engine) MaxTimestamp(ctx context.Context, name string) (ts int64, ok bool, err error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return 0, false, err
+	}
+	sh.mu.RLock()
+	low, ts, ok := sh.low, sh.activeMaxTS, sh.activeHasRecs
+	sh.mu.RUnlock()
+	segs, err := e.catalog.Segments(name)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, s := range segs {
+		if s.State == catalog.Active || s.State == catalog.Deleted || s.Records == 0 || s.EndOffset < low {
+			continue
+		}
+		if !ok || s.MaxTimestamp > ts {
+			ts, ok = s.MaxTimestamp, true
+		}
+	}
+	return ts, ok, nil
 }
 
 // ActiveBytes is the durable size of a shard's active segment.

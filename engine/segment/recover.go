@@ -57,6 +57,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 	}
 	a := sh.active()
 	sh.high, sh.activeLen = a.next, a.size
+	sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 	if err := e.reindex(sh); err != nil {
 		return fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
 	}

@@ -136,6 +136,7 @@ func (w *worker) process(batch []request) {
 		sh.mu.Lock()
 		sh.high = a.next
 		sh.activeLen = a.size
+		sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 		sh.mu.Unlock()
 	}
 	for _, p := range done {
@@ -323,6 +324,7 @@ func (w *worker) roll(sh *shard) error {
 	sh.mu.Lock()
 	sh.segments = append(sh.segments, ns)
 	sh.activeLen = 0
+	sh.activeMaxTS, sh.activeHasRecs = 0, false
 	sh.mu.Unlock()
 	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
 	return nil

@@ -1,0 +1,536 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// ListOffsets with timestamp -3 (MAX_TIMESTAMP) answers the first record
+// holding the largest timestamp, not the first record.
+func TestListOffsetsMaxTimestamp(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true})
+	c := client(t, addr, kgo.DefaultProduceTopic("ts"), kgo.AllowAutoTopicCreation())
+	ctx := context.Background()
+	base := time.UnixMilli(1_700_000_000_000)
+	for _, d := range []int{5, 9, 3, 9, 1} {
+		if err := c.ProduceSync(ctx, &kgo.Record{Timestamp: base.Add(time.Duration(d) * time.Millisecond), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 7
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "ts"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -3
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resp.Topics[0].Partitions[0]
+	if got.ErrorCode != 0 || got.Offset != 1 || got.Timestamp != base.UnixMilli()+9 {
+		t.Fatalf("MAX_TIMESTAMP: error %d, offset %d, timestamp %d; want offset 1 at %d", got.ErrorCode, got.Offset, got.Timestamp, base.UnixMilli()+9)
+	}
+}
+
+// Topic names are checked as Kafka checks them, before any partition is
+// made: up to 249 bytes works with any partition count, 250 is
+// INVALID_TOPIC_EXCEPTION, never an UNKNOWN_SERVER_ERROR or half a topic.
+func TestTopicNameLengths(t *testing.T) {
+	addr, s := startServer(t, Config{})
+	c := client(t, addr)
+	for _, tc := range []struct {
+		length     int
+		partitions int32
+		want       int16
+	}{
+		{246, 200, errNone},
+		{248, 1, errNone},
+		{249, 12, errNone},
+		{250, 1, errInvalidTopic},
+	} {
+		name := strings.Repeat("n", tc.length-4) + fmt.Sprintf("%04d", tc.length)
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, tc.partitions, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].ErrorCode; code != tc.want {
+			t.Fatalf("a %d-byte topic name with %d partitions: error %d, want %d", tc.length, tc.partitions, code, tc.want)
+		}
+		shards, _ := s.Shards(context.Background())
+		n := 0
+		for _, sh := range shards {
+			if store.Topic(sh) == name {
+				n++
+			}
+		}
+		if want := map[bool]int32{true: tc.partitions}[tc.want == errNone]; int32(n) != want {
+			t.Fatalf("a %d-byte topic name: %d partitions made, want %d", tc.length, n, want)
+		}
+	}
+}
+
+// A record batch over max.message.bytes answers MESSAGE_TOO_LARGE and
+// stores nothing; the partition keeps taking writes and the broker starts
+// again on its data.
+func TestMessageTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{AutoCreateTopics: true, TopicMaxMessageBytes: map[string]int32{"roomy": 8 << 20}}
+	addr, e, stop := serveDir(t, dir, cfg)
+	c := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(64<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1))
+	ctx := context.Background()
+	produce := func(topic string, size int) error {
+		return c.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), size)}).FirstErr()
+	}
+	for _, tc := range []struct {
+		topic string
+		size  int
+		want  error
+	}{
+		{"big", 1000, nil},
+		{"big", 2 << 20, kerr.MessageTooLarge},
+		{"big", 1000, nil},
+		{"roomy", 2 << 20, nil}, // the topic's own max.message.bytes
+		{"roomy", 9 << 20, kerr.MessageTooLarge},
+	} {
+		if err := produce(tc.topic, tc.size); !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
+			t.Fatalf("produce %d bytes to %s: %v, want %v", tc.size, tc.topic, err, tc.want)
+		}
+	}
+	if _, high, _ := e.Watermarks(ctx, "big-0"); high != 2 {
+		t.Fatalf("big-0 holds %d records, want the 2 that fit", high)
+	}
+	c.Close()
+	stop()
+	_, e, stop = serveDir(t, dir, cfg)
+	defer stop()
+	recs, err := e.Read(ctx, "big-0", 0, store.Budget{})
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("after a restart big-0 reads %d records (%v), want 2", len(recs), err)
+	}
+}
+
+// zstdBomb is one record batch whose records inflate to n bytes of zeros.
+func zstdBomb(t *testing.T, n int) []byte {
+	t.Helper()
+	recs := []record.Record{{Value: make([]byte, n)}}
+	plain := encodeBatch(nil, recs)
+	body := plain[61:] // the records, after the batch header
+	enc, _ := zstd.NewWriter(nil)
+	packed := enc.EncodeAll(body, nil)
+	batch := append(append([]byte(nil), plain[:61]...), packed...)
+	binary.BigEndian.PutUint32(batch[8:], uint32(len(batch)-12))
+	binary.BigEndian.PutUint16(batch[21:], 4) // attributes: zstd
+	binary.BigEndian.PutUint32(batch[17:], crcOf(batch[21:]))
+	return batch
+}
+
+// A Produce of many small zstd batches that each inflate to tens of
+// megabytes is refused past the request's inflate budget: the partitions
+// past it answer MESSAGE_TOO_LARGE and the heap never holds more than the
+// budget's worth.
+func TestDecompressionBombIsBounded(t *testing.T) {
+	addr, s := startServer(t, Config{AutoCreateTopics: true, DefaultPartitions: 8, MaxInflatedBytes: 64 << 20})
+	c := client(t, addr)
+	bomb := zstdBomb(t, 30<<20)
+	if len(bomb) > 64<<10 {
+		t.Fatalf("the bomb is %d bytes; it should be small", len(bomb))
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "bomb"
+	for p := int32(0); p < 8; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, bomb
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	createTopic(t, c, "bomb", 8)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	peak := watchHeap(t)
+	resp, err := req.RequestWith(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, p := range resp.Topics[0].Partitions {
+		switch p.ErrorCode {
+		case errMessageTooLarge:
+			refused++
+		case errNone:
+		default:
+			t.Fatalf("partition %d: error %d", p.Partition, p.ErrorCode)
+		}
+	}
+	if refused < 6 {
+		t.Fatalf("%d of 8 bomb partitions refused; a 64 MiB budget holds two 30 MiB ones", refused)
+	}
+	if grew := int64(peak()) - int64(before.HeapInuse); grew > 400<<20 {
+		t.Fatalf("the heap grew by %d MiB answering 8 bombs; the budget is 64 MiB", grew>>20)
+	}
+	for p := 0; p < 8; p++ {
+		_, high, _ := s.Watermarks(context.Background(), fmt.Sprintf("bomb-%d", p))
+		if code := resp.Topics[0].Partitions[p].ErrorCode; (code == errNone) != (high == 1) {
+			t.Fatalf("bomb-%d: answer %d, but holds %d records", p, code, high)
+		}
+	}
+}
+
+// watchHeap samples the heap in use until the returned function is called,
+// which returns the largest sample.
+func watchHeap(t *testing.T) func() uint64 {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	get := func() uint64 {
+		once.Do(func() { close(stop); <-done })
+		return peak.Load()
+	}
+	t.Cleanup(func() { get() })
+	return get
+}
+
+func createTopic(t *testing.T, c *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), c)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create %s: %v %v", topic, err, resp)
+	}
+}
+
+// Clients that announce huge frames and then send nothing hold no memory
+// and do not stop a normal producer; a non-Produce frame over 1 MiB closes
+// its connection.
+func TestHugeFramesAreBounded(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true, FrameTimeout: 2 * time.Second})
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	peak := watchHeap(t)
+	var conns []net.Conn
+	for i := 0; i < 30; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		var hdr [10]byte
+		binary.BigEndian.PutUint32(hdr[:], 99<<20)
+		// api key 0 (Produce), version 9: the frame announces 99 MiB.
+		binary.BigEndian.PutUint16(hdr[6:], 9)
+		conn.Write(hdr[:])
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("calm"), kgo.AllowAutoTopicCreation())
+	for i := 0; i < 100; i++ {
+		if err := c.ProduceSync(context.Background(), &kgo.Record{Value: []byte("still here")}).FirstErr(); err != nil {
+			t.Fatalf("a normal produce beside 30 huge announced frames: %v", err)
+		}
+	}
+	if grew := int64(peak()) - int64(before.HeapInuse); grew > 200<<20 {
+		t.Fatalf("30 frames announcing 99 MiB each grew the heap by %d MiB", grew>>20)
+	}
+	// The frames never come: the server closes those connections.
+	for i, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection %d with a stalled frame: %v; want it closed by the server", i, err)
+		}
+		conn.Close()
+	}
+	// A Metadata request of 2 MiB is refused: decoding it could take 100x that.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var hdr [8]byte
+	binary.BigEndian.PutUint32(hdr[:], 2<<20)
+	binary.BigEndian.PutUint16(hdr[4:], 3) // Metadata
+	conn.Write(hdr[:])
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a 2 MiB Metadata frame: %v; want the connection closed", err)
+	}
+}
+
+// Connections past the per-address bound are closed at once; the ones
+// within it keep working.
+func TestConnectionBounds(t *testing.T) {
+	addr, _ := startServer(t, Config{MaxConnectionsPerIP: 5})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	// Make sure the five are accepted before the sixth arrives.
+	for _, conn := range conns {
+		if err := apiVersions(conn); err != nil {
+			t.Fatalf("a connection within the bound: %v", err)
+		}
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if err := apiVersions(extra); err == nil {
+		t.Fatal("a sixth connection from one address was served; the bound is 5")
+	}
+	conns[0].Close()
+	conns = conns[1:]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		again, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = apiVersions(again)
+		again.Close()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection served after one of the five closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// apiVersions sends ApiVersions v0 on conn and reads the answer.
+func apiVersions(conn net.Conn) error {
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	frame := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0, 0}
+	if _, err := conn.Write(frame); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(conn, make([]byte, binary.BigEndian.Uint32(size[:])))
+	return err
+}
+
+// failingListener fails its first Accepts the way a process out of file
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return l.Listener.Accept()
+}
+
+// An accept error (EMFILE at the fd limit) does not end the listener: the
+// server backs off and serves the next connection.
+func TestAcceptErrorsDoNotStopTheListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.fails.Store(5)
+	srv := New(store.Store(nil), Config{Logger: quiet})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(fl) }()
+	defer srv.Shutdown(context.Background())
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := apiVersions(conn); err != nil {
+		t.Fatalf("after 5 failed accepts: %v", err)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned: %v", err)
+	default:
+	}
+}
+
+// countingStore counts the reads a real store serves, and their bytes.
+type countingStore struct {
+	store.Store
+	reads, bytes atomic.Int64
+}
+
+func (c *countingStore) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
+	recs, err := c.Store.Read(ctx, shard, offset, b)
+	c.reads.Add(1)
+	for i := range recs {
+		c.bytes.Add(int64(record.Size(&recs[i])))
+	}
+	return recs, err
+}
+
+// A Fetch of many full partitions reads about max_bytes from the store,
+// not every partition whole; an idle long poll reads nothing until an
+// append wakes it, and the append wakes it at once.
+func TestFetchReadsWithinMaxBytesAndWaitsForAppends(t *testing.T) {
+	_, e, stop := serveDir(t, t.TempDir(), Config{})
+	defer stop()
+	ctx := context.Background()
+	cs := &countingStore{Store: e}
+	srv := New(cs, Config{Logger: quiet, AutoCreateTopics: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(ctx)
+	c := client(t, ln.Addr().String())
+	createTopic(t, c, "wide", 20)
+	value := make([]byte, 10<<10)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for p := 0; p < 20; p++ {
+		recs := make([]record.Record, 100) // 1 MiB a partition
+		for i := range recs {
+			for j := range value {
+				value[j] = byte(rng.IntN(256))
+			}
+			recs[i].Value = append([]byte(nil), value...)
+		}
+		if _, err := e.Append(ctx, fmt.Sprintf("wide-%d", p), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func(maxBytes int32, maxWait time.Duration, offset int64) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes, req.MinBytes = 11, -1, maxBytes, 1
+		req.MaxWaitMillis = int32(maxWait / time.Millisecond)
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "wide"
+		for p := int32(0); p < 20; p++ {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, offset, 2<<20, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	fetch(3<<20, 0, 0)
+	if read := cs.bytes.Load(); read > 4<<20 {
+		t.Fatalf("a 3 MiB fetch of 20 partitions of 1 MiB read %d MiB from the store", read>>20)
+	}
+
+	// Long poll at the end of every partition: nothing to read until an append.
+	cs.reads.Store(0)
+	got := make(chan *kmsg.FetchResponse, 1)
+	start := time.Now()
+	go func() { got <- fetch(1<<20, 20*time.Second, 100) }()
+	time.Sleep(500 * time.Millisecond)
+	if n := cs.reads.Load(); n > 20 {
+		t.Fatalf("an idle long poll read the store %d times in 500ms; once per partition is enough", n)
+	}
+	if _, err := e.Append(ctx, "wide-7", []record.Record{{Value: []byte("wake up")}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.appended.wake("wide-7") // as a Produce through the front end does
+	resp := <-got
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("the long poll answered after %v; the append should wake it", waited)
+	}
+	recs, _, err := decodeBatches(resp.Topics[0].Partitions[7].RecordBatches, ptr(int64(1<<30)))
+	if err != nil || len(recs) != 1 || string(recs[0].Value) != "wake up" {
+		t.Fatalf("the woken poll answered %v (%v)", recs, err)
+	}
+}
+
+// Partitions are bounded per topic and per broker.
+func TestPartitionBounds(t *testing.T) {
+	addr, _ := startServer(t, Config{MaxPartitionsPerTopic: 50, MaxPartitions: 80})
+	c := client(t, addr)
+	for _, tc := range []struct {
+		topic      string
+		partitions int32
+		want       int16
+	}{
+		{"a", 51, errInvalidPartitions},
+		{"b", 50, errNone},
+		{"c", 31, errPolicyViolation},
+		{"d", 30, errNone},
+	} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tc.topic, tc.partitions, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].ErrorCode; code != tc.want {
+			t.Fatalf("topic %s with %d partitions: error %d, want %d", tc.topic, tc.partitions, code, tc.want)
+		}
+	}
+}
+
+func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
