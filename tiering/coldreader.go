@@ -43,7 +43,8 @@ type rangeKey struct {
 }
 
 type coldFile struct {
-	key  string
+	key  string // the object
+	id   string // the cache's name for it: see cacheID
 	size int64
 	f    *parquet.File
 	mu   sync.Mutex // the Parquet reader of one file decodes one group at a time
@@ -151,12 +152,21 @@ func (c *ColdReader) OffsetForTime(ctx context.Context, shard string, from uint6
 	return 0, false, nil
 }
 
+// cacheID names a segment's object in the caches. The key alone is not
+// enough: a topic deleted and created again writes new objects under the
+// same keys, and its reads must never meet the old ones' cached bytes; the
+// time the upload was committed tells the two apart.
+func cacheID(s catalog.Segment) string {
+	return fmt.Sprintf("%s@%d", s.ObjectKey, s.TieredAt.UnixNano())
+}
+
 // file opens (once) the footer of a segment's object.
 func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, error) {
-	if cf, ok := c.files.get(s.ObjectKey); ok {
+	id := cacheID(s)
+	if cf, ok := c.files.get(id); ok {
 		return cf, nil
 	}
-	v, err, _ := c.flight.Do("file:"+s.ObjectKey, func() (any, error) {
+	v, err, _ := c.flight.Do("file:"+id, func() (any, error) {
 		size := s.ObjectSize
 		if size <= 0 {
 			a, err := c.bucket.Stat(ctx, s.ObjectKey)
@@ -165,8 +175,8 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 			}
 			size = a.Size
 		}
-		cf := &coldFile{key: s.ObjectKey, size: size}
-		f, err := parquet.Open(cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey}, size)
+		cf := &coldFile{key: s.ObjectKey, id: id, size: size}
+		f, err := parquet.Open(cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey, id: id}, size)
 		if err != nil {
 			return nil, fmt.Errorf("cold object %s: %w", s.ObjectKey, err)
 		}
@@ -175,7 +185,7 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 				s.ObjectKey, f.FirstOffset(), f.Rows(), s.StartOffset, s.Records)
 		}
 		cf.f = f
-		c.files.add(s.ObjectKey, cf, 1)
+		c.files.add(id, cf, 1)
 		return cf, nil
 	})
 	if err != nil {
@@ -192,12 +202,12 @@ const pointRead = 16
 // fetches the group's bytes (one ranged read, cached) but decodes only the
 // pages holding the rows. A group already decoded is used as it is.
 func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint64, n int) ([]record.Record, error) {
-	if recs, ok := c.groups.get(rangeKey{cf.key, gi}); ok {
+	if recs, ok := c.groups.get(rangeKey{cf.id, gi}); ok {
 		c.Hits.Add(1)
 		return recs, nil
 	}
 	c.Misses.Add(1)
-	if _, err, _ := c.flight.Do(fmt.Sprintf("range:%s:%d", cf.key, gi), func() (any, error) {
+	if _, err, _ := c.flight.Do(fmt.Sprintf("range:%s:%d", cf.id, gi), func() (any, error) {
 		return nil, c.fetchRange(ctx, cf, gi)
 	}); err != nil {
 		return nil, err
@@ -215,13 +225,13 @@ func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint
 // group returns row group gi decoded, fetching its bytes with one ranged
 // read if they are not cached; concurrent misses share one fetch.
 func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.Record, error) {
-	k := rangeKey{cf.key, gi}
+	k := rangeKey{cf.id, gi}
 	if recs, ok := c.groups.get(k); ok {
 		c.Hits.Add(1)
 		return recs, nil
 	}
 	c.Misses.Add(1)
-	v, err, _ := c.flight.Do(fmt.Sprintf("group:%s:%d", cf.key, gi), func() (any, error) {
+	v, err, _ := c.flight.Do(fmt.Sprintf("group:%s:%d", cf.id, gi), func() (any, error) {
 		if err := c.fetchRange(ctx, cf, gi); err != nil {
 			return nil, err
 		}
@@ -245,7 +255,7 @@ func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.
 }
 
 func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error {
-	k := rangeKey{cf.key, gi}
+	k := rangeKey{cf.id, gi}
 	if _, ok := c.ranges.get(k); ok {
 		return nil
 	}
@@ -267,7 +277,7 @@ func (c *ColdReader) readAhead(cf *coldFile, gi int) {
 	if c.NoReadAhead || gi >= len(cf.f.Groups()) {
 		return
 	}
-	if _, ok := c.groups.get(rangeKey{cf.key, gi}); ok {
+	if _, ok := c.groups.get(rangeKey{cf.id, gi}); ok {
 		return
 	}
 	go c.group(context.Background(), cf, gi)
@@ -280,15 +290,16 @@ type cachedObject struct {
 	c   *ColdReader
 	ctx context.Context
 	key string
+	id  string
 }
 
 func (o cachedObject) ReadAt(p []byte, off int64) (int, error) {
-	cf, _ := o.c.files.get(o.key)
+	cf, _ := o.c.files.get(o.id)
 	if cf != nil && cf.f != nil {
 		groups := cf.f.Groups()
 		i := sort.Search(len(groups), func(i int) bool { return groups[i].End > off })
 		if i < len(groups) && groups[i].Start <= off && off+int64(len(p)) <= groups[i].End {
-			if buf, ok := o.c.ranges.get(rangeKey{o.key, i}); ok {
+			if buf, ok := o.c.ranges.get(rangeKey{o.id, i}); ok {
 				return copy(p, buf[off-groups[i].Start:]), nil
 			}
 		}

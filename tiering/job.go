@@ -263,6 +263,12 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
 		c.ObjectKey, c.ObjectSize, c.TieredAt = key, size, j.now().UTC()
 	}); err != nil {
+		if errors.Is(err, catalog.ErrNotFound) {
+			// The shard was deleted while its segment was on the way up: what
+			// this upload wrote must not outlive it.
+			j.Bucket.Delete(ctx, key)
+			j.Bucket.Delete(ctx, loc.ManifestKey(j.Prefix))
+		}
 		return UploadSummary{}, err
 	}
 	j.log().Info("segment tiered", "shard", shard, "segment", s.No, "key", key, "records", s.Records, "bytes", size)

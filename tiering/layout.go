@@ -5,12 +5,16 @@
 package tiering
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
 
 	"strata/engine/store"
+	"strata/tiering/objstore"
 )
 
 // Location is where a shard's objects live in the bucket, laid out for
@@ -45,4 +49,33 @@ func (l Location) ObjectKey(prefix string, start, end uint64) string {
 // Hive and DuckDB skip it.
 func (l Location) ManifestKey(prefix string) string {
 	return l.Dir(prefix) + "/_strata_manifest.json"
+}
+
+// ForgetShard returns the engine's listener for deleted shards: it removes
+// everything under the shard's folder in the bucket, its objects and its
+// manifest, so neither an analyst nor `strata catalog rebuild` sees a
+// deleted topic again.
+func ForgetShard(b objstore.Bucket, prefix string, log *slog.Logger) func(context.Context, string) error {
+	return func(ctx context.Context, shard string) error {
+		loc, err := LocationOf(shard)
+		if err != nil {
+			return nil // not in the bucket layout: nothing was tiered
+		}
+		var keys []string
+		if err := b.List(ctx, loc.Dir(prefix)+"/", func(a objstore.Attrs) error {
+			keys = append(keys, a.Name)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("listing %s: %w", loc.Dir(prefix), err)
+		}
+		for _, k := range keys {
+			if err := b.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+				return fmt.Errorf("deleting %s: %w", k, err)
+			}
+		}
+		if len(keys) > 0 {
+			log.Info("a deleted shard's cold objects removed", "shard", shard, "objects", len(keys))
+		}
+		return nil
+	}
 }

@@ -235,11 +235,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	// Wake connections waiting for their next request; one in the middle
 	// of a request finishes it and writes the answer first.
+	s.closed.Do(func() { close(s.closing) })
 	for c := range s.open {
 		c.SetReadDeadline(time.Now())
 	}
 	s.openMu.Unlock()
-	s.closed.Do(func() { close(s.closing) })
 	s.groups.close()
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
@@ -256,7 +256,9 @@ func (s *Server) serveConn(c net.Conn) {
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	for {
-		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if !s.readDeadline(c, s.cfg.IdleTimeout) {
+			return
+		}
 		var sizeBuf [4]byte
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 			return
@@ -269,7 +271,9 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		// Once a frame has begun, its body must arrive promptly: a client
 		// announcing a large frame and then trickling cannot hold memory.
-		c.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
+		if !s.readDeadline(c, s.cfg.FrameTimeout) {
+			return
+		}
 		key, err := r.Peek(2)
 		if err != nil {
 			return
@@ -305,6 +309,20 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// readDeadline gives c's next read d, unless the server is shutting down:
+// under openMu, so Shutdown's wake-up deadline is never overwritten.
+func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	select {
+	case <-s.closing:
+		return false
+	default:
+	}
+	c.SetReadDeadline(time.Now().Add(d))
+	return true
 }
 
 // readFrame reads a frame body of size bytes, growing its buffer as the

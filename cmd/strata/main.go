@@ -184,7 +184,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	log.Info("cold tier ready", "backend", cold.Kind())
 
-	store, err := openStorage(cfg, log)
+	store, err := openStorage(cfg, cold, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}

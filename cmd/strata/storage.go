@@ -9,10 +9,12 @@ import (
 
 	"strata/engine"
 	"strata/engine/segment"
+	"strata/tiering"
+	"strata/tiering/objstore"
 )
 
 // openStorage opens the storage adapter the config describes.
-func openStorage(cfg *Config, log *slog.Logger) (*engine.Adapter, error) {
+func openStorage(cfg *Config, cold objstore.Bucket, log *slog.Logger) (*engine.Adapter, error) {
 	topicMax := map[string]int64{}
 	for topic, v := range cfg.Segment.TopicMaxBytes {
 		topicMax[topic] = int64(v)
@@ -32,6 +34,9 @@ func openStorage(cfg *Config, log *slog.Logger) (*engine.Adapter, error) {
 			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
 			Logger:               log.With("component", "engine"),
+			Events: segment.EventListener{
+				ShardDeleted: tiering.ForgetShard(cold, cfg.Tiering.Prefix, log.With("component", "tiering")),
+			},
 		},
 	})
 }

@@ -69,7 +69,9 @@ type Config struct {
 	MaxBatchRequests int
 	MaxBatchBytes    int
 	// FS opens segment files for writing (the OS).
-	FS     FS
+	FS FS
+	// Events are told what happens to shards.
+	Events EventListener
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -517,6 +519,9 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 	if err := os.RemoveAll(tomb); err != nil {
 		return "", err
 	}
+	if err := writeTombstoneName(filepath.Join(e.cfg.Dir, name), name); err != nil {
+		return "", fmt.Errorf("shard %s: marking its folder for deletion: %w", name, err)
+	}
 	if err := os.Rename(filepath.Join(e.cfg.Dir, name), tomb); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("shard %s: moving its folder to %s: %w", name, tomb, err)
 	}
@@ -526,7 +531,18 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 	return tomb, syncDir(e.cfg.Dir)
 }
 
-// forget drops a buried shard's index and catalog entries, then its files.
+// EventListener is told what happens to shards, as Pebble's is; nil
+// functions are skipped.
+type EventListener struct {
+	// ShardDeleted runs once the catalog has forgotten a deleted shard, so
+	// a listener can remove what it keeps elsewhere (the cold tier's objects
+	// and manifest). A crash before it returns, or an error, calls it again
+	// at the next start.
+	ShardDeleted func(ctx context.Context, shard string) error
+}
+
+// forget drops a buried shard's index and catalog entries, tells the
+// listeners, then removes its files.
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
@@ -542,12 +558,55 @@ func (e *Engine) forget(name, tomb string) error {
 		return err
 	}
 	crashPoint("delete:catalog")
+	return e.finishForgotten(name, tomb)
+}
+
+// finishForgotten tells the listeners a shard the catalog no longer has is
+// gone, then removes its tombstone. When a listener fails, the tombstone
+// keeps only the shard's name, so the next start tells them again.
+func (e *Engine) finishForgotten(name, tomb string) error {
+	if f := e.cfg.Events.ShardDeleted; f != nil {
+		if err := f(context.Background(), name); err != nil {
+			e.log.Error("a listener failed on a shard's deletion; the next start tries again", "shard", name, "err", err)
+			if err := os.RemoveAll(tomb); err == nil {
+				err = writeTombstoneName(tomb, name)
+			}
+			return nil
+		}
+	}
+	crashPoint("delete:listeners")
 	if err := os.RemoveAll(tomb); err != nil {
 		// The shard is gone for good; only disk space is left behind, and
 		// the next start tries again.
 		e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
 	}
 	return nil
+}
+
+// tombstoneFile, inside a shard's folder once it is buried, holds the
+// shard's name.
+const tombstoneFile = ".shard"
+
+func writeTombstoneName(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, tombstoneFile))
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(name); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // finishDeletes completes the deletions a crash interrupted: a tombstone
@@ -574,6 +633,10 @@ func (e *Engine) finishDeletes(shards []catalog.Shard) ([]catalog.Shard, error) 
 				return nil, err
 			}
 			delete(live, ent.Name())
+			continue
+		}
+		if name, err := os.ReadFile(filepath.Join(tomb, tombstoneFile)); err == nil {
+			e.finishForgotten(string(name), tomb)
 			continue
 		}
 		if err := os.RemoveAll(tomb); err != nil {

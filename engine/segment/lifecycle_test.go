@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -230,7 +231,7 @@ func TestSecondOpenIsRefused(t *testing.T) {
 // The steps of shard creation and deletion, in order; the lifecycle crash
 // test kills a process at each.
 var lifecycleSteps = []string{"create:catalog", "create:mkdir", "create:segment",
-	"delete:closed", "delete:tombstone", "delete:index", "delete:catalog"}
+	"delete:closed", "delete:tombstone", "delete:index", "delete:catalog", "delete:listeners"}
 
 // lifecycleChild runs in a child process: it fills "old-0", then deletes and
 // re-creates it, killing itself with SIGKILL at the step named.
@@ -270,7 +271,15 @@ func TestShardLifecycleCrashAtEveryStep(t *testing.T) {
 			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("the child did not die at %s: %v\n%s", step, err, out)
 			}
-			e = open(t, testConfig(dir))
+			var told []string
+			cfg := testConfig(dir)
+			cfg.Events.ShardDeleted = func(_ context.Context, shard string) error { told = append(told, shard); return nil }
+			e = open(t, cfg)
+			// A deletion the crash interrupted after the folder was buried is
+			// finished at the start, listeners told once.
+			if interrupted := strings.HasPrefix(step, "delete:") && step != "delete:closed"; interrupted != (len(told) == 1) || len(told) > 1 {
+				t.Fatalf("after a crash at %s the listeners were told %v", step, told)
+			}
 			_, high, err := e.Watermarks(ctx, "old-0")
 			switch {
 			case errors.Is(err, store.ErrUnknownShard):
