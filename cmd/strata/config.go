@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -157,6 +158,19 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML prints a duration as the config file takes it ("10m", not
+// nanoseconds).
+func (d Duration) MarshalYAML() (any, error) {
+	out := time.Duration(d).String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out, nil
+}
+
 // Bytes reads "16MiB", "1GiB", "4096".
 type Bytes int64
 
@@ -167,6 +181,19 @@ func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*b = Bytes(v)
 	return nil
+}
+
+// MarshalYAML prints a size in the largest unit that divides it.
+func (b Bytes) MarshalYAML() (any, error) {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.mult == 0 {
+			return fmt.Sprintf("%d%s", int64(b)/u.mult, u.suffix), nil
+		}
+	}
+	return int64(b), nil
 }
 
 func parseBytes(s string) (int64, error) {
@@ -230,6 +257,11 @@ func LoadConfig(file string, sets []string) (*Config, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if cfg.Cold.Local.Dir == "" {
+		// With the hot data, so --data-dir moves both and two nodes never
+		// share a cold folder by accident.
+		cfg.Cold.Local.Dir = filepath.Join(cfg.DataDir, "cold")
 	}
 	if err := cfg.validate(); err != nil {
 		if len(missing) > 0 {

@@ -81,3 +81,32 @@ func TestMissingEnvIsNamed(t *testing.T) {
 		t.Fatalf("hdfs.yaml without STRATA_HDFS_NAMENODE: %v", err)
 	}
 }
+
+// `strata config` prints what a config file takes ("10m", "1GiB"), and
+// what it prints loads back to the same configuration; the local cold
+// tier follows --data-dir.
+func TestPrintedConfigLoadsBack(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	if err := printConfig([]string{"--data-dir", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"max_age: 10m\n", "max_bytes: 1GiB\n", "frame_timeout: 30s\n", "dir: " + dir + "/cold\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("strata config does not print %q:\n%s", want, out.String())
+		}
+	}
+	file := filepath.Join(dir, "printed.yaml")
+	if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadConfig(file, nil)
+	if err != nil {
+		t.Fatalf("the printed config does not load: %v", err)
+	}
+	var reprinted strings.Builder
+	writeYAML(&reprinted, again)
+	if reprinted.String() != out.String() {
+		t.Fatalf("the printed config loads as\n%s\nwant\n%s", reprinted.String(), out.String())
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -309,5 +312,25 @@ func TestShardLifecycleCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("tombstones left after recovery: %v", ents)
 			}
 		})
+	}
+}
+
+// An offset-index entry that points at no record (left by a write that
+// failed after its entries were batched, in older versions) does not stop
+// the start: the segment's entries are rebuilt from its data.
+func TestStaleIndexEntryIsRebuilt(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := open(t, cfg)
+	want := fill(t, e, "x-0", 50)
+	if err := e.index.Set(index.OffsetKey("x-0", 30), index.OffsetValue(0, 7), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	storetest.Equal(t, storetest.ReadAll(t, e, "x-0", 0), want)
+	recs, err := e.Read(ctx, "x-0", 35, store.Budget{MaxRecords: 1})
+	if err != nil || len(recs) != 1 || recs[0].Offset != 35 {
+		t.Fatalf("read at 35 after the rebuild: %v, %v", recs, err)
 	}
 }

@@ -148,21 +148,43 @@ func (e *Engine) reindex(sh *shard) error {
 		if int64(len(data)) > s.size {
 			data = data[:s.size]
 		}
-		for p := int(pos); p < len(data); {
-			r, size, err := record.Decode(data[p:])
-			if err != nil {
-				return fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+		n, err := e.reindexFrom(sh, s, data, int(pos), at, ib)
+		if err != nil && pos != 0 {
+			// The index entry pointed at no record (a stale entry): the
+			// data is the truth, so scan the whole segment instead.
+			e.log.Warn("an index entry points at no record; rebuilding the segment's entries from its start", "shard", sh.name,
+				"segment", s.no, "at_byte", pos, "err", err)
+			if err = ib.DeleteRange(index.OffsetKey(sh.name, s.start), index.OffsetKey(sh.name, s.next), nil); err == nil {
+				sh.sinceIndex = 0
+				n, err = e.reindexFrom(sh, s, data, 0, s.start, ib)
 			}
-			if r.Offset >= at {
-				sh.worker.indexRecord(sh, s, &r, int64(p), ib)
-				added++
-			}
-			p += size
 		}
+		if err != nil {
+			return err
+		}
+		added += n
 		pos = 0
 	}
 	if added > 0 {
 		e.log.Info("index entries rebuilt from data", "shard", sh.name, "records", added)
 	}
 	return ib.Commit(pebble.Sync)
+}
+
+// reindexFrom adds the index entries of the records of s from byte pos on
+// whose offsets are at or past at.
+func (e *Engine) reindexFrom(sh *shard, s *segment, data []byte, pos int, at uint64, ib *pebble.Batch) (int, error) {
+	added := 0
+	for p := pos; p < len(data); {
+		r, size, err := record.Decode(data[p:])
+		if err != nil {
+			return 0, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+		}
+		if r.Offset >= at {
+			sh.worker.indexRecord(sh, s, &r, int64(p), ib)
+			added++
+		}
+		p += size
+	}
+	return added, nil
 }
