@@ -534,3 +534,55 @@ func TestPartitionBounds(t *testing.T) {
 }
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// The in-flight budget: a request that fits passes a larger one waiting;
+// a release grants waiters that now fit; one larger than the budget runs
+// alone; a waiter gives up at shutdown.
+func TestBudget(t *testing.T) {
+	b := newBudget(100)
+	stop := make(chan struct{})
+	granted := func(n int64) chan error {
+		ch := make(chan error, 1)
+		go func() { ch <- b.acquire(stop, n) }()
+		return ch
+	}
+	waiting := func(ch chan error) bool {
+		select {
+		case <-ch:
+			return false
+		case <-time.After(20 * time.Millisecond):
+			return true
+		}
+	}
+	if err := b.acquire(stop, 60); err != nil {
+		t.Fatal(err)
+	}
+	big := granted(50)
+	if !waiting(big) {
+		t.Fatal("60 + 50 of a 100 budget was granted")
+	}
+	if err := <-granted(30); err != nil { // fits beside the 60, ahead of the waiting 50
+		t.Fatal(err)
+	}
+	b.release(60)
+	if waiting(big) {
+		t.Fatal("the waiting 50 was not granted when 60 came back")
+	}
+	b.release(30)
+	b.release(50)
+	if err := <-granted(500); err != nil { // over the whole budget: alone
+		t.Fatal(err)
+	}
+	last := granted(1)
+	if !waiting(last) {
+		t.Fatal("a request was granted beside one larger than the budget")
+	}
+	close(stop)
+	if err := <-last; !errors.Is(err, errShuttingDown) {
+		t.Fatalf("a waiter at shutdown: %v", err)
+	}
+	b.release(500)
+	if b.used != 0 || len(b.waiters) != 0 {
+		t.Fatalf("after everything came back: used %d, %d waiters", b.used, len(b.waiters))
+	}
+}

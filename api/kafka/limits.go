@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -11,48 +12,78 @@ const produceKey = 0
 // FIFO semaphore it lets a request that fits go ahead of a larger one that
 // waits, so a few clients announcing huge frames cannot stall the small
 // requests of everyone else; a request larger than the whole budget runs
-// alone.
+// alone. A release wakes only the waiters that now fit.
 type budget struct {
-	mu    sync.Mutex
-	used  int64
-	max   int64
-	freed chan struct{} // closed and replaced on every release
-	gauge func(int64)
+	mu      sync.Mutex
+	used    int64
+	max     int64
+	waiters []*budgetWaiter // in arrival order
+	gauge   func(int64)
+}
+
+type budgetWaiter struct {
+	n     int64
+	ready chan struct{} // closed once n is granted
 }
 
 func newBudget(max int64) *budget {
-	return &budget{max: max, freed: make(chan struct{}), gauge: func(int64) {}}
+	return &budget{max: max, gauge: func(int64) {}}
 }
 
 var errShuttingDown = errors.New("shutting down")
 
-// acquire waits until n bytes fit, or until stop is closed.
+func (b *budget) fits(n int64) bool { return b.used == 0 || b.used+n <= b.max }
+
+// acquire waits until n bytes are granted, or until stop is closed.
 func (b *budget) acquire(stop <-chan struct{}, n int64) error {
-	for {
-		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.max {
-			b.used += n
-			b.gauge(b.used)
-			b.mu.Unlock()
-			return nil
-		}
-		freed := b.freed
+	b.mu.Lock()
+	if b.fits(n) {
+		b.used += n
+		b.gauge(b.used)
 		b.mu.Unlock()
+		return nil
+	}
+	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-stop:
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		select {
-		case <-freed:
-		case <-stop:
-			return errShuttingDown
+		case <-w.ready: // granted meanwhile: give it back
+			b.used -= n
+			b.grant()
+		default:
+			b.waiters = slices.DeleteFunc(b.waiters, func(o *budgetWaiter) bool { return o == w })
 		}
+		return errShuttingDown
 	}
 }
 
 func (b *budget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n
-	b.gauge(b.used)
-	close(b.freed)
-	b.freed = make(chan struct{})
+	b.grant()
 	b.mu.Unlock()
+}
+
+// grant hands the freed bytes to the waiters that fit, oldest first.
+func (b *budget) grant() {
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if b.fits(w.n) {
+			b.used += w.n
+			close(w.ready)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
+	b.gauge(b.used)
 }
 
 // hub wakes the long polls waiting on a shard when records are appended to
