@@ -140,8 +140,9 @@ func TestMessageTooLarge(t *testing.T) {
 }
 
 // zstdBomb is one record batch whose records inflate to n bytes of zeros.
-func zstdBomb(t *testing.T, n int) []byte {
-	t.Helper()
+func zstdBomb(t *testing.T, n int) []byte { return bombBatch(n) }
+
+func bombBatch(n int) []byte {
 	recs := []record.Record{{Value: make([]byte, n)}}
 	plain := encodeBatch(nil, recs)
 	body := plain[61:] // the records, after the batch header
