@@ -47,6 +47,9 @@ type Config struct {
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Auth, if set, requires SASL authentication and checks permissions
+	// (auth.go).
+	Auth *Auth
 }
 
 // Server answers Kafka clients from a store.
@@ -162,6 +165,7 @@ func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
+	sess := s.newSession(c.RemoteAddr().String())
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		var sizeBuf [4]byte
@@ -177,7 +181,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
-		resp, err := s.handleFrame(frame, c.RemoteAddr().String())
+		resp, err := s.handleFrame(frame, c.RemoteAddr().String(), sess)
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
@@ -192,12 +196,15 @@ func (s *Server) serveConn(c net.Conn) {
 		if err := w.Flush(); err != nil {
 			return
 		}
+		if sess.closeAfterAnswer() {
+			return
+		}
 	}
 }
 
 // handleFrame decodes one request frame and returns the whole response
 // frame (size prefix included).
-func (s *Server) handleFrame(frame []byte, remote string) ([]byte, error) {
+func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte, error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -255,7 +262,10 @@ func (s *Server) handleFrame(frame []byte, remote string) ([]byte, error) {
 		return nil, fmt.Errorf("API key %d v%d: %w", key, version, err)
 	}
 	start := time.Now()
-	resp := s.handle(req, cl)
+	resp, err := s.handleSession(sess, req, cl)
+	if err != nil {
+		return nil, err
+	}
 	s.cfg.Metrics.observe(req, resp, start)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		return nil, nil
