@@ -17,6 +17,8 @@ type session struct {
 	remote string
 	mech   string                    // chosen by SaslHandshake
 	conv   *scram.ServerConversation // a SCRAM exchange under way
+	// the exchange's first two messages, for librdkafka's final one (scramcompat.go)
+	clientFirst, serverFirst string
 	user   string                    // set once authenticated
 	closed bool                      // answer this request, then close
 }
@@ -68,6 +70,11 @@ func (s *Server) saslHandshake(ss *session, r *kmsg.SASLHandshakeRequest) kmsg.R
 	}
 	resp.SupportedMechanisms = ss.auth.mechanisms
 	switch {
+	case r.Version == 0:
+		// v0 is followed by bare SASL tokens, not SaslAuthenticate: clients
+		// use v1 when SaslAuthenticate is offered, as it is here.
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		ss.closed = true
 	case ss.user != "" || ss.mech != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		ss.closed = true
@@ -129,8 +136,18 @@ func (s *Server) saslAuthenticate(ss *session, r *kmsg.SASLAuthenticateRequest) 
 		}
 		ss.conv = srv.NewConversation()
 	}
+	msg := string(r.SASLAuthBytes)
 	first := ss.conv.Username() == ""
-	out, err := ss.conv.Step(string(r.SASLAuthBytes))
+	if !first && librdkafkaFinal(ss.serverFirst, msg) {
+		user := ss.conv.Username()
+		out, ok := scramFinalLenient(ss.auth, ss.mech, user, ss.clientFirst, ss.serverFirst, msg)
+		if !ok {
+			return failed(user, "wrong password or malformed final message")
+		}
+		resp.SASLAuthBytes = []byte(out)
+		return s.authenticated(ss, user, resp)
+	}
+	out, err := ss.conv.Step(msg)
 	if err != nil {
 		// Not the library's error: its parse errors quote the client's
 		// message, proof included.
@@ -140,6 +157,9 @@ func (s *Server) saslAuthenticate(ss *session, r *kmsg.SASLAuthenticateRequest) 
 		return failed(ss.conv.Username(), "wrong password or malformed final message")
 	}
 	resp.SASLAuthBytes = []byte(out)
+	if first {
+		ss.clientFirst, ss.serverFirst = msg, out
+	}
 	if ss.conv.Done() {
 		if !ss.conv.Valid() {
 			return failed(ss.conv.Username(), "invalid proof")

@@ -33,6 +33,9 @@ type Config struct {
 	Retention  RetentionConfig `yaml:"retention"`
 	Tiering    TieringConfig   `yaml:"tiering"`
 	Cold       Cold            `yaml:"cold"`
+
+	// AdminTLS, when set, serves the admin API over HTTPS only (security.go).
+	AdminTLS TLSConfig `yaml:"admin_tls"`
 }
 
 // TieringConfig drives the move of sealed segments to the cold tier.
@@ -61,6 +64,9 @@ type KafkaConfig struct {
 	// GroupInitialRebalanceDelay: a new group's first rebalance waits this
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`
+	// SASL and TLS: authentication, permissions, certificates (security.go).
+	SASL SASLConfig `yaml:"sasl"`
+	TLS  TLSConfig  `yaml:"tls"`
 }
 
 // EngineConfig picks storage engines and how they write.
@@ -338,6 +344,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
+		return err
+	}
+	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	if c.Kafka.DefaultPartitions < 1 {
