@@ -73,7 +73,7 @@ func FuzzHandleFrame(f *testing.F) {
 		if len(frame) < 8 {
 			return
 		}
-		s.handleFrame(frame, "127.0.0.1:1")
+		s.handleFrame(frame, "127.0.0.1:1", nil)
 	})
 }
 

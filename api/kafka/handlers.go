@@ -74,6 +74,10 @@ var supportedVersions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId
 	23: {3, 4},  // OffsetForLeaderEpoch
+	17: {0, 1},  // SaslHandshake (v0 is refused: its raw SASL frames are not spoken; librdkafka needs it listed)
+	36: {0, 2},  // SaslAuthenticate
+	50: {0, 0},  // DescribeUserScramCredentials
+	51: {0, 0},  // AlterUserScramCredentials
 }
 
 func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {

@@ -91,6 +91,8 @@ func errorCodes(resp kmsg.Response) []int16 {
 		for _, t := range r.Topics {
 			out = append(out, t.ErrorCode)
 		}
+	case *kmsg.SASLAuthenticateResponse:
+		out = append(out, r.ErrorCode)
 	case *kmsg.DeleteRecordsResponse:
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {

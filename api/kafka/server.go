@@ -72,6 +72,9 @@ type Config struct {
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Auth, if set, requires SASL authentication and checks permissions
+	// (auth.go).
+	Auth *Auth
 }
 
 // Server answers Kafka clients from a store.
@@ -255,6 +258,7 @@ func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
+	sess := s.newSession(c.RemoteAddr().String())
 	for {
 		if !s.readDeadline(c, s.cfg.IdleTimeout) {
 			return
@@ -292,7 +296,7 @@ func (s *Server) serveConn(c net.Conn) {
 			s.inflight.release(int64(size))
 			return
 		}
-		resp, err := s.handleFrame(frame, c.RemoteAddr().String())
+		resp, err := s.handleFrame(frame, c.RemoteAddr().String(), sess)
 		s.inflight.release(int64(size))
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
@@ -306,6 +310,9 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		if err := w.Flush(); err != nil {
+			return
+		}
+		if sess.closeAfterAnswer() {
 			return
 		}
 	}
@@ -344,7 +351,7 @@ func readFrame(r io.Reader, size int) ([]byte, error) {
 
 // handleFrame decodes one request frame and returns the whole response
 // frame (size prefix included).
-func (s *Server) handleFrame(frame []byte, remote string) ([]byte, error) {
+func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte, error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -402,7 +409,10 @@ func (s *Server) handleFrame(frame []byte, remote string) ([]byte, error) {
 		return nil, fmt.Errorf("API key %d v%d: %w", key, version, err)
 	}
 	start := time.Now()
-	resp := s.handle(req, cl)
+	resp, err := s.handleSession(sess, req, cl)
+	if err != nil {
+		return nil, err
+	}
 	s.cfg.Metrics.observe(req, resp, start)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		return nil, nil

@@ -34,6 +34,9 @@ type Config struct {
 	Retention  RetentionConfig `yaml:"retention"`
 	Tiering    TieringConfig   `yaml:"tiering"`
 	Cold       Cold            `yaml:"cold"`
+
+	// AdminTLS, when set, serves the admin API over HTTPS only (security.go).
+	AdminTLS TLSConfig `yaml:"admin_tls"`
 }
 
 // TieringConfig drives the move of sealed segments to the cold tier.
@@ -73,6 +76,9 @@ type KafkaConfig struct {
 	MaxConnections          int              `yaml:"max_connections"`
 	MaxConnectionsPerIP     int              `yaml:"max_connections_per_ip"`
 	FrameTimeout            Duration         `yaml:"frame_timeout"`
+	// SASL and TLS: authentication, permissions, certificates (security.go).
+	SASL SASLConfig `yaml:"sasl"`
+	TLS  TLSConfig  `yaml:"tls"`
 }
 
 // EngineConfig picks storage engines and how they write.
@@ -381,6 +387,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
+		return err
+	}
+	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	if c.Kafka.DefaultPartitions < 1 {

@@ -109,6 +109,9 @@ func printConfig(args []string, out io.Writer) error {
 	}
 	cfg.Cold.S3.SecretKey = redact(cfg.Cold.S3.SecretKey)
 	cfg.AdminToken = redact(cfg.AdminToken)
+	for i := range cfg.Kafka.SASL.Users {
+		cfg.Kafka.SASL.Users[i].Password = redact(cfg.Kafka.SASL.Users[i].Password)
+	}
 	return writeYAML(out, cfg)
 }
 
@@ -202,6 +205,11 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	go runRetention(ctx, store.SegmentEngine(), cfg.Retention, onlySealed(store.SegmentEngine().Catalog()), log)
 
+	sec, err := openSecurity(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
@@ -214,7 +222,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	srv := &http.Server{Handler: requireToken(cfg.AdminToken, mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
 
 	kln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
@@ -243,8 +251,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
 		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: offsets,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
+		Auth:             sec.auth,
 	})
-	go func() { served <- ksrv.Serve(kln) }()
+	go func() { served <- ksrv.Serve(sec.kafkaListener(kln, log.With("component", "kafka"))) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
 		ready(Addrs{Admin: ln.Addr().String(), Kafka: kln.Addr().String()})

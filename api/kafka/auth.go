@@ -1,0 +1,391 @@
+package kafka
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/xdg-go/scram"
+)
+
+// SASL mechanisms strata accepts.
+const (
+	MechPlain       = "PLAIN"
+	MechScramSHA256 = "SCRAM-SHA-256"
+	MechScramSHA512 = "SCRAM-SHA-512"
+)
+
+// Kafka's SCRAM limits (ScramMechanism.minIterations/maxIterations).
+const (
+	minScramIterations = 4096
+	maxScramIterations = 16384
+)
+
+// Operation is what a permission lets a user do on the topics it covers.
+type Operation string
+
+const (
+	OpProduce Operation = "produce" // Produce, InitProducerId
+	OpConsume Operation = "consume" // Fetch, ListOffsets, OffsetForLeaderEpoch, offsets and groups
+	OpAdmin   Operation = "admin"   // CreateTopics, DeleteTopics, DeleteRecords; with prefix "": SCRAM users. Implies produce and consume.
+)
+
+// Permission allows one operation on every topic whose name starts with
+// TopicPrefix ("" is every topic, and the cluster for admin).
+type Permission struct {
+	Operation   Operation `yaml:"operation" json:"operation"`
+	TopicPrefix string    `yaml:"topic_prefix" json:"topic_prefix"`
+}
+
+// User is an account from the configuration. Password may be empty: the
+// user's SCRAM credentials are then set with AlterUserScramCredentials.
+type User struct {
+	Name        string       `yaml:"name"`
+	Password    string       `yaml:"password"`
+	Permissions []Permission `yaml:"permissions"`
+}
+
+// AuthConfig turns on SASL authentication and authorization.
+type AuthConfig struct {
+	// Mechanisms a client may use: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+	Mechanisms []string
+	Users      []User
+	// CredentialsFile keeps the SCRAM credentials set with
+	// AlterUserScramCredentials across restarts; "" keeps them in memory.
+	CredentialsFile string
+}
+
+// scramMechs maps Kafka's mechanism numbers (AlterUserScramCredentials)
+// to names and hashes.
+var scramMechs = map[int8]struct {
+	name string
+	hash scram.HashGeneratorFcn
+}{
+	1: {MechScramSHA256, scram.SHA256},
+	2: {MechScramSHA512, scram.SHA512},
+}
+
+func scramHash(mech string) scram.HashGeneratorFcn {
+	for _, m := range scramMechs {
+		if m.name == mech {
+			return m.hash
+		}
+	}
+	return nil
+}
+
+func scramMechNumber(mech string) int8 {
+	for n, m := range scramMechs {
+		if m.name == mech {
+			return n
+		}
+	}
+	return 0
+}
+
+// storedCred is one user's SCRAM credential for one mechanism, as kept on
+// disk. Deleted marks a credential from the configuration that
+// AlterUserScramCredentials removed, so it stays removed after a restart.
+type storedCred struct {
+	Salt       []byte `json:"salt,omitempty"`
+	Iterations int    `json:"iterations,omitempty"`
+	StoredKey  []byte `json:"stored_key,omitempty"`
+	ServerKey  []byte `json:"server_key,omitempty"`
+	Deleted    bool   `json:"deleted,omitempty"`
+}
+
+func (c storedCred) scram() scram.StoredCredentials {
+	return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
+		StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+}
+
+// Auth holds the users, their permissions and their credentials. It is
+// safe for concurrent use; SetUsers swaps the configured users in place
+// (a SIGHUP re-reading the users file).
+type Auth struct {
+	mechanisms []string
+	file       string
+
+	mu sync.RWMutex
+	// from the configuration: permissions, and SCRAM credentials derived
+	// from the password at load (the password itself is not kept)
+	perms  map[string][]Permission
+	config map[string]map[string]storedCred
+	// set through AlterUserScramCredentials (persisted in file): they win
+	// over the configuration's
+	altered map[string]map[string]storedCred
+}
+
+// NewAuth checks cfg, derives the configured users' credentials and reads
+// the credentials file.
+func NewAuth(cfg AuthConfig) (*Auth, error) {
+	if len(cfg.Mechanisms) == 0 {
+		return nil, errors.New("no SASL mechanism enabled")
+	}
+	for _, m := range cfg.Mechanisms {
+		if m != MechPlain && scramHash(m) == nil {
+			return nil, fmt.Errorf("SASL mechanism %q: want %s, %s or %s", m, MechPlain, MechScramSHA256, MechScramSHA512)
+		}
+	}
+	a := &Auth{mechanisms: slices.Clone(cfg.Mechanisms), file: cfg.CredentialsFile, altered: map[string]map[string]storedCred{}}
+	if err := a.SetUsers(cfg.Users); err != nil {
+		return nil, err
+	}
+	if a.file != "" {
+		raw, err := os.ReadFile(a.file)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(raw, &a.altered); err != nil {
+				return nil, fmt.Errorf("SCRAM credentials file %s: %w", a.file, err)
+			}
+		}
+	}
+	return a, nil
+}
+
+// CheckUsers reports the first problem in a users list.
+func CheckUsers(users []User) error {
+	seen := map[string]bool{}
+	for i, u := range users {
+		if u.Name == "" {
+			return fmt.Errorf("user %d: empty name", i)
+		}
+		if seen[u.Name] {
+			return fmt.Errorf("user %q: listed twice", u.Name)
+		}
+		seen[u.Name] = true
+		for _, p := range u.Permissions {
+			switch p.Operation {
+			case OpProduce, OpConsume, OpAdmin:
+			default:
+				return fmt.Errorf("user %q: operation %q: want produce, consume or admin", u.Name, p.Operation)
+			}
+		}
+	}
+	return nil
+}
+
+// SetUsers replaces the configured users. Each password becomes SCRAM
+// credentials for both hashes (with a fresh salt); PLAIN logins are checked
+// against them too, so no password stays in memory.
+func (a *Auth) SetUsers(users []User) error {
+	if err := CheckUsers(users); err != nil {
+		return err
+	}
+	perms := map[string][]Permission{}
+	config := map[string]map[string]storedCred{}
+	for _, u := range users {
+		perms[u.Name] = slices.Clone(u.Permissions)
+		if u.Password == "" {
+			continue
+		}
+		config[u.Name] = map[string]storedCred{}
+		for _, m := range scramMechs {
+			c, err := deriveCred(m.hash, u.Password, minScramIterations)
+			if err != nil {
+				return fmt.Errorf("user %q: %w", u.Name, err)
+			}
+			config[u.Name][m.name] = c
+		}
+	}
+	a.mu.Lock()
+	a.perms, a.config = perms, config
+	a.mu.Unlock()
+	return nil
+}
+
+func deriveCred(h scram.HashGeneratorFcn, password string, iters int) (storedCred, error) {
+	salt := make([]byte, 24)
+	rand.Read(salt)
+	// Unprepped, as Kafka's ScramFormatter: its clients salt the raw bytes.
+	cl, err := h.NewClientUnprepped("", password, "")
+	if err != nil {
+		return storedCred{}, err
+	}
+	sc, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iters})
+	if err != nil {
+		return storedCred{}, err
+	}
+	return storedCred{Salt: salt, Iterations: iters, StoredKey: sc.StoredKey, ServerKey: sc.ServerKey}, nil
+}
+
+// credential is the user's SCRAM credential for mech, if any.
+func (a *Auth) credential(user, mech string) (storedCred, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if c, ok := a.altered[user][mech]; ok {
+		return c, !c.Deleted
+	}
+	c, ok := a.config[user][mech]
+	return c, ok
+}
+
+// checkPassword verifies a PLAIN login against the user's SCRAM
+// credential (SHA-256 first): the same password works for every mechanism.
+func (a *Auth) checkPassword(user, password string) bool {
+	for _, mech := range []string{MechScramSHA256, MechScramSHA512} {
+		c, ok := a.credential(user, mech)
+		if !ok {
+			continue
+		}
+		cl, err := scramHash(mech).NewClientUnprepped(user, password, "")
+		if err != nil {
+			return false
+		}
+		sc, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations})
+		return err == nil && hmac.Equal(sc.StoredKey, c.StoredKey)
+	}
+	return false
+}
+
+func (a *Auth) permissions(user string) perms {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.perms[user]
+}
+
+func (a *Auth) enabled(mech string) bool { return slices.Contains(a.mechanisms, mech) }
+
+// perms is one user's permission list.
+type perms []Permission
+
+// allows says whether op on topic is permitted; admin implies the others.
+func (ps perms) allows(op Operation, topic string) bool {
+	for _, p := range ps {
+		if (p.Operation == op || p.Operation == OpAdmin) && strings.HasPrefix(topic, p.TopicPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// any says whether op is permitted on some topic: groups and producer ids
+// are not named by topic, so any consume (produce) permission covers them.
+func (ps perms) any(op Operation) bool {
+	for _, p := range ps {
+		if p.Operation == op || p.Operation == OpAdmin {
+			return true
+		}
+	}
+	return false
+}
+
+// cluster says whether the user administers the whole cluster (admin on
+// every topic), which SCRAM user management needs.
+func (ps perms) cluster() bool { return ps.allows(OpAdmin, "") }
+
+// users lists everyone with a SCRAM credential, and their credentials.
+func (a *Auth) scramUsers() map[string]map[string]storedCred {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := map[string]map[string]storedCred{}
+	for _, src := range []map[string]map[string]storedCred{a.config, a.altered} {
+		for u, creds := range src {
+			for m, c := range creds {
+				if out[u] == nil {
+					out[u] = map[string]storedCred{}
+				}
+				out[u][m] = c
+			}
+		}
+	}
+	for u, creds := range out {
+		for m, c := range creds {
+			if c.Deleted {
+				delete(creds, m)
+			}
+		}
+		if len(creds) == 0 {
+			delete(out, u)
+		}
+	}
+	return out
+}
+
+// alter applies AlterUserScramCredentials changes (user -> mechanism ->
+// credential, Deleted for a removal) and persists them before they count.
+func (a *Auth) alter(changes map[string]map[string]storedCred) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := map[string]map[string]storedCred{}
+	for u, creds := range a.altered {
+		next[u] = map[string]storedCred{}
+		for m, c := range creds {
+			next[u][m] = c
+		}
+	}
+	for u, creds := range changes {
+		if next[u] == nil {
+			next[u] = map[string]storedCred{}
+		}
+		for m, c := range creds {
+			if c.Deleted && a.config[u][m].StoredKey == nil {
+				delete(next[u], m) // nothing from the configuration to hide
+				continue
+			}
+			next[u][m] = c
+		}
+		if len(next[u]) == 0 {
+			delete(next, u)
+		}
+	}
+	if a.file != "" {
+		raw, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileSynced(a.file, raw); err != nil {
+			return err
+		}
+	}
+	a.altered = next
+	return nil
+}
+
+// writeFileSynced replaces path atomically and durably: a temporary file,
+// fsynced, renamed over it, and the folder fsynced.
+func writeFileSynced(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

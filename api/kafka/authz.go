@@ -1,0 +1,289 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var (
+	topicDenied   = kerr.TopicAuthorizationFailed.Code   // 29
+	groupDenied   = kerr.GroupAuthorizationFailed.Code   // 30
+	clusterDenied = kerr.ClusterAuthorizationFailed.Code // 31
+)
+
+// authorized answers req for an authenticated user. Topics the user may not
+// use are taken out of the request and answered TOPIC_AUTHORIZATION_FAILED
+// beside the others, as Kafka answers per topic. An API without a rule here
+// is refused: a new API must say who may call it.
+func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.Response, error) {
+	p := ss.auth.permissions(ss.user)
+	switch r := req.(type) {
+	case *kmsg.MetadataRequest:
+		// Metadata answers every topic; it creates one only for a user who
+		// may produce to every topic asked for.
+		for _, t := range r.Topics {
+			if t.Topic == nil || !p.allows(OpProduce, *t.Topic) {
+				r.AllowAutoTopicCreation = false
+			}
+		}
+		return s.handle(r, cl), nil
+
+	case *kmsg.ProduceRequest:
+		var denied []kmsg.ProduceResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.ProduceRequestTopic) bool { return p.allows(OpProduce, t.Topic) },
+			func(t kmsg.ProduceRequestTopic) {
+				rt := kmsg.NewProduceResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewProduceResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = tp.Partition, topicDenied
+					rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		resp := s.handle(r, cl).(*kmsg.ProduceResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.FetchRequest:
+		var denied []kmsg.FetchResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.FetchRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
+			func(t kmsg.FetchRequestTopic) {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewFetchResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = tp.Partition, topicDenied
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+					rp.PreferredReadReplica = -1
+					rp.RecordBatches = []byte{}
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		if len(r.Topics) == 0 && len(denied) > 0 {
+			r.MaxWaitMillis = 0 // nothing to wait for
+		}
+		resp := s.handle(r, cl).(*kmsg.FetchResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.ListOffsetsRequest:
+		var denied []kmsg.ListOffsetsResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
+			func(t kmsg.ListOffsetsRequestTopic) {
+				rt := kmsg.NewListOffsetsResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewListOffsetsResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = tp.Partition, topicDenied, -1, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		resp := s.handle(r, cl).(*kmsg.ListOffsetsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.OffsetForLeaderEpochRequest:
+		var denied []kmsg.OffsetForLeaderEpochResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
+			func(t kmsg.OffsetForLeaderEpochRequestTopic) {
+				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = tp.Partition, topicDenied, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		resp := s.handle(r, cl).(*kmsg.OffsetForLeaderEpochResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.DeleteRecordsRequest:
+		var denied []kmsg.DeleteRecordsResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
+			func(t kmsg.DeleteRecordsRequestTopic) {
+				rt := kmsg.NewDeleteRecordsResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.LowWatermark = tp.Partition, topicDenied, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		s.logDenied(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.DeleteRecordsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.CreateTopicsRequest:
+		var denied []kmsg.CreateTopicsResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.CreateTopicsRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
+			func(t kmsg.CreateTopicsRequestTopic) {
+				rt := kmsg.NewCreateTopicsResponseTopic()
+				rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, topicDenied, deniedMessage(OpAdmin)
+				rt.NumPartitions, rt.ReplicationFactor = -1, -1
+				denied = append(denied, rt)
+			})
+		s.logDenied(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.CreateTopicsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.DeleteTopicsRequest:
+		var denied []kmsg.DeleteTopicsResponseTopic
+		r.TopicNames = keep(r.TopicNames, func(t string) bool { return p.allows(OpAdmin, t) },
+			func(t string) {
+				rt := kmsg.NewDeleteTopicsResponseTopic()
+				rt.Topic, rt.ErrorCode, rt.ErrorMessage = &t, topicDenied, deniedMessage(OpAdmin)
+				denied = append(denied, rt)
+			})
+		s.logDenied(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.DeleteTopicsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.InitProducerIDRequest:
+		if !p.any(OpProduce) {
+			resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+			resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = -1, -1, clusterDenied
+			return resp, nil
+		}
+		return s.handle(r, cl), nil
+
+	case *kmsg.OffsetCommitRequest:
+		groupOK := p.any(OpConsume)
+		var denied []kmsg.OffsetCommitResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return groupOK && p.allows(OpConsume, t.Topic) },
+			func(t kmsg.OffsetCommitRequestTopic) {
+				rt := kmsg.NewOffsetCommitResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rp := kmsg.NewOffsetCommitResponseTopicPartition()
+					rp.Partition, rp.ErrorCode = tp.Partition, topicDenied
+					if !groupOK {
+						rp.ErrorCode = groupDenied
+					}
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		resp := s.handle(r, cl).(*kmsg.OffsetCommitResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.OffsetFetchRequest:
+		if !p.any(OpConsume) {
+			resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = groupDenied
+			return resp, nil
+		}
+		all := r.Topics == nil
+		var denied []kmsg.OffsetFetchResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
+			func(t kmsg.OffsetFetchRequestTopic) {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, part := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.ErrorCode, rp.Offset, rp.LeaderEpoch = part, topicDenied, -1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				denied = append(denied, rt)
+			})
+		resp := s.handle(r, cl).(*kmsg.OffsetFetchResponse)
+		if all { // only the topics the user may read
+			resp.Topics = keep(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.allows(OpConsume, t.Topic) }, nil)
+		}
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.FindCoordinatorRequest, *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
+		*kmsg.LeaveGroupRequest, *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+		if p.any(OpConsume) {
+			return s.handle(r, cl), nil
+		}
+		return groupDeniedResponse(r), nil
+
+	case *kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.scramAdmin(&p, r), nil
+	}
+	return nil, fmt.Errorf("no authorization rule for API %s", kmsg.NameForKey(req.Key()))
+}
+
+// keep returns the elements ok accepts and calls drop (if set) with the others.
+func keep[T any](in []T, ok func(T) bool, drop func(T)) []T {
+	if in == nil {
+		return nil
+	}
+	out := in[:0:0]
+	for _, v := range in {
+		if ok(v) {
+			out = append(out, v)
+		} else if drop != nil {
+			drop(v)
+		}
+	}
+	return out
+}
+
+func deniedMessage(op Operation) *string {
+	m := fmt.Sprintf("the user has no %s permission on this topic", op)
+	return &m
+}
+
+func (s *Server) logDenied(ss *session, req kmsg.Request, n int) {
+	if n > 0 {
+		s.log.Info("kafka: request denied", "remote", ss.remote, "user", ss.user, "api", kmsg.NameForKey(req.Key()), "topics", n)
+	}
+}
+
+// groupDeniedResponse answers a group request from a user without any
+// consume permission.
+func groupDeniedResponse(req kmsg.Request) kmsg.Response {
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = groupDenied, -1, -1
+		for _, k := range r.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode, c.NodeID, c.Port = k, groupDenied, -1, -1
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp
+	case *kmsg.JoinGroupRequest:
+		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = groupDenied, -1
+		return resp
+	case *kmsg.SyncGroupRequest:
+		resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = groupDenied
+		return resp
+	case *kmsg.HeartbeatRequest:
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = groupDenied
+		return resp
+	case *kmsg.LeaveGroupRequest:
+		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = groupDenied
+		return resp
+	case *kmsg.DescribeGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range r.Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, groupDenied
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		return r.ResponseKind() // no group the user may see
+	}
+	return req.ResponseKind()
+}
