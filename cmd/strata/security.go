@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -287,4 +288,18 @@ func (c *loggedTLSConn) Read(b []byte) (int, error) {
 		}
 	})
 	return c.Conn.Read(b)
+}
+
+// httpsClient trusts the CA certificates in caFile (STRATA_ADMIN_CA), for
+// the CLI's calls to an admin listener with admin_tls.
+func httpsClient(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("STRATA_ADMIN_CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("STRATA_ADMIN_CA %s: no PEM certificate in it", caFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}, nil
 }

@@ -336,6 +336,11 @@ kafka:
 			t.Fatalf("https admin: %v %v", err, resp)
 		}
 		resp.Body.Close()
+		t.Setenv("STRATA_ADMIN_CA", ca.pemFile)
+		var out strings.Builder
+		if err := tierCmd([]string{"run", "--admin-addr", p.admin}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
+			t.Fatalf("strata tier run over https: %v\n%s", err, out.String())
+		}
 		if !strings.Contains(p.out.String(), "TLS handshake failed") {
 			t.Error("the refused plaintext connection is not in the log")
 		}
