@@ -307,6 +307,9 @@ func TestSCRAMCredentialsAlterDescribe(t *testing.T) {
 	if !errors.Is(d["nobody"].Err, kerr.ResourceNotFound) {
 		t.Fatalf("describe nobody: %+v", d["nobody"])
 	}
+	if all, err := root.DescribeUserSCRAMs(ctx); err != nil || len(all) != 4 || all["carol"].Err != nil || all["root"].Err != nil {
+		t.Fatalf("describe everyone: %v %+v; want root, writer, reader and carol", err, all)
+	}
 	login := func(mech, user, pw string) error {
 		cl := saslClient(t, addr, mech, user, pw)
 		defer cl.Close()

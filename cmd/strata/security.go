@@ -131,7 +131,7 @@ type security struct {
 }
 
 // openSecurity loads users and certificates, and reloads them on SIGHUP
-// until ctx ends.
+// until ctx ends. SIGHUP never stops the service.
 func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security, error) {
 	var sec security
 	var err error
@@ -172,6 +172,10 @@ func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security
 // reload re-reads certificates and the users file; a part that fails to
 // load keeps its previous value.
 func (sec *security) reload(cfg *Config, log *slog.Logger) {
+	if sec.kafkaTLS == nil && sec.admTLS == nil && cfg.Kafka.SASL.UsersFile == "" {
+		log.Info("SIGHUP: nothing to reload (no kafka.tls, admin_tls or kafka.sasl.users_file)")
+		return
+	}
 	for name, c := range map[string]*certs{"kafka.tls": sec.kafkaTLS, "admin_tls": sec.admTLS} {
 		if c == nil {
 			continue
