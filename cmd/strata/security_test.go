@@ -374,7 +374,9 @@ kafka:
 	t.Run("java", func(t *testing.T) {
 		cp, err := exec.Command("../../scripts/jars", "kafka").Output()
 		if err != nil {
-			t.Fatalf("scripts/jars kafka: %v", err)
+			var exit *exec.ExitError
+			errors.As(err, &exit)
+			t.Fatalf("scripts/jars kafka: %v\n%s", err, exit.Stderr)
 		}
 		classes := t.TempDir()
 		classpath := strings.TrimSpace(string(cp))
