@@ -2,11 +2,16 @@ package kafka
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"strata/engine/memory"
 )
 
 // authUsers: an administrator, a producer and a consumer of orders.*.
@@ -300,6 +307,9 @@ func TestSCRAMCredentialsAlterDescribe(t *testing.T) {
 	if !errors.Is(d["nobody"].Err, kerr.ResourceNotFound) {
 		t.Fatalf("describe nobody: %+v", d["nobody"])
 	}
+	if all, err := root.DescribeUserSCRAMs(ctx); err != nil || len(all) != 4 || all["carol"].Err != nil || all["root"].Err != nil {
+		t.Fatalf("describe everyone: %v %+v; want root, writer, reader and carol", err, all)
+	}
 	login := func(mech, user, pw string) error {
 		cl := saslClient(t, addr, mech, user, pw)
 		defer cl.Close()
@@ -342,5 +352,73 @@ func TestSCRAMCredentialsAlterDescribe(t *testing.T) {
 	}
 	if err := login(MechScramSHA512, "writer", "writer-pw-2"); err != nil {
 		t.Fatalf("writer's SHA-512 credential: %v", err)
+	}
+}
+
+// librdkafka's client-final message carries client nonce + the server's
+// nonce; it is accepted as Apache Kafka accepts it, with the proof checked.
+func TestSCRAMLibrdkafkaFinalNonce(t *testing.T) {
+	srv := New(memory.New(100), Config{Logger: quiet, Auth: authConfig(t, "")})
+	for _, tc := range []struct {
+		name, password string
+		nonce          func(client, server string) string
+		ok             bool
+	}{
+		{"librdkafka's nonce", "writer-pw-2", func(c, s string) string { return c + s }, true},
+		{"the RFC's nonce", "writer-pw-2", func(c, s string) string { return s }, true},
+		{"wrong password", "writer-pw-3", func(c, s string) string { return c + s }, false},
+		{"a nonce not ending with the server's", "writer-pw-2", func(c, s string) string { return s + "x" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss := srv.newSession("test")
+			step := func(req kmsg.Request) kmsg.Response {
+				resp, err := srv.handleSession(ss, req, clientInfo{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
+			}
+			hs := kmsg.NewPtrSASLHandshakeRequest()
+			hs.Version, hs.Mechanism = 1, MechScramSHA256
+			step(hs)
+			const cnonce = "fyko+d2lbbFgONRv9qkxdawL"
+			auth := kmsg.NewPtrSASLAuthenticateRequest()
+			auth.SASLAuthBytes = []byte("n,,n=writer,r=" + cnonce)
+			serverFirst := string(step(auth).(*kmsg.SASLAuthenticateResponse).SASLAuthBytes)
+			snonce, _ := scramAttr(serverFirst, "r")
+			salt64, _ := scramAttr(serverFirst, "s")
+			iters, _ := scramAttr(serverFirst, "i")
+			salt, _ := base64.StdEncoding.DecodeString(salt64)
+			n, _ := strconv.Atoi(iters)
+			salted, err := pbkdf2.Key(sha256.New, tc.password, salt, n, sha256.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mac := func(key []byte, msg string) []byte {
+				h := hmac.New(sha256.New, key)
+				h.Write([]byte(msg))
+				return h.Sum(nil)
+			}
+			withoutProof := "c=biws,r=" + tc.nonce(cnonce, snonce)
+			authMessage := "n=writer,r=" + cnonce + "," + serverFirst + "," + withoutProof
+			clientKey := mac(salted, "Client Key")
+			storedKey := sha256.Sum256(clientKey)
+			proof := mac(storedKey[:], authMessage)
+			for i := range proof {
+				proof[i] ^= clientKey[i]
+			}
+			auth.SASLAuthBytes = []byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof))
+			resp := step(auth).(*kmsg.SASLAuthenticateResponse)
+			if !tc.ok {
+				if resp.ErrorCode != kerr.SaslAuthenticationFailed.Code || ss.user != "" {
+					t.Fatalf("answered %d, user %q; want SASL_AUTHENTICATION_FAILED", resp.ErrorCode, ss.user)
+				}
+				return
+			}
+			want := "v=" + base64.StdEncoding.EncodeToString(mac(mac(salted, "Server Key"), authMessage))
+			if resp.ErrorCode != 0 || string(resp.SASLAuthBytes) != want || ss.user != "writer" {
+				t.Fatalf("answered %d %q, user %q; want success and %q", resp.ErrorCode, resp.SASLAuthBytes, ss.user, want)
+			}
+		})
 	}
 }

@@ -17,10 +17,12 @@ type session struct {
 	remote string
 	mech   string                    // chosen by SaslHandshake
 	conv   *scram.ServerConversation // a SCRAM exchange under way
-	// the exchange's first two messages, for librdkafka's final one (scramcompat.go)
+	user   string                    // set once authenticated
+	closed bool                      // answer this request, then close
+
+	// the SCRAM exchange's first two messages, for librdkafka's final one
+	// (scramcompat.go)
 	clientFirst, serverFirst string
-	user                     string // set once authenticated
-	closed                   bool   // answer this request, then close
 }
 
 func (s *Server) newSession(remote string) *session {

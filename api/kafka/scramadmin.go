@@ -46,7 +46,7 @@ func strPtr(s string) *string { return &s }
 func (s *Server) describeScram(r *kmsg.DescribeUserSCRAMCredentialsRequest, resp *kmsg.DescribeUserSCRAMCredentialsResponse) {
 	users := s.cfg.Auth.scramUsers()
 	var names []string
-	if r.Users == nil {
+	if len(r.Users) == 0 { // null or empty: everyone, as in Kafka
 		for u := range users {
 			names = append(names, u)
 		}

@@ -112,11 +112,19 @@ func tierCmd(args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+*addr+"/v1/tiering/run", nil)
+	scheme, client := "http", http.DefaultClient
+	if ca := os.Getenv("STRATA_ADMIN_CA"); ca != "" { // admin_tls is on
+		var err error
+		if client, err = httpsClient(ca); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
+	req, _ := http.NewRequest(http.MethodPost, scheme+"://"+*addr+"/v1/tiering/run", nil)
 	if tok := os.Getenv("STRATA_ADMIN_TOKEN"); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("no strata admin API at %s: %w", *addr, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -130,7 +131,7 @@ type security struct {
 }
 
 // openSecurity loads users and certificates, and reloads them on SIGHUP
-// until ctx ends.
+// until ctx ends. SIGHUP never stops the service.
 func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security, error) {
 	var sec security
 	var err error
@@ -171,6 +172,10 @@ func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security
 // reload re-reads certificates and the users file; a part that fails to
 // load keeps its previous value.
 func (sec *security) reload(cfg *Config, log *slog.Logger) {
+	if sec.kafkaTLS == nil && sec.admTLS == nil && cfg.Kafka.SASL.UsersFile == "" {
+		log.Info("SIGHUP: nothing to reload (no kafka.tls, admin_tls or kafka.sasl.users_file)")
+		return
+	}
 	for name, c := range map[string]*certs{"kafka.tls": sec.kafkaTLS, "admin_tls": sec.admTLS} {
 		if c == nil {
 			continue
@@ -287,4 +292,18 @@ func (c *loggedTLSConn) Read(b []byte) (int, error) {
 		}
 	})
 	return c.Conn.Read(b)
+}
+
+// httpsClient trusts the CA certificates in caFile (STRATA_ADMIN_CA), for
+// the CLI's calls to an admin listener with admin_tls.
+func httpsClient(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("STRATA_ADMIN_CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("STRATA_ADMIN_CA %s: no PEM certificate in it", caFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}, nil
 }

@@ -336,6 +336,11 @@ kafka:
 			t.Fatalf("https admin: %v %v", err, resp)
 		}
 		resp.Body.Close()
+		t.Setenv("STRATA_ADMIN_CA", ca.pemFile)
+		var out strings.Builder
+		if err := tierCmd([]string{"run", "--admin-addr", p.admin}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
+			t.Fatalf("strata tier run over https: %v\n%s", err, out.String())
+		}
 		if !strings.Contains(p.out.String(), "TLS handshake failed") {
 			t.Error("the refused plaintext connection is not in the log")
 		}
@@ -369,7 +374,9 @@ kafka:
 	t.Run("java", func(t *testing.T) {
 		cp, err := exec.Command("../../scripts/jars", "kafka").Output()
 		if err != nil {
-			t.Fatalf("scripts/jars kafka: %v", err)
+			var exit *exec.ExitError
+			errors.As(err, &exit)
+			t.Fatalf("scripts/jars kafka: %v\n%s", err, exit.Stderr)
 		}
 		classes := t.TempDir()
 		classpath := strings.TrimSpace(string(cp))
