@@ -352,32 +352,43 @@ func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) er
 	return j.Engine.DropLocal(ctx, shard, s.No)
 }
 
-// expire ends a remote segment's life: its offsets leave the shard (the
-// low watermark rises past them, durably, first), then the catalog records
-// it deleted, then the object and its manifest entry go. A crash between
-// steps is finished by the next run or, for the object, the orphan sweep.
+// expire ends a segment's life in every tier: its offsets leave the shard
+// (the low watermark rises past them, durably, first), then the catalog
+// records it deleted, then its local file, its object and its manifest
+// entry go. A crash between steps is finished by recovery (the local file)
+// or the orphan sweep (the object).
 func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error {
 	if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
 		return err
 	}
-	if _, err := j.Catalog.Transition(shard, s.No, catalog.Remote, catalog.Deleted, nil); err != nil {
+	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Deleted, nil); err != nil {
 		return err
 	}
-	if err := j.Bucket.Delete(ctx, s.ObjectKey); err != nil {
-		return err
+	if s.State.Local() {
+		if err := j.Engine.DropLocal(ctx, shard, s.No); err != nil {
+			return err
+		}
 	}
-	loc, err := LocationOf(shard)
-	if err != nil {
-		return err
+	if s.State == catalog.Cold || s.State == catalog.Remote {
+		if err := j.Bucket.Delete(ctx, s.ObjectKey); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return err
+		}
+		loc, err := LocationOf(shard)
+		if err != nil {
+			return err
+		}
+		mkey := loc.ManifestKey(j.Prefix)
+		m, err := readManifest(ctx, j.Bucket, mkey)
+		if err != nil {
+			return err
+		}
+		m.remove(s.ObjectKey)
+		if err := writeManifest(ctx, j.Bucket, mkey, m); err != nil {
+			return err
+		}
 	}
-	mkey := loc.ManifestKey(j.Prefix)
-	m, err := readManifest(ctx, j.Bucket, mkey)
-	if err != nil {
-		return err
-	}
-	m.remove(s.ObjectKey)
-	j.log().Info("remote segment expired", "shard", shard, "segment", s.No, "key", s.ObjectKey)
-	return writeManifest(ctx, j.Bucket, mkey, m)
+	j.log().Info("segment expired by retention", "shard", shard, "segment", s.No, "state", s.State, "end_offset", s.EndOffset)
+	return nil
 }
 
 // sweepOrphans deletes Parquet objects under the prefix that no catalog

@@ -23,6 +23,12 @@ type Policy struct {
 	// this is deleted from the bucket and its offsets from the shard
 	// (0: kept forever).
 	RemoteRetention time.Duration
+	// RetentionMaxAge and RetentionMaxBytes bound the whole log, local and
+	// cold together, as Kafka's retention.ms and retention.bytes do under
+	// tiered storage (KIP-405): the oldest segments past either go from
+	// every tier, whether or not they were uploaded (0: no bound).
+	RetentionMaxAge   time.Duration
+	RetentionMaxBytes int64
 }
 
 // Plan is what one run does for one shard.
@@ -32,8 +38,9 @@ type Plan struct {
 	// DropLocal lists cold segments whose local copy can go, oldest first:
 	// always a prefix of the shard's local segments.
 	DropLocal []catalog.Segment
-	// Expire lists remote segments past remote retention, oldest first:
-	// always a prefix of the shard's segments.
+	// Expire lists segments past retention, oldest first: always a prefix
+	// of the shard's segments. Sealed and cold ones go from local disk,
+	// cold and remote ones from the bucket.
 	Expire []catalog.Segment
 }
 
@@ -44,13 +51,21 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 		p.StaleUpload = 10 * time.Minute
 	}
 	var plan Plan
+	plan.Expire = expire(now, segs, p)
+	expiring := map[uint64]bool{}
+	for _, s := range plan.Expire {
+		expiring[s.No] = true
+	}
 	var untiered int64
 	for _, s := range segs {
-		if s.State == catalog.Sealed {
+		if s.State == catalog.Sealed && !expiring[s.No] {
 			untiered += s.Size
 		}
 	}
 	for _, s := range segs {
+		if expiring[s.No] {
+			continue
+		}
 		switch s.State {
 		case catalog.Sealed:
 			if now.Sub(s.SealedAt) >= p.MinSealedAge || (p.LocalBytes > 0 && untiered > p.LocalBytes) {
@@ -66,7 +81,7 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 	// Local copies go oldest first and only while every older segment is
 	// already remote, so the local segments stay one contiguous run.
 	for _, s := range segs {
-		if s.State == catalog.Remote || s.State == catalog.Deleted {
+		if s.State == catalog.Remote || s.State == catalog.Deleted || expiring[s.No] {
 			continue
 		}
 		if s.State != catalog.Cold || now.Sub(s.TieredAt) < p.LocalRetention {
@@ -74,14 +89,37 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 		}
 		plan.DropLocal = append(plan.DropLocal, s)
 	}
+	return plan
+}
+
+// expire picks the oldest segments past retention: past the whole log's
+// age or byte bound in any tier, or, in the bucket only, past remote
+// retention. It stops at the first segment that is not, and at the active
+// segment or one being uploaded, so the offsets that remain stay contiguous.
+func expire(now time.Time, segs []catalog.Segment, p Policy) []catalog.Segment {
+	var total int64
+	for _, s := range segs {
+		if s.State != catalog.Deleted {
+			total += s.Size
+		}
+	}
+	var out []catalog.Segment
 	for _, s := range segs {
 		if s.State == catalog.Deleted {
 			continue
 		}
-		if s.State != catalog.Remote || p.RemoteRetention <= 0 || now.Sub(time.UnixMilli(s.MaxTimestamp)) < p.RemoteRetention {
+		if s.State != catalog.Sealed && s.State != catalog.Cold && s.State != catalog.Remote {
 			break
 		}
-		plan.Expire = append(plan.Expire, s)
+		age := now.Sub(time.UnixMilli(s.MaxTimestamp))
+		past := (p.RetentionMaxAge > 0 && age > p.RetentionMaxAge) ||
+			(p.RetentionMaxBytes > 0 && total > p.RetentionMaxBytes) ||
+			(s.State == catalog.Remote && p.RemoteRetention > 0 && age >= p.RemoteRetention)
+		if !past {
+			break
+		}
+		out = append(out, s)
+		total -= s.Size
 	}
-	return plan
+	return out
 }

@@ -13,6 +13,10 @@ func TestPlanShard(t *testing.T) {
 	seg := func(no uint64, st catalog.State, sealed, tiered time.Duration, size int64) catalog.Segment {
 		return catalog.Segment{No: no, State: st, SealedAt: ago(sealed), TieredAt: ago(tiered), UploadStarted: ago(sealed), Size: size}
 	}
+	// old is a segment whose newest record is age old, sealed and tiered then.
+	old := func(no uint64, st catalog.State, age time.Duration, size int64) catalog.Segment {
+		return catalog.Segment{No: no, State: st, SealedAt: ago(age), TieredAt: ago(age), UploadStarted: now, Size: size, MaxTimestamp: ago(age).UnixMilli()}
+	}
 	nos := func(segs []catalog.Segment) []uint64 {
 		var out []uint64
 		for _, s := range segs {
@@ -48,6 +52,21 @@ func TestPlanShard(t *testing.T) {
 			[]catalog.Segment{{No: 0, State: catalog.Deleted}, {No: 1, State: catalog.Remote, MaxTimestamp: ago(72 * time.Hour).UnixMilli()},
 				{No: 2, State: catalog.Remote, MaxTimestamp: ago(time.Hour).UnixMilli()}, seg(3, catalog.Active, 0, 0, 5)},
 			Policy{RemoteRetention: 24 * time.Hour}, nil, nil, []uint64{1}},
+		// Retention bounds the whole log, local and cold (KIP-405).
+		{"tiering behind: untiered segments within total retention wait for their upload",
+			[]catalog.Segment{old(0, catalog.Sealed, 2*time.Hour, 100), old(1, catalog.Sealed, time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{MinSealedAge: 24 * time.Hour, RetentionMaxAge: 7 * 24 * time.Hour, RetentionMaxBytes: 1000}, nil, nil, nil},
+		{"past total age: every tier goes, oldest first, uploaded or not",
+			[]catalog.Segment{old(0, catalog.Remote, 9*24*time.Hour, 100), old(1, catalog.Cold, 8*24*time.Hour, 100), old(2, catalog.Sealed, 8*24*time.Hour, 100),
+				old(3, catalog.Sealed, time.Hour, 100), seg(4, catalog.Active, 0, 0, 5)},
+			Policy{RetentionMaxAge: 7 * 24 * time.Hour}, []uint64{3}, nil, []uint64{0, 1, 2}},
+		{"past total bytes: the oldest go until the log fits, remote first",
+			[]catalog.Segment{old(0, catalog.Remote, 3*time.Hour, 100), old(1, catalog.Remote, 2*time.Hour, 100), old(2, catalog.Cold, time.Hour, 100),
+				old(3, catalog.Sealed, time.Minute, 100), seg(4, catalog.Active, 0, 0, 0)},
+			Policy{RetentionMaxBytes: 250, LocalRetention: 2 * time.Hour}, []uint64{3}, nil, []uint64{0, 1}},
+		{"an upload under way stops expiry behind it",
+			[]catalog.Segment{old(0, catalog.Uploading, 9*24*time.Hour, 100), old(1, catalog.Sealed, 9*24*time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{RetentionMaxAge: 24 * time.Hour, StaleUpload: 1000 * time.Hour}, []uint64{1}, nil, nil},
 	} {
 		plan := PlanShard(now, tc.segs, tc.p)
 		if got := nos(plan.Upload); !equal(got, tc.upload) {

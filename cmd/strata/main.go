@@ -203,7 +203,11 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if err != nil {
 		return err
 	}
-	go runRetention(ctx, store.SegmentEngine(), cfg.Retention, onlySealed(store.SegmentEngine().Catalog()), log)
+	if !cfg.Tiering.Enabled {
+		// Without tiering the whole log is local; with it, retention spans
+		// every tier and the tiering job applies it (docs/tiering.md).
+		go runRetention(ctx, store.SegmentEngine(), cfg.Retention, onlySealed(store.SegmentEngine().Catalog()), log)
+	}
 
 	sec, err := openSecurity(ctx, cfg, log)
 	if err != nil {

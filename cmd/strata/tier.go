@@ -37,6 +37,9 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 		OrphanGrace:    time.Duration(t.OrphanGrace),
 		Log:            log.With("component", "tiering"),
 	}
+	if t.Enabled {
+		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
+	}
 	reg.MustRegister(newTierCollector(e, reader, job))
 	if t.Enabled {
 		if _, err := tiering.Schedule(ctx, job, t.Schedule); err != nil {
@@ -48,8 +51,8 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 	return job, nil
 }
 
-// onlySealed keeps local retention to segments the tiering pipeline has not
-// taken over: a segment being uploaded or already cold is tiering's to drop.
+// onlySealed keeps the engine's retention, which runs when tiering is off,
+// to segments no tiering run (`strata tier run`) has taken over.
 func onlySealed(c *catalog.Catalog) func(string, uint64) bool {
 	return func(shard string, no uint64) bool {
 		segs, err := c.Segments(shard)

@@ -1,0 +1,93 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/catalog"
+	"strata/engine/store"
+	"strata/engine/store/storetest"
+	"strata/tiering/objstore"
+)
+
+// Retention bounds the whole log, local and cold together (Kafka's
+// retention.ms and retention.bytes under tiered storage). While tiering is
+// behind, data within retention waits on local disk for its upload; once
+// the log is past retention its oldest segments leave every tier, uploaded
+// or not, and the low watermark rises past them.
+func TestRetentionOverEveryTier(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, backends["local"](t), t.TempDir())
+	want := produce(t, r.engine, "logs-0", 20) // timestamps from 2023: years old
+
+	// Tiering behind, the log within its byte bound: nothing goes anywhere.
+	r.job.Policy = Policy{MinSealedAge: time.Hour, RetentionMaxBytes: 1 << 30}
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Uploaded) != 0 || len(sum.Errors) > 0 {
+		t.Fatalf("run while behind: %+v, %v", sum, err)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", 0), want)
+
+	// Half of the segments tiered and their local copies dropped, more sealed after.
+	segs, _ := r.engine.Catalog().Segments("logs-0")
+	r.job.Policy = Policy{LocalRetention: 0}
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) != len(segs)-1 {
+		t.Fatalf("tiering run: %+v, %v", sum, err)
+	}
+	more := produce(t, r.engine, "logs-0", 10)
+	want = append(want, more...)
+	segs, _ = r.engine.Catalog().Segments("logs-0")
+	states := map[catalog.State]int{}
+	for _, s := range segs {
+		states[s.State]++
+	}
+	if states[catalog.Remote] == 0 || states[catalog.Sealed] == 0 {
+		t.Fatalf("want remote and sealed segments to expire together; have %v", states)
+	}
+
+	// Past retention: every sealed and remote segment goes, from every tier.
+	r.job.Policy = Policy{MinSealedAge: time.Hour, RetentionMaxAge: 24 * time.Hour}
+	sum, err := r.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 {
+		t.Fatalf("retention run: %+v, %v", sum, err)
+	}
+	if sum.Expired != len(segs)-1 {
+		t.Fatalf("retention expired %d segments, want every one but the active (%d)", sum.Expired, len(segs)-1)
+	}
+	active := segs[len(segs)-1]
+	low, high, _ := r.engine.Watermarks(ctx, "logs-0")
+	if low != active.StartOffset || high != uint64(len(want)) {
+		t.Fatalf("watermarks %d-%d after retention; want %d-%d", low, high, active.StartOffset, len(want))
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", low), want[low:])
+	var oor *store.OutOfRangeError
+	if _, err := r.engine.Read(ctx, "logs-0", 0, store.Budget{}); !errors.As(err, &oor) {
+		t.Fatalf("a read below retention: %v; want out of range", err)
+	}
+	var left []string
+	r.bucket.List(ctx, "data/", func(a objstore.Attrs) error {
+		if strings.HasSuffix(a.Name, ".parquet") {
+			left = append(left, a.Name)
+		}
+		return nil
+	})
+	m, _ := readManifest(ctx, r.bucket, Location{"logs", 0}.ManifestKey("data"))
+	if len(left) != 0 || len(m.Objects) != 0 {
+		t.Fatalf("after retention the bucket holds %v and the manifest %d entries", left, len(m.Objects))
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if _, _, err := r.engine.Checksum(ctx, "logs-0", s.No); err == nil {
+			t.Fatalf("segment %d is still on local disk", s.No)
+		}
+	}
+
+	// A restart agrees.
+	r.engine.Close()
+	r2 := newRig(t, r.bucket, r.dir)
+	if low2, _, _ := r2.engine.Watermarks(ctx, "logs-0"); low2 != low {
+		t.Fatalf("after a restart the low watermark is %d, want %d", low2, low)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "logs-0", low), want[low:])
+}
