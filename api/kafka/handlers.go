@@ -358,13 +358,13 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	}
 	if limit := s.maxMessageBytes(topic); len(raw) > int(limit) {
 		if batchesOver(raw, limit) {
-			s.log.Warn("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
+			s.refusal("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
 			return produceInput{}, errMessageTooLarge
 		}
 	}
 	recs, batches, err := decodeBatches(raw, left)
 	if err != nil {
-		s.log.Warn("kafka: refusing a produce", "shard", shard, "err", err)
+		s.refusal("kafka: refusing a produce", "shard", shard, "err", err)
 		if errors.Is(err, errInflateBudget) {
 			return produceInput{}, errMessageTooLarge
 		}
@@ -372,7 +372,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	}
 	for i := range recs {
 		if record.Size(&recs[i]) > record.MaxSize {
-			s.log.Warn("kafka: refusing a produce: a record is over the engine's limit", "shard", shard, "bytes", record.Size(&recs[i]), "max", record.MaxSize)
+			s.refusal("kafka: refusing a produce: a record is over the engine's limit", "shard", shard, "bytes", record.Size(&recs[i]), "max", record.MaxSize)
 			return produceInput{}, errMessageTooLarge
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 const produceKey = 0
@@ -139,4 +142,12 @@ func (h *hub) wake(shard string) {
 		}
 	}
 	delete(h.waiters, shard)
+}
+
+// refusal logs a request refused for what a client sent at most once a
+// second per message: a client repeating a bad request cannot flood the log
+// (strata_kafka_errors_total and strata_kafka_refused_total count them all).
+func (s *Server) refusal(msg string, args ...any) {
+	v, _ := s.refusals.LoadOrStore(msg, &rate.Sometimes{Interval: time.Second})
+	v.(*rate.Sometimes).Do(func() { s.log.Warn(msg, args...) })
 }

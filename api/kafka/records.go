@@ -99,13 +99,23 @@ func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch
 	return recs, batches, nil
 }
 
-// decompress inflates data, refusing to produce more than limit bytes.
+// zstdDecoder is shared: a decoder per batch costs more than most batches.
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecompressed))
+
+// decompress inflates data, refusing to produce more than limit bytes. A
+// size the codec declares up front (zstd's frame content size, gzip's
+// trailer) is checked before any work, so a declared bomb costs nothing,
+// and sizes the output buffer once.
 func decompress(codec int16, data []byte, limit int64) ([]byte, error) {
 	var r io.Reader
+	declared := int64(-1)
 	switch codec {
 	case 0:
 		return data, nil
 	case 1:
+		if len(data) >= 18 {
+			declared = int64(binary.LittleEndian.Uint32(data[len(data)-4:])) // ISIZE: the size mod 2^32
+		}
 		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return nil, fmt.Errorf("gzip batch: %w", err)
@@ -116,7 +126,21 @@ func decompress(codec int16, data []byte, limit int64) ([]byte, error) {
 	case 3:
 		r = lz4.NewReader(bytes.NewReader(data))
 	case 4:
-		zr, err := zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderMaxMemory(maxDecompressed))
+		var h zstd.Header
+		if err := h.Decode(data); err == nil && h.HasFCS && !h.Skippable {
+			if int64(h.FrameContentSize) > limit || h.FrameContentSize > maxDecompressed {
+				return nil, tooBig(limit)
+			}
+			out, err := zstdDecoder.DecodeAll(data, make([]byte, 0, h.FrameContentSize))
+			if err != nil {
+				return nil, fmt.Errorf("decompress zstd: %w", err)
+			}
+			if int64(len(out)) > limit {
+				return nil, tooBig(limit)
+			}
+			return out, nil
+		}
+		zr, err := zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderMaxMemory(maxDecompressed), zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, err
 		}
@@ -125,17 +149,27 @@ func decompress(codec int16, data []byte, limit int64) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown compression codec %d", codec)
 	}
-	out, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
+	if declared > limit {
+		return nil, tooBig(limit)
+	}
+	var out bytes.Buffer
+	if declared > 0 {
+		out.Grow(int(declared))
+	}
+	if _, err := out.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, fmt.Errorf("decompress codec %d: %w", codec, err)
 	}
-	if int64(len(out)) > limit {
-		if limit < maxDecompressed {
-			return nil, errInflateBudget
-		}
-		return nil, fmt.Errorf("batch inflates past %d bytes", maxDecompressed)
+	if int64(out.Len()) > limit {
+		return nil, tooBig(limit)
 	}
-	return out, nil
+	return out.Bytes(), nil
+}
+
+func tooBig(limit int64) error {
+	if limit < maxDecompressed {
+		return errInflateBudget
+	}
+	return fmt.Errorf("batch inflates past %d bytes", maxDecompressed)
 }
 
 var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}

@@ -95,7 +95,8 @@ type Server struct {
 	closed  sync.Once
 
 	inflight *budget
-	appended *hub // wakes long polls when a partition gets records
+	appended *hub     // wakes long polls when a partition gets records
+	refusals sync.Map // log message -> *rate.Sometimes
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -269,7 +270,7 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > s.cfg.MaxRequestBytes {
-			s.log.Warn("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
@@ -283,7 +284,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		if int16(binary.BigEndian.Uint16(key)) != produceKey && size > s.cfg.MaxControlRequestBytes {
-			s.log.Warn("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", int16(binary.BigEndian.Uint16(key)),
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", int16(binary.BigEndian.Uint16(key)),
 				"size", size, "max", s.cfg.MaxControlRequestBytes)
 			s.cfg.Metrics.refused("frame_size")
 			return
@@ -332,10 +333,21 @@ func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
 	return true
 }
 
-// readFrame reads a frame body of size bytes, growing its buffer as the
-// bytes arrive rather than trusting the announced size up front.
-func readFrame(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, min(size, 64<<10))
+// readFrame reads a frame body of size bytes. Past 8 MiB its buffer grows
+// as the bytes arrive rather than trusting the announced size up front.
+func readFrame(r *bufio.Reader, size int) ([]byte, error) {
+	// Nothing is allocated until a buffer's worth of the body has come: a
+	// client that announces a frame and stalls, or goes away, costs none.
+	if _, err := r.Peek(min(size, r.Size())); err != nil {
+		return nil, err
+	}
+	const whole = 8 << 20
+	if size <= whole { // most frames: one allocation, no copies
+		buf := make([]byte, size)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, whole)
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, min(size-len(buf), cap(buf)))
