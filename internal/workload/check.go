@@ -18,6 +18,7 @@ const (
 	KindOversize     = "oversize"      // an over-the-limit record was acknowledged or stored
 	KindTopic        = "topic"         // the topic exists or not, or has a partition count, against the model
 	KindCrash        = "crash"         // the service process died or did not stop cleanly
+	KindReadError    = "read-error"    // the service answered a read of a live partition with an error
 )
 
 // Violation is one thing the service did that the model forbids.

@@ -3,7 +3,6 @@ package workload
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 )
@@ -323,6 +322,15 @@ func (m *Model) Unsettled() []string {
 	return out
 }
 
+// Changes returns how often creates and deletes of name began or ended,
+// and whether one is under way: a read that saw either move raced one.
+func (m *Model) Changes(name string) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.name(name)
+	return s.changes, s.busy > 0
+}
+
 // Live returns the name's live incarnation (nil if none).
 func (m *Model) Live(name string) *Incarnation {
 	m.mu.Lock()
@@ -533,11 +541,4 @@ func (m *Model) Stats() string {
 		n[r.State]++
 	}
 	return fmt.Sprintf("%d incarnations, %d records acknowledged, %d maybe stored, %d pending", len(m.incs), n[Acked], n[Maybe], n[Pending])
-}
-
-func shortList(ids []string) string {
-	if len(ids) > 5 {
-		return strings.Join(ids[:5], ", ") + fmt.Sprintf(" and %d more", len(ids)-5)
-	}
-	return strings.Join(ids, ", ")
 }
