@@ -32,6 +32,7 @@ import (
 //	STRATA_WORKLOAD_WORKERS=3   concurrent workers (default 3)
 //	STRATA_WORKLOAD_RACE=1      build the service with -race
 //	STRATA_WORKLOAD_KEEP=1      keep the data folder, server log and history even when it passes
+//	STRATA_WORKLOAD_KEEP_GOING=1  record violations and run on (a crash still stops it), to find more than one bug
 func TestWorkload(t *testing.T) {
 	seed := workloadSeed(t)
 	budget := envDuration(t, "STRATA_WORKLOAD_TIME", 60*time.Second)
@@ -56,7 +57,8 @@ func TestWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget+10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := driver.Run(ctx, driver.Config{Bin: bin, Dir: dir, Seed: seed, Budget: budget, Workers: workers, Log: log})
+	res, err := driver.Run(ctx, driver.Config{Bin: bin, Dir: dir, Seed: seed, Budget: budget, Workers: workers, Log: log,
+		KeepGoing: os.Getenv("STRATA_WORKLOAD_KEEP_GOING") == "1"})
 	if err != nil {
 		t.Fatalf("workload seed=%d: %v (artifacts in %s)", seed, err, dir)
 	}
@@ -70,7 +72,11 @@ func TestWorkload(t *testing.T) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "workload seed=%d workers=%d: %d violations\n", seed, workers, len(res.Violations))
+	kinds := map[string]int{}
+	for _, v := range res.Violations {
+		kinds[v.Kind]++
+	}
+	fmt.Fprintf(&b, "workload seed=%d workers=%d: %d violations %v\n", seed, workers, len(res.Violations), kinds)
 	for i, v := range res.Violations {
 		if i == 25 {
 			fmt.Fprintf(&b, "... and %d more\n", len(res.Violations)-i)

@@ -36,6 +36,9 @@ type Config struct {
 	Workers int           // concurrent workers (1: the op sequence is a function of the seed)
 	Weights workload.Weights
 	Log     *slog.Logger
+	// KeepGoing records violations and runs on (a crash still ends the
+	// run), to find more than the first bug in one run.
+	KeepGoing bool
 }
 
 // Retention is the service's retention age in the workload: records with
@@ -50,7 +53,7 @@ func serverSets(dataDir string) []string {
 	return []string{
 		"cold.local.dir=" + filepath.Join(dataDir, "cold"),
 		"kafka.auto_create_topics=false",
-		"segment.max_bytes=64KiB",
+		"segment.max_bytes=16KiB", // with the check every 10 offsets: segments often end at the same offsets across incarnations
 		"segment.roll_check_interval=10",
 		"segment.max_age=2s",
 		"tiering.schedule=@every 1s",
@@ -100,6 +103,8 @@ type run struct {
 
 	mu         sync.Mutex
 	violations []workload.Violation
+	seen       map[string]bool // violations already recorded
+	kinds      map[string]bool // kinds whose history is in context
 	context    []string
 	ops        map[workload.Kind]int
 	restarts   int
@@ -119,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &run{cfg: cfg, m: workload.NewModel(Retention), dataDir: filepath.Join(cfg.Dir, "data"),
-		logPath: filepath.Join(cfg.Dir, "server.log"), names: map[string]*sync.Mutex{}, ops: map[workload.Kind]int{}}
+		logPath: filepath.Join(cfg.Dir, "server.log"), names: map[string]*sync.Mutex{}, ops: map[workload.Kind]int{}, kinds: map[string]bool{}}
 	for _, n := range workload.Names {
 		r.names[n] = &sync.Mutex{}
 	}
@@ -201,33 +206,37 @@ func (r *run) start() error {
 	return nil
 }
 
-// violate records violations and stops the run; the history of the topics
-// involved goes into the result.
+// violate records violations and stops the run (unless KeepGoing); the
+// history of the topics involved in the first violation of each kind goes
+// into the result.
 func (r *run) violate(worker int, why string, vs ...workload.Violation) {
 	if len(vs) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	first := len(r.violations) == 0
-	r.violations = append(r.violations, vs...)
-	if first {
-		topics := map[string]bool{}
-		for _, v := range vs {
-			topics[v.Topic] = true
-		}
-		for t := range topics {
-			if t == "" {
-				continue
-			}
-			r.context = append(r.context, fmt.Sprintf("--- history of topic %s (%s), last 60 events:", t, why))
-			r.context = append(r.context, r.m.History(t, 60)...)
-		}
+	if r.seen == nil {
+		r.seen = map[string]bool{}
 	}
+	crash := false
 	for _, v := range vs {
+		crash = crash || v.Kind == workload.KindCrash
+		if r.seen[v.String()] {
+			continue // the same finding read again
+		}
+		r.seen[v.String()] = true
+		r.violations = append(r.violations, v)
 		r.m.Logf(worker, v.Topic, "VIOLATION %s", v)
+		if r.kinds[v.Kind] || v.Topic == "" {
+			continue
+		}
+		r.kinds[v.Kind] = true
+		r.context = append(r.context, fmt.Sprintf("--- history of topic %s up to the first %s violation (%s), last 60 events:", v.Topic, v.Kind, why))
+		r.context = append(r.context, r.m.History(v.Topic, 60)...)
 	}
-	r.fail()
+	if crash || !r.cfg.KeepGoing {
+		r.fail()
+	}
 }
 
 func (r *run) worker(w int, deadline time.Time) {
