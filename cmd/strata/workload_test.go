@@ -65,6 +65,9 @@ func TestWorkload(t *testing.T) {
 	summary := fmt.Sprintf("workload seed=%d: %s in %s; ops %s; %d restarts, %d full checks", seed, res.Stats,
 		time.Since(start).Round(time.Second), opCounts(res.Ops), res.Restarts, res.Checks)
 	t.Log(summary)
+	for _, n := range res.Notes {
+		t.Logf("workload seed=%d: note: %s", seed, n)
+	}
 	if len(res.Violations) == 0 {
 		if os.Getenv("STRATA_WORKLOAD_KEEP") != "1" {
 			os.RemoveAll(dir)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -75,7 +76,8 @@ type Result struct {
 	Restarts   int
 	Checks     int
 	Stats      string
-	Context    string // history and log lines around the first violations
+	Context    string   // history and log lines around the first violations
+	Notes      []string // odd things that are not violations (slow stops, failed tiering runs)
 }
 
 // instance is one run of the service and the clients talking to it.
@@ -106,6 +108,7 @@ type run struct {
 	seen       map[string]bool // violations already recorded
 	kinds      map[string]bool // kinds whose history is in context
 	context    []string
+	notes      []string
 	ops        map[workload.Kind]int
 	restarts   int
 	checks     int
@@ -176,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return &Result{Violations: r.violations, Ops: r.ops, Restarts: r.restarts, Checks: r.checks,
-		Stats: r.m.Stats(), Context: strings.Join(r.context, "\n")}, nil
+		Stats: r.m.Stats(), Context: strings.Join(r.context, "\n"), Notes: r.notes}, nil
 }
 
 // start runs the service on the data folder and connects the admin client.
@@ -237,6 +240,14 @@ func (r *run) violate(worker int, why string, vs ...workload.Violation) {
 	if crash || !r.cfg.KeepGoing {
 		r.fail()
 	}
+}
+
+// note records something odd that is not a violation.
+func (r *run) note(w int, text string) {
+	r.m.Logf(w, "", "NOTE %s", text)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, text)
 }
 
 func (r *run) worker(w int, deadline time.Time) {
@@ -308,12 +319,16 @@ func (r *run) restartFrom(w int, inst *instance, kill bool) {
 // everything.
 func (r *run) restart(w int, kill bool, why string) {
 	inst := r.inst
+	stopStart := time.Now()
 	if kill {
 		inst.srv.kill()
 	} else if err := inst.srv.stop(time.Minute); err != nil {
 		r.violate(w, "", workload.Violation{Kind: workload.KindCrash, Partition: -1, Offset: -1,
 			Detail: fmt.Sprintf("strata serve did not stop cleanly on SIGTERM: %v\n--- tail of its log:\n%s", err, tail(r.logPath, 60))})
 		return
+	}
+	if took := time.Since(stopStart); !kill && took > 10*time.Second {
+		r.note(w, fmt.Sprintf("graceful stop of start %d took %s (SIGTERM to exit)", inst.srv.generation, took.Round(time.Millisecond)))
 	}
 	inst.cancel()
 	inst.cl.Close()
@@ -448,7 +463,9 @@ func (r *run) produce(w int, inst *instance, op workload.Op) {
 		kgo.ProducerBatchCompression(codecOf(op.Codec)),
 		kgo.ProducerBatchMaxBytes(96 << 20), // the broker, not the client, must refuse over-limit records
 		kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(20 * time.Second),
+		// No RecordDeliveryTimeout: franz-go measures it from the record's
+		// timestamp, so records two days old would fail before being sent.
+		// The op's context (30s) bounds it instead.
 		kgo.ProduceRequestTimeout(20 * time.Second),
 		kgo.UnknownTopicRetries(1),
 	}
@@ -636,8 +653,12 @@ func (r *run) tier(w int, inst *instance) {
 		r.m.Logf(w, "", "tier -> %v", err)
 		return
 	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	r.m.Logf(w, "", "tier -> %s", resp.Status)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
+		r.note(w, fmt.Sprintf("POST /v1/tiering/run: %s %s", resp.Status, strings.TrimSpace(string(body))))
+	}
 }
 
 // fullCheck (under the world lock) reads every partition of every topic the
