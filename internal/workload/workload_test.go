@@ -96,7 +96,7 @@ func flags(vs []Violation) []flag {
 }
 
 // The checker flags exactly the bad histories, at the bad records.
-func TestCheckerFlagsExactlyTheBadHistories(t *testing.T) {
+func TestWorkloadCheckerFlagsExactlyTheBadHistories(t *testing.T) {
 	old := time.Now().Add(-48 * time.Hour).UnixMilli()
 	for _, tc := range []struct {
 		name string
@@ -276,7 +276,7 @@ func TestCheckerFlagsExactlyTheBadHistories(t *testing.T) {
 }
 
 // A seed names one sequence of operations.
-func TestGenIsSeeded(t *testing.T) {
+func TestWorkloadGenIsSeeded(t *testing.T) {
 	v := View{Live: []TopicView{{Name: "wl-a", Inc: 1, Partitions: 3, Next: []int64{5, 0, 9}, Low: []int64{0, 0, 2}}}, Free: []string{"wl.b"}}
 	draw := func(seed uint64) string {
 		g := NewGen(seed, 1, DefaultWeights)
@@ -303,7 +303,7 @@ func TestGenIsSeeded(t *testing.T) {
 
 // The generator's over-limit records are over one of the broker's limits,
 // and the sizes it computes match the Kafka and engine encodings.
-func TestOversizeRecordsAreOverTheLimits(t *testing.T) {
+func TestWorkloadOversizeRecordsAreOverTheLimits(t *testing.T) {
 	g := NewGen(1, 1, DefaultWeights)
 	tv := TopicView{Name: "t", Partitions: 1, Next: []int64{0}, Low: []int64{0}}
 	batch, engine := 0, 0
