@@ -1,7 +1,7 @@
 # strata: the two commands a newcomer needs are `make run` and `make test`.
 GO ?= go
 
-.PHONY: build run test unit fuzz bench services services-down clean
+.PHONY: build run test unit fuzz bench soak services services-down clean
 
 build:
 	$(GO) build -o bin/strata ./cmd/strata
@@ -26,6 +26,12 @@ fuzz:
 # Every benchmark, beside its reference; writes bench/results.json.
 bench:
 	scripts/bench
+
+# The randomized workload (cmd/strata TestWorkload) for SOAK_TIME (30m) with
+# a fresh seed, printed as "workload seed=N"; STRATA_WORKLOAD_SEED=N replays.
+SOAK_TIME ?= 30m
+soak:
+	STRATA_WORKLOAD_TIME=$(SOAK_TIME) $(GO) test -count=1 -timeout 60m -run 'TestWorkload$$' -v ./cmd/strata/
 
 services:
 	scripts/services up
