@@ -24,20 +24,59 @@ import (
 // Row is one record as a Parquet row. topic and partition are not columns:
 // they are in the object's path (Hive partitioning), and Spark refuses a
 // column that is both in the file and in the path.
+//
+// The optional byte columns are pointers: parquet-go v0.32 writes some null
+// []byte values inside the headers list as empty ones (a nil slice after a
+// row whose header at the same place held bytes), and a pointer is how it
+// tells null apart reliably. The schema is the same (optional binary).
 type Row struct {
 	Offset       int64    `parquet:"offset"`
 	Timestamp    int64    `parquet:"timestamp,timestamp(millisecond)"`
-	Key          []byte   `parquet:"key,optional"`
-	Value        []byte   `parquet:"value,optional"`
+	Key          *[]byte  `parquet:"key,optional"`
+	Value        *[]byte  `parquet:"value,optional"`
 	Headers      []Header `parquet:"headers,list"`
 	Tags         []string `parquet:"tags,list"`
-	ProtocolData []byte   `parquet:"protocol_data,optional"`
+	ProtocolData *[]byte  `parquet:"protocol_data,optional"`
 }
 
 // Header is one Kafka-style header; a null value stays null.
 type Header struct {
-	Key   string `parquet:"key"`
-	Value []byte `parquet:"value,optional"`
+	Key   string  `parquet:"key"`
+	Value *[]byte `parquet:"value,optional"`
+}
+
+// slots holds the slice headers a batch of rows points at, so a pointer
+// per optional value costs no allocation of its own.
+type slots struct{ s [][]byte }
+
+// optional points at a copy of b's slice header, nil for a null b. The
+// pointer stays valid until reset: a full block is left to the rows that
+// point into it and a new one is started.
+func (sl *slots) optional(b []byte) *[]byte {
+	if b == nil {
+		return nil
+	}
+	if len(sl.s) == cap(sl.s) {
+		sl.s = make([][]byte, 0, max(1024, 2*cap(sl.s)))
+	}
+	sl.s = append(sl.s, b)
+	return &sl.s[len(sl.s)-1]
+}
+
+// reset reuses the block once no row points into it.
+func (sl *slots) reset() {
+	clear(sl.s)
+	sl.s = sl.s[:0]
+}
+
+func deref(p *[]byte) []byte {
+	if p == nil {
+		return nil
+	}
+	if *p == nil {
+		return []byte{} // present but empty: never null
+	}
+	return *p
 }
 
 // FormatVersion is written to every file's key-value metadata.
@@ -50,23 +89,25 @@ const (
 	MetaLastOffset  = "strata.last_offset"
 )
 
-func toRow(r *record.Record) Row {
-	row := Row{Offset: int64(r.Offset), Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Tags: r.Tags, ProtocolData: r.ProtocolData}
+func toRow(r *record.Record, sl *slots) Row {
+	row := Row{Offset: int64(r.Offset), Timestamp: r.Timestamp, Key: sl.optional(r.Key), Value: sl.optional(r.Value), Tags: r.Tags,
+		ProtocolData: sl.optional(r.ProtocolData)}
 	if len(r.Headers) > 0 {
 		row.Headers = make([]Header, len(r.Headers))
 		for i, h := range r.Headers {
-			row.Headers[i] = Header{Key: h.Key, Value: h.Value}
+			row.Headers[i] = Header{Key: h.Key, Value: sl.optional(h.Value)}
 		}
 	}
 	return row
 }
 
 func fromRow(row *Row) record.Record {
-	r := record.Record{Offset: uint64(row.Offset), Timestamp: row.Timestamp, Key: row.Key, Value: row.Value, ProtocolData: row.ProtocolData}
+	r := record.Record{Offset: uint64(row.Offset), Timestamp: row.Timestamp, Key: deref(row.Key), Value: deref(row.Value),
+		ProtocolData: deref(row.ProtocolData)}
 	if len(row.Headers) > 0 {
 		r.Headers = make([]record.Header, len(row.Headers))
 		for i, h := range row.Headers {
-			r.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
+			r.Headers[i] = record.Header{Key: h.Key, Value: deref(h.Value)}
 		}
 	}
 	if len(row.Tags) > 0 {
@@ -124,6 +165,7 @@ type Writer struct {
 	w       *pq.GenericWriter[Row]
 	opts    Options
 	batch   []Row
+	slots   slots // what the batch's optional columns point at
 	inGroup int
 	sum     Summary
 	meta    map[string]string
@@ -166,7 +208,7 @@ func (w *Writer) Write(r *record.Record) error {
 	w.sum.MinTimestamp = min(w.sum.MinTimestamp, r.Timestamp)
 	w.sum.MaxTimestamp = max(w.sum.MaxTimestamp, r.Timestamp)
 	w.sum.Rows++
-	w.batch = append(w.batch, toRow(r))
+	w.batch = append(w.batch, toRow(r, &w.slots))
 	w.inGroup += record.Size(r)
 	if len(w.batch) >= 256 || w.inGroup >= w.opts.RowGroupBytes {
 		if err := w.writeBatch(); err != nil {
@@ -190,6 +232,7 @@ func (w *Writer) writeBatch() error {
 	_, err := w.w.Write(w.batch)
 	clear(w.batch) // drop references to record bytes
 	w.batch = w.batch[:0]
+	w.slots.reset()
 	return err
 }
 
