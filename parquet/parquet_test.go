@@ -2,10 +2,10 @@ package parquet
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 

@@ -119,6 +119,10 @@ func (j *Job) History() []RunSummary {
 // Run does one pass over every shard: upload what is due, drop local
 // copies past retention, sweep orphaned objects. A failure with one segment
 // is recorded and the pass goes on with the others.
+// Close waits for a run in progress to end and refuses later ones
+// (ErrRunning): the storage a run uses can then be closed under it.
+func (j *Job) Close() { j.running.Lock() }
+
 func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	if !j.running.TryLock() {
 		return RunSummary{}, ErrRunning

@@ -203,6 +203,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if err != nil {
 		return err
 	}
+	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
@@ -218,7 +219,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	tieringHandlers(mux, job)
+	tieringHandlers(ctx, mux, job)
 	adminHandlers(mux, store)
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {

@@ -68,9 +68,14 @@ func onlySealed(c *catalog.Catalog) func(string, uint64) bool {
 	}
 }
 
-func tieringHandlers(mux *http.ServeMux, job *tiering.Job) {
+// tieringHandlers serves the tiering job; a run asked for ends early when
+// the service stops (ctx), as a scheduled one does.
+func tieringHandlers(ctx context.Context, mux *http.ServeMux, job *tiering.Job) {
 	mux.HandleFunc("POST /v1/tiering/run", func(w http.ResponseWriter, r *http.Request) {
-		sum, err := job.Run(r.Context())
+		runCtx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		sum, err := job.Run(runCtx)
 		if errors.Is(err, tiering.ErrRunning) {
 			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 			return
