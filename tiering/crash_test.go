@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"strata/catalog"
+	"strata/engine/record"
 	"strata/engine/store/storetest"
 	"strata/tiering/objstore"
 	"strata/tiering/objstore/faulty"
@@ -135,7 +137,7 @@ func TestDamagedLocalCopyIsNotUploaded(t *testing.T) {
 	os.Chmod(path, 0o644)
 	os.WriteFile(path, data, 0o444)
 	sum, _ := r.job.Run(ctx)
-	if len(sum.Errors) == 0 || !strings.Contains(sum.Errors[0], "corrupt") {
+	if len(sum.Errors) == 0 || !errors.Is(sum.Errors[0], record.ErrCorrupt) || sum.Errors[0].Step != StepUpload || sum.Errors[0].Segment != s.No {
 		t.Fatalf("run over a damaged segment: %v", sum.Errors)
 	}
 	if countObjects(t, lb) != 0 || firstSegment(t, r).State != catalog.Sealed {
@@ -224,5 +226,49 @@ func TestRemoteRetentionExpiresOldSegments(t *testing.T) {
 	m, _ := readManifest(ctx, lb, Location{"orders", 0}.ManifestKey("data"))
 	if len(m.Objects) != before-sum.Expired || m.Objects[0].StartOffset != low {
 		t.Fatalf("manifest after expiry: %d objects from %d", len(m.Objects), m.Objects[0].StartOffset)
+	}
+}
+
+// The clean-up of interrupted uploads goes through the bucket's decorators
+// (retries, metrics, faults) like every other call, and a failure of any
+// step comes back typed, with its step and segment, in the run's summary
+// and the job's counts.
+func TestRunErrorsAreTypedAndCounted(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	fb := faulty.Wrap(lb)
+	r := newRig(t, fb, t.TempDir())
+	produce(t, r.engine, "orders-0", 30)
+	s := firstSegment(t, r)
+	fb.FailNth(objstore.OpUpload, 1, nil)
+	fb.FailNth(objstore.OpSweep, 1, nil)
+	sum, err := r.job.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.Calls(objstore.OpSweep) != 1 {
+		t.Fatalf("the sweep of staged uploads reached the decorated bucket %d times, want 1", fb.Calls(objstore.OpSweep))
+	}
+	var up, sweep *RunError
+	for i := range sum.Errors {
+		switch e := &sum.Errors[i]; e.Step {
+		case StepUpload:
+			up = e
+		case StepSweep:
+			sweep = e
+		}
+	}
+	if up == nil || up.Shard != "orders-0" || up.Segment != s.No || !errors.Is(up, faulty.ErrInjected) {
+		t.Fatalf("the failed upload is reported as %+v", up)
+	}
+	if sweep == nil || !errors.Is(sweep, faulty.ErrInjected) {
+		t.Fatalf("the failed sweep is reported as %+v", sweep)
+	}
+	if got := r.job.Failures(); got[StepUpload] != 1 || got[StepSweep] != 1 {
+		t.Fatalf("failures counted %v", got)
+	}
+	// The next run resumes the interrupted upload, cleaning up after it first.
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) == 0 {
+		t.Fatalf("the run after the failures: %v %v", err, sum.Errors)
 	}
 }

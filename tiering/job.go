@@ -48,6 +48,7 @@ type Job struct {
 	running sync.Mutex
 	mu      sync.Mutex
 	history []RunSummary
+	failed  map[Step]uint64 // every error since the start, by step
 }
 
 // RunSummary is what one pass did.
@@ -59,8 +60,43 @@ type RunSummary struct {
 	DroppedLocal   int             `json:"dropped_local"`
 	Expired        int             `json:"expired"`
 	OrphansDeleted int             `json:"orphans_deleted"`
-	Errors         []string        `json:"errors"`
+	Errors         []RunError      `json:"errors"`
 }
+
+// Step names the part of a run a failure happened in.
+type Step string
+
+const (
+	StepPlan      Step = "plan"       // reading a shard's segments
+	StepUpload    Step = "upload"     // convert, upload, verify, commit
+	StepDropLocal Step = "drop_local" // removing a tiered segment's local copy
+	StepExpire    Step = "expire"     // retention
+	StepSweep     Step = "sweep"      // orphaned objects and staged uploads
+)
+
+// RunError is one failure of a run, with the shard and segment it concerns
+// (none for a sweep). It unwraps to the cause.
+type RunError struct {
+	Step    Step   `json:"step"`
+	Shard   string `json:"shard,omitempty"`
+	Segment uint64 `json:"segment"`
+	Message string `json:"error"`
+	Err     error  `json:"-"`
+}
+
+// Error uses Message, so a RunError read back from /v1/tiering/jobs says
+// the same as the one the run made.
+func (e RunError) Error() string {
+	switch {
+	case e.Shard == "":
+		return fmt.Sprintf("tiering %s: %s", e.Step, e.Message)
+	case e.Step == StepPlan:
+		return fmt.Sprintf("tiering %s of %s: %s", e.Step, e.Shard, e.Message)
+	}
+	return fmt.Sprintf("tiering %s of %s segment %d: %s", e.Step, e.Shard, e.Segment, e.Message)
+}
+
+func (e RunError) Unwrap() error { return e.Err }
 
 // UploadSummary is one segment moved to the cold tier.
 type UploadSummary struct {
@@ -109,6 +145,17 @@ func (j *Job) log() *slog.Logger {
 	return slog.Default()
 }
 
+// Failures counts every error of every run since the start, by step.
+func (j *Job) Failures() map[Step]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[Step]uint64{}
+	for k, v := range j.failed {
+		out[k] = v
+	}
+	return out
+}
+
 // History returns the most recent runs, newest last.
 func (j *Job) History() []RunSummary {
 	j.mu.Lock()
@@ -131,6 +178,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	sum := RunSummary{Started: j.now()}
 	var mu sync.Mutex
 	record := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	failed := func(step Step, shard string, no uint64, err error) {
+		e := RunError{Step: step, Shard: shard, Segment: no, Message: err.Error(), Err: err}
+		j.log().Error("tiering step failed", "step", step, "shard", shard, "segment", no, "err", err)
+		record(func() { sum.Errors = append(sum.Errors, e) })
+	}
 	var limiter *rate.Limiter
 	if j.BytesPerSecond > 0 {
 		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
@@ -149,40 +201,38 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		g.Go(func() error {
 			segs, err := j.Catalog.Segments(shard)
 			if err != nil {
-				record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", shard, err)) })
+				failed(StepPlan, shard, 0, err)
 				return nil
 			}
 			plan := PlanShard(j.now(), segs, j.Policy)
 			for _, s := range plan.Upload {
 				up, err := j.upload(gctx, shard, s, limiter)
-				record(func() {
-					if err != nil {
-						sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err))
-					} else {
-						sum.Uploaded = append(sum.Uploaded, up)
-						sum.Bytes += up.ObjectBytes
-					}
-				})
 				if err != nil {
+					failed(StepUpload, shard, s.No, err)
 					break // later segments wait, so the cold tier stays contiguous
 				}
+				record(func() {
+					sum.Uploaded = append(sum.Uploaded, up)
+					sum.Bytes += up.ObjectBytes
+				})
 			}
 			if len(plan.Upload) > 0 { // what was just committed may be due to drop now
 				if segs, err = j.Catalog.Segments(shard); err != nil {
+					failed(StepPlan, shard, 0, err)
 					return nil
 				}
 				plan = PlanShard(j.now(), segs, j.Policy)
 			}
 			for _, s := range plan.DropLocal {
 				if err := j.dropLocal(gctx, shard, s); err != nil {
-					record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err)) })
+					failed(StepDropLocal, shard, s.No, err)
 					break
 				}
 				record(func() { sum.DroppedLocal++ })
 			}
 			for _, s := range plan.Expire {
 				if err := j.expire(gctx, shard, s); err != nil {
-					record(func() { sum.Errors = append(sum.Errors, fmt.Sprintf("%s segment %d: %v", shard, s.No, err)) })
+					failed(StepExpire, shard, s.No, err)
 					break
 				}
 				record(func() { sum.Expired++ })
@@ -194,10 +244,16 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	n, err := j.sweepOrphans(ctx)
 	sum.OrphansDeleted = n
 	if err != nil {
-		sum.Errors = append(sum.Errors, fmt.Sprintf("orphan sweep: %v", err))
+		failed(StepSweep, "", 0, err)
 	}
 	sum.Finished = j.now()
 	j.mu.Lock()
+	if j.failed == nil {
+		j.failed = map[Step]uint64{}
+	}
+	for _, e := range sum.Errors {
+		j.failed[e.Step]++
+	}
 	j.history = append(j.history, sum)
 	if len(j.history) > 20 {
 		j.history = j.history[len(j.history)-20:]
@@ -228,11 +284,10 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}
 	key := loc.ObjectKey(j.Prefix, s.StartOffset, s.EndOffset)
 	if s.State == catalog.Uploading {
-		// A run died mid-upload: drop any parts it left before trying again.
-		if a, ok := objstore.Unwrap(j.Bucket).(interface {
-			AbortIncomplete(context.Context, string, time.Duration) (int, error)
-		}); ok {
-			a.AbortIncomplete(ctx, key, 0)
+		// A run died mid-upload: drop any parts it left before trying again
+		// (a failure here only leaves parts behind; the upload goes on).
+		if _, err := j.Bucket.AbortIncomplete(ctx, key, 0); err != nil {
+			j.log().Warn("aborting an interrupted upload's parts", "key", key, "err", err)
 		}
 	}
 	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Uploading, func(c *catalog.Segment) {
@@ -241,7 +296,9 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 		return UploadSummary{}, err
 	}
 	abandon := func(err error) (UploadSummary, error) {
-		j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil)
+		if _, terr := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); terr != nil {
+			err = errors.Join(err, fmt.Errorf("returning the segment to sealed: %w", terr))
+		}
 		return UploadSummary{}, err
 	}
 
@@ -258,7 +315,9 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}
 	size, err := j.verify(ctx, key, s)
 	if err != nil {
-		j.Bucket.Delete(ctx, key)
+		if derr := j.Bucket.Delete(ctx, key); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deleting the object that failed verification: %w", derr))
+		}
 		return abandon(err)
 	}
 	if err := j.addToManifest(ctx, shard, loc, key, s, size); err != nil {
@@ -440,19 +499,14 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 		j.log().Warn("orphaned object deleted", "key", o)
 	}
 	// File-system backends stage uploads; a crash mid-upload leaves them.
-	if s, ok := objstore.Unwrap(j.Bucket).(interface {
-		SweepTemp(context.Context, time.Duration) (int, error)
-	}); ok {
-		n, err := s.SweepTemp(ctx, grace)
-		if err != nil {
-			return len(orphans), err
-		}
-		if n > 0 {
-			j.log().Warn("abandoned staged uploads deleted", "files", n)
-		}
-		return len(orphans) + n, nil
+	n, err := j.Bucket.SweepTemp(ctx, grace)
+	if err != nil {
+		return len(orphans), err
 	}
-	return len(orphans), nil
+	if n > 0 {
+		j.log().Warn("abandoned staged uploads deleted", "files", n)
+	}
+	return len(orphans) + n, nil
 }
 
 // limitedReader holds an upload to the bandwidth limit.

@@ -17,7 +17,7 @@ type tierCollector struct {
 	cold *tiering.ColdReader
 	job  *tiering.Job
 
-	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors *prometheus.Desc
+	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures *prometheus.Desc
 }
 
 func newTierCollector(e *segment.Engine, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
@@ -35,11 +35,12 @@ func newTierCollector(e *segment.Engine, cold *tiering.ColdReader, job *tiering.
 		runs:       d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
 		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
 		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
+		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep).", "step"),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures} {
 		ch <- d
 	}
 }
@@ -79,8 +80,8 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	g := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	k := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	k := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	g(c.bytes, float64(hot), "hot")
 	g(c.bytes, float64(warm), "warm")
@@ -100,4 +101,7 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.runs, float64(len(hist)))
 	g(c.uploads, float64(uploads))
 	g(c.runErrors, float64(errs))
+	for step, n := range c.job.Failures() {
+		k(c.failures, int64(n), string(step))
+	}
 }

@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Instrument returns b with every operation counted and timed.
 func (m *Metrics) Instrument(b Bucket) Bucket {
 	i := &instrumented{Bucket: b, ops: map[Op]opMetrics{}}
-	for _, op := range []Op{OpUpload, OpReadAt, OpStat, OpList, OpDelete, OpCheck} {
+	for _, op := range []Op{OpUpload, OpReadAt, OpStat, OpList, OpDelete, OpCheck, OpAbort, OpSweep} {
 		l := prometheus.Labels{"backend": b.Kind(), "operation": string(op)}
 		// Children are looked up once here, not on every read.
 		i.ops[op] = opMetrics{m.ops.With(l), m.failures.With(l), m.bytes.With(l), m.duration.With(l)}
@@ -157,4 +157,16 @@ func (c *countingReadSeeker) Size() int64 {
 	return -1
 }
 
-func (r *instrumented) Unwrap() Bucket { return r.Bucket }
+func (i *instrumented) AbortIncomplete(ctx context.Context, name string, olderThan time.Duration) (int, error) {
+	start := time.Now()
+	n, err := i.Bucket.AbortIncomplete(ctx, name, olderThan)
+	i.observe(OpAbort, start, 0, err)
+	return n, err
+}
+
+func (i *instrumented) SweepTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	start := time.Now()
+	n, err := i.Bucket.SweepTemp(ctx, olderThan)
+	i.observe(OpSweep, start, 0, err)
+	return n, err
+}

@@ -46,6 +46,17 @@ type Bucket interface {
 	// upload.
 	Check(ctx context.Context) error
 
+	// AbortIncomplete removes the unfinished uploads of the object name
+	// that began more than olderThan ago (0: all of them), which an
+	// interrupted writer left: S3's multipart parts. Backends that stage
+	// uploads as files sweep them with SweepTemp instead and return 0 here.
+	AbortIncomplete(ctx context.Context, name string, olderThan time.Duration) (int, error)
+
+	// SweepTemp removes staged upload files older than olderThan that a
+	// dead process left (local and HDFS backends); S3 stages nothing and
+	// returns 0.
+	SweepTemp(ctx context.Context, olderThan time.Duration) (int, error)
+
 	// Kind names the backend ("s3", "hdfs", "local") for logs and metrics.
 	Kind() string
 
@@ -71,6 +82,9 @@ const (
 	OpList   Op = "list"
 	OpDelete Op = "delete"
 	OpCheck  Op = "check"
+	// OpAbort and OpSweep clean up after interrupted uploads.
+	OpAbort Op = "abort_incomplete"
+	OpSweep Op = "sweep_temp"
 )
 
 // ErrNotFound is wrapped by every error that reports a missing object.
@@ -192,14 +206,3 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// Unwrap returns the backend under any decorators, for backend-specific
-// calls such as s3's AbortIncomplete.
-func Unwrap(b Bucket) Bucket {
-	for {
-		u, ok := b.(interface{ Unwrap() Bucket })
-		if !ok {
-			return b
-		}
-		b = u.Unwrap()
-	}
-}

@@ -199,4 +199,20 @@ func (r *retrying) Check(ctx context.Context) error {
 	return r.do(ctx, OpCheck, true, nil, func(ctx context.Context) error { return r.Bucket.Check(ctx) })
 }
 
-func (r *retrying) Unwrap() Bucket { return r.Bucket }
+func (r *retrying) AbortIncomplete(ctx context.Context, name string, olderThan time.Duration) (n int, err error) {
+	err = r.do(ctx, OpAbort, true, nil, func(ctx context.Context) error {
+		var e error
+		n, e = r.Bucket.AbortIncomplete(ctx, name, olderThan)
+		return e
+	})
+	return n, err
+}
+
+func (r *retrying) SweepTemp(ctx context.Context, olderThan time.Duration) (n int, err error) {
+	err = r.do(ctx, OpSweep, true, nil, func(ctx context.Context) error {
+		var e error
+		n, e = r.Bucket.SweepTemp(ctx, olderThan)
+		return e
+	})
+	return n, err
+}

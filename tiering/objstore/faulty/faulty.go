@@ -162,4 +162,16 @@ func (f *Bucket) Check(ctx context.Context) error {
 	return f.Bucket.Check(ctx)
 }
 
-func (f *Bucket) Unwrap() objstore.Bucket { return f.Bucket }
+func (f *Bucket) AbortIncomplete(ctx context.Context, name string, olderThan time.Duration) (int, error) {
+	if err := f.enter(ctx, objstore.OpAbort); err != nil {
+		return 0, err
+	}
+	return f.Bucket.AbortIncomplete(ctx, name, olderThan)
+}
+
+func (f *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	if err := f.enter(ctx, objstore.OpSweep); err != nil {
+		return 0, err
+	}
+	return f.Bucket.SweepTemp(ctx, olderThan)
+}

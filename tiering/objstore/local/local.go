@@ -227,6 +227,10 @@ func (b *Bucket) Check(ctx context.Context) error {
 
 // SweepTemp deletes staged uploads older than olderThan: what a process
 // that died mid-upload left in TempDir. Returns how many it deleted.
+// AbortIncomplete has nothing to do: an unfinished upload here is a staged
+// file, which SweepTemp removes.
+func (b *Bucket) AbortIncomplete(context.Context, string, time.Duration) (int, error) { return 0, nil }
+
 func (b *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, error) {
 	dir := filepath.Join(b.root, objstore.TempDir)
 	entries, err := os.ReadDir(dir)

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
 		{"NoPartialUpload", testNoPartialUpload},
 		{"FailedUploadKeepsOld", testFailedUploadKeepsOld},
 		{"CancelledUpload", testCancelledUpload},
+		{"CleanupAfterInterruptedUploads", testCleanup},
 		{"Check", func(t *testing.T, b objstore.Bucket) {
 			if err := b.Check(context.Background()); err != nil {
 				t.Fatalf("Check on a working bucket: %v", err)
@@ -480,5 +481,21 @@ func testCancelledUpload(t *testing.T, b objstore.Bucket) {
 	}
 	if _, err := b.Stat(ctx(t), "cancel/obj"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("a cancelled upload left an object: Stat err %v", err)
+	}
+}
+
+// testCleanup: on a bucket whose uploads all finished, the clean-up of
+// interrupted uploads finds nothing and harms nothing, whatever the backend
+// keeps of them (S3 parts, staged files).
+func testCleanup(t *testing.T, b objstore.Bucket) {
+	upload(t, b, "kept", []byte("finished"))
+	if n, err := b.AbortIncomplete(ctx(t), "kept", 0); err != nil || n != 0 {
+		t.Fatalf("AbortIncomplete of a finished upload = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := b.SweepTemp(ctx(t), 0); err != nil || n != 0 {
+		t.Fatalf("SweepTemp with no upload under way = %d, %v; want 0, nil", n, err)
+	}
+	if got := mustRead(t, b, "kept"); string(got) != "finished" {
+		t.Fatalf("after the clean-up the object reads %q", got)
 	}
 }

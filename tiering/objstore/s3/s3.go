@@ -258,6 +258,10 @@ func (b *Bucket) AbortIncomplete(ctx context.Context, name string, olderThan tim
 	return n, nil
 }
 
+// SweepTemp has nothing to do: S3 stages no files (unfinished multipart
+// uploads are per object: AbortIncomplete).
+func (b *Bucket) SweepTemp(context.Context, time.Duration) (int, error) { return 0, nil }
+
 func (b *Bucket) wrap(op, name string, err error) error {
 	resp := minio.ToErrorResponse(err)
 	switch {
