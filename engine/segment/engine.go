@@ -167,6 +167,7 @@ type shard struct {
 	tsIndexed  bool  // a time entry exists
 	failed     error // a failed fsync: refuse writes until restart
 	dirty      bool  // written since the last fsync (interval policy)
+	dictated   bool  // a copy of a leader's log: rolls only by RollAt
 }
 
 // Open opens or creates the engine in cfg.Dir and recovers every shard.

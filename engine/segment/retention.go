@@ -140,6 +140,32 @@ func (e *Engine) AppendAt(ctx context.Context, name string, recs []record.Record
 	return err
 }
 
+// RollAt seals the shard's active segment so that the next one starts at
+// offset next, as a follower does where its leader sealed: with AppendAt
+// (which never rolls by itself) the follower's segment files hold the
+// leader's bytes segment for segment, and their checksums agree.
+func (e *Engine) RollAt(ctx context.Context, name string, next uint64) error {
+	e.mu.RLock()
+	sh, ok := e.shards[name]
+	switch {
+	case e.closed:
+		e.mu.RUnlock()
+		return store.ErrClosed
+	case !ok:
+		e.mu.RUnlock()
+		return fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
+	req := request{shard: sh, rollAt: &next, done: make(chan result, 1)}
+	sh.worker.ch <- req
+	e.mu.RUnlock()
+	select {
+	case r := <-req.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Checksum returns the CRC-32C and length of a local segment as far as it
 // is durable, for two replicas to compare.
 func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint32, size int64, err error) {

@@ -90,32 +90,76 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 
 // A follower that copies the leader's records at their offsets ends with
 // byte-identical segments, and the checksums say so.
+// A follower that copies its leader with AppendAt and rolls where the
+// leader rolled (RollAt) holds the leader's bytes segment for segment, across
+// several rolls: same boundaries, same checksums, same files.
 func TestFollowerCopyIsByteIdentical(t *testing.T) {
-	leader := open(t, testConfig(t.TempDir()))
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 2048, 5
+	leader := open(t, cfg)
 	defer leader.Close()
-	follower := open(t, testConfig(t.TempDir()))
+	// The follower's own gates would roll elsewhere: smaller segments.
+	fcfg := testConfig(t.TempDir())
+	fcfg.MaxSegmentBytes, fcfg.RollCheckInterval = 512, 1
+	follower := open(t, fcfg)
 	defer follower.Close()
-	recs := fill(t, leader, "rep-0", 50)
+	fill(t, leader, "rep-0", 200)
+	segs, _ := leader.Catalog().Segments("rep-0")
+	if len(segs) < 4 {
+		t.Fatalf("the leader rolled %d times; the test needs several", len(segs)-1)
+	}
 	follower.CreateShard(ctx, "rep-0")
-	if err := follower.AppendAt(ctx, "rep-0", recs[:20]); err != nil {
-		t.Fatal(err)
+	for i, s := range segs {
+		end := s.EndOffset + 1
+		if s.State == catalog.Active {
+			_, end, _ = leader.Watermarks(ctx, "rep-0")
+		}
+		recs, err := leader.Read(ctx, "rep-0", s.StartOffset, store.Budget{MaxRecords: int(end - s.StartOffset)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Copied in two pieces, as a follower's fetches would.
+		half := len(recs) / 2
+		if err := follower.AppendAt(ctx, "rep-0", recs[:half]); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if err := follower.AppendAt(ctx, "rep-0", recs[half+1:]); err == nil || !strings.Contains(err.Error(), "next offset is") {
+				t.Fatalf("a gap in a follower's copy: %v", err)
+			}
+			if err := follower.RollAt(ctx, "rep-0", end); err == nil {
+				t.Fatal("a roll where the follower's log does not end was accepted")
+			}
+		}
+		if err := follower.AppendAt(ctx, "rep-0", recs[half:]); err != nil {
+			t.Fatal(err)
+		}
+		if s.State != catalog.Active {
+			if err := follower.RollAt(ctx, "rep-0", end); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if err := follower.AppendAt(ctx, "rep-0", recs[25:]); err == nil || !strings.Contains(err.Error(), "next offset is 20") {
-		t.Fatalf("a gap in a follower's copy: %v", err)
+	fsegs, _ := follower.Catalog().Segments("rep-0")
+	if len(fsegs) != len(segs) {
+		t.Fatalf("the follower has %d segments, the leader %d", len(fsegs), len(segs))
 	}
-	if err := follower.AppendAt(ctx, "rep-0", recs[20:]); err != nil {
-		t.Fatal(err)
+	for i, s := range segs {
+		if fsegs[i].StartOffset != s.StartOffset || fsegs[i].State != s.State || fsegs[i].Checksum != s.Checksum {
+			t.Fatalf("segment %d: follower %+v, leader %+v", i, fsegs[i], s)
+		}
+		lc, ls, err1 := leader.Checksum(ctx, "rep-0", s.No)
+		fc, fs, err2 := follower.Checksum(ctx, "rep-0", s.No)
+		if err1 != nil || err2 != nil || lc != fc || ls != fs || ls == 0 {
+			t.Fatalf("segment %d checksums: leader %08x/%d, follower %08x/%d (%v %v)", s.No, lc, ls, fc, fs, err1, err2)
+		}
+		a, _ := os.ReadFile(segmentPath(leader.shards["rep-0"].dir, s.No))
+		b, _ := os.ReadFile(segmentPath(follower.shards["rep-0"].dir, s.No))
+		if !bytes.Equal(a, b) {
+			t.Fatalf("segment %d: the follower's file differs from the leader's", s.No)
+		}
 	}
-	lc, ls, err1 := leader.Checksum(ctx, "rep-0", 0)
-	fc, fs, err2 := follower.Checksum(ctx, "rep-0", 0)
-	if err1 != nil || err2 != nil || lc != fc || ls != fs || ls == 0 {
-		t.Fatalf("checksums leader %08x/%d, follower %08x/%d (%v %v)", lc, ls, fc, fs, err1, err2)
-	}
-	a, _ := os.ReadFile(segmentPath(leader.shards["rep-0"].dir, 0))
-	b, _ := os.ReadFile(segmentPath(follower.shards["rep-0"].dir, 0))
-	if !bytes.Equal(a, b) {
-		t.Fatal("the follower's segment file differs from the leader's")
-	}
+	storetest.Equal(t, storetest.ReadAll(t, follower, "rep-0", 0), storetest.ReadAll(t, leader, "rep-0", 0))
 }
 
 func TestScrubFindsCorruptSealedSegment(t *testing.T) {

@@ -22,6 +22,9 @@ type request struct {
 	done  chan result
 	tick  bool // no records: seal aged segments, fsync under the interval policy
 	drop  bool // the shard is being deleted: close its files
+	// rollAt seals the active segment where the leader sealed its own: the
+	// next segment starts at this offset (RollAt).
+	rollAt *uint64
 }
 
 type result struct {
@@ -90,6 +93,10 @@ func (w *worker) process(batch []request) {
 	for _, req := range batch {
 		if req.tick {
 			w.tick()
+			continue
+		}
+		if req.rollAt != nil {
+			req.done <- result{err: w.rollAt(req.shard, *req.rollAt)}
 			continue
 		}
 		if req.drop {
@@ -172,8 +179,13 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 	if at && recs[0].Offset != sh.active().next {
 		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
 	}
-	if err := w.maybeRoll(sh, len(recs)); err != nil {
-		return 0, err
+	// A copy of a leader's log rolls where the leader did (RollAt), never
+	// by its own gates, so the two segment files end at the same bytes.
+	sh.dictated = at
+	if !at {
+		if err := w.maybeRoll(sh, len(recs)); err != nil {
+			return 0, err
+		}
 	}
 	s := sh.active()
 	base := s.next
@@ -274,13 +286,33 @@ func (w *worker) tick() {
 			}
 			sh.dirty = false
 		}
-		if w.e.cfg.MaxSegmentAge > 0 && s.count > 0 && sh.failed == nil &&
+		if w.e.cfg.MaxSegmentAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
 			w.e.cfg.Now().Sub(s.firstAt) >= w.e.cfg.MaxSegmentAge {
 			if err := w.roll(sh); err != nil {
 				w.e.log.Error("sealing an aged segment failed", "shard", sh.name, "segment", s.no, "err", err)
 			}
 		}
 	}
+}
+
+// rollAt seals the active segment where a leader sealed its own.
+func (w *worker) rollAt(sh *shard, next uint64) error {
+	if sh.failed != nil {
+		return sh.failed
+	}
+	s := sh.active()
+	if s.next != next || s.count == 0 {
+		return fmt.Errorf("shard %s: roll at offset %d, but the active segment %d holds %d records up to offset %d",
+			sh.name, next, s.no, s.count, s.next)
+	}
+	if err := w.roll(sh); err != nil {
+		return err
+	}
+	// The roll is acknowledged durable: what readers see follows it.
+	sh.mu.Lock()
+	sh.high = sh.active().next
+	sh.mu.Unlock()
+	return nil
 }
 
 // roll seals the active segment and starts the next one: fsync, make the
