@@ -71,7 +71,7 @@ func TestTopicNameLengths(t *testing.T) {
 		{246, 200, errNone},
 		{248, 1, errNone},
 		{249, 12, errNone},
-		{250, 1, errInvalidTopic},
+		{250, 1, kerr.InvalidTopicException.Code},
 	} {
 		name := strings.Repeat("n", tc.length-4) + fmt.Sprintf("%04d", tc.length)
 		req := kmsg.NewPtrCreateTopicsRequest()
@@ -188,7 +188,7 @@ func TestDecompressionBombIsBounded(t *testing.T) {
 	refused := 0
 	for _, p := range resp.Topics[0].Partitions {
 		switch p.ErrorCode {
-		case errMessageTooLarge:
+		case kerr.MessageTooLarge.Code:
 			refused++
 		case errNone:
 		default:
@@ -515,9 +515,9 @@ func TestPartitionBounds(t *testing.T) {
 		partitions int32
 		want       int16
 	}{
-		{"a", 51, errInvalidPartitions},
+		{"a", 51, kerr.InvalidPartitions.Code},
 		{"b", 50, errNone},
-		{"c", 31, errPolicyViolation},
+		{"c", 31, kerr.PolicyViolation.Code},
 		{"d", 30, errNone},
 	} {
 		req := kmsg.NewPtrCreateTopicsRequest()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -109,11 +110,11 @@ func (c *coordinator) closeGroups() {
 		}
 		for _, m := range g.members {
 			if m.joined != nil {
-				m.joined <- &kmsg.JoinGroupResponse{ErrorCode: errCoordinatorNotAvailable, Generation: -1, MemberID: m.id}
+				m.joined <- &kmsg.JoinGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code, Generation: -1, MemberID: m.id}
 				m.joined = nil
 			}
 			if m.synced != nil {
-				m.synced <- syncAnswer{code: errCoordinatorNotAvailable}
+				m.synced <- syncAnswer{code: kerr.CoordinatorNotAvailable.Code}
 				m.synced = nil
 			}
 		}
@@ -147,13 +148,13 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 	}
 	switch {
 	case r.Group == "":
-		resp.ErrorCode = errInvalidGroupID
+		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	case session < minSessionTimeout || session > maxSessionTimeout:
-		resp.ErrorCode = errInvalidSessionTimeout
+		resp.ErrorCode = kerr.InvalidSessionTimeout.Code
 		return resp
 	case len(r.Protocols) == 0 || r.ProtocolType == "":
-		resp.ErrorCode = errInconsistentProtocol
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
 		return resp
 	}
 	c.mu.Lock()
@@ -161,7 +162,7 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 	id := r.MemberID
 	if len(g.members) > 0 && (r.ProtocolType != g.protocolType || !sharesProtocol(g, r.Protocols)) {
 		c.mu.Unlock()
-		resp.MemberID, resp.ErrorCode = id, errInconsistentProtocol
+		resp.MemberID, resp.ErrorCode = id, kerr.InconsistentGroupProtocol.Code
 		return resp
 	}
 	if id == "" {
@@ -169,12 +170,12 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 		if r.Version >= 4 { // KIP-394: the client joins again with its id
 			g.pending[id] = c.now()
 			c.mu.Unlock()
-			resp.MemberID, resp.ErrorCode = id, errMemberIDRequired
+			resp.MemberID, resp.ErrorCode = id, kerr.MemberIDRequired.Code
 			return resp
 		}
 	} else if _, pending := g.pending[id]; g.members[id] == nil && !pending {
 		c.mu.Unlock()
-		resp.MemberID, resp.ErrorCode = id, errUnknownMemberID
+		resp.MemberID, resp.ErrorCode = id, kerr.UnknownMemberID.Code
 		return resp
 	}
 	delete(g.pending, id)
@@ -187,7 +188,7 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 	m.clientID, m.host, m.session, m.rebalance = clientID, host, session, rebalance
 	m.protocolType, m.protocols, m.lastSeen = r.ProtocolType, r.Protocols, c.now()
 	if m.joined != nil { // a second JoinGroup from the same member replaces the first
-		m.joined <- &kmsg.JoinGroupResponse{Version: r.Version, ErrorCode: errRebalanceInProgress, Generation: -1, MemberID: id}
+		m.joined <- &kmsg.JoinGroupResponse{Version: r.Version, ErrorCode: kerr.RebalanceInProgress.Code, Generation: -1, MemberID: id}
 	}
 	answer := make(chan *kmsg.JoinGroupResponse, 1)
 	m.joined = answer
@@ -248,7 +249,7 @@ func (c *coordinator) prepare(g *group) {
 	g.state = groupPreparing
 	for _, m := range g.members {
 		if m.synced != nil {
-			m.synced <- syncAnswer{code: errRebalanceInProgress}
+			m.synced <- syncAnswer{code: kerr.RebalanceInProgress.Code}
 			m.synced = nil
 		}
 	}
@@ -337,10 +338,10 @@ func (c *coordinator) remove(g *group, id string) {
 		return
 	}
 	if m.joined != nil {
-		m.joined <- &kmsg.JoinGroupResponse{ErrorCode: errUnknownMemberID, Generation: -1, MemberID: id}
+		m.joined <- &kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code, Generation: -1, MemberID: id}
 	}
 	if m.synced != nil {
-		m.synced <- syncAnswer{code: errUnknownMemberID}
+		m.synced <- syncAnswer{code: kerr.UnknownMemberID.Code}
 	}
 	delete(g.members, id)
 	for i, o := range g.order {
@@ -355,9 +356,9 @@ func (c *coordinator) remove(g *group, id string) {
 func (c *coordinator) check(g *group, id string, generation int32) int16 {
 	switch {
 	case g == nil || g.members[id] == nil:
-		return errUnknownMemberID
+		return kerr.UnknownMemberID.Code
 	case generation != g.generation:
-		return errIllegalGeneration
+		return kerr.IllegalGeneration.Code
 	}
 	return errNone
 }
@@ -377,7 +378,7 @@ func (c *coordinator) sync(r *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	m.lastSeen = c.now()
 	switch g.state {
 	case groupPreparing:
-		resp.ErrorCode = errRebalanceInProgress
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
 	case groupStable:
 		resp.MemberAssignment = m.assignment
 	case groupAwaitingSync:
@@ -417,7 +418,7 @@ func (c *coordinator) heartbeat(r *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespons
 	}
 	g.members[r.MemberID].lastSeen = c.now()
 	if g.state == groupPreparing {
-		resp.ErrorCode = errRebalanceInProgress
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
 	}
 	return resp
 }
@@ -438,7 +439,7 @@ func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse 
 	for _, id := range ids {
 		code := errNone
 		if g == nil || g.members[id] == nil {
-			code = errUnknownMemberID
+			code = kerr.UnknownMemberID.Code
 		} else {
 			c.remove(g, id)
 			left = true
@@ -568,12 +569,12 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 		// As Kafka: members commit before they rejoin (PreparingRebalance),
 		// not while the new assignment is being handed out.
 		if code == errNone && g.state == groupAwaitingSync {
-			code = errRebalanceInProgress
+			code = kerr.RebalanceInProgress.Code
 		}
 		s.groups.mu.Unlock()
 	}
 	if r.Group == "" {
-		code = errInvalidGroupID
+		code = kerr.InvalidGroupID.Code
 	}
 	commit := map[string]map[int32]Committed{}
 	if code == errNone {
@@ -589,7 +590,7 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 		}
 		if err := s.offsets.Commit(r.Group, commit); err != nil {
 			s.log.Error("kafka: commit offsets", "group", r.Group, "err", err)
-			code = errCoordinatorNotAvailable
+			code = kerr.CoordinatorNotAvailable.Code
 		}
 	}
 	for _, t := range r.Topics {
@@ -608,7 +609,7 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespon
 	all, err := s.offsets.Group(r.Group)
 	if err != nil {
 		s.log.Error("kafka: read committed offsets", "group", r.Group, "err", err)
-		resp.ErrorCode = errCoordinatorNotAvailable
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}
 	asked := r.Topics

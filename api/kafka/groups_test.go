@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -177,10 +178,10 @@ func TestGroupCoordinator(t *testing.T) {
 	}
 
 	first := join("", 10*time.Second, "consumer")
-	expect("join without a member id", first.ErrorCode, errMemberIDRequired)
+	expect("join without a member id", first.ErrorCode, kerr.MemberIDRequired.Code)
 	a := first.MemberID
-	expect("join with an id never handed out", join("someone", 10*time.Second, "consumer").ErrorCode, errUnknownMemberID)
-	expect("a 10ms session", join(a, 10*time.Millisecond, "consumer").ErrorCode, errInvalidSessionTimeout)
+	expect("join with an id never handed out", join("someone", 10*time.Second, "consumer").ErrorCode, kerr.UnknownMemberID.Code)
+	expect("a 10ms session", join(a, 10*time.Millisecond, "consumer").ErrorCode, kerr.InvalidSessionTimeout.Code)
 
 	ja := join(a, 10*time.Second, "consumer")
 	expect("the first member joins", ja.ErrorCode, errNone)
@@ -188,8 +189,8 @@ func TestGroupCoordinator(t *testing.T) {
 		t.Fatalf("first join: generation %d, leader %s, %d members", ja.Generation, ja.LeaderID, len(ja.Members))
 	}
 	expect("heartbeat, generation 1", heartbeat(a, 1), errNone)
-	expect("heartbeat, generation 0", heartbeat(a, 0), errIllegalGeneration)
-	expect("heartbeat, unknown member", heartbeat("nobody", 1), errUnknownMemberID)
+	expect("heartbeat, generation 0", heartbeat(a, 0), kerr.IllegalGeneration.Code)
+	expect("heartbeat, unknown member", heartbeat("nobody", 1), kerr.UnknownMemberID.Code)
 	if s := sync(a, 1, map[string]string{a: "p0,p1"}); s.ErrorCode != errNone || string(s.MemberAssignment) != "p0,p1" {
 		t.Fatalf("leader's sync: %d %q", s.ErrorCode, s.MemberAssignment)
 	}
@@ -202,8 +203,8 @@ func TestGroupCoordinator(t *testing.T) {
 	b := second.MemberID
 	jb := async(func() any { return join(b, 1*time.Second, "consumer") })
 	time.Sleep(20 * time.Millisecond)
-	expect("heartbeat during a rebalance", heartbeat(a, 1), errRebalanceInProgress)
-	expect("a different protocol type", join("", 10*time.Second, "connect").ErrorCode, errInconsistentProtocol)
+	expect("heartbeat during a rebalance", heartbeat(a, 1), kerr.RebalanceInProgress.Code)
+	expect("a different protocol type", join("", 10*time.Second, "connect").ErrorCode, kerr.InconsistentGroupProtocol.Code)
 	ja = join(a, 10*time.Second, "consumer")
 	jbr := (<-jb).(*kmsg.JoinGroupResponse)
 	if ja.Generation != 2 || jbr.Generation != 2 || ja.LeaderID != a || len(ja.Members) != 2 || len(jbr.Members) != 0 {
@@ -228,7 +229,7 @@ func TestGroupCoordinator(t *testing.T) {
 	if ja.Generation != 3 || len(ja.Members) != 1 {
 		t.Fatalf("after the expiry: generation %d, %d members", ja.Generation, len(ja.Members))
 	}
-	expect("the expired member's heartbeat", heartbeat(b, 3), errUnknownMemberID)
+	expect("the expired member's heartbeat", heartbeat(b, 3), kerr.UnknownMemberID.Code)
 
 	leave := kmsg.NewPtrLeaveGroupRequest()
 	leave.Version, leave.Group = 3, "g"

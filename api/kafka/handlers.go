@@ -11,39 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/record"
 	"strata/engine/store"
 )
 
-// Kafka error codes strata answers with.
-const (
-	errNone                    int16 = 0
-	errOffsetOutOfRange        int16 = 1
-	errCorruptMessage          int16 = 2
-	errUnknownTopicPartition   int16 = 3
-	errMessageTooLarge         int16 = 10
-	errCoordinatorNotAvailable int16 = 15
-	errInvalidTopic            int16 = 17
-	errIllegalGeneration       int16 = 22
-	errInconsistentProtocol    int16 = 23
-	errInvalidGroupID          int16 = 24
-	errUnknownMemberID         int16 = 25
-	errInvalidSessionTimeout   int16 = 26
-	errRebalanceInProgress     int16 = 27
-	errUnsupportedVersion      int16 = 35
-	errTopicExists             int16 = 36
-	errInvalidPartitions       int16 = 37
-	errPolicyViolation         int16 = 44
-	errUnknownServer           int16 = -1
-	errOutOfOrderSequence      int16 = 45
-	errDuplicateSequence       int16 = 46
-	errInvalidProducerEpoch    int16 = 47
-	errFencedLeaderEpoch       int16 = 74
-	errUnknownLeaderEpoch      int16 = 75
-	errMemberIDRequired        int16 = 79
-)
+// errNone is Kafka's "no error"; every other code comes from kerr.
+const errNone int16 = 0
 
 // leaderEpoch is the only epoch a single node has had.
 const leaderEpoch = 0
@@ -176,30 +152,30 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 
 func (s *Server) createTopic(ctx context.Context, topic string, partitions int32) int16 {
 	if err := store.ValidateTopic(topic); err != nil {
-		return errInvalidTopic
+		return kerr.InvalidTopicException.Code
 	}
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
 	}
 	if partitions > s.cfg.MaxPartitionsPerTopic {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
-		return errInvalidPartitions
+		return kerr.InvalidPartitions.Code
 	}
 	if shards, err := s.store.Shards(ctx); err == nil && len(shards)+int(partitions) > s.cfg.MaxPartitions {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
-		return errPolicyViolation
+		return kerr.PolicyViolation.Code
 	}
 	for p := int32(0); p < partitions; p++ {
 		err := s.store.CreateShard(ctx, store.ShardName(topic, p))
 		if errors.Is(err, store.ErrShardExists) {
 			if p == 0 {
-				return errTopicExists
+				return kerr.TopicAlreadyExists.Code
 			}
 			continue
 		}
 		if err != nil {
 			s.log.Error("kafka: create topic", "topic", topic, "err", err)
-			return errUnknownServer
+			return kerr.UnknownServerError.Code
 		}
 	}
 	s.log.Info("topic created", "topic", topic, "partitions", partitions)
@@ -234,7 +210,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		t.Topic = &n
 		parts, ok := topics[name]
 		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
-			if code := s.createTopic(ctx, name, 0); code == errNone || code == errTopicExists {
+			if code := s.createTopic(ctx, name, 0); code == errNone || code == kerr.TopicAlreadyExists.Code {
 				parts, ok = s.cfg.DefaultPartitions, true
 				if again, _ := s.topics(ctx); again[name] > 0 {
 					parts = again[name]
@@ -242,9 +218,9 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 			}
 		}
 		if !ok {
-			t.ErrorCode = errUnknownTopicPartition
+			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if store.ValidateTopic(name) != nil {
-				t.ErrorCode = errInvalidTopic
+				t.ErrorCode = kerr.InvalidTopicException.Code
 			}
 		}
 		for p := int32(0); p < parts; p++ {
@@ -265,7 +241,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
 		if r.ValidateOnly {
 			if store.ValidateTopic(t.Topic) != nil {
-				rt.ErrorCode = errInvalidTopic
+				rt.ErrorCode = kerr.InvalidTopicException.Code
 			}
 		} else {
 			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions)
@@ -284,12 +260,12 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		rt.Topic = &n
 		parts, ok := topics[name]
 		if !ok {
-			rt.ErrorCode = errUnknownTopicPartition
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}
 		for p := int32(0); p < parts; p++ {
 			if err := s.store.DeleteShard(ctx, store.ShardName(name, p)); err != nil && !errors.Is(err, store.ErrUnknownShard) {
 				s.log.Error("kafka: delete topic", "topic", name, "partition", p, "err", err)
-				rt.ErrorCode = errUnknownServer
+				rt.ErrorCode = kerr.UnknownServerError.Code
 			}
 			s.seqs.forget(store.ShardName(name, p))
 		}
@@ -354,26 +330,26 @@ type produceInput struct {
 func (s *Server) decodePartition(ctx context.Context, topic string, partition int32, raw []byte, left *int64, topics *map[string]int32) (produceInput, int16) {
 	shard := store.ShardName(topic, partition)
 	if err := store.ValidateTopic(topic); err != nil {
-		return produceInput{}, errInvalidTopic
+		return produceInput{}, kerr.InvalidTopicException.Code
 	}
 	if limit := s.maxMessageBytes(topic); len(raw) > int(limit) {
 		if batchesOver(raw, limit) {
 			s.refusal("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
-			return produceInput{}, errMessageTooLarge
+			return produceInput{}, kerr.MessageTooLarge.Code
 		}
 	}
 	recs, batches, err := decodeBatches(raw, left)
 	if err != nil {
 		s.refusal("kafka: refusing a produce", "shard", shard, "err", err)
 		if errors.Is(err, errInflateBudget) {
-			return produceInput{}, errMessageTooLarge
+			return produceInput{}, kerr.MessageTooLarge.Code
 		}
-		return produceInput{}, errCorruptMessage
+		return produceInput{}, kerr.CorruptMessage.Code
 	}
 	for i := range recs {
 		if record.Size(&recs[i]) > record.MaxSize {
 			s.refusal("kafka: refusing a produce: a record is over the engine's limit", "shard", shard, "bytes", record.Size(&recs[i]), "max", record.MaxSize)
-			return produceInput{}, errMessageTooLarge
+			return produceInput{}, kerr.MessageTooLarge.Code
 		}
 	}
 	if len(recs) == 0 {
@@ -384,7 +360,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		*topics, _ = s.topics(ctx)
 	}
 	if partition < 0 || partition >= (*topics)[topic] {
-		return produceInput{}, errUnknownTopicPartition
+		return produceInput{}, kerr.UnknownTopicOrPartition.Code
 	}
 	return produceInput{shard: shard, recs: recs, batches: batches}, errNone
 }
@@ -420,7 +396,7 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		unlock, err := s.seqs.lock(ctx, s.store, key)
 		if err != nil {
 			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
-			return errUnknownServer, -1
+			return kerr.UnknownServerError.Code, -1
 		}
 		defer unlock()
 		first, last := b.FirstSequence, seqAdd(b.FirstSequence, b.LastOffsetDelta)
@@ -428,11 +404,11 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		case duplicateBatch:
 			return errNone, base // a retry of a batch already stored
 		case unknownDuplicate:
-			return errDuplicateSequence, -1
+			return kerr.DuplicateSequenceNumber.Code, -1
 		case outOfOrder:
-			return errOutOfOrderSequence, -1
+			return kerr.OutOfOrderSequenceNumber.Code, -1
 		case fencedEpoch:
-			return errInvalidProducerEpoch, -1
+			return kerr.InvalidProducerEpoch.Code, -1
 		}
 		code, base := s.appendRecords(ctx, in.shard, in.recs)
 		if code == errNone {
@@ -448,9 +424,9 @@ func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.
 	if err != nil {
 		s.log.Error("kafka: append", "shard", shard, "err", err)
 		if errors.Is(err, store.ErrUnknownShard) {
-			return errUnknownTopicPartition, -1
+			return kerr.UnknownTopicOrPartition.Code, -1
 		}
-		return errUnknownServer, -1
+		return kerr.UnknownServerError.Code, -1
 	}
 	s.appended.wake(shard)
 	return errNone, int64(base)
@@ -522,7 +498,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			shard := store.ShardName(t.Topic, p.Partition)
 			low, high, err := s.store.Watermarks(ctx, shard)
 			if err != nil {
-				rp.ErrorCode = errUnknownTopicPartition
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
@@ -560,10 +536,10 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				var oor *store.OutOfRangeError
 				switch {
 				case errors.As(err, &oor):
-					rd.rp.ErrorCode = errOffsetOutOfRange
+					rd.rp.ErrorCode = kerr.OffsetOutOfRange.Code
 				case err != nil:
 					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
-					rd.rp.ErrorCode = errUnknownServer
+					rd.rp.ErrorCode = kerr.UnknownServerError.Code
 				default:
 					rd.rp.RecordBatches = encodeBatch(rd.rp.RecordBatches, recs)
 				}
@@ -599,7 +575,7 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 			low, high, err := s.store.Watermarks(ctx, shard)
 			switch {
 			case err != nil:
-				rp.ErrorCode, rp.Offset = errUnknownTopicPartition, -1
+				rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
 			case p.Timestamp == -2: // earliest
 				rp.Offset = int64(low)
 			case p.Timestamp == -1: // latest
@@ -607,14 +583,14 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 			case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
 				rp.Offset = -1
 				if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
-					rp.ErrorCode = errUnknownServer
+					rp.ErrorCode = kerr.UnknownServerError.Code
 				} else if ok {
 					rp.Offset, rp.Timestamp = off, ts
 				}
 			default:
 				off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
 				if err != nil {
-					rp.ErrorCode, rp.Offset = errUnknownServer, -1
+					rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
 					break
 				}
 				rp.Offset = int64(off)
@@ -674,7 +650,7 @@ func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest
 			shard := store.ShardName(t.Topic, p.Partition)
 			_, high, err := s.store.Watermarks(ctx, shard)
 			if err != nil {
-				rp.ErrorCode = errUnknownTopicPartition
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
@@ -685,9 +661,9 @@ func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest
 			var oor *store.OutOfRangeError
 			switch err := s.store.DeleteBefore(ctx, shard, off); {
 			case errors.As(err, &oor), p.Offset < -1:
-				rp.ErrorCode = errOffsetOutOfRange
+				rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			case err != nil:
-				rp.ErrorCode = errUnknownServer
+				rp.ErrorCode = kerr.UnknownServerError.Code
 			default:
 				low, _, _ := s.store.Watermarks(ctx, shard)
 				rp.LowWatermark = int64(low)
@@ -713,13 +689,13 @@ func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLead
 			_, high, err := s.store.Watermarks(ctx, store.ShardName(t.Topic, p.Partition))
 			switch {
 			case err != nil:
-				rp.ErrorCode = errUnknownTopicPartition
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case p.CurrentLeaderEpoch > leaderEpoch:
-				rp.ErrorCode = errUnknownLeaderEpoch
+				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < leaderEpoch:
-				rp.ErrorCode = errFencedLeaderEpoch
+				rp.ErrorCode = kerr.FencedLeaderEpoch.Code
 			case p.LeaderEpoch > leaderEpoch:
-				rp.ErrorCode = errUnknownLeaderEpoch
+				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:
 				rp.LeaderEpoch, rp.EndOffset = leaderEpoch, int64(high)
 			}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -94,9 +95,9 @@ func TestIdempotenceSurvivesARestart(t *testing.T) {
 		{"the last batch again, after the restart", 0, 3, 2, errNone, 3},
 		{"the first batch again", 0, 0, 3, errNone, 0},
 		{"the next batch", 0, 5, 4, errNone, 5},
-		{"a gap in the sequence", 0, 12, 1, errOutOfOrderSequence, -1},
+		{"a gap in the sequence", 0, 12, 1, kerr.OutOfOrderSequenceNumber.Code, -1},
 		{"a new epoch", 1, 0, 1, errNone, 9},
-		{"the old epoch, fenced", 0, 9, 1, errInvalidProducerEpoch, -1},
+		{"the old epoch, fenced", 0, 9, 1, kerr.InvalidProducerEpoch.Code, -1},
 	} {
 		if code, base := produce(c, step.epoch, step.first, step.n); code != step.wantCode || base != step.wantBase {
 			t.Fatalf("%s: error %d, base %d; want error %d, base %d", step.name, code, base, step.wantCode, step.wantBase)

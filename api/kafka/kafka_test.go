@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -205,7 +206,7 @@ func TestDeleteRecordsAndLeaderEpochs(t *testing.T) {
 		current, epoch int32
 		wantErr        int16
 		wantEnd        int64
-	}{{-1, 0, 0, 10}, {0, 0, 0, 10}, {1, 0, errUnknownLeaderEpoch, -1}, {-1, 3, errUnknownLeaderEpoch, -1}} {
+	}{{-1, 0, 0, 10}, {0, 0, 0, 10}, {1, 0, kerr.UnknownLeaderEpoch.Code, -1}, {-1, 3, kerr.UnknownLeaderEpoch.Code, -1}} {
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 		rt.Topic = "del"

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
@@ -391,7 +392,7 @@ func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte
 	if key == apiVersionsKey && (!ok || version > supported.max) {
 		// Answer with version 0 and UNSUPPORTED_VERSION so the client can retry lower.
 		resp := kmsg.NewPtrApiVersionsResponse()
-		resp.ErrorCode = errUnsupportedVersion
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		s.fillVersions(resp)
 		return frameResponse(corr, resp, false), nil
 	}
