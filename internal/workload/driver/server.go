@@ -25,6 +25,7 @@ type server struct {
 	done       chan struct{} // closed when the process has exited
 	exitErr    error         // set before done closes
 	expectExit atomic.Bool   // a kill or stop was asked for
+	killed     atomic.Bool   // a SIGKILL was sent
 	logPath    string
 	generation int
 }
@@ -70,6 +71,7 @@ func startServer(bin, dataDir, logPath string, generation int, sets []string) (*
 
 // kill ends the process with SIGKILL and waits for it.
 func (s *server) kill() {
+	s.killed.Store(true)
 	s.signal(syscall.SIGKILL)
 	<-s.done
 }
@@ -91,6 +93,9 @@ func (s *server) stop(timeout time.Duration) error {
 	s.signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
+		if s.killed.Load() {
+			return nil // another worker's SIGKILL overtook this stop: not the service's doing
+		}
 		return s.exitErr
 	case <-time.After(timeout):
 		s.kill()
