@@ -21,7 +21,7 @@ import (
 	"strata/tiering/objstore"
 )
 
-// Job is the tiering pipeline. Run does one pass; Scheduler runs it on a
+// Job is the tiering pipeline. Run does one pass; cmd runs it on a
 // cron schedule. One pass runs at a time.
 type Job struct {
 	Engine  *segment.Engine

@@ -127,11 +127,11 @@ func observe(t *testing.T, addr, topic string) observed {
 	}
 	slices.Sort(o.Consumed) // partitions arrive in either order
 
-	o.Start = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
-	o.End = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, topic) })
+	o.Start = listed(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
+	o.End = listed(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, topic) })
 	// The first record at or after base+3ms: offset 3 (10ms); the earlier
 	// timestamp of offset 5 does not count, it comes later in the log.
-	o.AfterMilli = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) {
+	o.AfterMilli = listed(ctx, t, addr, func() (kadm.ListedOffsets, error) {
 		return adm.ListOffsetsAfterMilli(ctx, base.Add(3*time.Millisecond).UnixMilli(), topic)
 	})
 
@@ -140,7 +140,7 @@ func observe(t *testing.T, addr, topic string) observed {
 	if _, err := adm.DeleteRecords(ctx, del); err != nil {
 		t.Fatalf("%s: delete records: %v", addr, err)
 	}
-	o.AfterDelete = offsets(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
+	o.AfterDelete = listed(ctx, t, addr, func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) })
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
 		t.Fatalf("%s: metadata: %v", addr, err)
@@ -174,7 +174,7 @@ func headers(hs []kgo.RecordHeader) []string {
 	return out
 }
 
-func offsets(ctx context.Context, t *testing.T, addr string, list func() (kadm.ListedOffsets, error)) map[int32]int64 {
+func listed(ctx context.Context, t *testing.T, addr string, list func() (kadm.ListedOffsets, error)) map[int32]int64 {
 	l, err := list()
 	if err == nil {
 		err = l.Error()

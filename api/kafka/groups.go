@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/catalog/offsets"
 )
 
 // Consumer groups, the classic protocol (docs/kafka.md): strata is the
@@ -576,12 +578,12 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 	if r.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}
-	commit := map[string]map[int32]Committed{}
+	commit := map[string]map[int32]offsets.Committed{}
 	if code == errNone {
 		for _, t := range r.Topics {
-			commit[t.Topic] = map[int32]Committed{}
+			commit[t.Topic] = map[int32]offsets.Committed{}
 			for _, p := range t.Partitions {
-				c := Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
+				c := offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
 				if p.Metadata != nil {
 					c.Metadata = *p.Metadata
 				}

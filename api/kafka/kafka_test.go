@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/catalog/offsets"
 	"strata/engine/segment"
 	"strata/engine/store"
 )
@@ -38,11 +39,11 @@ func serveDir(t testing.TB, dir string, cfg Config) (addr string, e *segment.Eng
 	if err != nil {
 		t.Fatal(err)
 	}
-	offsets, err := OpenOffsets(dir + "/groups")
+	committed, err := offsets.Open(dir + "/groups")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger, cfg.Offsets = quiet, offsets
+	cfg.Logger, cfg.Offsets = quiet, committed
 	srv := New(e, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +54,7 @@ func serveDir(t testing.TB, dir string, cfg Config) (addr string, e *segment.Eng
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
-		offsets.Close()
+		committed.Close()
 		e.Close()
 	}
 }

@@ -63,7 +63,7 @@ type Config struct {
 	MaxFetchWait time.Duration
 	// Offsets keeps consumer groups' committed offsets; nil keeps them in
 	// memory (tests).
-	Offsets *Offsets
+	Offsets OffsetStore
 	// GroupInitialWait is how long a new group's first rebalance waits for
 	// more members (300ms; Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialWait time.Duration
@@ -91,7 +91,7 @@ type Server struct {
 	nextPID int64
 	seqs    *sequences // idempotent producers' recent batches
 	groups  *coordinator
-	offsets *Offsets
+	offsets OffsetStore
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
@@ -155,10 +155,7 @@ func New(s store.Store, cfg Config) *Server {
 	// that run issued more than a million ids a second or the clock went back.
 	offsets := cfg.Offsets
 	if offsets == nil {
-		var err error
-		if offsets, err = OpenOffsets(""); err != nil {
-			panic(err) // an in-memory Pebble does not fail to open
-		}
+		offsets = &memoryOffsets{}
 	}
 	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
 		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},

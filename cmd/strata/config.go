@@ -16,7 +16,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"strata/configs"
-	"strata/tiering"
 )
 
 // Config is strata's whole configuration; docs/config.md describes each key.
@@ -460,7 +459,7 @@ func (c *Config) validate() error {
 	if c.Segment.RollCheckInterval < 1 {
 		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)
 	}
-	if err := tiering.ValidateSchedule(c.Tiering.Schedule); c.Tiering.Enabled && err != nil {
+	if err := validateSchedule(c.Tiering.Schedule); c.Tiering.Enabled && err != nil {
 		return fmt.Errorf("tiering.schedule: %q: %v", c.Tiering.Schedule, err)
 	}
 	switch c.Tiering.Codec {

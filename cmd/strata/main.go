@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"strata/api/kafka"
+	"strata/catalog/offsets"
 )
 
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
@@ -234,13 +235,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		srv.Close()
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
-	offsets, err := kafka.OpenOffsets(filepath.Join(cfg.DataDir, "groups"))
+	committed, err := offsets.Open(filepath.Join(cfg.DataDir, "groups"))
 	if err != nil {
 		srv.Close()
 		kln.Close()
 		return err
 	}
-	defer offsets.Close()
+	defer committed.Close()
 	topicMax := map[string]int32{}
 	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
 		topicMax[topic] = int32(v)
@@ -254,7 +255,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
-		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: offsets,
+		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: committed,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth,
 	})

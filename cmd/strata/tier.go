@@ -42,7 +42,7 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 	}
 	reg.MustRegister(newTierCollector(e, reader, job))
 	if t.Enabled {
-		if _, err := tiering.Schedule(ctx, job, t.Schedule); err != nil {
+		if _, err := scheduleTiering(ctx, job, t.Schedule, log.With("component", "tiering")); err != nil {
 			return nil, err
 		}
 		log.Info("tiering scheduled", "schedule", t.Schedule, "min_sealed_age", time.Duration(t.MinSealedAge),
