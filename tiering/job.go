@@ -216,12 +216,28 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					sum.Bytes += up.ObjectBytes
 				})
 			}
-			if len(plan.Upload) > 0 { // what was just committed may be due to drop now
+			replan := func() bool { // what a step just changed may make more due
 				if segs, err = j.Catalog.Segments(shard); err != nil {
 					failed(StepPlan, shard, 0, err)
-					return nil
+					return false
 				}
 				plan = PlanShard(j.now(), segs, j.Policy)
+				return true
+			}
+			if len(plan.Upload) > 0 && !replan() {
+				return nil
+			}
+			// Expiry first: a local copy goes only once every older
+			// segment has left local disk.
+			for _, s := range plan.Expire {
+				if err := j.expire(gctx, shard, s); err != nil {
+					failed(StepExpire, shard, s.No, err)
+					return nil
+				}
+				record(func() { sum.Expired++ })
+			}
+			if len(plan.Expire) > 0 && !replan() {
+				return nil
 			}
 			for _, s := range plan.DropLocal {
 				if err := j.dropLocal(gctx, shard, s); err != nil {
@@ -229,13 +245,6 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					break
 				}
 				record(func() { sum.DroppedLocal++ })
-			}
-			for _, s := range plan.Expire {
-				if err := j.expire(gctx, shard, s); err != nil {
-					failed(StepExpire, shard, s.No, err)
-					break
-				}
-				record(func() { sum.Expired++ })
 			}
 			return nil
 		})
@@ -409,6 +418,14 @@ func (j *Job) addToManifest(ctx context.Context, shard string, loc Location, key
 // dropLocal records the segment as remote, then deletes the local file; a
 // crash in between leaves a file recovery deletes.
 func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) error {
+	// Only the oldest local segment may go: once the catalog says remote,
+	// a start deletes the file, and a local segment older than it would
+	// leave a hole in the local log.
+	if no, sealed, err := j.Engine.OldestLocal(shard); err != nil {
+		return err
+	} else if no != s.No || !sealed {
+		return fmt.Errorf("segment %d is not the oldest sealed local segment (%d is)", s.No, no)
+	}
 	if _, err := j.Catalog.Transition(shard, s.No, catalog.Cold, catalog.Remote, nil); err != nil {
 		return err
 	}

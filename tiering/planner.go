@@ -81,10 +81,12 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 	// Local copies go oldest first and only while every older segment is
 	// already remote, so the local segments stay one contiguous run.
 	for _, s := range segs {
-		if s.State == catalog.Remote || s.State == catalog.Deleted || expiring[s.No] {
+		if s.State == catalog.Remote || s.State == catalog.Deleted {
 			continue
 		}
-		if s.State != catalog.Cold || now.Sub(s.TieredAt) < p.LocalRetention {
+		// An expiring local segment still holds its place until it is
+		// gone: the job expires first and plans again.
+		if expiring[s.No] || s.State != catalog.Cold || now.Sub(s.TieredAt) < p.LocalRetention {
 			break
 		}
 		plan.DropLocal = append(plan.DropLocal, s)

@@ -82,6 +82,18 @@ func (e *Engine) readCold(ctx context.Context, v view, offset uint64, b store.Bu
 	return append(recs, more...), nil
 }
 
+// OldestLocal is the number of a shard's oldest local segment, the only one
+// DropLocal takes, and whether it is sealed.
+func (e *Engine) OldestLocal(name string) (no uint64, sealed bool, err error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return 0, false, err
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.segments[0].no, len(sh.segments) > 1, nil
+}
+
 // DropLocal deletes the local file of a shard's oldest local segment once
 // the tiering pipeline has committed it to the cold tier and recorded it as
 // remote in the catalog. Reads of its offsets go to the cold source.

@@ -49,7 +49,10 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 		return nil, nil
 	}
 	i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > offset }) - 1
-	if i < 0 {
+	// Below the first local segment, or in a sealed one's gap before the
+	// next (a segment whose local copy went while an older one stayed):
+	// the cold tier has those offsets.
+	if i < 0 || (i < len(v.segments)-1 && offset >= v.segments[i].next) {
 		return e.readCold(ctx, v, offset, b)
 	}
 	var pos int64
@@ -70,8 +73,8 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 		if err != nil {
 			return out, err
 		}
-		if !more {
-			break
+		if !more || (i+1 < len(v.segments) && v.segments[i+1].start != s.next) {
+			break // the budget is used, or a gap follows: the next read goes cold
 		}
 		pos = 0
 	}
