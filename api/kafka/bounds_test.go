@@ -587,3 +587,37 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("after everything came back: used %d, %d waiters", b.used, len(b.waiters))
 	}
 }
+
+// A connection whose Produce is refused for what it carries is throttled
+// (muted, and told so in throttle_time_ms), longer each time while the
+// refusals go on; a produce that is taken ends it.
+func TestRefusedProducersAreThrottled(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true})
+	c := client(t, addr)
+	createTopic(t, c, "thr", 1)
+	send := func(records []byte) (int16, int32) {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "thr"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = records
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode, resp.ThrottleMillis
+	}
+	bomb := bombBatch(100 << 20)
+	for _, want := range []int32{100, 200, 400} {
+		if code, throttle := send(bomb); code != kerr.MessageTooLarge.Code || throttle != want {
+			t.Fatalf("a bomb: error %d, throttled %dms; want MESSAGE_TOO_LARGE, %dms", code, throttle, want)
+		}
+	}
+	good := encodeBatch(nil, []record.Record{{Value: []byte("fine")}})
+	if code, throttle := send(good); code != 0 || throttle != 0 {
+		t.Fatalf("a good batch after the bombs: error %d, throttled %dms", code, throttle)
+	}
+}

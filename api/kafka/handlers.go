@@ -341,7 +341,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	recs, batches, err := decodeBatches(raw, left)
 	if err != nil {
 		s.refusal("kafka: refusing a produce", "shard", shard, "err", err)
-		if errors.Is(err, errInflateBudget) {
+		if errors.Is(err, errTooLarge) {
 			return produceInput{}, kerr.MessageTooLarge.Code
 		}
 		return produceInput{}, kerr.CorruptMessage.Code

@@ -2,10 +2,13 @@ package kafka
 
 import (
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 )
 
@@ -150,4 +153,92 @@ func (h *hub) wake(shard string) {
 func (s *Server) refusal(msg string, args ...any) {
 	v, _ := s.refusals.LoadOrStore(msg, &rate.Sometimes{Interval: time.Second})
 	v.(*rate.Sometimes).Do(func() { s.log.Warn(msg, args...) })
+}
+
+// Throttling: a client address whose Produce was refused for what it
+// carried (a batch over max.message.bytes, a decompression bomb, a corrupt
+// batch) is muted before its next request on any connection, for 100ms
+// doubling to 5s while the refusals go on, and told so in
+// throttle_time_ms, as Kafka mutes a client over its quota. A client
+// repeating a refused request, even over new connections, cannot take the
+// broker's cores from the others; one refusal costs a well-behaved
+// producer 100ms. A produce that is taken ends it.
+const (
+	firstPenalty = 100 * time.Millisecond
+	maxPenalty   = 5 * time.Second
+)
+
+type penalties struct {
+	mu sync.Mutex
+	m  map[string]penalty // client address -> its penalty
+}
+
+type penalty struct {
+	d     time.Duration
+	until time.Time
+}
+
+// wait holds a request from ip until its penalty has passed; false when
+// the server is shutting down meanwhile.
+func (p *penalties) wait(ip string, stop <-chan struct{}) bool {
+	p.mu.Lock()
+	until := p.m[ip].until
+	p.mu.Unlock()
+	d := time.Until(until)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// set records a refusal (longer penalty) or an accepted produce (none).
+func (p *penalties) set(ip string, refused bool) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !refused {
+		delete(p.m, ip)
+		return 0
+	}
+	if p.m == nil {
+		p.m = map[string]penalty{}
+	}
+	now := time.Now()
+	if len(p.m) > 10_000 { // forget penalties long served
+		for k, v := range p.m {
+			if now.Sub(v.until) > maxPenalty {
+				delete(p.m, k)
+			}
+		}
+	}
+	d := min(max(2*p.m[ip].d, firstPenalty), maxPenalty)
+	p.m[ip] = penalty{d: d, until: now.Add(d)}
+	return d
+}
+
+func (s *Server) penalize(remote string, resp kmsg.Response) {
+	p, ok := resp.(*kmsg.ProduceResponse)
+	if !ok {
+		return
+	}
+	refused := false
+	for _, t := range p.Topics {
+		for _, part := range t.Partitions {
+			refused = refused || part.ErrorCode == kerr.MessageTooLarge.Code || part.ErrorCode == kerr.CorruptMessage.Code
+		}
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	if d := s.penalties.set(host, refused); d > 0 {
+		p.ThrottleMillis = int32(d / time.Millisecond)
+		s.cfg.Metrics.refused("throttled")
+	}
 }

@@ -31,8 +31,12 @@ const maxDecompressed = 64 << 20
 // batch of millions of empty records is bounded too.
 const recordOverhead = 128
 
+// errTooLarge is wrapped by every refusal of a batch for its inflated size,
+// which Produce answers with MESSAGE_TOO_LARGE.
+var errTooLarge = errors.New("record batch too large")
+
 // errInflateBudget: the request's batches inflate past its budget.
-var errInflateBudget = errors.New("the request's record batches inflate past kafka.max_inflated_request_bytes")
+var errInflateBudget = fmt.Errorf("%w: the request's record batches inflate past kafka.max_inflated_request_bytes", errTooLarge)
 
 // decodeBatches unpacks the record batches of one partition of a Produce
 // request into protocol-neutral records (seed 000: unpack on write). left
@@ -169,7 +173,7 @@ func tooBig(limit int64) error {
 	if limit < maxDecompressed {
 		return errInflateBudget
 	}
-	return fmt.Errorf("batch inflates past %d bytes", maxDecompressed)
+	return fmt.Errorf("%w: a batch inflates past %d bytes", errTooLarge, maxDecompressed)
 }
 
 var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}

@@ -95,9 +95,10 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
-	inflight *budget
-	appended *hub     // wakes long polls when a partition gets records
-	refusals sync.Map // log message -> *rate.Sometimes
+	inflight  *budget
+	appended  *hub     // wakes long polls when a partition gets records
+	refusals  sync.Map // log message -> *rate.Sometimes
+	penalties penalties
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -258,8 +259,9 @@ func (s *Server) serveConn(c net.Conn) {
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	sess := s.newSession(c.RemoteAddr().String())
+	ip := remoteIP(c)
 	for {
-		if !s.readDeadline(c, s.cfg.IdleTimeout) {
+		if !s.penalties.wait(ip, s.closing) || !s.readDeadline(c, s.cfg.IdleTimeout) {
 			return
 		}
 		var sizeBuf [4]byte
@@ -423,6 +425,7 @@ func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte
 	if err != nil {
 		return nil, err
 	}
+	s.penalize(remote, resp)
 	s.cfg.Metrics.observe(req, resp, start)
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		return nil, nil
