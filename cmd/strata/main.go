@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/catalog/offsets"
 )
@@ -146,23 +146,6 @@ func serve(args []string, logOut io.Writer) error {
 	return run(ctx, cfg, log, nil)
 }
 
-// requireToken guards everything but the health checks with a bearer
-// token, when one is configured.
-func requireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "a bearer token is required (admin_token)", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // Addrs are where a running service listens.
 type Addrs struct{ Admin, Kafka string }
@@ -216,17 +199,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	tieringHandlers(ctx, mux, job)
-	adminHandlers(mux, store)
+	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Job: job, Token: cfg.AdminToken,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
 	}
-	srv := &http.Server{Handler: requireToken(cfg.AdminToken, mux), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
 

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,35 +63,4 @@ func onlySealed(c *catalog.Catalog) func(string, uint64) bool {
 		}
 		return false
 	}
-}
-
-// tieringHandlers serves the tiering job; a run asked for ends early when
-// the service stops (ctx), as a scheduled one does.
-func tieringHandlers(ctx context.Context, mux *http.ServeMux, job *tiering.Job) {
-	mux.HandleFunc("POST /v1/tiering/run", func(w http.ResponseWriter, r *http.Request) {
-		runCtx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		defer context.AfterFunc(ctx, cancel)()
-		sum, err := job.Run(runCtx)
-		if errors.Is(err, tiering.ErrRunning) {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-			return
-		}
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, sum)
-	})
-	mux.HandleFunc("GET /v1/tiering/jobs", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, job.History())
-	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }

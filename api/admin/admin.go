@@ -1,15 +1,97 @@
-package main
+// Package admin is strata's operator HTTP API: health, metrics, shards and
+// their segments, records by offset, and the tiering job (docs/config.md,
+// README). It translates HTTP to the storage and tiering APIs and back.
+package admin
 
 import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"strata/catalog"
-	"strata/engine"
 	"strata/engine/record"
+	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/tiering"
 )
+
+// Config is what the admin API serves.
+type Config struct {
+	// Store answers reads; Engine (the segment engine) knows segments.
+	Store  store.Store
+	Engine *segment.Engine
+	Job    *tiering.Job
+	// Metrics serves GET /metrics (Prometheus).
+	Metrics http.Handler
+	// Token, when set, is the bearer token every endpoint but the health
+	// checks requires.
+	Token string
+}
+
+// Handler serves the API. A tiering run asked for over it ends early when
+// ctx (the service) ends, as a scheduled one does.
+func Handler(ctx context.Context, c Config) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ready") })
+	if c.Metrics != nil {
+		mux.Handle("GET /metrics", c.Metrics)
+	}
+	c.storage(mux)
+	c.tiering(ctx, mux)
+	return requireToken(c.Token, mux)
+}
+
+// requireToken guards everything but the health checks with a bearer
+// token, when one is configured.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "a bearer token is required (admin_token)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c Config) tiering(ctx context.Context, mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/tiering/run", func(w http.ResponseWriter, r *http.Request) {
+		runCtx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		sum, err := c.Job.Run(runCtx)
+		if errors.Is(err, tiering.ErrRunning) {
+			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			return
+		}
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, sum)
+	})
+	mux.HandleFunc("GET /v1/tiering/jobs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.Job.History())
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
 
 // shardInfo is one shard in GET /v1/shards.
 type shardInfo struct {
@@ -33,8 +115,8 @@ type recordJSON struct {
 	ProtocolData []byte          `json:"protocol_data,omitempty"`
 }
 
-func adminHandlers(mux *http.ServeMux, st *engine.Adapter) {
-	seg := st.SegmentEngine()
+func (c Config) storage(mux *http.ServeMux) {
+	st, seg := c.Store, c.Engine
 	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, r *http.Request) {
 		names, err := st.Shards(r.Context())
 		if err != nil {
