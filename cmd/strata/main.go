@@ -24,6 +24,7 @@ import (
 	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/catalog/offsets"
+	"strata/engine/segment"
 )
 
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
@@ -191,7 +192,8 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
-		go runRetention(ctx, store.SegmentEngine(), cfg.Retention, onlySealed(store.SegmentEngine().Catalog()), log)
+		policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.Retention.MaxAge), MaxBytes: int64(cfg.Retention.MaxBytes)}
+		go store.SegmentEngine().RetainLoop(ctx, policy, time.Duration(cfg.Retention.Interval))
 	}
 
 	sec, err := openSecurity(ctx, cfg, log)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -39,25 +38,6 @@ func openStorage(cfg *Config, cold objstore.Bucket, log *slog.Logger) (*engine.A
 			},
 		},
 	})
-}
-
-// runRetention applies local retention every interval until ctx ends.
-func runRetention(ctx context.Context, e *segment.Engine, cfg RetentionConfig, mayDrop func(string, uint64) bool, log *slog.Logger) {
-	policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.MaxAge), MaxBytes: int64(cfg.MaxBytes)}
-	t := time.NewTicker(max(time.Duration(cfg.Interval), time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := e.ApplyRetention(ctx, policy, mayDrop); err != nil {
-				log.Error("retention failed", "err", err)
-			} else if n > 0 {
-				log.Info("retention deleted segments", "segments", n)
-			}
-		}
-	}
 }
 
 // engineCollector exports the segment engine's counters.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"strata/catalog"
 	"strata/engine/segment"
 	"strata/parquet"
 	"strata/tiering"
@@ -46,21 +45,4 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 			"local_retention", time.Duration(t.LocalRetention))
 	}
 	return job, nil
-}
-
-// onlySealed keeps the engine's retention, which runs when tiering is off,
-// to segments no tiering run (`strata tier run`) has taken over.
-func onlySealed(c *catalog.Catalog) func(string, uint64) bool {
-	return func(shard string, no uint64) bool {
-		segs, err := c.Segments(shard)
-		if err != nil {
-			return false
-		}
-		for _, s := range segs {
-			if s.No == no {
-				return s.State == catalog.Sealed
-			}
-		}
-		return false
-	}
 }

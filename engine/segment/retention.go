@@ -58,9 +58,31 @@ func DropDecision(now time.Time, segs []SegmentInfo, low uint64, p RetentionPoli
 	return drop
 }
 
+// RetainLoop applies the policy every interval (at least a second) until
+// ctx ends. It is the whole of retention when nothing tiers; with tiering,
+// the tiering job applies retention over every tier instead.
+func (e *Engine) RetainLoop(ctx context.Context, p RetentionPolicy, interval time.Duration) {
+	t := time.NewTicker(max(interval, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := e.ApplyRetention(ctx, p, nil); err != nil {
+				e.log.Error("retention failed", "err", err)
+			} else if n > 0 {
+				e.log.Info("retention deleted segments", "segments", n)
+			}
+		}
+	}
+}
+
 // ApplyRetention deletes, in every shard, the segments DropDecision picks,
 // marks them deleted in the catalog and raises the low watermark past them.
-// It returns how many segments it deleted.
+// Only segments the catalog holds as sealed go: one a tiering run has taken
+// over (uploading, cold) is tiering's to drop. It returns how many segments
+// it deleted.
 func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
 	names, _ := e.Shards(ctx)
 	deleted := 0
@@ -80,7 +102,13 @@ func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop 
 			}
 		}
 		sh.mu.RUnlock()
-		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
+		sealed := map[uint64]bool{}
+		if cat, err := e.catalog.Segments(name); err == nil {
+			for _, s := range cat {
+				sealed[s.No] = s.State == catalog.Sealed
+			}
+		}
+		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return sealed[no] && (mayDrop == nil || mayDrop(name, no)) })
 		for range drop {
 			s := segs[0]
 			if _, err := e.catalog.Transition(name, s.no, catalog.Sealed, catalog.Deleted, nil); err != nil {
