@@ -147,7 +147,6 @@ func serve(args []string, logOut io.Writer) error {
 	return run(ctx, cfg, log, nil)
 }
 
-
 // Addrs are where a running service listens.
 type Addrs struct{ Admin, Kafka string }
 
