@@ -22,7 +22,7 @@ import (
 // read, decodes it, and caches it; a reader moving forward gets the next row
 // group fetched ahead. It implements segment.ColdSource.
 type ColdReader struct {
-	catalog *catalog.Catalog
+	catalog catalog.Catalog
 	bucket  objstore.Bucket
 
 	files  *lru[string, *coldFile]         // object key -> open footer
@@ -51,7 +51,7 @@ type coldFile struct {
 }
 
 // NewColdReader caches up to cacheBytes of row groups (raw and decoded).
-func NewColdReader(cat *catalog.Catalog, b objstore.Bucket, cacheBytes int64) *ColdReader {
+func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *ColdReader {
 	if cacheBytes <= 0 {
 		cacheBytes = 256 << 20
 	}

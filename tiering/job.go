@@ -25,7 +25,7 @@ import (
 // cron schedule. One pass runs at a time.
 type Job struct {
 	Engine  *segment.Engine
-	Catalog *catalog.Catalog
+	Catalog catalog.Catalog
 	Bucket  objstore.Bucket
 	// Prefix is prepended to every object key (may be empty).
 	Prefix  string

@@ -23,7 +23,7 @@ type RebuildSummary struct {
 // prefix in the bucket: its tiered segments as remote, a new empty active
 // segment after them, and the low watermark at its first tiered offset.
 // Shards the catalog already has are left alone.
-func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat *catalog.Catalog, now time.Time) (RebuildSummary, error) {
+func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.Catalog, now time.Time) (RebuildSummary, error) {
 	var sum RebuildSummary
 	var manifests []string
 	listPrefix := ""

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine/store/storetest"
 	"strata/tiering/objstore/local"
 )
@@ -29,7 +29,7 @@ func TestRebuildCatalogFromBucket(t *testing.T) {
 	os.RemoveAll(dir)
 
 	fresh := t.TempDir()
-	cat, err := catalog.Open(filepath.Join(fresh, "catalog"))
+	cat, err := pebblecat.Open(filepath.Join(fresh, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}

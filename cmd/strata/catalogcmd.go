@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/parquet"
 	"strata/tiering"
 )
@@ -51,7 +52,7 @@ func catalogCmd(args []string, out io.Writer) error {
 		if _, err := os.Stat(dir); err != nil {
 			return fmt.Errorf("no catalog at %s: %w", dir, err)
 		}
-		cat, err := catalog.Open(dir)
+		cat, err := pebblecat.Open(dir)
 		if err != nil {
 			return fmt.Errorf("%w (is strata serve running on this data dir? stop it, or use the admin API)", err)
 		}
@@ -63,7 +64,7 @@ func catalogCmd(args []string, out io.Writer) error {
 			return err
 		}
 		defer cold.Close()
-		cat, err := catalog.Open(dir)
+		cat, err := pebblecat.Open(dir)
 		if err != nil {
 			return fmt.Errorf("%w (is strata serve running on this data dir? stop it first)", err)
 		}
@@ -79,7 +80,7 @@ func catalogCmd(args []string, out io.Writer) error {
 	return fmt.Errorf("strata catalog: unknown command %q (want ls or rebuild)", args[0])
 }
 
-func listCatalog(cat *catalog.Catalog, out io.Writer) error {
+func listCatalog(cat catalog.Catalog, out io.Writer) error {
 	shards, err := cat.Shards()
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
@@ -72,8 +73,11 @@ type Config struct {
 	FS FS
 	// Events are told what happens to shards.
 	Events EventListener
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Catalog is the meta-service (Pebble in Dir/catalog when nil, opened
+	// and closed by the engine).
+	Catalog catalog.Catalog
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -121,7 +125,8 @@ type Engine struct {
 	log     *slog.Logger
 	lock    *os.File // flock'd: one process per data folder
 	index   *pebble.DB
-	catalog *catalog.Catalog
+	catalog catalog.Catalog
+	ownCat  bool // opened here, closed here
 	workers []*worker
 
 	mu       sync.RWMutex
@@ -183,18 +188,23 @@ func Open(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Open(filepath.Join(cfg.Dir, "catalog"))
-	if err != nil {
-		lock.Close()
-		return nil, err
+	cat, ownCat := cfg.Catalog, false
+	if cat == nil {
+		if cat, err = pebblecat.Open(filepath.Join(cfg.Dir, "catalog")); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		ownCat = true
 	}
 	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
-		cat.Close()
+		if ownCat {
+			cat.Close()
+		}
 		lock.Close()
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, catalog: cat, shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, catalog: cat, ownCat: ownCat, shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -684,7 +694,11 @@ func (e *Engine) Close() error {
 			s.closeRead()
 		}
 	}
-	errs = append(errs, e.index.Close(), e.catalog.Close(), e.lock.Close())
+	errs = append(errs, e.index.Close())
+	if e.ownCat {
+		errs = append(errs, e.catalog.Close())
+	}
+	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)
 }
 
@@ -704,7 +718,7 @@ type Stats struct {
 func (e *Engine) Stats() *Stats { return &e.stats }
 
 // Catalog exposes the engine's catalog to the tiering pipeline.
-func (e *Engine) Catalog() *catalog.Catalog { return e.catalog }
+func (e *Engine) Catalog() catalog.Catalog { return e.catalog }
 
 // lockDir takes an exclusive lock on dir's LOCK file, held until the file
 // is closed (or the process dies), so a second process on the same data

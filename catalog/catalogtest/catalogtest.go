@@ -1,0 +1,146 @@
+// Package catalogtest is the contract every catalog.Catalog implementation
+// passes: the lifecycle scripts in testdata, run against a real catalog.
+package catalogtest
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"strata/catalog"
+)
+
+// testdata is this package's script folder, wherever the test runs.
+func testdata(t *testing.T) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("catalogtest: cannot find its testdata")
+	}
+	return filepath.Join(filepath.Dir(file), "testdata")
+}
+
+// The catalog's lifecycle as scripts (testdata/*): each command changes or
+// prints the catalog; "reopen" closes and opens it again, so every script
+// also checks what survives a restart.
+//
+//	create shard=S                       a shard and its active segment 0
+//	roll shard=S no=N end=E [records=R]  seal N at end offset E, start N+1
+//	move shard=S no=N from=X to=Y        a lifecycle step (Transition)
+//	low shard=S to=L                     raise the low watermark
+//	restore shard=S                      restore S from the segments in the input (no state start-end per line)
+//	delete shard=S
+//	show [shard=S]                       shards, or one shard's segments
+//	reopen
+//
+// Run runs every script against catalogs made by open; reopen must give the
+// catalog open made, as a restarted node finds it.
+func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func() catalog.Catalog)) {
+	datadriven.Walk(t, testdata(t), func(t *testing.T, path string) {
+		c, reopen := open(t)
+		defer func() { c.Close() }()
+		now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			var shard string
+			var no, end, records, low uint64
+			var from, to string
+			for _, a := range d.CmdArgs {
+				switch a.Key {
+				case "shard":
+					d.ScanArgs(t, "shard", &shard)
+				case "no":
+					d.ScanArgs(t, "no", &no)
+				case "end":
+					d.ScanArgs(t, "end", &end)
+				case "records":
+					d.ScanArgs(t, "records", &records)
+				case "from":
+					d.ScanArgs(t, "from", &from)
+				case "to":
+					if d.Cmd == "low" {
+						d.ScanArgs(t, "to", &low)
+					} else {
+						d.ScanArgs(t, "to", &to)
+					}
+				}
+			}
+			var err error
+			switch d.Cmd {
+			case "create":
+				_, _, err = c.CreateShard(shard, now)
+			case "roll": // as the engine does: the segment's record, finished
+				segs, _ := c.Segments(shard)
+				seg := catalog.Segment{Shard: shard, No: no}
+				for _, s := range segs {
+					if s.No == no {
+						seg = s
+					}
+				}
+				seg.EndOffset, seg.Records = end, records
+				_, err = c.Roll(seg, now)
+			case "move":
+				_, err = c.Transition(shard, no, catalog.State(from), catalog.State(to), nil)
+			case "low":
+				_, err = c.SetLowWatermark(shard, low)
+			case "restore":
+				var segs []catalog.Segment
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					var s catalog.Segment
+					var state string
+					if _, err := fmt.Sscanf(line, "%d %s %d-%d", &s.No, &state, &s.StartOffset, &s.EndOffset); err != nil {
+						t.Fatalf("restore: %q: %v", line, err)
+					}
+					s.Shard, s.State = shard, catalog.State(state)
+					segs = append(segs, s)
+				}
+				err = c.Restore(catalog.Shard{Name: shard}, segs)
+			case "delete":
+				err = c.DeleteShard(shard)
+			case "show":
+				return show(t, c, shard)
+			case "reopen":
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				c = reopen()
+				return "ok"
+			default:
+				t.Fatalf("unknown command %q", d.Cmd)
+			}
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			return "ok"
+		})
+	})
+}
+
+func show(t *testing.T, c catalog.Catalog, shard string) string {
+	var b strings.Builder
+	if shard == "" {
+		shards, err := c.Shards()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range shards {
+			fmt.Fprintf(&b, "%s low=%d\n", s.Name, s.LowWatermark)
+		}
+		return b.String()
+	}
+	segs, err := c.Segments(shard)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	for _, s := range segs {
+		fmt.Fprintf(&b, "%d %s %d-", s.No, s.State, s.StartOffset)
+		if s.State != catalog.Active {
+			fmt.Fprintf(&b, "%d", s.EndOffset)
+		}
+		fmt.Fprintf(&b, " local=%t\n", s.State.Local())
+	}
+	return b.String()
+}
