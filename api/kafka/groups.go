@@ -547,16 +547,16 @@ func (c *coordinator) names() []string {
 // findCoordinator names this broker for every group.
 func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	s.openMu.Lock()
-	host, port := s.host, s.port
-	s.openMu.Unlock()
-	resp.NodeID, resp.Host, resp.Port = 0, host, port
 	keys := r.CoordinatorKeys
 	if r.Version < 4 {
 		keys = []string{r.CoordinatorKey}
 	}
-	for _, k := range keys {
-		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: 0, Host: host, Port: port})
+	for i, k := range keys {
+		c := s.cluster.Coordinator(k)
+		if i == 0 { // versions before 4 name one coordinator at the top level
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		}
+		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port})
 	}
 	return resp
 }

@@ -70,6 +70,8 @@ type Config struct {
 	// GroupMaxRebalanceWait caps how long a rebalance waits for members to
 	// rejoin, whatever timeout they ask for (5m).
 	GroupMaxRebalanceWait time.Duration
+	// Cluster says who serves what; nil is this node alone.
+	Cluster Cluster
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -95,6 +97,7 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
+	cluster   Cluster
 	inflight  *budget
 	appended  *hub     // wakes long polls when a partition gets records
 	refusals  sync.Map // log message -> *rate.Sometimes
@@ -163,6 +166,10 @@ func New(s store.Store, cfg Config) *Server {
 		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
+	}
+	srv.cluster = cfg.Cluster
+	if srv.cluster == nil {
+		srv.cluster = singleNode{srv}
 	}
 	return srv
 }

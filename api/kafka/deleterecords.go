@@ -1,0 +1,49 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/store"
+)
+
+// deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1
+// means the high watermark.
+func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark = p.Partition, -1
+			shard := store.ShardName(t.Topic, p.Partition)
+			_, high, err := s.store.Watermarks(ctx, shard)
+			if err != nil {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			off := uint64(p.Offset)
+			if p.Offset == -1 {
+				off = high
+			}
+			var oor *store.OutOfRangeError
+			switch err := s.store.DeleteBefore(ctx, shard, off); {
+			case errors.As(err, &oor), p.Offset < -1:
+				rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			case err != nil:
+				rp.ErrorCode = kerr.UnknownServerError.Code
+			default:
+				low, _, _ := s.store.Watermarks(ctx, shard)
+				rp.LowWatermark = int64(low)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -1,0 +1,145 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/store"
+)
+
+// fetch answers at once when there are min_bytes to send or the client
+// does not wait; otherwise it waits for an append to one of the partitions
+// it asked for (or max_wait) and reads again.
+func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
+	var shards []string
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			shards = append(shards, store.ShardName(t.Topic, p.Partition))
+		}
+	}
+	for {
+		// Register before reading, so an append between the read and the
+		// wait still wakes this poll.
+		woken := s.appended.wait(shards)
+		resp, total := s.fetchOnce(ctx, r)
+		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
+			s.appended.cancel(shards, woken)
+			return resp
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-woken:
+			timer.Stop()
+		case <-timer.C:
+			s.appended.cancel(shards, woken)
+			resp, _ := s.fetchOnce(ctx, r)
+			return resp
+		case <-s.closing: // shutting down: answer what there is now
+			timer.Stop()
+			s.appended.cancel(shards, woken)
+			return resp
+		}
+	}
+}
+
+func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	maxBytes := int(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	// Partitions are read and reframed in parallel (each is a decode and an
+	// encode of up to a megabyte); the answer then keeps them in request
+	// order until max_bytes, always including the first one with records.
+	type read struct {
+		rp    *kmsg.FetchResponseTopicPartition
+		shard string
+		from  uint64
+		limit int
+	}
+	var reads []read
+	for _, t := range r.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.PreferredReadReplica = -1
+			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+			shard := store.ShardName(t.Topic, p.Partition)
+			low, high, err := s.store.Watermarks(ctx, shard)
+			if err != nil {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
+			reads = append(reads, read{rp, shard, uint64(p.FetchOffset), max(1, min(int(p.PartitionMaxBytes), maxBytes))})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	// Partitions are taken in request order from one budget of max_bytes:
+	// a partition is read only with what the ones before it left, so the
+	// memory of one fetch stays near max_bytes however many it names.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	returned := sync.NewCond(&mu)
+	taken, left, reading := 0, maxBytes, 0
+	for w := 0; w < min(len(reads), runtime.GOMAXPROCS(0)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				for taken < len(reads) && left <= 0 && reading > 0 {
+					returned.Wait() // a read in flight may give bytes back
+				}
+				if taken == len(reads) || left <= 0 {
+					mu.Unlock()
+					return
+				}
+				rd := reads[taken]
+				taken++
+				limit := min(rd.limit, left)
+				left -= limit // held while reading; what is not used goes back
+				reading++
+				mu.Unlock()
+				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: limit})
+				var oor *store.OutOfRangeError
+				switch {
+				case errors.As(err, &oor):
+					rd.rp.ErrorCode = kerr.OffsetOutOfRange.Code
+				case err != nil:
+					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
+					rd.rp.ErrorCode = kerr.UnknownServerError.Code
+				default:
+					rd.rp.RecordBatches = encodeBatch(rd.rp.RecordBatches, recs)
+				}
+				mu.Lock()
+				left += limit - len(rd.rp.RecordBatches)
+				reading--
+				returned.Broadcast()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, rd := range reads {
+		if n := len(rd.rp.RecordBatches); total > 0 && total+n > maxBytes {
+			rd.rp.RecordBatches = []byte{} // over max_bytes: the client asks again from the same offset
+		} else {
+			total += n
+		}
+	}
+	return resp, total
+}

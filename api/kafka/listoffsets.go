@@ -1,0 +1,85 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/store"
+)
+
+func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
+			shard := store.ShardName(t.Topic, p.Partition)
+			low, high, err := s.store.Watermarks(ctx, shard)
+			switch {
+			case err != nil:
+				rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
+			case p.Timestamp == -2: // earliest
+				rp.Offset = int64(low)
+			case p.Timestamp == -1: // latest
+				rp.Offset = int64(high)
+			case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
+				rp.Offset = -1
+				if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
+					rp.ErrorCode = kerr.UnknownServerError.Code
+				} else if ok {
+					rp.Offset, rp.Timestamp = off, ts
+				}
+			default:
+				off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
+				if err != nil {
+					rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
+					break
+				}
+				rp.Offset = int64(off)
+				if off < high {
+					if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
+						rp.Timestamp = recs[0].Timestamp
+					}
+				} else {
+					rp.Offset = -1 // no record at or after the time
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// maxTimestamper is a store that knows a shard's largest timestamp.
+type maxTimestamper interface {
+	MaxTimestamp(ctx context.Context, shard string) (int64, bool, error)
+}
+
+// maxTimestamp finds the first record holding the shard's largest
+// timestamp: the largest timestamp from the store, then the first offset
+// at or after it.
+func (s *Server) maxTimestamp(ctx context.Context, shard string) (ts, offset int64, ok bool, err error) {
+	mt, can := s.store.(maxTimestamper)
+	if !can {
+		return 0, 0, false, errors.New("the store cannot find the largest timestamp")
+	}
+	max, ok, err := mt.MaxTimestamp(ctx, shard)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	off, err := s.store.OffsetForTime(ctx, shard, max)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	_, high, err := s.store.Watermarks(ctx, shard)
+	if err != nil || off >= high {
+		return 0, 0, false, err
+	}
+	return max, int64(off), true, nil
+}

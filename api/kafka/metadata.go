@@ -1,0 +1,64 @@
+package kafka
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/store"
+)
+
+func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	for _, b := range s.cluster.Brokers() {
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+	}
+	resp.ControllerID = s.cluster.Controller()
+	cluster := "strata"
+	resp.ClusterID = &cluster
+	topics, _ := s.topics(ctx)
+	var names []string
+	if r.Topics == nil {
+		for t := range topics {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+	} else {
+		for _, t := range r.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+	}
+	for _, name := range names {
+		t := kmsg.NewMetadataResponseTopic()
+		n := name
+		t.Topic = &n
+		parts, ok := topics[name]
+		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
+			if code := s.createTopic(ctx, name, 0); code == errNone || code == kerr.TopicAlreadyExists.Code {
+				parts, ok = s.cfg.DefaultPartitions, true
+				if again, _ := s.topics(ctx); again[name] > 0 {
+					parts = again[name]
+				}
+			}
+		}
+		if !ok {
+			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if store.ValidateTopic(name) != nil {
+				t.ErrorCode = kerr.InvalidTopicException.Code
+			}
+		}
+		for p := int32(0); p < parts; p++ {
+			pm := kmsg.NewMetadataResponseTopicPartition()
+			info := s.cluster.Partition(name, p)
+			pm.Partition, pm.Leader, pm.LeaderEpoch = p, info.Leader, info.LeaderEpoch
+			pm.Replicas, pm.ISR = info.Replicas, info.ISR
+			t.Partitions = append(t.Partitions, pm)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}

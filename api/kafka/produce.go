@@ -1,0 +1,169 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// produce decodes every partition's batches against one inflate budget for
+// the request, then appends the partitions concurrently, so a request for
+// many partitions shares the engine's fsyncs instead of waiting for each
+// partition's in turn.
+func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	left := int64(s.cfg.MaxInflatedBytes)
+	topics, _ := s.topics(ctx)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentAppends)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i, t := range r.Topics {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			in, code := s.decodePartition(ctx, t.Topic, p.Partition, p.Records, &left, &topics)
+			if code != errNone || len(in.recs) == 0 {
+				rp.ErrorCode = code
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				rp.ErrorCode, rp.BaseOffset = s.producePartition(ctx, in)
+			}()
+		}
+	}
+	wg.Wait()
+	return resp
+}
+
+// maxConcurrentAppends bounds the partitions of one Produce appended at once.
+const maxConcurrentAppends = 256
+
+// produceInput is one partition's decoded part of a Produce request.
+type produceInput struct {
+	shard   string
+	recs    []record.Record
+	batches []kmsg.RecordBatch
+}
+
+// decodePartition checks one partition's batches against the topic's
+// limits and decodes them.
+func (s *Server) decodePartition(ctx context.Context, topic string, partition int32, raw []byte, left *int64, topics *map[string]int32) (produceInput, int16) {
+	shard := store.ShardName(topic, partition)
+	if err := store.ValidateTopic(topic); err != nil {
+		return produceInput{}, kerr.InvalidTopicException.Code
+	}
+	if limit := s.maxMessageBytes(topic); len(raw) > int(limit) {
+		if batchesOver(raw, limit) {
+			s.refusal("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
+			return produceInput{}, kerr.MessageTooLarge.Code
+		}
+	}
+	recs, batches, err := decodeBatches(raw, left)
+	if err != nil {
+		s.refusal("kafka: refusing a produce", "shard", shard, "err", err)
+		if errors.Is(err, errTooLarge) {
+			return produceInput{}, kerr.MessageTooLarge.Code
+		}
+		return produceInput{}, kerr.CorruptMessage.Code
+	}
+	for i := range recs {
+		if record.Size(&recs[i]) > record.MaxSize {
+			s.refusal("kafka: refusing a produce: a record is over the engine's limit", "shard", shard, "bytes", record.Size(&recs[i]), "max", record.MaxSize)
+			return produceInput{}, kerr.MessageTooLarge.Code
+		}
+	}
+	if len(recs) == 0 {
+		return produceInput{}, errNone
+	}
+	if _, ok := (*topics)[topic]; !ok && s.cfg.AutoCreateTopics {
+		s.createTopic(ctx, topic, 0)
+		*topics, _ = s.topics(ctx)
+	}
+	if partition < 0 || partition >= (*topics)[topic] {
+		return produceInput{}, kerr.UnknownTopicOrPartition.Code
+	}
+	return produceInput{shard: shard, recs: recs, batches: batches}, errNone
+}
+
+func (s *Server) maxMessageBytes(topic string) int32 {
+	if v, ok := s.cfg.TopicMaxMessageBytes[topic]; ok && v > 0 {
+		return v
+	}
+	return s.cfg.MaxMessageBytes
+}
+
+// batchesOver reports whether any record batch in raw is longer than limit
+// (Kafka checks max.message.bytes per batch, as sent: compressed).
+func batchesOver(raw []byte, limit int32) bool {
+	for len(raw) >= 12 {
+		n := int64(int32(binary.BigEndian.Uint32(raw[8:]))) + 12
+		if n > int64(limit) {
+			return true
+		}
+		if n < 12 || n > int64(len(raw)) {
+			return false // malformed: decoding says so
+		}
+		raw = raw[n:]
+	}
+	return false
+}
+
+func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
+	// Idempotence: one batch per request per partition is what clients send.
+	if len(in.batches) == 1 && in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
+		b := in.batches[0]
+		key := seqKey{b.ProducerID, in.shard}
+		unlock, err := s.seqs.lock(ctx, s.store, key)
+		if err != nil {
+			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
+			return kerr.UnknownServerError.Code, -1
+		}
+		defer unlock()
+		first, last := b.FirstSequence, seqAdd(b.FirstSequence, b.LastOffsetDelta)
+		switch v, base := check(s.seqs.get(key), b.ProducerEpoch, first, last); v {
+		case duplicateBatch:
+			return errNone, base // a retry of a batch already stored
+		case unknownDuplicate:
+			return kerr.DuplicateSequenceNumber.Code, -1
+		case outOfOrder:
+			return kerr.OutOfOrderSequenceNumber.Code, -1
+		case fencedEpoch:
+			return kerr.InvalidProducerEpoch.Code, -1
+		}
+		code, base := s.appendRecords(ctx, in.shard, in.recs)
+		if code == errNone {
+			s.seqs.put(key, b.ProducerEpoch, first, last, base)
+		}
+		return code, base
+	}
+	return s.appendRecords(ctx, in.shard, in.recs)
+}
+
+func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record) (int16, int64) {
+	base, err := s.store.Append(ctx, shard, recs)
+	if err != nil {
+		s.log.Error("kafka: append", "shard", shard, "err", err)
+		if errors.Is(err, store.ErrUnknownShard) {
+			return kerr.UnknownTopicOrPartition.Code, -1
+		}
+		return kerr.UnknownServerError.Code, -1
+	}
+	s.appended.wake(shard)
+	return errNone, int64(base)
+}
