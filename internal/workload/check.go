@@ -116,7 +116,7 @@ func (m *Model) Check(obs ...Observation) []Violation {
 				bad(KindUnknown, g.Offset, "record %s was produced to %s/%d", id, s.Topic, s.Partition)
 				continue
 			}
-			if s.Inc != o.Inc && !(s.Loose && m.mayLand(s, o.Inc)) {
+			if s.Inc != o.Inc && !((s.Loose || s.State == Pending) && m.mayLand(s, o.Inc)) {
 				from := m.inc(s.Inc)
 				what := "incarnation"
 				if from.State == Deleted {
@@ -213,10 +213,18 @@ func (m *Model) Check(obs ...Observation) []Violation {
 
 // mayLand reports whether a record whose produce raced a create or delete
 // of its topic may be served by incarnation id: one alive during the produce.
+// mayLand says whether s may be stored in incarnation id: one alive at
+// some moment of its produce. A produce still under way may land in any
+// incarnation of its topic made since it began: the client retries a
+// deleted topic's partitions by name until one exists again, as Kafka's do.
 func (m *Model) mayLand(s *Sent, id int) bool {
 	inc := m.inc(id)
 	if inc == nil || inc.Name != s.Topic {
 		return false
 	}
-	return inc.Created < s.End && (inc.DeletedAt == 0 || inc.DeletedAt > s.Begin)
+	end := s.End
+	if s.State == Pending {
+		end = m.tick + 1
+	}
+	return inc.Created < end && (inc.DeletedAt == 0 || inc.DeletedAt > s.Begin)
 }

@@ -259,6 +259,17 @@ func TestWorkloadCheckerFlagsExactlyTheBadHistories(t *testing.T) {
 			return []Observation{h.read("t", inc, 0, r)}
 		},
 		want: []flag{},
+	}, {
+		name: "a produce still under way may have landed in an incarnation made since it began",
+		run: func(h *history) []Observation {
+			h.create("t", 1)
+			r := h.rec(time.Now().UnixMilli())
+			h.m.BeginProduce("t", []ProduceRec{{Rec: r}}) // the client retries by name
+			h.delete("t")
+			inc := h.create("t", 1)
+			return []Observation{h.read("t", inc, 0, r)}
+		},
+		want: []flag{},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHistory(t)
