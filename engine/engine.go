@@ -82,7 +82,8 @@ func Open(cfg Config) (*Adapter, error) {
 }
 
 func (a *Adapter) route(shard string) store.Store {
-	if e, ok := a.cfg.Topics[store.Topic(shard)]; ok {
+	tp, _ := store.ParseShard(shard)
+	if e, ok := a.cfg.Topics[tp.Topic]; ok {
 		return a.stores[e]
 	}
 	return a.stores[a.cfg.Default]

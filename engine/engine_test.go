@@ -64,8 +64,19 @@ func TestTopicsRouteToTheirEngine(t *testing.T) {
 	if len(names) != 3 || names[0] != "orders-0" || names[2] != "small-0" {
 		t.Fatalf("after restart shards %q: the memory topic is gone, the others stay", names)
 	}
-	if store.Topic("orders-with-dashes-3") != "orders-with-dashes" {
-		t.Fatal("Topic splits at the last dash")
+	for shard, want := range map[string]store.TopicPartition{
+		"orders-with-dashes-3": {Topic: "orders-with-dashes", Partition: 3},
+		"wl-a-1-0":             {Topic: "wl-a-1", Partition: 0},
+		"wl-a-1":               {Topic: "wl-a", Partition: 1},
+	} {
+		if got, ok := store.ParseShard(shard); !ok || got != want || got.Shard() != shard {
+			t.Errorf("ParseShard(%q) = %+v, %t; want %+v", shard, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"orders", "-3", "orders-", "orders-x", "orders-03"} {
+		if _, ok := store.ParseShard(bad); ok {
+			t.Errorf("ParseShard(%q) took it for a topic-partition", bad)
+		}
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"path"
 	"strconv"
-	"strings"
 
 	"strata/engine/store"
 	"strata/tiering/objstore"
@@ -26,12 +25,11 @@ type Location struct {
 
 // LocationOf splits a "{topic}-{partition}" shard name.
 func LocationOf(shard string) (Location, error) {
-	topic := store.Topic(shard)
-	p, err := strconv.ParseInt(strings.TrimPrefix(shard, topic+"-"), 10, 32)
-	if err != nil || topic == shard {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
 		return Location{}, fmt.Errorf("shard %q is not named {topic}-{partition}, so it has no place in the bucket layout", shard)
 	}
-	return Location{Topic: topic, Partition: int32(p)}, nil
+	return Location{Topic: tp.Topic, Partition: tp.Partition}, nil
 }
 
 // Dir is the shard's folder in the bucket.

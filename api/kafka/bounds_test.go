@@ -88,7 +88,7 @@ func TestTopicNameLengths(t *testing.T) {
 		shards, _ := s.Shards(context.Background())
 		n := 0
 		for _, sh := range shards {
-			if store.Topic(sh) == name {
+			if tp, _ := store.ParseShard(sh); tp.Topic == name {
 				n++
 			}
 		}

@@ -3,8 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,12 +18,9 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 	}
 	out := map[string]int32{}
 	for _, sh := range shards {
-		topic := store.Topic(sh)
-		p, err := strconv.Atoi(strings.TrimPrefix(sh, topic+"-"))
-		if err != nil {
-			continue
+		if tp, ok := store.ParseShard(sh); ok {
+			out[tp.Topic] = max(out[tp.Topic], tp.Partition+1)
 		}
-		out[topic] = max(out[topic], int32(p)+1)
 	}
 	return out, nil
 }

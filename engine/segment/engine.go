@@ -349,7 +349,8 @@ func (e *Engine) clearStale(dir string) error {
 func (e *Engine) newShard(cs catalog.Shard) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
 		maxBytes: e.cfg.MaxSegmentBytes, created: cs.Created}
-	if v, ok := e.cfg.TopicMaxSegmentBytes[store.Topic(cs.Name)]; ok && v > 0 {
+	tp, _ := store.ParseShard(cs.Name)
+	if v, ok := e.cfg.TopicMaxSegmentBytes[tp.Topic]; ok && v > 0 {
 		sh.maxBytes = v
 	}
 	return sh

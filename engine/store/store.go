@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"strata/engine/record"
@@ -105,17 +106,35 @@ func validateName(what, name string, maxLen int) error {
 	return nil
 }
 
-// Topic is the topic part of a "{topic}-{partition}" shard name.
-func Topic(shard string) string {
-	if i := strings.LastIndexByte(shard, '-'); i > 0 {
-		return shard[:i]
+// TopicPartition is a Kafka partition; its shard is "{topic}-{partition}".
+// Every place that needs one half of a shard name parses it with
+// ParseShard, never by hand.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Shard is the partition's shard name.
+func (tp TopicPartition) Shard() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
+
+// ParseShard splits a shard name at its last '-'. ok is false when the
+// name has no non-negative partition number after a non-empty topic (a
+// shard made outside Kafka's naming); Topic is then the whole name.
+func ParseShard(shard string) (tp TopicPartition, ok bool) {
+	i := strings.LastIndexByte(shard, '-')
+	if i <= 0 {
+		return TopicPartition{Topic: shard}, false
 	}
-	return shard
+	p, err := strconv.ParseInt(shard[i+1:], 10, 32)
+	if err != nil || p < 0 || strconv.Itoa(int(p)) != shard[i+1:] {
+		return TopicPartition{Topic: shard}, false
+	}
+	return TopicPartition{Topic: shard[:i], Partition: int32(p)}, true
 }
 
 // ShardName is Kafka's topic-partition naming: "{topic}-{partition}".
 func ShardName(topic string, partition int32) string {
-	return fmt.Sprintf("%s-%d", topic, partition)
+	return TopicPartition{Topic: topic, Partition: partition}.Shard()
 }
 
 // Take reports whether a record of size bytes fits the budget after n
