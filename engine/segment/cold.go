@@ -1,12 +1,9 @@
 package segment
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"os"
 
 	"strata/catalog"
@@ -136,36 +133,18 @@ func ScanFile(path string, fn func(*record.Record) error) (crc uint32, size int6
 		return 0, 0, err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var next *uint64
-	for {
-		head, err := br.Peek(record.HeaderSize)
-		if errors.Is(err, io.EOF) && len(head) == 0 {
-			return crc, size, nil
-		}
-		off, n, perr := record.Peek(head)
-		if perr != nil {
-			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, perr)
-		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, record.ErrShort)
-		}
-		r, _, err := record.Decode(buf)
-		if err == nil && next != nil && off != *next {
-			err = fmt.Errorf("offset %d where %d was expected: %w", off, *next, record.ErrCorrupt)
-		}
-		if err != nil {
-			return crc, size, fmt.Errorf("%s at byte %d: %w", path, size, err)
-		}
-		crc = crc32.Update(crc, castagnoli, buf)
-		size += int64(n)
-		following := off + 1
-		next = &following
-		if err := fn(&r); err != nil {
-			return crc, size, err
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := NewScanner(path, f, 0, st.Size(), nil)
+	for sc.Next() {
+		r, _, _ := sc.Record()
+		if err := fn(r); err != nil {
+			return sc.CRC(), sc.Pos(), err
 		}
 	}
+	return sc.CRC(), sc.Pos(), sc.Err()
 }
 
 // recoverRemoved deletes local files of segments the catalog says are no

@@ -3,7 +3,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"os"
 
@@ -11,7 +10,6 @@ import (
 
 	"strata/catalog"
 	"strata/engine/index"
-	"strata/engine/record"
 )
 
 // recoverShard rebuilds a shard's state on start: sealed segments are taken
@@ -68,35 +66,34 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 // recoverActive scans the whole active file: every record must check out
 // and carry the next offset. The first one that does not ends the log.
 func (e *Engine) recoverActive(sh *shard, s *segment) error {
-	data, err := os.ReadFile(s.path)
+	f, err := os.Open(s.path)
 	if err != nil {
 		return err
 	}
-	p := 0
-	for p < len(data) {
-		r, size, err := record.Decode(data[p:])
-		if err == nil && r.Offset != s.next {
-			err = fmt.Errorf("offset %d where %d was expected", r.Offset, s.next)
-		}
-		if err != nil {
-			e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
-				"at_byte", p, "dropped_bytes", len(data)-p, "reason", err)
-			break
-		}
-		s.track(&r)
-		s.next++
-		p += size
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	if p < len(data) {
-		if err := s.wf.Truncate(int64(p)); err != nil {
+	next := s.next
+	sc := NewScanner(s.path, f, 0, st.Size(), &next)
+	for sc.Next() {
+		r, _, _ := sc.Record()
+		s.track(r)
+		s.next++
+	}
+	if err := sc.Err(); err != nil {
+		e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
+			"at_byte", sc.Pos(), "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
+		if err := s.wf.Truncate(sc.Pos()); err != nil {
 			return fmt.Errorf("truncate %s: %w", s.path, err)
 		}
 		if err := s.wf.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", s.path, err)
 		}
 	}
-	s.size = int64(p)
-	s.crc = crc32.Checksum(data[:p], castagnoli)
+	s.size = sc.Pos()
+	s.crc = sc.CRC()
 	if s.count > 0 {
 		s.firstAt = e.cfg.Now() // the age clock restarts with the process
 	}
@@ -138,17 +135,7 @@ func (e *Engine) reindex(sh *shard) error {
 	added := 0
 	for i := first; i < len(sh.segments); i++ {
 		s := sh.segments[i]
-		data, err := os.ReadFile(s.path)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("segment %s is in the catalog but not on disk", s.path)
-			}
-			return err
-		}
-		if int64(len(data)) > s.size {
-			data = data[:s.size]
-		}
-		n, err := e.reindexFrom(sh, s, data, int(pos), at, ib)
+		n, err := e.reindexFrom(sh, s, pos, at, ib)
 		if err != nil && pos != 0 {
 			// The index entry pointed at no record (a stale entry): the
 			// data is the truth, so scan the whole segment instead.
@@ -156,7 +143,7 @@ func (e *Engine) reindex(sh *shard) error {
 				"segment", s.no, "at_byte", pos, "err", err)
 			if err = ib.DeleteRange(index.OffsetKey(sh.name, s.start), index.OffsetKey(sh.name, s.next), nil); err == nil {
 				sh.sinceIndex = 0
-				n, err = e.reindexFrom(sh, s, data, 0, s.start, ib)
+				n, err = e.reindexFrom(sh, s, 0, s.start, ib)
 			}
 		}
 		if err != nil {
@@ -173,18 +160,23 @@ func (e *Engine) reindex(sh *shard) error {
 
 // reindexFrom adds the index entries of the records of s from byte pos on
 // whose offsets are at or past at.
-func (e *Engine) reindexFrom(sh *shard, s *segment, data []byte, pos int, at uint64, ib *pebble.Batch) (int, error) {
+func (e *Engine) reindexFrom(sh *shard, s *segment, pos int64, at uint64, ib *pebble.Batch) (int, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("segment %s is in the catalog but not on disk", s.path)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
 	added := 0
-	for p := pos; p < len(data); {
-		r, size, err := record.Decode(data[p:])
-		if err != nil {
-			return 0, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
-		}
+	sc := NewScanner(s.path, f, pos, s.size, nil)
+	for sc.Next() {
+		r, p, _ := sc.Record()
 		if r.Offset >= at {
-			sh.worker.indexRecord(sh, s, &r, int64(p), ib)
+			sh.worker.indexRecord(sh, s, r, p, ib)
 			added++
 		}
-		p += size
 	}
-	return added, nil
+	return added, sc.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"time"
 
@@ -209,26 +210,27 @@ func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint
 		if i == len(v.segments)-1 {
 			limit = v.activeLen
 		}
-		data, err := readPrefix(s.path, limit)
+		crc, err := fileCRC(s.path, limit)
 		if err != nil {
 			return 0, 0, err
 		}
-		return crc32.Checksum(data, castagnoli), limit, nil
+		return crc, limit, nil
 	}
 	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
 }
 
-func readPrefix(path string, n int64) ([]byte, error) {
+// fileCRC is the CRC-32C of the first n bytes of a file, read as a stream.
+func fileCRC(path string, n int64) (uint32, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer f.Close()
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, 0); err != nil && n > 0 {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	h := crc32.New(castagnoli)
+	if got, err := io.Copy(h, io.LimitReader(f, n)); err != nil || got != n {
+		return 0, fmt.Errorf("read %s: %d of %d bytes: %v", path, got, n, err)
 	}
-	return buf, nil
+	return h.Sum32(), nil
 }
 
 // Scrub verifies every sealed local segment of a shard against the checksum
@@ -248,13 +250,17 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 			continue
 		}
 		path := segmentPath(sh.dir, c.No)
-		data, err := os.ReadFile(path)
+		st, err := os.Stat(path)
 		if err != nil {
 			return fmt.Errorf("scrub %s: %w", path, err)
 		}
-		if got := crc32.Checksum(data, castagnoli); int64(len(data)) != c.Size || got != c.Checksum {
+		got, err := fileCRC(path, st.Size())
+		if err != nil {
+			return fmt.Errorf("scrub %s: %w", path, err)
+		}
+		if st.Size() != c.Size || got != c.Checksum {
 			return fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
-				path, len(data), got, c.Size, c.Checksum, record.ErrCorrupt)
+				path, st.Size(), got, c.Size, c.Checksum, record.ErrCorrupt)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,8 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"strata/engine/record"
 )
 
 // FileReport is what an offline check found in one segment file.
@@ -28,29 +27,30 @@ type FileReport struct {
 // and that offsets follow each other (from next, when next is not nil).
 func VerifyFile(path string, next *uint64) FileReport {
 	rep := FileReport{Path: path}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		rep.Problem = err
 		return rep
 	}
-	rep.Bytes = int64(len(data))
-	for p := 0; p < len(data); {
-		r, size, err := record.Decode(data[p:])
-		if err == nil && next != nil && r.Offset != *next {
-			err = fmt.Errorf("offset %d where %d was expected", r.Offset, *next)
-		}
-		if err != nil {
-			rep.Problem, rep.ProblemAt = err, int64(p)
-			return rep
-		}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		rep.Problem = err
+		return rep
+	}
+	rep.Bytes = st.Size()
+	sc := NewScanner(path, f, 0, st.Size(), next)
+	for sc.Next() {
+		r, _, _ := sc.Record()
 		if rep.Records == 0 {
 			rep.FirstOffset = r.Offset
 		}
 		rep.LastOffset = r.Offset
 		rep.Records++
-		n := r.Offset + 1
-		next = &n
-		p += size
+	}
+	var ce *CorruptError
+	if errors.As(sc.Err(), &ce) {
+		rep.Problem, rep.ProblemAt = ce, ce.Pos
 	}
 	return rep
 }
@@ -91,15 +91,18 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 
 // Dump writes one line per record of a segment file.
 func Dump(path string, w io.Writer) error {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	for p := 0; p < len(data); {
-		r, size, err := record.Decode(data[p:])
-		if err != nil {
-			return fmt.Errorf("%s at byte %d: %w", filepath.Base(path), p, err)
-		}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	sc := NewScanner(filepath.Base(path), f, 0, st.Size(), nil)
+	for sc.Next() {
+		r, p, size := sc.Record()
 		key := "null"
 		if r.Key != nil {
 			key = strconv.Quote(string(r.Key))
@@ -113,7 +116,6 @@ func Dump(path string, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "offset=%d pos=%d size=%d ts=%d key=%s value=%s headers=%d tags=%q protocol_data=%x\n",
 			r.Offset, p, size, r.Timestamp, key, value, len(r.Headers), r.Tags, r.ProtocolData)
-		p += size
 	}
-	return nil
+	return sc.Err()
 }

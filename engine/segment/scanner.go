@@ -1,0 +1,126 @@
+package segment
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"strata/engine/record"
+)
+
+// CorruptError is damage found in a segment file: where, which offset was
+// expected there, and whether it is a torn tail (the damaged record runs to
+// the end of the file: a write cut short) or lies inside the file. It
+// unwraps to record.ErrCorrupt.
+type CorruptError struct {
+	Path   string
+	Pos    int64   // byte position of the damaged record
+	Offset *uint64 // the offset expected there, when known
+	Torn   bool
+	Err    error
+}
+
+func (e *CorruptError) Error() string {
+	where := fmt.Sprintf("%s at byte %d", e.Path, e.Pos)
+	if e.Offset != nil {
+		where += fmt.Sprintf(" (offset %d)", *e.Offset)
+	}
+	kind := "damaged record"
+	if e.Torn {
+		kind = "torn tail"
+	}
+	return fmt.Sprintf("%s: %s: %v", where, kind, e.Err)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Scanner reads a segment file's records one after another, from byte
+// from up to size, in the memory of one record (nothing holds the file
+// whole), checking each record's length and CRC and, given the first
+// expected offset, that offsets follow each other. It is the one loop
+// over a segment's records that recovery, reindexing, verification, dumps
+// and tiering's conversion share.
+type Scanner struct {
+	path string
+	br   *bufio.Reader
+	pos  int64 // byte position of the next record
+	end  int64
+	next *uint64
+	crc  uint32
+
+	rec     record.Record
+	recPos  int64
+	recSize int
+	err     error
+}
+
+// NewScanner scans r (a segment file named path, for errors) from byte
+// from to byte size; next, when not nil, is the offset the first record
+// must carry.
+func NewScanner(path string, r io.ReaderAt, from, size int64, next *uint64) *Scanner {
+	return &Scanner{path: path, br: bufio.NewReaderSize(io.NewSectionReader(r, from, size-from), 1<<20),
+		pos: from, end: size, next: next}
+}
+
+// Next reads the next record; false at the end of the file or at damage
+// (Err says which).
+func (s *Scanner) Next() bool {
+	if s.err != nil || s.pos >= s.end {
+		return false
+	}
+	head, err := s.br.Peek(record.HeaderSize)
+	if err != nil {
+		return s.fail(record.ErrShort, true)
+	}
+	off, n, err := record.Peek(head)
+	if err != nil {
+		return s.fail(err, s.pos+record.HeaderSize >= s.end)
+	}
+	if s.pos+int64(n) > s.end {
+		return s.fail(record.ErrShort, true)
+	}
+	buf := make([]byte, n) // each record owns its memory: callers keep them
+	if _, err := io.ReadFull(s.br, buf); err != nil {
+		return s.fail(fmt.Errorf("%w: %v", record.ErrShort, err), true)
+	}
+	r, _, err := record.Decode(buf)
+	if err == nil && s.next != nil && off != *s.next {
+		err = fmt.Errorf("%w: offset %d where %d was expected", record.ErrCorrupt, off, *s.next)
+	}
+	if err != nil {
+		return s.fail(err, s.pos+int64(n) >= s.end)
+	}
+	s.rec, s.recPos, s.recSize = r, s.pos, n
+	s.crc = crc32.Update(s.crc, castagnoli, buf)
+	s.pos += int64(n)
+	following := off + 1
+	s.next = &following
+	return true
+}
+
+func (s *Scanner) fail(err error, torn bool) bool {
+	if !errors.Is(err, record.ErrCorrupt) {
+		err = fmt.Errorf("%w: %v", record.ErrCorrupt, err)
+	}
+	var expected *uint64
+	if s.next != nil {
+		v := *s.next
+		expected = &v
+	}
+	s.err = &CorruptError{Path: s.path, Pos: s.pos, Offset: expected, Torn: torn, Err: err}
+	return false
+}
+
+// Record is the record Next read, its byte position and size.
+func (s *Scanner) Record() (*record.Record, int64, int) { return &s.rec, s.recPos, s.recSize }
+
+// Err is nil after a clean end; a *CorruptError otherwise.
+func (s *Scanner) Err() error { return s.err }
+
+// Pos is the end of the last whole record: where a torn file is cut.
+func (s *Scanner) Pos() int64 { return s.pos }
+
+// CRC is the CRC-32C of the whole records read, from the start position.
+func (s *Scanner) CRC() uint32 { return s.crc }
