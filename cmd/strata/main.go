@@ -38,6 +38,7 @@ Usage:
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE                               print every record of a segment file
   strata segment verify DIR                              check a shard folder's segments offline
+  strata segment repair --shard S [--config FILE]        cut a shard's damaged active segment at the damage (service stopped)
 `
 
 func main() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +13,11 @@ import (
 // segmentCmd runs the offline segment tools: they read files directly and
 // need no running service.
 func segmentCmd(args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "repair" {
+		return repairCmd(args[1:], out)
+	}
 	if len(args) != 2 {
-		return errors.New("usage: strata segment dump FILE | strata segment verify DIR")
+		return errors.New("usage: strata segment dump FILE | strata segment verify DIR | strata segment repair --shard S [--config FILE]")
 	}
 	switch args[0] {
 	case "dump":
@@ -47,7 +51,40 @@ func segmentCmd(args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("strata segment: unknown command %q (want dump or verify)", args[0])
+	return fmt.Errorf("strata segment: unknown command %q (want dump, verify or repair)", args[0])
+}
+
+// repairCmd cuts a shard's active segment at damage found inside it, with
+// the service stopped: the shard then takes writes again, and the records
+// after the damage are gone. Without it the shard serves what comes before
+// the damage and refuses writes (strata_engine_damaged_shards).
+func repairCmd(args []string, out io.Writer) error {
+	var shard string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--shard" && i+1 < len(args) {
+			shard = args[i+1]
+			args = append(args[:i:i], args[i+2:]...)
+			break
+		}
+	}
+	if shard == "" {
+		return errors.New("usage: strata segment repair --shard S [--config FILE] [--data-dir DIR]")
+	}
+	cfg, err := configFlags("segment repair", args)
+	if err != nil {
+		return err
+	}
+	e, err := segment.Open(segment.Config{Dir: cfg.DataDir, Logger: newLogger(cfg.Log, os.Stderr)})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if err := e.Repair(context.Background(), shard); err != nil {
+		return err
+	}
+	_, high, _ := e.Watermarks(context.Background(), shard)
+	fmt.Fprintf(out, "shard %s repaired: its log now ends at offset %d and takes writes\n", shard, high)
+	return nil
 }
 
 func isTerminal(f *os.File) bool {

@@ -42,8 +42,8 @@ func openStorage(cfg *Config, cold objstore.Bucket, log *slog.Logger) (*engine.A
 
 // engineCollector exports the segment engine's counters.
 type engineCollector struct {
-	e                              *segment.Engine
-	batches, fsyncs, records, byts *prometheus.Desc
+	e                                       *segment.Engine
+	batches, fsyncs, records, byts, damaged *prometheus.Desc
 }
 
 func newEngineCollector(e *segment.Engine) *engineCollector {
@@ -53,6 +53,7 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		fsyncs:  d("strata_engine_fsyncs_total", "Segment file fsyncs by I/O workers."),
 		records: d("strata_engine_appended_records_total", "Records appended to segment files."),
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
+		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage inside their active segment: they serve reads and refuse writes until repaired."),
 	}
 }
 
@@ -61,6 +62,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.fsyncs
 	ch <- c.records
 	ch <- c.byts
+	ch <- c.damaged
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -69,4 +71,5 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.fsyncs, prometheus.CounterValue, float64(s.Fsyncs.Load()))
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records.Load()))
 	ch <- prometheus.MustNewConstMetric(c.byts, prometheus.CounterValue, float64(s.Bytes.Load()))
+	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(s.Damaged.Load()))
 }

@@ -713,7 +713,27 @@ type Stats struct {
 	Fsyncs  atomic.Uint64
 	Records atomic.Uint64
 	Bytes   atomic.Uint64
+	// Damaged counts shards found at start with damage inside their
+	// active segment (DamagedError): they serve reads and refuse writes.
+	Damaged atomic.Uint64
 }
+
+// DamagedError is why a shard refuses writes: its active segment is
+// damaged inside, with whole records after the damage.
+type DamagedError struct {
+	Shard     string
+	Segment   uint64
+	Cause     error // the *CorruptError
+	NextValid int64 // byte position of the first whole record after it
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("shard %s refuses writes: segment %d is damaged inside (%v), and a whole record follows at byte %d; "+
+		"reads stop at the damage; `strata segment repair --shard %s` (service stopped) cuts the segment there, losing what follows",
+		e.Shard, e.Segment, e.Cause, e.NextValid, e.Shard)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Cause }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }

@@ -83,6 +83,19 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		s.next++
 	}
 	if err := sc.Err(); err != nil {
+		if later, ok := validRecordAfter(f, sc.Pos(), st.Size(), s.next); ok {
+			// Damage inside the log: whole records follow it. Cutting them off
+			// would lose acknowledged data, so the file stays as it is, the
+			// shard serves what comes before the damage and refuses writes
+			// until an operator repairs it (strata segment repair).
+			s.size, s.crc = sc.Pos(), sc.CRC()
+			sh.failed = &DamagedError{Shard: sh.name, Segment: s.no, Cause: err, NextValid: later}
+			e.stats.Damaged.Add(1)
+			e.log.Error("a segment is damaged inside, with records after the damage: serving what comes before, refusing writes",
+				"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "next_valid_record_at", later, "err", err,
+				"repair", "strata segment repair --data-dir DIR --shard "+sh.name)
+			return nil
+		}
 		e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
 			"at_byte", sc.Pos(), "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
 		if err := s.wf.Truncate(sc.Pos()); err != nil {

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -197,5 +198,53 @@ func TestFailedFsyncIsNeverAcknowledged(t *testing.T) {
 	storetest.Equal(t, got[:10], want)
 	if _, err := e.Append(ctx, "y-0", storetest.Records(1, 3)); err != nil {
 		t.Fatalf("append after restart: %v", err)
+	}
+}
+
+// Damage inside the active segment with whole records after it is not cut
+// off at start: that would lose acknowledged records. The shard serves what
+// comes before the damage, refuses writes with an error naming the repair,
+// keeps the file as it was, and takes writes again once repaired.
+func TestDamageInsideIsKeptForRepair(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := open(t, cfg)
+	want := fill(t, e, "m-0", 20)
+	path := segmentPath(e.shards["m-0"].dir, 0)
+	e.Close()
+	data, _ := os.ReadFile(path)
+	var starts []int64
+	for sc := NewScanner(path, bytes.NewReader(data), 0, int64(len(data)), nil); sc.Next(); {
+		_, pos, _ := sc.Record()
+		starts = append(starts, pos)
+	}
+	data[starts[8]+20] ^= 0xff // inside record 8, whole records after it
+	os.WriteFile(path, data, 0o644)
+
+	e = open(t, cfg)
+	if got := e.Stats().Damaged.Load(); got != 1 {
+		t.Fatalf("%d damaged shards counted, want 1", got)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, e, "m-0", 0), want[:8])
+	_, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
+	var d *DamagedError
+	if !errors.As(err, &d) || !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), "strata segment repair") {
+		t.Fatalf("append to a damaged shard: %v", err)
+	}
+	e.Close()
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+		t.Fatal("the damaged file was changed before an operator chose to repair it")
+	}
+
+	e = open(t, cfg)
+	defer e.Close()
+	if err := e.Repair(ctx, "m-0"); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
+	if err != nil || base != 8 {
+		t.Fatalf("append after the repair: base %d, %v; want 8", base, err)
+	}
+	if got := storetest.ReadAll(t, e, "m-0", 0); len(got) != 9 {
+		t.Fatalf("after the repair and one append: %d records, want 9", len(got))
 	}
 }

@@ -169,11 +169,25 @@ func (e *Engine) AppendAt(ctx context.Context, name string, recs []record.Record
 	return err
 }
 
+// Repair cuts a shard's active segment at damage found inside it at start
+// (DamagedError), dropping the records after the damage, so the shard takes
+// writes again. It is the operator's choice (strata segment repair): until
+// then the shard serves what comes before the damage and keeps the bytes
+// after it, for a replica or an operator to recover.
+func (e *Engine) Repair(ctx context.Context, name string) error {
+	return e.ask(ctx, name, request{repair: true})
+}
+
 // RollAt seals the shard's active segment so that the next one starts at
 // offset next, as a follower does where its leader sealed: with AppendAt
 // (which never rolls by itself) the follower's segment files hold the
 // leader's bytes segment for segment, and their checksums agree.
 func (e *Engine) RollAt(ctx context.Context, name string, next uint64) error {
+	return e.ask(ctx, name, request{rollAt: &next})
+}
+
+// ask hands a shard's worker one request and waits for its answer.
+func (e *Engine) ask(ctx context.Context, name string, req request) error {
 	e.mu.RLock()
 	sh, ok := e.shards[name]
 	switch {
@@ -184,7 +198,7 @@ func (e *Engine) RollAt(ctx context.Context, name string, next uint64) error {
 		e.mu.RUnlock()
 		return fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
 	}
-	req := request{shard: sh, rollAt: &next, done: make(chan result, 1)}
+	req.shard, req.done = sh, make(chan result, 1)
 	sh.worker.ch <- req
 	e.mu.RUnlock()
 	select {

@@ -124,3 +124,29 @@ func (s *Scanner) Pos() int64 { return s.pos }
 
 // CRC is the CRC-32C of the whole records read, from the start position.
 func (s *Scanner) CRC() uint32 { return s.crc }
+
+// validRecordAfter looks past damage at byte pos for a whole record (length
+// and CRC intact) carrying an offset above expected: proof that the damage
+// lies inside the log, with acknowledged records after it, rather than at a
+// torn tail (a cut write, zeros, or stale bytes that do not continue it).
+func validRecordAfter(r io.ReaderAt, pos, end int64, expected uint64) (int64, bool) {
+	const chunk = 1 << 20
+	buf := make([]byte, chunk+record.HeaderSize)
+	for start := pos + 1; start+record.HeaderSize <= end; start += chunk {
+		n, _ := r.ReadAt(buf[:min(int64(len(buf)), end-start)], start)
+		for i := 0; i+record.HeaderSize <= n; i++ {
+			off, size, err := record.Peek(buf[i:n])
+			if err != nil || off <= expected || off > expected+1<<20 || start+int64(i)+int64(size) > end {
+				continue
+			}
+			rec := make([]byte, size)
+			if _, err := r.ReadAt(rec, start+int64(i)); err != nil {
+				continue
+			}
+			if _, _, err := record.Check(rec); err == nil {
+				return start + int64(i), true
+			}
+		}
+	}
+	return 0, false
+}

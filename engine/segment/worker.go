@@ -25,6 +25,7 @@ type request struct {
 	// rollAt seals the active segment where the leader sealed its own: the
 	// next segment starts at this offset (RollAt).
 	rollAt *uint64
+	repair bool // cut a damaged active segment at its damage (Repair)
 }
 
 type result struct {
@@ -93,6 +94,10 @@ func (w *worker) process(batch []request) {
 	for _, req := range batch {
 		if req.tick {
 			w.tick()
+			continue
+		}
+		if req.repair {
+			req.done <- result{err: w.repair(req.shard)}
 			continue
 		}
 		if req.rollAt != nil {
@@ -293,6 +298,26 @@ func (w *worker) tick() {
 			}
 		}
 	}
+}
+
+// repair cuts a damaged active segment at the damage and lets the shard
+// take writes again.
+func (w *worker) repair(sh *shard) error {
+	var d *DamagedError
+	if !errors.As(sh.failed, &d) {
+		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)
+	}
+	s := sh.active()
+	if err := s.wf.Truncate(s.size); err != nil {
+		return fmt.Errorf("truncate %s: %w", s.path, err)
+	}
+	if err := s.wf.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", s.path, err)
+	}
+	sh.failed = nil
+	w.e.stats.Damaged.Add(^uint64(0))
+	w.e.log.Warn("damaged segment cut at the damage; the shard takes writes again", "shard", sh.name, "segment", s.no, "at_byte", s.size)
+	return nil
 }
 
 // rollAt seals the active segment where a leader sealed its own.
