@@ -621,3 +621,47 @@ func TestRefusedProducersAreThrottled(t *testing.T) {
 		t.Fatalf("a good batch after the bombs: error %d, throttled %dms", code, throttle)
 	}
 }
+
+// A long poll whose client goes away ends then, not when max_wait runs out.
+func TestLongPollEndsWhenTheClientGoes(t *testing.T) {
+	_, e, stop := serveDir(t, t.TempDir(), Config{})
+	defer stop()
+	srv := New(e, Config{Logger: quiet})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	e.CreateShard(context.Background(), "idle-0")
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 11, -1, 60_000, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "idle"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := seedFrame(req, 11)
+	conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	waiting := func() int {
+		srv.appended.mu.Lock()
+		defer srv.appended.mu.Unlock()
+		return len(srv.appended.waiters["idle-0"])
+	}
+	for deadline := time.Now().Add(10 * time.Second); waiting() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never started waiting")
+		}
+	}
+	conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); waiting() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll still waits 10s after its client went away (max_wait is 60s)")
+		}
+	}
+}

@@ -45,6 +45,10 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			timer.Stop()
 			s.appended.cancel(shards, woken)
 			return resp
+		case <-ctx.Done(): // the client went away: nobody waits for the answer
+			timer.Stop()
+			s.appended.cancel(shards, woken)
+			return resp
 		}
 	}
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func FuzzHandleFrame(f *testing.F) {
 		if len(frame) < 8 {
 			return
 		}
-		s.handleFrame(frame, "127.0.0.1:1", nil)
+		s.handleFrame(context.Background(), frame, "127.0.0.1:1", nil)
 	})
 }
 

@@ -58,10 +58,16 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 }
 
 // client is who sent a request: its client id and address.
-type clientInfo struct{ id, host string }
+type clientInfo struct {
+	id, host string
+	ctx      context.Context // ends when the client goes away (watched requests), else never
+}
 
 func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
-	ctx := context.Background()
+	ctx := cl.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"net"
 	"slices"
@@ -240,5 +242,31 @@ func (s *Server) penalize(remote string, resp kmsg.Response) {
 	if d := s.penalties.set(host, refused); d > 0 {
 		p.ThrottleMillis = int32(d / time.Millisecond)
 		s.cfg.Metrics.refused("throttled")
+	}
+}
+
+const fetchKey = 1
+
+// watchClient returns a context that ends if the client closes its
+// connection while a request is handled, and a stop to call once it is.
+// It peeks at the connection without consuming anything: a request the
+// client sends meanwhile stays buffered for the loop that reads requests.
+func watchClient(c net.Conn, r *bufio.Reader) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := r.Peek(1); err != nil {
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				cancel() // closed or reset: the client is gone
+			}
+		}
+	}()
+	return ctx, func() {
+		c.SetReadDeadline(time.Now()) // wake the peek if it still waits
+		<-done
+		r.Read(nil) // clear the wake-up's timeout, so the next read is clean
+		cancel()
 	}
 }

@@ -304,7 +304,14 @@ func (s *Server) serveConn(c net.Conn) {
 			s.inflight.release(int64(size))
 			return
 		}
-		resp, err := s.handleFrame(frame, c.RemoteAddr().String(), sess)
+		// A Fetch may wait for data: it is watched, and its context ends
+		// when the client goes away, so a long poll does not outlive it.
+		ctx, stopWatch := context.Background(), func() {}
+		if int16(binary.BigEndian.Uint16(frame)) == fetchKey {
+			ctx, stopWatch = watchClient(c, r)
+		}
+		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
+		stopWatch()
 		s.inflight.release(int64(size))
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
@@ -370,7 +377,7 @@ func readFrame(r *bufio.Reader, size int) ([]byte, error) {
 
 // handleFrame decodes one request frame and returns the whole response
 // frame (size prefix included).
-func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte, error) {
+func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, sess *session) ([]byte, error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -383,7 +390,7 @@ func (s *Server) handleFrame(frame []byte, remote string, sess *session) ([]byte
 	if len(body) < 2 {
 		return nil, errors.New("request header: missing client id")
 	}
-	cl := clientInfo{host: remote}
+	cl := clientInfo{host: remote, ctx: ctx}
 	if n := int16(binary.BigEndian.Uint16(body)); n > 0 {
 		if int(n) > len(body)-2 {
 			return nil, errors.New("request header: client id past the end")

@@ -375,7 +375,7 @@ func (m *Model) BeginProduce(topic string, recs []ProduceRec) *Produced {
 		if _, dup := m.recs[id]; dup || id == "" {
 			panic(fmt.Sprintf("workload: record id %q reused or missing", id))
 		}
-		m.recs[id] = &Sent{ID: id, Rec: r.Rec, Topic: topic, Partition: r.Partition, Inc: inc.ID, Op: p.op,
+		m.recs[id] = &Sent{ID: id, Rec: r.Rec.compact(), Topic: topic, Partition: r.Partition, Inc: inc.ID, Op: p.op,
 			Index: index[r.Partition], Begin: p.begin, Oversize: r.Oversize}
 		index[r.Partition]++
 		p.IDs = append(p.IDs, id)
