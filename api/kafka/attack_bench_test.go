@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/bench"
 	"strata/bench/load"
@@ -66,16 +65,7 @@ func BenchmarkProduceUnderAttack(b *testing.B) {
 				return
 			}
 			defer bomber.Close()
-			req := kmsg.NewPtrProduceRequest()
-			req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = "bombed"
-			for p := int32(0); p < 8; p++ {
-				rp := kmsg.NewProduceRequestTopicPartition()
-				rp.Partition, rp.Records = p, bomb
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
+			req := produceRequest("bombed", bomb, bomb, bomb, bomb, bomb, bomb, bomb, bomb)
 			for {
 				select {
 				case <-done:

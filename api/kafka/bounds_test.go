@@ -166,16 +166,7 @@ func TestDecompressionBombIsBounded(t *testing.T) {
 	if len(bomb) > 64<<10 {
 		t.Fatalf("the bomb is %d bytes; it should be small", len(bomb))
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "bomb"
-	for p := int32(0); p < 8; p++ {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, bomb
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest("bomb", bomb, bomb, bomb, bomb, bomb, bomb, bomb, bomb)
 	createTopic(t, c, "bomb", 8)
 	var before runtime.MemStats
 	runtime.GC()
@@ -536,6 +527,22 @@ func TestPartitionBounds(t *testing.T) {
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// produceRequest is an acks=all Produce (v9) to topic carrying one batch
+// for each partition from 0.
+func produceRequest(topic string, batches ...[]byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for p, b := range batches {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(p), b
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // The in-flight budget: a request that fits passes a larger one waiting;
 // a release grants waiters that now fit; one larger than the budget runs
 // alone; a waiter gives up at shutdown.
@@ -596,15 +603,7 @@ func TestRefusedProducersAreThrottled(t *testing.T) {
 	c := client(t, addr)
 	createTopic(t, c, "thr", 1)
 	send := func(records []byte) (int16, int32) {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "thr"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = records
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(context.Background(), c)
+		resp, err := produceRequest("thr", records).RequestWith(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}

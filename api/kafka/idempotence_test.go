@@ -134,15 +134,7 @@ func produceIdempotent(t *testing.T, c *kgo.Client, topic string, pid int64, epo
 	binary.BigEndian.PutUint16(batch[51:], uint16(epoch))
 	binary.BigEndian.PutUint32(batch[53:], uint32(first))
 	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), c)
+	resp, err := produceRequest(topic, batch).RequestWith(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
