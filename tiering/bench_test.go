@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"strata/bench"
 	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
@@ -56,7 +58,7 @@ func fill1K(b *testing.B, e *segment.Engine, shard string, n int) {
 	}
 }
 
-func minioRig(b *testing.B, segBytes int64) (*segment.Engine, *s3.Bucket, testsvc.MinIO, string) {
+func minioRig(b *testing.B, segBytes int64) (*segment.Engine, catalog.Catalog, *s3.Bucket, testsvc.MinIO, string) {
 	m := testsvc.StartMinIO(b)
 	bucket := m.Bucket(b, "strata-bench")
 	prefix := testsvc.UniquePrefix(b)
@@ -64,25 +66,32 @@ func minioRig(b *testing.B, segBytes int64) (*segment.Engine, *s3.Bucket, testsv
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := segment.Open(segment.Config{Dir: b.TempDir(), Workers: 2, MaxSegmentBytes: segBytes, RollCheckInterval: 1000, Logger: quiet})
+	dir := b.TempDir()
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { e.Close() })
-	return e, sb, m, prefix
+	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: segBytes, RollCheckInterval: 1000, Logger: quiet,
+		Events: Listen(cat, sb, "", quiet)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close(); cat.Close() })
+	return e, cat, sb, m, prefix
 }
 
 // Cold point reads through the engine's read call against MinIO, with an
 // empty cache and with footers cached, beside a plain 64 KiB ranged GET.
 func BenchmarkTieringColdRead(b *testing.B) {
 	ctx := context.Background()
-	e, sb, m, prefix := minioRig(b, 16<<20)
+	e, cat, sb, m, prefix := minioRig(b, 16<<20)
 	fill1K(b, e, "cold-0", 100_000) // ~100 MiB in ~7 segments
-	job := &Job{Engine: e, Catalog: e.Catalog(), Bucket: sb, Log: quiet, Parquet: parquet.Options{RowGroupBytes: rowGroupBytes()}}
+	job := &Job{Engine: e, Catalog: cat, Bucket: sb, Log: quiet, Parquet: parquet.Options{RowGroupBytes: rowGroupBytes()}}
 	if sum, err := job.Run(ctx); err != nil || len(sum.Errors) > 0 {
 		b.Fatal(err, sum.Errors)
 	}
-	segs, _ := e.Catalog().Segments("cold-0")
+	e.SyncEvents()
+	segs, _ := cat.Segments("cold-0")
 	var remote []catalog.Segment
 	for _, s := range segs {
 		if s.State == catalog.Remote {
@@ -121,14 +130,14 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	var plain, empty, warm []time.Duration
 	for i := 0; i < samples; i++ {
 		plain = append(plain, plainGet())
-		cr := NewColdReader(e.Catalog(), sb, 0)
+		cr := NewColdReader(cat, sb, 0)
 		cr.NoReadAhead = true
 		e.SetColdSource(cr)
 		empty = append(empty, pointRead(cr))
 	}
 	// Footers cached, row groups not: a reader whose footers are warm and whose
 	// group cache is too small to hold a group.
-	cr := NewColdReader(e.Catalog(), sb, 1)
+	cr := NewColdReader(cat, sb, 1)
 	cr.NoReadAhead = true
 	e.SetColdSource(cr)
 	for _, s := range remote {
@@ -156,7 +165,7 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	const scanRuns = 3
 	var scanMBs, getMBs []float64
 	for run := 0; run < scanRuns; run++ {
-		e.SetColdSource(NewColdReader(e.Catalog(), sb, 0))
+		e.SetColdSource(NewColdReader(cat, sb, 0))
 		t0 := time.Now()
 		var scanned int64
 		for off := uint64(0); off <= last; {
@@ -209,15 +218,16 @@ func rssBytes() int64 {
 // PUT of the same object.
 func BenchmarkTieringConvert1GiB(b *testing.B) {
 	ctx := context.Background()
-	e, sb, m, prefix := minioRig(b, 1<<30)
+	e, cat, sb, m, prefix := minioRig(b, 1<<30)
 	fill1K(b, e, "conv-0", 1_000_000)
 	fill1K(b, e, "conv-0", 1000) // past the 1 GiB cap: segment 0 seals
-	segs, _ := e.Catalog().Segments("conv-0")
+	e.SyncEvents()
+	segs, _ := cat.Segments("conv-0")
 	s := segs[0]
 	if s.State != catalog.Sealed {
 		b.Fatalf("segment 0 is %s", s.State)
 	}
-	job := &Job{Engine: e, Catalog: e.Catalog(), Bucket: sb, Log: quiet}
+	job := &Job{Engine: e, Catalog: cat, Bucket: sb, Log: quiet}
 	debug.FreeOSMemory() // what filling the segment left is not the conversion's
 	base := rssBytes()
 	var peak atomic.Int64
@@ -266,15 +276,16 @@ func BenchmarkTieringConvert1GiB(b *testing.B) {
 
 	// An upload commits the segment as cold; each run starts from the
 	// catalog as it was before the first.
-	sh, _ := e.Catalog().Shard("conv-0")
-	before, _ := e.Catalog().Segments("conv-0")
+	e.SyncEvents()
+	sh, _ := cat.Shard("conv-0")
+	before, _ := cat.Segments("conv-0")
 	var jobMBs, putMBs []float64
 	for run := 0; run < runs; run++ {
 		if run > 0 {
-			if err := e.Catalog().DeleteShard("conv-0"); err != nil {
+			if err := cat.DeleteShard("conv-0"); err != nil {
 				b.Fatal(err)
 			}
-			if err := e.Catalog().Restore(sh, before); err != nil {
+			if err := cat.Restore(sh, before); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -56,7 +56,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 		}, catalog.Sealed, 1, false}, // the object stays until the retry replaces it
 		{"died after marking uploading", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			s := firstSegment(t, r)
-			r.engine.Catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
 				c.UploadStarted = time.Now().Add(-time.Hour)
 			})
 		}, catalog.Uploading, 0, true},
@@ -69,7 +69,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			if err := f.Bucket.Upload(context.Background(), loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset), pr); err != nil {
 				t.Fatal(err)
 			}
-			r.engine.Catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
 				c.UploadStarted = time.Now().Add(-time.Hour)
 			})
 		}, catalog.Uploading, 1, true},
@@ -102,7 +102,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
 				t.Fatalf("clean run: %v %v", err, sum.Errors)
 			}
-			segs, _ := r.engine.Catalog().Segments("orders-0")
+			segs, _ := r.catalog().Segments("orders-0")
 			for _, s := range segs[:len(segs)-1] {
 				if s.State != catalog.Remote {
 					t.Fatalf("after the clean run segment %d is %s", s.No, s.State)
@@ -117,7 +117,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 }
 
 func firstSegment(t *testing.T, r *rig) catalog.Segment {
-	segs, err := r.engine.Catalog().Segments("orders-0")
+	segs, err := r.catalog().Segments("orders-0")
 	if err != nil || len(segs) < 2 {
 		t.Fatalf("segments: %v %v", segs, err)
 	}
@@ -175,7 +175,7 @@ func TestOrphanSweep(t *testing.T) {
 }
 
 // The catalog says remote but the process died before deleting the file:
-// recovery deletes it and reads go to the cold tier.
+// the next tiering run deletes it and reads go to the cold tier.
 func TestDiedBetweenRemoteAndDelete(t *testing.T) {
 	ctx := context.Background()
 	lb, _ := local.New(t.TempDir())
@@ -185,14 +185,17 @@ func TestDiedBetweenRemoteAndDelete(t *testing.T) {
 	want := produce(t, r.engine, "orders-0", 30)
 	r.job.Run(ctx)
 	s := firstSegment(t, r)
-	if _, err := r.engine.Catalog().Transition("orders-0", s.No, catalog.Cold, catalog.Remote, nil); err != nil {
+	if _, err := r.catalog().Transition("orders-0", s.No, catalog.Cold, catalog.Remote, nil); err != nil {
 		t.Fatal(err)
 	}
 	path := r.engine.SegmentPath("orders-0", s.No)
-	r.engine.Close()
+	r.close()
 	r2 := newRig(t, lb, dir)
+	if sum, err := r2.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+		t.Fatal(err, sum.Errors)
+	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("the local copy of a remote segment survived recovery: %v", err)
+		t.Fatalf("the local copy of a remote segment survived the next tiering run: %v", err)
 	}
 	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-0", 0), want)
 }
@@ -205,7 +208,7 @@ func TestRemoteRetentionExpiresOldSegments(t *testing.T) {
 	r := newRig(t, lb, t.TempDir())
 	want := produce(t, r.engine, "orders-0", 30)
 	r.job.Run(ctx)
-	segs, _ := r.engine.Catalog().Segments("orders-0")
+	segs, _ := r.catalog().Segments("orders-0")
 	before := countObjects(t, lb)
 	// Records are stamped in 2023, hours apart from batch to batch: a
 	// retention just past the newest remote segment's age keeps it and
@@ -217,7 +220,7 @@ func TestRemoteRetentionExpiresOldSegments(t *testing.T) {
 	if err != nil || len(sum.Errors) > 0 || sum.Expired == 0 {
 		t.Fatalf("run: expired %d, %v %v", sum.Expired, err, sum.Errors)
 	}
-	after, _ := r.engine.Catalog().Segments("orders-0")
+	after, _ := r.catalog().Segments("orders-0")
 	low, _, _ := r.engine.Watermarks(ctx, "orders-0")
 	if low != after[sum.Expired-1].EndOffset+1 || countObjects(t, lb) != before-sum.Expired {
 		t.Fatalf("after expiring %d: low watermark %d, %d objects (was %d)", sum.Expired, low, countObjects(t, lb), before)

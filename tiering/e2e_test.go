@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
@@ -53,23 +55,47 @@ var backends = map[string]func(t *testing.T) objstore.Bucket{
 type rig struct {
 	dir    string
 	engine *segment.Engine
+	cat    catalog.Catalog
 	bucket objstore.Bucket
 	job    *Job
 	cold   *ColdReader
+	closed bool
 }
 
+// newRig opens the engine in dir with the catalog in dir/catalog listening
+// to it, as cmd wires them.
 func newRig(t *testing.T, bucket objstore.Bucket, dir string) *rig {
-	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet})
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{dir: dir, engine: e, bucket: bucket}
-	r.job = &Job{Engine: e, Catalog: e.Catalog(), Bucket: bucket, Prefix: "data", Log: quiet,
+	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: Listen(cat, bucket, "data", quiet)})
+	if err != nil {
+		cat.Close()
+		t.Fatal(err)
+	}
+	r := &rig{dir: dir, engine: e, cat: cat, bucket: bucket}
+	r.job = &Job{Engine: e, Catalog: cat, Bucket: bucket, Prefix: "data", Log: quiet,
 		Parquet: parquet.Options{RowGroupBytes: 4 << 10}}
-	r.cold = NewColdReader(e.Catalog(), bucket, 0)
+	r.cold = NewColdReader(cat, bucket, 0)
 	e.SetColdSource(r.cold)
-	t.Cleanup(func() { r.engine.Close() })
+	t.Cleanup(r.close)
 	return r
+}
+
+// catalog returns the catalog once it has heard of everything the engine did.
+func (r *rig) catalog() catalog.Catalog {
+	r.engine.SyncEvents()
+	return r.cat
+}
+
+func (r *rig) close() {
+	if !r.closed {
+		r.closed = true
+		r.engine.Close()
+		r.cat.Close()
+	}
 }
 
 func produce(t *testing.T, e *segment.Engine, shard string, batches int) []record.Record {
@@ -104,7 +130,7 @@ func TestTierAndReadBack(t *testing.T) {
 			if err != nil || len(sum.Errors) > 0 {
 				t.Fatalf("run: %v %v", err, sum.Errors)
 			}
-			segs, _ := r.engine.Catalog().Segments("orders-3")
+			segs, _ := r.catalog().Segments("orders-3")
 			sealed := len(segs) - 1
 			if sealed < 3 || len(sum.Uploaded) != sealed || sum.DroppedLocal != sealed {
 				t.Fatalf("%d segments sealed; run uploaded %d, dropped %d local copies", sealed, len(sum.Uploaded), sum.DroppedLocal)
@@ -162,7 +188,7 @@ func TestTierAndReadBack(t *testing.T) {
 			}
 
 			// After a restart the cold tier still answers.
-			r.engine.Close()
+			r.close()
 			r2 := newRig(t, r.bucket, r.dir)
 			storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-3", 0), want)
 		})

@@ -187,6 +187,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	if j.BytesPerSecond > 0 {
 		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
 	}
+	j.Engine.SyncEvents() // the catalog has heard of every roll so far
 	shards, err := j.Engine.Shards(ctx)
 	if err != nil {
 		return sum, err
@@ -202,6 +203,10 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			segs, err := j.Catalog.Segments(shard)
 			if err != nil {
 				failed(StepPlan, shard, 0, err)
+				return nil
+			}
+			if no, err := j.catchUp(gctx, shard, segs); err != nil {
+				failed(StepDropLocal, shard, no, err)
 				return nil
 			}
 			plan := PlanShard(j.now(), segs, j.Policy)
@@ -415,8 +420,38 @@ func (j *Job) addToManifest(ctx context.Context, shard string, loc Location, key
 	return writeManifest(ctx, j.Bucket, mkey, m)
 }
 
+// catchUp finishes what a crash interrupted after the catalog changed and
+// before the engine did: local copies of segments the catalog holds as
+// remote or deleted go, oldest first.
+func (j *Job) catchUp(ctx context.Context, shard string, segs []catalog.Segment) (uint64, error) {
+	state := map[uint64]catalog.Segment{}
+	for _, s := range segs {
+		state[s.No] = s
+	}
+	for {
+		no, sealed, err := j.Engine.OldestLocal(shard)
+		if err != nil || !sealed {
+			return no, err
+		}
+		s := state[no]
+		switch s.State {
+		case catalog.Deleted:
+			if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
+				return no, err
+			}
+		case catalog.Remote:
+		default:
+			return no, nil
+		}
+		j.log().Warn("finishing an interrupted drop of a local copy", "shard", shard, "segment", no, "state", s.State)
+		if err := j.Engine.DropLocal(ctx, shard, no); err != nil {
+			return no, err
+		}
+	}
+}
+
 // dropLocal records the segment as remote, then deletes the local file; a
-// crash in between leaves a file recovery deletes.
+// crash in between leaves a file the next run's catchUp deletes.
 func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) error {
 	// Only the oldest local segment may go: once the catalog says remote,
 	// a start deletes the file, and a local segment older than it would

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"strata/catalog"
+	"strata/engine/segment"
+	"strata/engine/store"
 	"strata/tiering/objstore"
 )
 
@@ -19,11 +21,12 @@ type RebuildSummary struct {
 	Skipped  []string `json:"skipped,omitempty"` // already in the catalog
 }
 
-// Rebuild restores the catalog of every shard that has a manifest under
-// prefix in the bucket: its tiered segments as remote, a new empty active
-// segment after them, and the low watermark at its first tiered offset.
-// Shards the catalog already has are left alone.
-func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.Catalog, now time.Time) (RebuildSummary, error) {
+// Rebuild restores, in the catalog and in the engine, every shard that has
+// a manifest under prefix in the bucket and that they do not hold: its
+// tiered segments as remote, a new empty active segment after them, and
+// the low watermark at its first tiered offset. Shards both already hold
+// are left alone.
+func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.Catalog, e *segment.Engine, now time.Time) (RebuildSummary, error) {
 	var sum RebuildSummary
 	var manifests []string
 	listPrefix := ""
@@ -64,9 +67,26 @@ func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.
 		segs = append(segs, catalog.Segment{Shard: m.Shard, No: last.Segment + 1, State: catalog.Active,
 			StartOffset: last.EndOffset + 1, Created: now.UTC()})
 		sh := catalog.Shard{Name: m.Shard, LowWatermark: m.Objects[0].StartOffset, Created: now.UTC()}
-		if err := cat.Restore(sh, segs); errors.Is(err, catalog.ErrExists) {
-			sum.Skipped = append(sum.Skipped, m.Shard)
-			continue
+		err = cat.Restore(sh, segs)
+		had := errors.Is(err, catalog.ErrExists)
+		if err != nil && !had {
+			return sum, err
+		}
+		// The engine's copy, after the catalog's: the event its restore
+		// sends then finds the catalog agreeing.
+		local := make([]segment.SegmentMeta, len(segs))
+		for i, s := range segs {
+			local[i] = segment.SegmentMeta{Shard: s.Shard, No: s.No, State: segment.SegmentRemote, StartOffset: s.StartOffset,
+				EndOffset: s.EndOffset, MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
+				Size: s.Size, Checksum: s.Checksum, Created: s.Created, SealedAt: s.TieredAt}
+		}
+		local[len(local)-1].State = segment.SegmentActive
+		err = e.Restore(segment.ShardMeta{Name: sh.Name, Created: sh.Created, LowWatermark: sh.LowWatermark}, local)
+		if errors.Is(err, store.ErrShardExists) {
+			if had {
+				sum.Skipped = append(sum.Skipped, m.Shard)
+				continue
+			}
 		} else if err != nil {
 			return sum, err
 		}

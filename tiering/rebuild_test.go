@@ -3,11 +3,10 @@ package tiering
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"strata/catalog/pebblecat"
+	"strata/catalog"
 	"strata/engine/store/storetest"
 	"strata/tiering/objstore/local"
 )
@@ -23,30 +22,26 @@ func TestRebuildCatalogFromBucket(t *testing.T) {
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
 		t.Fatal(err, sum.Errors)
 	}
-	segs, _ := r.engine.Catalog().Segments("orders-5")
+	segs, _ := r.catalog().Segments("orders-5")
 	tieredEnd := segs[len(segs)-1].StartOffset
-	r.engine.Close()
+	r.close()
 	os.RemoveAll(dir)
 
-	fresh := t.TempDir()
-	cat, err := pebblecat.Open(filepath.Join(fresh, "catalog"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := Rebuild(ctx, lb, "data", cat, time.Now())
-	cat.Close()
+	r2 := newRig(t, lb, t.TempDir())
+	sum, err := Rebuild(ctx, lb, "data", r2.cat, r2.engine, time.Now())
 	if err != nil || len(sum.Shards) != 1 || sum.Segments != len(segs)-1 {
 		t.Fatalf("rebuild: %+v, %v", sum, err)
 	}
-	r2 := newRig(t, lb, fresh)
+	if got, _ := r2.catalog().Segments("orders-5"); len(got) != len(segs) || got[0].State != catalog.Remote {
+		t.Fatalf("the rebuilt catalog holds %d segments (first %+v); want %d, tiered ones remote", len(got), got[0], len(segs))
+	}
 	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-5", 0), want[:tieredEnd])
 	base, err := r2.engine.Append(ctx, "orders-5", storetest.Records(1, 1))
 	if err != nil || base != tieredEnd {
 		t.Fatalf("append after rebuild: base %d, %v; want %d", base, err, tieredEnd)
 	}
 	// Running it again changes nothing.
-	cat2 := r2.engine.Catalog()
-	if again, err := Rebuild(ctx, lb, "data", cat2, time.Now()); err != nil || len(again.Skipped) != 1 {
+	if again, err := Rebuild(ctx, lb, "data", r2.catalog(), r2.engine, time.Now()); err != nil || len(again.Skipped) != 1 {
 		t.Fatalf("second rebuild: %+v, %v", again, err)
 	}
 }

@@ -32,14 +32,14 @@ func TestRetentionOverEveryTier(t *testing.T) {
 	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", 0), want)
 
 	// Half of the segments tiered and their local copies dropped, more sealed after.
-	segs, _ := r.engine.Catalog().Segments("logs-0")
+	segs, _ := r.catalog().Segments("logs-0")
 	r.job.Policy = Policy{LocalRetention: 0}
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) != len(segs)-1 {
 		t.Fatalf("tiering run: %+v, %v", sum, err)
 	}
 	more := produce(t, r.engine, "logs-0", 10)
 	want = append(want, more...)
-	segs, _ = r.engine.Catalog().Segments("logs-0")
+	segs, _ = r.catalog().Segments("logs-0")
 	states := map[catalog.State]int{}
 	for _, s := range segs {
 		states[s.State]++
@@ -85,7 +85,7 @@ func TestRetentionOverEveryTier(t *testing.T) {
 	}
 
 	// A restart agrees.
-	r.engine.Close()
+	r.close()
 	r2 := newRig(t, r.bucket, r.dir)
 	if low2, _, _ := r2.engine.Watermarks(ctx, "logs-0"); low2 != low {
 		t.Fatalf("after a restart the low watermark is %d, want %d", low2, low)
@@ -122,7 +122,7 @@ func TestExpiryAndLocalDropsKeepLocalSegmentsContiguous(t *testing.T) {
 	if err != nil || len(sum.Errors) > 0 || sum.Expired == 0 || sum.DroppedLocal == 0 {
 		t.Fatalf("run: expired %d, dropped %d, %v %v", sum.Expired, sum.DroppedLocal, err, sum.Errors)
 	}
-	segs, _ := r.engine.Catalog().Segments("mixed-0")
+	segs, _ := r.catalog().Segments("mixed-0")
 	local := false
 	for _, s := range segs {
 		if s.State.Local() {
@@ -146,12 +146,12 @@ func TestReadsStepAroundAHoleInTheLocalLog(t *testing.T) {
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 3 {
 		t.Fatalf("run: %+v %v", sum, err)
 	}
-	segs, _ := r.engine.Catalog().Segments("holey-0")
+	segs, _ := r.catalog().Segments("holey-0")
 	hole := segs[1]
-	if _, err := r.engine.Catalog().Transition("holey-0", hole.No, catalog.Cold, catalog.Remote, nil); err != nil {
+	if _, err := r.catalog().Transition("holey-0", hole.No, catalog.Cold, catalog.Remote, nil); err != nil {
 		t.Fatal(err)
 	}
-	r.engine.Close()
+	r.close()
 	r = newRig(t, r.bucket, r.dir) // recovery removes the remote segment's file
 	for _, off := range []uint64{hole.StartOffset, hole.StartOffset + 3, hole.EndOffset} {
 		got, err := r.engine.Read(ctx, "holey-0", off, store.Budget{MaxRecords: 2})

@@ -24,7 +24,9 @@ type Config struct {
 	// Store answers reads; Engine (the segment engine) knows segments.
 	Store  store.Store
 	Engine *segment.Engine
-	Job    *tiering.Job
+	// Catalog knows each segment's tier.
+	Catalog catalog.Catalog
+	Job     *tiering.Job
 	// Metrics serves GET /metrics (Prometheus).
 	Metrics http.Handler
 	// Token, when set, is the bearer token every endpoint but the health
@@ -116,18 +118,19 @@ type recordJSON struct {
 }
 
 func (c Config) storage(mux *http.ServeMux) {
-	st, seg := c.Store, c.Engine
+	st, seg, cat := c.Store, c.Engine, c.Catalog
 	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, r *http.Request) {
 		names, err := st.Shards(r.Context())
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
+		seg.SyncEvents()
 		out := []shardInfo{}
 		for _, n := range names {
 			info := shardInfo{Shard: n}
 			info.LowWatermark, info.HighWatermark, _ = st.Watermarks(r.Context(), n)
-			if segs, err := seg.Catalog().Segments(n); err == nil {
+			if segs, err := cat.Segments(n); err == nil {
 				info.Segments = len(segs)
 				for _, s := range segs {
 					switch {
@@ -148,7 +151,8 @@ func (c Config) storage(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/shards/{shard}/segments", func(w http.ResponseWriter, r *http.Request) {
-		segs, err := seg.Catalog().Segments(r.PathValue("shard"))
+		seg.SyncEvents()
+		segs, err := cat.Segments(r.PathValue("shard"))
 		if err != nil || len(segs) == 0 {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no segments for shard " + strconv.Quote(r.PathValue("shard"))})
 			return

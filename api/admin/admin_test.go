@@ -7,26 +7,38 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
+	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine/record"
 	"strata/engine/segment"
+	"strata/tiering"
 )
 
-func engine(t *testing.T) *segment.Engine {
+// engine opens a segment engine with a catalog listening to it, as cmd
+// wires them.
+func engine(t *testing.T) (*segment.Engine, catalog.Catalog) {
 	t.Helper()
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	e, err := segment.Open(segment.Config{Dir: dir, Logger: quiet, Events: tiering.Listen(cat, nil, "", quiet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); cat.Close() })
+	return e, cat
 }
 
 // With admin_token set, every endpoint but the health checks wants it.
 func TestToken(t *testing.T) {
-	e := engine(t)
-	h := Handler(context.Background(), Config{Store: e, Engine: e, Token: "s3cret"})
+	e, cat := engine(t)
+	h := Handler(context.Background(), Config{Store: e, Engine: e, Catalog: cat, Token: "s3cret"})
 	for _, tc := range []struct {
 		path, auth string
 		want       int
@@ -52,13 +64,13 @@ func TestToken(t *testing.T) {
 // Shards, their segments and records read back as an operator asks;
 // bad requests say what was wrong.
 func TestShardsAndRecords(t *testing.T) {
-	e := engine(t)
+	e, cat := engine(t)
 	ctx := context.Background()
 	e.CreateShard(ctx, "clicks-0")
 	if _, err := e.Append(ctx, "clicks-0", []record.Record{{Key: []byte("k"), Value: []byte("v1")}, {Value: []byte("v2")}}); err != nil {
 		t.Fatal(err)
 	}
-	h := Handler(ctx, Config{Store: e, Engine: e})
+	h := Handler(ctx, Config{Store: e, Engine: e, Catalog: cat})
 	get := func(path string, want int, v any) {
 		t.Helper()
 		rec := httptest.NewRecorder()

@@ -18,6 +18,7 @@ import (
 
 	"strata/catalog"
 	"strata/catalog/pebblecat"
+	"strata/engine/segment"
 	"strata/parquet"
 	"strata/tiering"
 )
@@ -69,7 +70,13 @@ func catalogCmd(args []string, out io.Writer) error {
 			return fmt.Errorf("%w (is strata serve running on this data dir? stop it first)", err)
 		}
 		defer cat.Close()
-		sum, err := tiering.Rebuild(context.Background(), cold, cfg.Tiering.Prefix, cat, time.Now())
+		log := newLogger(cfg.Log, os.Stderr)
+		e, err := segment.Open(segment.Config{Dir: cfg.DataDir, Logger: log, Events: tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		sum, err := tiering.Rebuild(context.Background(), cold, cfg.Tiering.Prefix, cat, e, time.Now())
 		if err != nil {
 			return err
 		}

@@ -172,7 +172,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	log.Info("cold tier ready", "backend", cold.Kind())
 
-	store, err := openStorage(cfg, cold, log)
+	cat, err := openCatalog(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer cat.Close() // after storage: the engine's last events reach it
+	adopt := !hasManifest(cfg.DataDir)
+	store, err := openStorage(cfg, cold, cat, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}
@@ -181,10 +187,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			log.Error("closing storage", "err", err)
 		}
 	}()
+	if adopt {
+		if err := adoptCatalog(cat, store.SegmentEngine(), log); err != nil {
+			return err
+		}
+	}
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cold, reg, log)
+	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cat, cold, reg, log)
 	if err != nil {
 		return err
 	}
@@ -201,7 +212,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Job: job, Token: cfg.AdminToken,
+	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Job: job, Token: cfg.AdminToken,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {

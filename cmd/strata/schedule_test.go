@@ -20,7 +20,14 @@ import (
 // takes longer than the schedule's period.
 func TestScheduledRunsNeverOverlap(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), MaxSegmentBytes: 4 << 10, RollCheckInterval: 5, Logger: quiet})
+	dir := t.TempDir()
+	cat, err := openCatalog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	e, err := segment.Open(segment.Config{Dir: dir, MaxSegmentBytes: 4 << 10, RollCheckInterval: 5, Logger: quiet,
+		Events: tiering.Listen(cat, nil, "", quiet)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +43,7 @@ func TestScheduledRunsNeverOverlap(t *testing.T) {
 	lb, _ := local.New(t.TempDir())
 	f := faulty.Wrap(lb)
 	f.Delay(objstore.OpList, 300*time.Millisecond) // each run's orphan sweep is slow
-	job := &tiering.Job{Engine: e, Catalog: e.Catalog(), Bucket: f, Log: quiet}
+	job := &tiering.Job{Engine: e, Catalog: cat, Bucket: f, Log: quiet}
 	stop, err := scheduleTiering(ctx, job, "@every 50ms", quiet)
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,47 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"strata/catalog"
+	"strata/catalog/pebblecat"
 	"strata/engine"
 	"strata/engine/segment"
 	"strata/tiering"
 	"strata/tiering/objstore"
 )
 
-// openStorage opens the storage adapter the config describes.
-func openStorage(cfg *Config, cold objstore.Bucket, log *slog.Logger) (*engine.Adapter, error) {
+// openCatalog opens the single node's catalog, in data_dir/catalog.
+func openCatalog(dataDir string) (catalog.Catalog, error) {
+	cat, err := pebblecat.Open(filepath.Join(dataDir, "catalog"))
+	if err != nil && folderLocked(dataDir) {
+		return nil, fmt.Errorf("data folder %s is in use by another strata process (its LOCK file is locked)", dataDir)
+	}
+	return cat, err
+}
+
+// folderLocked says whether a running engine holds the data folder's LOCK
+// file (engine/segment takes it), to name the cause when the catalog, opened
+// first, fails on its own lock.
+func folderLocked(dataDir string) bool {
+	f, err := os.Open(filepath.Join(dataDir, "LOCK"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+}
+
+// openStorage opens the storage adapter the config describes, with the
+// catalog and the cold tier listening to the segment engine.
+func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, log *slog.Logger) (*engine.Adapter, error) {
 	topicMax := map[string]int64{}
 	for topic, v := range cfg.Segment.TopicMaxBytes {
 		topicMax[topic] = int64(v)
@@ -33,9 +61,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, log *slog.Logger) (*engine.A
 			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
 			Logger:               log.With("component", "engine"),
-			Events: segment.EventListener{
-				ShardDeleted: tiering.ForgetShard(cold, cfg.Tiering.Prefix, log.With("component", "tiering")),
-			},
+			Events:               tiering.Listen(cat, cold, cfg.Tiering.Prefix, log.With("component", "catalog")),
 		},
 	})
 }

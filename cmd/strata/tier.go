@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"strata/catalog"
 	"strata/engine/segment"
 	"strata/parquet"
 	"strata/tiering"
@@ -15,12 +16,12 @@ import (
 
 // startTiering wires the cold reader into the engine and, when enabled,
 // schedules the tiering job.
-func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) (*tiering.Job, error) {
+func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) (*tiering.Job, error) {
 	t := cfg.Tiering
-	reader := tiering.NewColdReader(e.Catalog(), cold, int64(t.CacheBytes))
+	reader := tiering.NewColdReader(cat, cold, int64(t.CacheBytes))
 	e.SetColdSource(reader)
 	job := &tiering.Job{
-		Engine: e, Catalog: e.Catalog(), Bucket: cold, Prefix: t.Prefix,
+		Engine: e, Catalog: cat, Bucket: cold, Prefix: t.Prefix,
 		Policy: tiering.Policy{
 			MinSealedAge:    time.Duration(t.MinSealedAge),
 			LocalRetention:  time.Duration(t.LocalRetention),
@@ -36,7 +37,7 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cold objs
 	if t.Enabled {
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
 	}
-	reg.MustRegister(newTierCollector(e, reader, job))
+	reg.MustRegister(newTierCollector(e, cat, reader, job))
 	if t.Enabled {
 		if _, err := scheduleTiering(ctx, job, t.Schedule, log.With("component", "tiering")); err != nil {
 			return nil, err

@@ -14,17 +14,18 @@ import (
 // lags, and the cold reader's cache.
 type tierCollector struct {
 	e    *segment.Engine
+	cat  catalog.Catalog
 	cold *tiering.ColdReader
 	job  *tiering.Job
 
 	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures *prometheus.Desc
 }
 
-func newTierCollector(e *segment.Engine, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
+func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &tierCollector{e: e, cold: cold, job: job,
+	return &tierCollector{e: e, cat: cat, cold: cold, job: job,
 		bytes:      d("strata_tier_bytes", "Bytes held per tier: hot (active segments), warm (sealed, local), cold (objects).", "tier"),
 		lagSeconds: d("strata_tiering_lag_seconds", "Age since sealing of the oldest sealed segment not yet tiered (0: none)."),
 		lagBytes:   d("strata_tiering_lag_bytes", "Bytes of sealed segments not yet tiered."),
@@ -48,9 +49,9 @@ func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	var hot, warm, cold, lagBytes int64
 	var oldest time.Time
-	shards, _ := c.e.Catalog().Shards()
+	shards, _ := c.cat.Shards()
 	for _, sh := range shards {
-		segs, err := c.e.Catalog().Segments(sh.Name)
+		segs, err := c.cat.Segments(sh.Name)
 		if err != nil {
 			continue
 		}

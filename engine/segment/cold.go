@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"strata/catalog"
+	"github.com/cockroachdb/pebble"
+
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -92,26 +93,42 @@ func (e *Engine) OldestLocal(name string) (no uint64, sealed bool, err error) {
 }
 
 // DropLocal deletes the local file of a shard's oldest local segment once
-// the tiering pipeline has committed it to the cold tier and recorded it as
-// remote in the catalog. Reads of its offsets go to the cold source.
+// the tiering pipeline has committed it to the cold tier (and recorded it
+// as remote in the catalog): the manifest records it remote first, so a
+// crash leaves a file recovery deletes. Reads of its offsets go to the
+// cold source.
 func (e *Engine) DropLocal(ctx context.Context, name string, no uint64) error {
 	sh, err := e.shard(name)
 	if err != nil {
 		return err
 	}
-	sh.mu.Lock()
+	sh.mu.RLock()
 	if len(sh.segments) < 2 || sh.segments[0].no != no || !sh.segments[0].sealed {
 		first := sh.segments[0].no
-		sh.mu.Unlock()
+		sh.mu.RUnlock()
 		return fmt.Errorf("shard %s: segment %d is not the oldest sealed local segment (%d is)", name, no, first)
 	}
 	s := sh.segments[0]
-	sh.segments = sh.segments[1:]
+	sh.mu.RUnlock()
+	m := s.meta(name, SegmentRemote)
+	b := e.manifest.NewBatch()
+	defer b.Close()
+	if err := putSegment(b, m); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	if len(sh.segments) > 0 && sh.segments[0] == s {
+		sh.segments = sh.segments[1:]
+	}
 	sh.mu.Unlock()
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", s.path, err)
 	}
 	e.retire(s)
+	e.postSegmentDropped(m)
 	e.log.Info("local copy of a tiered segment deleted", "shard", name, "segment", no)
 	return nil
 }
@@ -145,12 +162,4 @@ func ScanFile(path string, fn func(*record.Record) error) (crc uint32, size int6
 		}
 	}
 	return sc.CRC(), sc.Pos(), sc.Err()
-}
-
-// recoverRemoved deletes local files of segments the catalog says are no
-// longer local: a crash between the catalog change and the delete.
-func recoverRemoved(sh *shard, c catalog.Segment) {
-	if c.State == catalog.Remote || c.State == catalog.Deleted {
-		os.Remove(segmentPath(sh.dir, c.No))
-	}
 }

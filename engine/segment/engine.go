@@ -21,8 +21,6 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
-	"strata/catalog"
-	"strata/catalog/pebblecat"
 	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
@@ -44,7 +42,8 @@ const (
 
 // Config tunes the engine; zero values take the defaults in parentheses.
 type Config struct {
-	// Dir holds the segment folders, the index and the catalog.
+	// Dir holds the segment folders and the Pebble database of the
+	// indexes and the manifest.
 	Dir string
 	// Workers is the I/O pool size (16).
 	Workers int
@@ -71,12 +70,9 @@ type Config struct {
 	MaxBatchBytes    int
 	// FS opens segment files for writing (the OS).
 	FS FS
-	// Events are told what happens to shards.
+	// Events are told what happens to shards and segments.
 	Events EventListener
-	// Catalog is the meta-service (Pebble in Dir/catalog when nil, opened
-	// and closed by the engine).
-	Catalog catalog.Catalog
-	Logger  *slog.Logger
+	Logger *slog.Logger
 	Now     func() time.Time
 }
 
@@ -124,10 +120,12 @@ type Engine struct {
 	cfg     Config
 	log     *slog.Logger
 	lock    *os.File // flock'd: one process per data folder
-	index   *pebble.DB
-	catalog catalog.Catalog
-	ownCat  bool // opened here, closed here
+	index    *pebble.DB // derived from the segments: rebuilt when lost
+	manifest *pebble.DB // what the engine holds (manifest.go)
+	events   *events
 	workers []*worker
+	// manifestMu orders the manifest writes that change a shard's entry.
+	manifestMu sync.Mutex
 
 	mu       sync.RWMutex
 	shards   map[string]*shard
@@ -152,7 +150,7 @@ var _ store.Store = (*Engine)(nil)
 type shard struct {
 	name     string
 	dir      string
-	created  time.Time // the catalog's creation time: tells incarnations apart
+	created  time.Time // tells incarnations of one name apart
 	worker   *worker
 	maxBytes int64 // segment size cap
 
@@ -188,30 +186,26 @@ func Open(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, ownCat := cfg.Catalog, false
-	if cat == nil {
-		if cat, err = pebblecat.Open(filepath.Join(cfg.Dir, "catalog")); err != nil {
-			lock.Close()
-			return nil, err
-		}
-		ownCat = true
+	man, err := pebble.Open(filepath.Join(cfg.Dir, "manifest"), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
-		if ownCat {
-			cat.Close()
-		}
+		man.Close()
 		lock.Close()
 		return nil, fmt.Errorf("index: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, catalog: cat, ownCat: ownCat, shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
+		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
 		e.bg.Add(1)
 		go func() { defer e.bg.Done(); w.run() }()
 	}
-	shards, err := cat.Shards()
+	shards, err := loadShards(man)
 	if err == nil {
 		shards, err = e.finishDeletes(shards)
 	}
@@ -225,6 +219,17 @@ func Open(cfg Config) (*Engine, error) {
 	if err != nil {
 		e.Close()
 		return nil, err
+	}
+	if f := cfg.Events.ShardRecovered; f != nil {
+		for _, m := range shards {
+			segs, err := loadSegments(man, m.Name)
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+			m.LowWatermark = e.shards[m.Name].low
+			e.events.post("shard recovered", func() error { return f(m, segs) })
+		}
 	}
 	if cfg.MaxSegmentAge > 0 || cfg.Fsync == FsyncInterval {
 		e.tick.Add(1)
@@ -276,7 +281,7 @@ func (e *Engine) shard(name string) (*shard, error) {
 	return sh, nil
 }
 
-// CreateShard records the shard in the catalog and creates its first
+// CreateShard records the shard in the manifest and creates its first
 // segment. A shard of the same name still being deleted is waited for, and
 // a folder an earlier shard of that name left behind is moved aside, so
 // the new shard starts empty whatever happened before.
@@ -306,14 +311,21 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 			return ctx.Err()
 		}
 	}
-	cs, seg, err := e.catalog.CreateShard(name, e.cfg.Now())
-	if errors.Is(err, catalog.ErrExists) {
-		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
-	}
-	if err != nil {
+	now := e.cfg.Now().UTC()
+	cs := ShardMeta{Name: name, Created: now}
+	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, Created: now}
+	b := e.manifest.NewBatch()
+	defer b.Close()
+	if err := putShard(b, cs); err != nil {
 		return err
 	}
-	crashPoint("create:catalog")
+	if err := putSegment(b, seg); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	crashPoint("create:manifest")
 	sh := e.newShard(cs)
 	if err := e.clearStale(sh.dir); err != nil {
 		return err
@@ -329,10 +341,14 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	crashPoint("create:segment")
 	sh.segments = []*segment{s}
 	e.shards[name] = sh
-	return syncDir(e.cfg.Dir)
+	if err := syncDir(e.cfg.Dir); err != nil {
+		return err
+	}
+	e.postShardCreated(cs, seg)
+	return nil
 }
 
-// clearStale moves a folder that no catalog shard owns out of the way (an
+// clearStale moves a folder that no shard in the manifest owns out of the way (an
 // earlier shard's whose removal failed) and removes it.
 func (e *Engine) clearStale(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
@@ -346,7 +362,7 @@ func (e *Engine) clearStale(dir string) error {
 	return os.RemoveAll(tomb)
 }
 
-func (e *Engine) newShard(cs catalog.Shard) *shard {
+func (e *Engine) newShard(cs ShardMeta) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
 		maxBytes: e.cfg.MaxSegmentBytes, created: cs.Created}
 	tp, _ := store.ParseShard(cs.Name)
@@ -358,9 +374,9 @@ func (e *Engine) newShard(cs catalog.Shard) *shard {
 
 // openActive opens the active segment's file for appending: a new file
 // when fresh, else the existing one (created if a crash came between the
-// catalog allocating the segment and its file being made).
-func (e *Engine) openActive(sh *shard, seg catalog.Segment, fresh bool) (*segment, error) {
-	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No)}
+// manifest recording the segment and its file being made).
+func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
+	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No), created: seg.Created}
 	wf, err := e.cfg.FS.OpenAppend(s.path, fresh)
 	if !fresh && errors.Is(err, os.ErrNotExist) {
 		e.log.Warn("the active segment's file is missing: a crash came before it was created; creating it", "shard", sh.name, "segment", seg.No)
@@ -455,11 +471,45 @@ func (e *Engine) DeleteBefore(ctx context.Context, name string, offset uint64) e
 	if offset <= low {
 		return nil
 	}
-	if _, err := e.catalog.SetLowWatermark(name, offset); err != nil {
+	if err := e.raiseLow(sh, offset, nil); err != nil {
+		return err
+	}
+	e.postLowWatermark(name, offset)
+	return nil
+}
+
+// raiseLow records a higher low watermark in the manifest, with what else
+// the batch holds (a dropped segment), then publishes it to readers.
+// Tiered segments wholly below it leave the manifest.
+func (e *Engine) raiseLow(sh *shard, low uint64, b *pebble.Batch) error {
+	if b == nil {
+		b = e.manifest.NewBatch()
+		defer b.Close()
+	}
+	e.manifestMu.Lock()
+	defer e.manifestMu.Unlock()
+	sh.mu.RLock()
+	low = max(low, sh.low)
+	sh.mu.RUnlock()
+	if err := putShard(b, ShardMeta{Name: sh.name, Created: sh.created, LowWatermark: low}); err != nil {
+		return err
+	}
+	segs, err := loadSegments(e.manifest, sh.name)
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		if s.State == SegmentRemote && s.EndOffset < low {
+			if err := b.Delete(segmentKey(sh.name, s.No), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
 	sh.mu.Lock()
-	sh.low = max(sh.low, offset)
+	sh.low = max(sh.low, low)
 	sh.mu.Unlock()
 	return nil
 }
@@ -467,7 +517,7 @@ func (e *Engine) DeleteBefore(ctx context.Context, name string, offset uint64) e
 // DeleteShard removes a shard. Appends queued before it finish, later ones
 // fail, and a CreateShard of the same name waits until it is done. The
 // shard's folder is first renamed to a tombstone (and the rename synced),
-// then its index entries and its catalog entries go, then the tombstone: a
+// then its index entries and its manifest go, then the tombstone: a
 // crash at any step leaves a tombstone that the next start finishes
 // deleting, so no byte of the shard can reappear under a new shard of the
 // same name.
@@ -543,18 +593,8 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 	return tomb, syncDir(e.cfg.Dir)
 }
 
-// EventListener is told what happens to shards, as Pebble's is; nil
-// functions are skipped.
-type EventListener struct {
-	// ShardDeleted runs once the catalog has forgotten a deleted shard, so
-	// a listener can remove what it keeps elsewhere (the cold tier's objects
-	// and manifest). A crash before it returns, or an error, calls it again
-	// at the next start.
-	ShardDeleted func(ctx context.Context, shard string) error
-}
-
-// forget drops a buried shard's index and catalog entries, tells the
-// listeners, then removes its files.
+// forget drops a buried shard's index entries, then its manifest, tells
+// the listeners, then removes its files.
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
@@ -566,18 +606,24 @@ func (e *Engine) forget(name, tomb string) error {
 		return err
 	}
 	crashPoint("delete:index")
-	if err := e.catalog.DeleteShard(name); err != nil {
+	mb := e.manifest.NewBatch()
+	defer mb.Close()
+	p := index.Prefix(kindSegment, name)
+	mb.DeleteRange(p, index.UpperBound(p), nil)
+	mb.Delete(shardKey(name), nil)
+	if err := mb.Commit(pebble.Sync); err != nil {
 		return err
 	}
-	crashPoint("delete:catalog")
+	crashPoint("delete:manifest")
 	return e.finishForgotten(name, tomb)
 }
 
-// finishForgotten tells the listeners a shard the catalog no longer has is
+// finishForgotten tells the listeners a shard the manifest no longer has is
 // gone, then removes its tombstone. When a listener fails, the tombstone
 // keeps only the shard's name, so the next start tells them again.
 func (e *Engine) finishForgotten(name, tomb string) error {
 	if f := e.cfg.Events.ShardDeleted; f != nil {
+		e.events.sync() // what was queued about the shard goes first
 		if err := f(context.Background(), name); err != nil {
 			e.log.Error("a listener failed on a shard's deletion; the next start tries again", "shard", name, "err", err)
 			if err := os.RemoveAll(tomb); err == nil {
@@ -622,9 +668,9 @@ func writeTombstoneName(dir, name string) error {
 }
 
 // finishDeletes completes the deletions a crash interrupted: a tombstone
-// whose shard the catalog still lists (same creation time) is forgotten;
+// whose shard the manifest still lists (same creation time) is forgotten;
 // any other tombstone is only files left to remove.
-func (e *Engine) finishDeletes(shards []catalog.Shard) ([]catalog.Shard, error) {
+func (e *Engine) finishDeletes(shards []ShardMeta) ([]ShardMeta, error) {
 	dir := filepath.Join(e.cfg.Dir, tombstones)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -633,7 +679,7 @@ func (e *Engine) finishDeletes(shards []catalog.Shard) ([]catalog.Shard, error) 
 	if err != nil {
 		return nil, err
 	}
-	live := map[string]catalog.Shard{}
+	live := map[string]ShardMeta{}
 	for _, s := range shards {
 		live[tombstoneName(s.Name, s.Created)] = s
 	}
@@ -683,6 +729,7 @@ func (e *Engine) Close() error {
 		close(w.ch)
 	}
 	e.bg.Wait()
+	e.events.close()
 	var errs []error
 	for _, sh := range e.shards {
 		for _, s := range sh.segments {
@@ -695,10 +742,7 @@ func (e *Engine) Close() error {
 			s.closeRead()
 		}
 	}
-	errs = append(errs, e.index.Close())
-	if e.ownCat {
-		errs = append(errs, e.catalog.Close())
-	}
+	errs = append(errs, e.index.Close(), e.manifest.Close())
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)
 }
@@ -737,9 +781,6 @@ func (e *DamagedError) Unwrap() error { return e.Cause }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
-
-// Catalog exposes the engine's catalog to the tiering pipeline.
-func (e *Engine) Catalog() catalog.Catalog { return e.catalog }
 
 // lockDir takes an exclusive lock on dir's LOCK file, held until the file
 // is closed (or the process dies), so a second process on the same data
@@ -786,12 +827,12 @@ func (e *Engine) MaxTimestamp(ctx context.Context, name string) (ts int64, ok bo
 	sh.mu.RLock()
 	low, ts, ok := sh.low, sh.activeMaxTS, sh.activeHasRecs
 	sh.mu.RUnlock()
-	segs, err := e.catalog.Segments(name)
+	segs, err := loadSegments(e.manifest, name)
 	if err != nil {
 		return 0, false, err
 	}
 	for _, s := range segs {
-		if s.State == catalog.Active || s.State == catalog.Deleted || s.Records == 0 || s.EndOffset < low {
+		if s.State == SegmentActive || s.Records == 0 || s.EndOffset < low {
 			continue
 		}
 		if !ok || s.MaxTimestamp > ts {

@@ -47,9 +47,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // segment is one file of a shard. Readers use the mmap view; only the
 // shard's I/O worker touches the write side and the running statistics.
 type segment struct {
-	no    uint64
-	start uint64 // first offset
-	path  string
+	no       uint64
+	start    uint64 // first offset
+	path     string
+	created  time.Time
+	sealedAt time.Time
 
 	// Read side: a read-only mapping, re-made when the file has grown.
 	mu sync.RWMutex

@@ -233,8 +233,8 @@ func TestSecondOpenIsRefused(t *testing.T) {
 
 // The steps of shard creation and deletion, in order; the lifecycle crash
 // test kills a process at each.
-var lifecycleSteps = []string{"create:catalog", "create:mkdir", "create:segment",
-	"delete:closed", "delete:tombstone", "delete:index", "delete:catalog", "delete:listeners"}
+var lifecycleSteps = []string{"create:manifest", "create:mkdir", "create:segment",
+	"delete:closed", "delete:tombstone", "delete:index", "delete:manifest", "delete:listeners"}
 
 // lifecycleChild runs in a child process: it fills "old-0", then deletes and
 // re-creates it, killing itself with SIGKILL at the step named.

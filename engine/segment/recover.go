@@ -8,16 +8,15 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
-	"strata/catalog"
 	"strata/engine/index"
 )
 
 // recoverShard rebuilds a shard's state on start: sealed segments are taken
-// from the catalog (their checksums are verified by a scrub, not here); the
+// from the manifest (their checksums are verified by a scrub, not here); the
 // active segment is scanned, checked record by record and truncated at the
 // first torn or corrupt record; index entries a crash lost are re-added.
-func (e *Engine) recoverShard(cs catalog.Shard) error {
-	segs, err := e.catalog.Segments(cs.Name)
+func (e *Engine) recoverShard(cs ShardMeta) error {
+	segs, err := loadSegments(e.manifest, cs.Name)
 	if err != nil {
 		return err
 	}
@@ -26,19 +25,22 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 		return err
 	}
 	for i, c := range segs {
-		if !c.State.Local() {
-			recoverRemoved(sh, c)
+		if c.State == SegmentRemote {
+			// A crash may have come between the manifest's change and the
+			// file's removal.
+			os.Remove(segmentPath(sh.dir, c.No))
 			continue
 		}
-		if c.State != catalog.Active {
+		if c.State != SegmentActive {
 			s := &segment{no: c.No, start: c.StartOffset, next: c.EndOffset + 1, path: segmentPath(sh.dir, c.No),
-				size: c.Size, crc: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true}
+				size: c.Size, crc: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true,
+				created: c.Created, sealedAt: c.SealedAt}
 			os.Chmod(s.path, 0o444) // a crash may have come between the roll and the chmod
 			sh.segments = append(sh.segments, s)
 			continue
 		}
 		if i != len(segs)-1 {
-			return fmt.Errorf("shard %s: catalog has active segment %d before segment %d", cs.Name, c.No, segs[i+1].No)
+			return fmt.Errorf("shard %s: the manifest has active segment %d before segment %d", cs.Name, c.No, segs[i+1].No)
 		}
 		s, err := e.openActive(sh, c, false)
 		if err != nil {
@@ -51,7 +53,7 @@ func (e *Engine) recoverShard(cs catalog.Shard) error {
 		sh.segments = append(sh.segments, s)
 	}
 	if len(sh.segments) == 0 || sh.segments[len(sh.segments)-1].sealed {
-		return fmt.Errorf("shard %s: catalog has no active segment", cs.Name)
+		return fmt.Errorf("shard %s: the manifest has no active segment", cs.Name)
 	}
 	a := sh.active()
 	sh.high, sh.activeLen = a.next, a.size
@@ -176,7 +178,7 @@ func (e *Engine) reindex(sh *shard) error {
 func (e *Engine) reindexFrom(sh *shard, s *segment, pos int64, at uint64, ib *pebble.Batch) (int, error) {
 	f, err := os.Open(s.path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("segment %s is in the catalog but not on disk", s.path)
+		return 0, fmt.Errorf("segment %s is in the manifest but not on disk", s.path)
 	}
 	if err != nil {
 		return 0, err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"strata/catalog"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -79,11 +78,11 @@ func (e *Engine) RetainLoop(ctx context.Context, p RetentionPolicy, interval tim
 	}
 }
 
-// ApplyRetention deletes, in every shard, the segments DropDecision picks,
-// marks them deleted in the catalog and raises the low watermark past them.
-// Only segments the catalog holds as sealed go: one a tiering run has taken
-// over (uploading, cold) is tiering's to drop. It returns how many segments
-// it deleted.
+// ApplyRetention deletes, in every shard, the segments DropDecision picks
+// (and mayDrop, if given, agrees to): one manifest batch removes each and
+// raises the low watermark past it, then its file goes and listeners hear
+// of it. It returns how many segments it deleted. It is retention when
+// nothing tiers; with tiering, the tiering job expires segments instead.
 func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
 	names, _ := e.Shards(ctx)
 	deleted := 0
@@ -103,30 +102,28 @@ func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop 
 			}
 		}
 		sh.mu.RUnlock()
-		sealed := map[uint64]bool{}
-		if cat, err := e.catalog.Segments(name); err == nil {
-			for _, s := range cat {
-				sealed[s.No] = s.State == catalog.Sealed
-			}
-		}
-		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return sealed[no] && (mayDrop == nil || mayDrop(name, no)) })
+		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
 		for range drop {
 			s := segs[0]
-			if _, err := e.catalog.Transition(name, s.no, catalog.Sealed, catalog.Deleted, nil); err != nil {
-				return deleted, err
+			b := e.manifest.NewBatch()
+			err := b.Delete(segmentKey(name, s.no), nil)
+			if err == nil {
+				err = e.raiseLow(sh, s.next, b)
 			}
-			if _, err := e.catalog.SetLowWatermark(name, s.next); err != nil {
+			b.Close()
+			if err != nil {
 				return deleted, err
 			}
 			sh.mu.Lock()
 			sh.segments = sh.segments[1:]
-			sh.low = max(sh.low, s.next)
 			sh.mu.Unlock()
 			// A reader still scanning it keeps its mapping; the file goes now.
 			if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
 				return deleted, fmt.Errorf("delete %s: %w", s.path, err)
 			}
 			e.retire(s)
+			e.postSegmentDropped(s.meta(name, SegmentDeleted))
+			e.postLowWatermark(name, s.next)
 			segs = segs[1:]
 			deleted++
 			e.log.Info("segment deleted by retention", "shard", name, "segment", s.no, "end_offset", s.next-1)
@@ -248,19 +245,19 @@ func fileCRC(path string, n int64) (uint32, error) {
 }
 
 // Scrub verifies every sealed local segment of a shard against the checksum
-// the catalog recorded when it was sealed. Recovery trusts sealed segments;
+// the manifest recorded when it was sealed. Recovery trusts sealed segments;
 // this is how their bytes are checked.
 func (e *Engine) Scrub(ctx context.Context, name string) error {
-	segs, err := e.catalog.Segments(name)
-	if err != nil {
-		return err
-	}
 	sh, err := e.shard(name)
 	if err != nil {
 		return err
 	}
+	segs, err := loadSegments(e.manifest, name)
+	if err != nil {
+		return err
+	}
 	for _, c := range segs {
-		if c.State == catalog.Active || !c.State.Local() {
+		if c.State != SegmentSealed {
 			continue
 		}
 		path := segmentPath(sh.dir, c.No)

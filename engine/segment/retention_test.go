@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"strata/catalog"
 	"strata/engine/record"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -53,7 +52,7 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	e := open(t, cfg)
 	defer e.Close()
 	all := fill(t, e, "ret-0", 100)
-	segs, _ := e.Catalog().Segments("ret-0")
+	segs, _ := e.Segments("ret-0")
 	if len(segs) < 4 {
 		t.Fatalf("only %d segments", len(segs))
 	}
@@ -64,11 +63,11 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("ApplyRetention deleted %d segments, %v; want the 2 wholly below the low watermark", n, err)
 	}
-	after, _ := e.Catalog().Segments("ret-0")
-	for _, s := range after[:2] {
-		if s.State != catalog.Deleted {
-			t.Fatalf("segment %d is %s after retention", s.No, s.State)
-		}
+	after, _ := e.Segments("ret-0")
+	if after[0].No != segs[2].No {
+		t.Fatalf("after retention the manifest starts at segment %d, want %d", after[0].No, segs[2].No)
+	}
+	for _, s := range segs[:2] {
 		if _, err := os.Stat(segmentPath(e.shards["ret-0"].dir, s.No)); !os.IsNotExist(err) {
 			t.Fatalf("segment %d's file is still there", s.No)
 		}
@@ -83,7 +82,7 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	if _, err := e.ApplyRetention(ctx, RetentionPolicy{MaxBytes: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if segs, _ := e.Catalog().Segments("ret-0"); segs[len(segs)-1].State != catalog.Active || len(e.shards["ret-0"].segments) != 1 {
+	if segs, _ := e.Segments("ret-0"); segs[len(segs)-1].State != SegmentActive || len(e.shards["ret-0"].segments) != 1 {
 		t.Fatalf("after a 1-byte budget %d local segments remain", len(e.shards["ret-0"].segments))
 	}
 }
@@ -104,14 +103,14 @@ func TestFollowerCopyIsByteIdentical(t *testing.T) {
 	follower := open(t, fcfg)
 	defer follower.Close()
 	fill(t, leader, "rep-0", 200)
-	segs, _ := leader.Catalog().Segments("rep-0")
+	segs, _ := leader.Segments("rep-0")
 	if len(segs) < 4 {
 		t.Fatalf("the leader rolled %d times; the test needs several", len(segs)-1)
 	}
 	follower.CreateShard(ctx, "rep-0")
 	for i, s := range segs {
 		end := s.EndOffset + 1
-		if s.State == catalog.Active {
+		if s.State == SegmentActive {
 			_, end, _ = leader.Watermarks(ctx, "rep-0")
 		}
 		recs, err := leader.Read(ctx, "rep-0", s.StartOffset, store.Budget{MaxRecords: int(end - s.StartOffset)})
@@ -134,13 +133,13 @@ func TestFollowerCopyIsByteIdentical(t *testing.T) {
 		if err := follower.AppendAt(ctx, "rep-0", recs[half:]); err != nil {
 			t.Fatal(err)
 		}
-		if s.State != catalog.Active {
+		if s.State != SegmentActive {
 			if err := follower.RollAt(ctx, "rep-0", end); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	fsegs, _ := follower.Catalog().Segments("rep-0")
+	fsegs, _ := follower.Segments("rep-0")
 	if len(fsegs) != len(segs) {
 		t.Fatalf("the follower has %d segments, the leader %d", len(fsegs), len(segs))
 	}
@@ -171,7 +170,7 @@ func TestScrubFindsCorruptSealedSegment(t *testing.T) {
 		t.Fatalf("scrub of intact segments: %v", err)
 	}
 	path := segmentPath(e.shards["sc-0"].dir, 1)
-	segs, _ := e.Catalog().Segments("sc-0")
+	segs, _ := e.Segments("sc-0")
 	e.Close()
 	data, _ := os.ReadFile(path)
 	data[len(data)/2] ^= 0xff

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"strata/catalog"
 	"strata/engine/store/storetest"
 )
 
@@ -48,7 +47,7 @@ func TestSealedSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	segs, err := e.Catalog().Segments("s-0")
+	segs, err := e.Segments("s-0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +60,7 @@ func TestSealedSegments(t *testing.T) {
 			t.Fatalf("segment %d: no %d starts at %d, want %d", i, s.No, s.StartOffset, next)
 		}
 		if i == len(segs)-1 {
-			if s.State != catalog.Active {
+			if s.State != SegmentActive {
 				t.Fatalf("last segment is %s", s.State)
 			}
 			break
@@ -73,7 +72,7 @@ func TestSealedSegments(t *testing.T) {
 		}
 		fi, _ := os.Stat(path)
 		switch {
-		case s.State != catalog.Sealed:
+		case s.State != SegmentSealed:
 			t.Fatalf("segment %d is %s, want sealed", i, s.State)
 		case s.Size != int64(len(data)) || s.Checksum != crc32.Checksum(data, castagnoli):
 			t.Fatalf("segment %d: catalog says %d bytes crc %08x; file has %d bytes crc %08x", i, s.Size, s.Checksum, len(data), crc32.Checksum(data, castagnoli))
@@ -101,15 +100,15 @@ func TestQuietSegmentSealsAfterMaxAge(t *testing.T) {
 	e.CreateShard(ctx, "q-0")
 	e.Append(ctx, "q-0", storetest.Records(3, 1))
 	time.Sleep(100 * time.Millisecond) // ticks pass, but the clock has not moved
-	if segs, _ := e.Catalog().Segments("q-0"); len(segs) != 1 {
+	if segs, _ := e.Segments("q-0"); len(segs) != 1 {
 		t.Fatalf("sealed before its age: %d segments", len(segs))
 	}
 	<-clock
 	clock <- now.Add(time.Minute)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		segs, _ := e.Catalog().Segments("q-0")
-		if len(segs) == 2 && segs[0].State == catalog.Sealed && segs[0].Records == 3 {
+		segs, _ := e.Segments("q-0")
+		if len(segs) == 2 && segs[0].State == SegmentSealed && segs[0].Records == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -119,7 +118,7 @@ func TestQuietSegmentSealsAfterMaxAge(t *testing.T) {
 	}
 	// An empty active segment never seals.
 	time.Sleep(100 * time.Millisecond)
-	if segs, _ := e.Catalog().Segments("q-0"); len(segs) != 2 {
+	if segs, _ := e.Segments("q-0"); len(segs) != 2 {
 		t.Fatalf("an empty segment was sealed: %d segments", len(segs))
 	}
 }
@@ -132,8 +131,8 @@ func TestTopicSegmentSizeOverride(t *testing.T) {
 	defer e.Close()
 	fill(t, e, "tiny-0", 50)
 	fill(t, e, "big-0", 50)
-	tiny, _ := e.Catalog().Segments("tiny-0")
-	big, _ := e.Catalog().Segments("big-0")
+	tiny, _ := e.Segments("tiny-0")
+	big, _ := e.Segments("big-0")
 	if len(tiny) < 3 || len(big) != 1 {
 		t.Fatalf("segments: tiny topic %d (want several), other topic %d (want 1)", len(tiny), len(big))
 	}

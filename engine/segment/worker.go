@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
-	"strata/catalog"
 	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
@@ -340,9 +339,9 @@ func (w *worker) rollAt(sh *shard, next uint64) error {
 	return nil
 }
 
-// roll seals the active segment and starts the next one: fsync, make the
-// file read-only, then one catalog batch that seals it and allocates the
-// next (retried, as the seed's meta-service call is).
+// roll seals the active segment and starts the next one: fsync, one
+// manifest batch that seals it and records the next, the next file, then
+// the event (queued: the worker never waits on listeners).
 func (w *worker) roll(sh *shard) error {
 	s := sh.active()
 	if err := s.wf.Sync(); err != nil {
@@ -350,19 +349,21 @@ func (w *worker) roll(sh *shard) error {
 		return sh.failed
 	}
 	sh.dirty = false
-	sealed := catalog.Segment{
-		Shard: sh.name, No: s.no, StartOffset: s.start, EndOffset: s.next - 1,
-		MinTimestamp: s.minTS, MaxTimestamp: s.maxTS, Records: s.count, Size: s.size, Checksum: s.crc,
+	now := w.e.cfg.Now().UTC()
+	s.sealedAt = now
+	sealed := s.meta(sh.name, SegmentSealed)
+	next := SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
+	b := w.e.manifest.NewBatch()
+	err := putSegment(b, sealed)
+	if err == nil {
+		err = putSegment(b, next)
 	}
-	var next catalog.Segment
-	var err error
-	for attempt, delay := 0, 10*time.Millisecond; attempt < 5; attempt, delay = attempt+1, 2*delay {
-		if next, err = w.e.catalog.Roll(sealed, w.e.cfg.Now()); err == nil || errors.Is(err, catalog.ErrConflict) {
-			break
-		}
-		time.Sleep(delay)
+	if err == nil {
+		err = b.Commit(pebble.Sync)
 	}
+	b.Close()
 	if err != nil {
+		s.sealedAt = time.Time{}
 		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
 	}
 	ns, err := w.e.openActive(sh, next, true)
@@ -384,6 +385,7 @@ func (w *worker) roll(sh *shard) error {
 	sh.activeMaxTS, sh.activeHasRecs = 0, false
 	sh.mu.Unlock()
 	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
+	w.e.postSegmentSealed(sealed, next)
 	return nil
 }
 

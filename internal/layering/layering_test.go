@@ -36,13 +36,6 @@ var rules = []rule{
 		from: []string{"strata/"}, to: []string{"strata/cmd"}, except: []string{"strata/cmd"}},
 }
 
-// pending are edges the rules forbid that the "one house" issue has not
-// removed yet. Each must still exist (the test fails when one is gone, so
-// the list only shrinks) and is named by the work that removes it.
-var pending = map[string]string{
-	"strata/engine/segment -> strata/catalog": "the engine keeps its own segment manifest and publishes segment events the catalog listens to",
-}
-
 type pkg struct {
 	ImportPath string
 	Imports    []string
@@ -81,7 +74,6 @@ func under(path string, prefixes []string) bool {
 }
 
 func TestImportRules(t *testing.T) {
-	seen := map[string]bool{}
 	var broken []string
 	for _, p := range packages(t) {
 		for _, r := range rules {
@@ -92,11 +84,6 @@ func TestImportRules(t *testing.T) {
 				if !under(imp, r.to) {
 					continue
 				}
-				edge := p.ImportPath + " -> " + trimTo(imp, r.to)
-				if _, ok := pending[edge]; ok {
-					seen[edge] = true
-					continue
-				}
 				broken = append(broken, fmt.Sprintf("%s imports %s: %s", p.ImportPath, imp, r.why))
 			}
 		}
@@ -105,20 +92,4 @@ func TestImportRules(t *testing.T) {
 	for _, b := range broken {
 		t.Error(b)
 	}
-	for edge, work := range pending {
-		if !seen[edge] {
-			t.Errorf("%s is gone (%s): remove it from the pending list", edge, work)
-		}
-	}
-}
-
-// trimTo names an import by the forbidden prefix it falls under, so one
-// pending entry covers a package's imports of a whole tree.
-func trimTo(imp string, prefixes []string) string {
-	for _, p := range prefixes {
-		if under(imp, []string{p}) {
-			return strings.TrimSuffix(p, "/")
-		}
-	}
-	return imp
 }

@@ -1,0 +1,195 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"strata/catalog"
+	"strata/engine/segment"
+	"strata/tiering/objstore"
+)
+
+// Listen returns the engine's listener that keeps the catalog in step with
+// what the engine does (the engine publishes and never waits on it) and
+// clears a deleted shard's objects from the bucket. Every handler is
+// idempotent: ShardRecovered replays a shard's whole manifest at each start,
+// so a change the catalog missed (a crash between the engine's write and
+// the event) is made then. With no bucket (b nil), only the catalog listens.
+func Listen(cat catalog.Catalog, b objstore.Bucket, prefix string, log *slog.Logger) segment.EventListener {
+	l := &listener{cat: cat, b: b, prefix: prefix, log: log}
+	forget := func(context.Context, string) error { return nil }
+	if b != nil {
+		forget = ForgetShard(b, prefix, log)
+	}
+	return segment.EventListener{
+		ShardCreated:   l.shardCreated,
+		SegmentSealed:  l.segmentSealed,
+		SegmentDropped: l.segmentDropped,
+		LowWatermark: func(shard string, low uint64) error {
+			_, err := cat.SetLowWatermark(shard, low)
+			return err
+		},
+		ShardRecovered: l.shardRecovered,
+		ShardDeleted: func(ctx context.Context, shard string) error {
+			if err := cat.DeleteShard(shard); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+				return err
+			}
+			return forget(ctx, shard)
+		},
+	}
+}
+
+type listener struct {
+	cat    catalog.Catalog
+	b      objstore.Bucket
+	prefix string
+	log    *slog.Logger
+}
+
+func (l *listener) shardCreated(sh segment.ShardMeta, _ segment.SegmentMeta) error {
+	_, _, err := l.cat.CreateShard(sh.Name, sh.Created)
+	if !errors.Is(err, catalog.ErrExists) {
+		return err
+	}
+	old, err := l.cat.Shard(sh.Name)
+	if err != nil || old.Created.Equal(sh.Created) {
+		return err
+	}
+	// An earlier shard of the same name whose deletion the catalog never
+	// heard of: the engine's is the one that exists.
+	if err := l.cat.DeleteShard(sh.Name); err != nil {
+		return err
+	}
+	_, _, err = l.cat.CreateShard(sh.Name, sh.Created)
+	return err
+}
+
+func (l *listener) segmentSealed(sealed, next segment.SegmentMeta) error {
+	_, err := l.cat.Roll(toCatalog(sealed), next.Created)
+	if errors.Is(err, catalog.ErrConflict) {
+		return nil // sealed already: this event was replayed
+	}
+	return err
+}
+
+// segmentDropped: after tiering the catalog already says remote (the job
+// records it before the engine drops the file); after retention the
+// segment is deleted in every tier that still has it.
+func (l *listener) segmentDropped(s segment.SegmentMeta) error {
+	to := catalog.Remote
+	if s.State == segment.SegmentDeleted {
+		to = catalog.Deleted
+	}
+	return l.moveTo(s.Shard, s.No, to)
+}
+
+func (l *listener) moveTo(shard string, no uint64, to catalog.State) error {
+	segs, err := l.cat.Segments(shard)
+	if err != nil {
+		return err
+	}
+	for _, c := range segs {
+		if c.No == no && c.State != to && catalog.CanTransition(c.State, to) {
+			_, err := l.cat.Transition(shard, no, c.State, to, nil)
+			return err
+		}
+	}
+	return nil
+}
+
+// shardRecovered brings the catalog's view of a shard up to the engine's.
+func (l *listener) shardRecovered(sh segment.ShardMeta, segs []segment.SegmentMeta) error {
+	cur, err := l.cat.Shard(sh.Name)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		return l.restore(sh, segs)
+	case err != nil:
+		return err
+	case !cur.Created.Equal(sh.Created):
+		if err := l.cat.DeleteShard(sh.Name); err != nil {
+			return err
+		}
+		return l.restore(sh, segs)
+	}
+	known, err := l.cat.Segments(sh.Name)
+	if err != nil {
+		return err
+	}
+	state := map[uint64]catalog.State{}
+	for _, c := range known {
+		state[c.No] = c.State
+	}
+	for i, s := range segs {
+		if s.State == segment.SegmentActive {
+			break
+		}
+		if state[s.No] == catalog.Active { // the seal never reached the catalog
+			next, err := l.cat.Roll(toCatalog(s), segs[i+1].Created)
+			if err != nil {
+				return err
+			}
+			state[s.No], state[next.No] = catalog.Sealed, catalog.Active
+		}
+		if s.State == segment.SegmentRemote && state[s.No] == catalog.Cold {
+			if err := l.moveTo(sh.Name, s.No, catalog.Remote); err != nil {
+				return err
+			}
+		}
+	}
+	// Sealed segments the engine no longer holds went by retention.
+	held := map[uint64]bool{}
+	for _, s := range segs {
+		held[s.No] = true
+	}
+	for _, c := range known {
+		if c.State == catalog.Sealed && !held[c.No] && len(segs) > 0 && c.No < segs[0].No {
+			if err := l.moveTo(sh.Name, c.No, catalog.Deleted); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = l.cat.SetLowWatermark(sh.Name, sh.LowWatermark)
+	return err
+}
+
+// restore records a shard the catalog does not have (its folder was lost or
+// it predates the catalog): its tiered segments get their deterministic
+// object keys, found in the bucket.
+func (l *listener) restore(sh segment.ShardMeta, segs []segment.SegmentMeta) error {
+	out := make([]catalog.Segment, 0, len(segs))
+	for _, s := range segs {
+		c := toCatalog(s)
+		if s.State == segment.SegmentRemote && l.b != nil {
+			loc, err := LocationOf(sh.Name)
+			if err != nil {
+				return err
+			}
+			c.ObjectKey = loc.ObjectKey(l.prefix, s.StartOffset, s.EndOffset)
+			a, err := l.b.Stat(context.Background(), c.ObjectKey)
+			if err != nil {
+				return fmt.Errorf("shard %s: segment %d is tiered but its object %s: %w", sh.Name, s.No, c.ObjectKey, err)
+			}
+			c.ObjectSize, c.TieredAt = a.Size, s.SealedAt
+		}
+		out = append(out, c)
+	}
+	l.log.Warn("the catalog did not have a shard the engine holds; restored it from the engine's manifest", "shard", sh.Name, "segments", len(segs))
+	return l.cat.Restore(catalog.Shard{Name: sh.Name, LowWatermark: sh.LowWatermark, Created: sh.Created}, out)
+}
+
+func toCatalog(s segment.SegmentMeta) catalog.Segment {
+	state := catalog.Sealed
+	switch s.State {
+	case segment.SegmentActive:
+		state = catalog.Active
+	case segment.SegmentRemote:
+		state = catalog.Remote
+	case segment.SegmentDeleted:
+		state = catalog.Deleted
+	}
+	return catalog.Segment{Shard: s.Shard, No: s.No, State: state, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
+		MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records, Size: s.Size, Checksum: s.Checksum,
+		Created: s.Created, SealedAt: s.SealedAt}
+}

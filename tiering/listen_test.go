@@ -1,0 +1,84 @@
+package tiering
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"strata/catalog"
+	"strata/catalog/pebblecat"
+	"strata/engine/segment"
+)
+
+// Events the catalog never heard (a crash before their delivery, or a start
+// without the catalog) are made up at the next start: the catalog ends
+// with the engine's segments, seals, checksums, deletions and low watermark.
+func TestCatalogCatchesUpWithTheEngine(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	open := func(listen bool) *segment.Engine {
+		cfg := segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 4 << 10, RollCheckInterval: 10, Logger: quiet}
+		if listen {
+			cfg.Events = Listen(cat, nil, "", quiet)
+		}
+		e, err := segment.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open(true)
+	produce(t, e, "late-0", 10)
+	e.Close()
+
+	// Rolls, a DeleteRecords and retention happen while nobody listens.
+	e = open(false)
+	produce(t, e, "late-0", 20)
+	segs, _ := e.Segments("late-0")
+	if err := e.DeleteBefore(ctx, "late-0", segs[2].StartOffset); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.ApplyRetention(ctx, segment.RetentionPolicy{}, nil); err != nil || n != 2 {
+		t.Fatalf("retention deleted %d segments, %v; want 2", n, err)
+	}
+	produce(t, e, "new-0", 5)
+	held, _ := e.Segments("late-0")
+	e.Close()
+
+	e = open(true)
+	defer e.Close()
+	e.SyncEvents()
+	got, err := cat.Segments("late-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(segs) {
+		t.Fatalf("the catalog has %d segments, the engine had %d", len(got), len(segs))
+	}
+	for _, c := range got[:2] {
+		if c.State != catalog.Deleted {
+			t.Errorf("segment %d, deleted by retention, is %s in the catalog", c.No, c.State)
+		}
+	}
+	for i, c := range got[2:] {
+		h := held[i]
+		want := catalog.Sealed
+		if h.State == segment.SegmentActive {
+			want = catalog.Active
+		}
+		if c.No != h.No || c.State != want || c.StartOffset != h.StartOffset || (want == catalog.Sealed && (c.EndOffset != h.EndOffset || c.Checksum != h.Checksum)) {
+			t.Errorf("catalog segment %+v; the engine holds %+v", c, h)
+		}
+	}
+	if sh, err := cat.Shard("late-0"); err != nil || sh.LowWatermark != segs[2].StartOffset {
+		t.Errorf("catalog low watermark %d, %v; want %d", sh.LowWatermark, err, segs[2].StartOffset)
+	}
+	if _, err := cat.Shard("new-0"); err != nil {
+		t.Errorf("a shard created while the catalog was away: %v", err)
+	}
+}
