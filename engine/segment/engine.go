@@ -73,7 +73,7 @@ type Config struct {
 	// Events are told what happens to shards and segments.
 	Events EventListener
 	Logger *slog.Logger
-	Now     func() time.Time
+	Now    func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -117,13 +117,13 @@ func (c *Config) defaults() {
 
 // Engine is the File Segment engine. It implements store.Store.
 type Engine struct {
-	cfg     Config
-	log     *slog.Logger
-	lock    *os.File // flock'd: one process per data folder
+	cfg      Config
+	log      *slog.Logger
+	lock     *os.File   // flock'd: one process per data folder
 	index    *pebble.DB // derived from the segments: rebuilt when lost
 	manifest *pebble.DB // what the engine holds (manifest.go)
 	events   *events
-	workers []*worker
+	workers  []*worker
 	// manifestMu orders the manifest writes that change a shard's entry.
 	manifestMu sync.Mutex
 
