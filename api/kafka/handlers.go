@@ -90,31 +90,13 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		return s.produce(ctx, r)
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(r)
-	case *kmsg.JoinGroupRequest:
-		return s.groups.join(r, cl.id, cl.host)
-	case *kmsg.SyncGroupRequest:
-		return s.groups.sync(r)
-	case *kmsg.HeartbeatRequest:
-		return s.groups.heartbeat(r)
-	case *kmsg.LeaveGroupRequest:
-		return s.groups.leave(r)
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+		return s.groups.do(ctx, cl, r)
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(r)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r)
-	case *kmsg.DescribeGroupsRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for _, name := range r.Groups {
-			resp.Groups = append(resp.Groups, s.groups.describe(name))
-		}
-		return resp
-	case *kmsg.ListGroupsRequest:
-		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-		for _, name := range s.groups.names() {
-			d := s.groups.describe(name)
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: d.ProtocolType, GroupState: d.State})
-		}
-		return resp
 	case *kmsg.FetchRequest:
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:

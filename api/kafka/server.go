@@ -92,7 +92,7 @@ type Server struct {
 	mu      sync.Mutex
 	nextPID int64
 	seqs    *sequences // idempotent producers' recent batches
-	groups  *coordinator
+	groups  *groupServer
 	offsets OffsetStore
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
@@ -162,7 +162,7 @@ func New(s store.Store, cfg Config) *Server {
 		offsets = &memoryOffsets{}
 	}
 	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
-		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
+		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
 		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
