@@ -3,7 +3,9 @@ package kafka
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -378,4 +380,47 @@ func showAnswer(resp kmsg.Response) string {
 		return strings.Join(each, ", ")
 	}
 	return fmt.Sprintf("%T", resp)
+}
+
+// A consumer whose connection closes while its JoinGroup waits is out of
+// the group then, not when the rebalance it waited for completes.
+func TestJoinEndsWhenTheClientGoes(t *testing.T) {
+	addr, _ := startServer(t, Config{GroupInitialWait: time.Minute})
+	c := client(t, addr)
+	state := func() (string, int) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{"quitters"}
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Groups[0].State, len(resp.Groups[0].Members)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "quitters", "consumer", 10_000, 60_000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := seedFrame(join, 3)
+	conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s, n := state(); s == "PreparingRebalance" && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the JoinGroup never arrived")
+		}
+	}
+	conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, n := state()
+		if s == "Empty" && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after its client went away the group is %s with %d members (the join would wait a minute)", s, n)
+		}
+	}
 }

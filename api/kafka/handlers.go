@@ -60,7 +60,7 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 // client is who sent a request: its client id and address.
 type clientInfo struct {
 	id, host string
-	ctx      context.Context // ends when the client goes away (watched requests), else never
+	ctx      context.Context // ends when the client goes away; nil (tests) is never
 }
 
 func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {

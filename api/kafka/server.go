@@ -304,12 +304,10 @@ func (s *Server) serveConn(c net.Conn) {
 			s.inflight.release(int64(size))
 			return
 		}
-		// A Fetch may wait for data: it is watched, and its context ends
-		// when the client goes away, so a long poll does not outlive it.
-		ctx, stopWatch := context.Background(), func() {}
-		if int16(binary.BigEndian.Uint16(frame)) == fetchKey {
-			ctx, stopWatch = watchClient(c, r)
-		}
+		// Every request is watched: its context ends when the client goes
+		// away, so a long poll, a JoinGroup waiting for its rebalance or a
+		// produce waiting on the disk does not outlive it.
+		ctx, stopWatch := watchClient(c, r)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
 		s.inflight.release(int64(size))
