@@ -180,19 +180,14 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespon
 			asked = append(asked, t)
 		}
 	}
-	for _, t := range asked {
-		rt := kmsg.NewOffsetFetchResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetFetchResponseTopicPartition()
-			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-			if c, ok := all[t.Topic][p]; ok {
-				md := c.Metadata
-				rp.Offset, rp.LeaderEpoch, rp.Metadata = c.Offset, c.LeaderEpoch, &md
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = eachPartition[kmsg.OffsetFetchResponseTopic](asked, func(topic string, p int32) kmsg.OffsetFetchResponseTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+		if c, ok := all[topic][p]; ok {
+			md := c.Metadata
+			rp.Offset, rp.LeaderEpoch, rp.Metadata = c.Offset, c.LeaderEpoch, &md
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+		return rp
+	})
 	return resp
 }

@@ -108,3 +108,38 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	}
 	return req.ResponseKind()
 }
+
+// topicShape is how kmsg spells a topic of the APIs that name topics only
+// by name: a request's with the partitions asked for, a response's with
+// their answers.
+type topicShape[P any] struct {
+	Topic       string
+	Partitions  []P
+	UnknownTags kmsg.Tags
+}
+
+// kmsgTopic is any kmsg topic of that shape (DeleteRecordsRequestTopic,
+// ListOffsetsResponseTopic, ...): converting to topicShape reads its fields.
+type kmsgTopic[P any] interface {
+	~struct {
+		Topic       string
+		Partitions  []P
+		UnknownTags kmsg.Tags
+	}
+}
+
+// eachPartition answers every partition of every topic of a request, in
+// request order: answer gives one partition's response, and the topics of
+// the response (RT) are built around them.
+func eachPartition[RT kmsgTopic[RP], T kmsgTopic[P], P, RP any](topics []T, answer func(topic string, p P) RP) []RT {
+	out := make([]RT, 0, len(topics))
+	for _, t := range topics {
+		in := topicShape[P](t)
+		rt := topicShape[RP]{Topic: in.Topic, Partitions: make([]RP, 0, len(in.Partitions))}
+		for _, p := range in.Partitions {
+			rt.Partitions = append(rt.Partitions, answer(in.Topic, p))
+		}
+		out = append(out, RT(rt))
+	}
+	return out
+}
