@@ -72,55 +72,40 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		return resp, nil
 
 	case *kmsg.ListOffsetsRequest:
-		var denied []kmsg.ListOffsetsResponseTopic
+		var denied []kmsg.ListOffsetsRequestTopic
 		r.Topics = keep(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
-			func(t kmsg.ListOffsetsRequestTopic) {
-				rt := kmsg.NewListOffsetsResponseTopic()
-				rt.Topic = t.Topic
-				for _, tp := range t.Partitions {
-					rp := kmsg.NewListOffsetsResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = tp.Partition, topicDenied, -1, -1, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				denied = append(denied, rt)
-			})
+			func(t kmsg.ListOffsetsRequestTopic) { denied = append(denied, t) })
 		resp := s.handle(r, cl).(*kmsg.ListOffsetsResponse)
-		resp.Topics = append(resp.Topics, denied...)
+		resp.Topics = append(resp.Topics, eachPartition[kmsg.ListOffsetsResponseTopic](denied, func(_ string, tp kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = tp.Partition, topicDenied, -1, -1, -1
+			return rp
+		})...)
 		return resp, nil
 
 	case *kmsg.OffsetForLeaderEpochRequest:
-		var denied []kmsg.OffsetForLeaderEpochResponseTopic
+		var denied []kmsg.OffsetForLeaderEpochRequestTopic
 		r.Topics = keep(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
-			func(t kmsg.OffsetForLeaderEpochRequestTopic) {
-				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-				rt.Topic = t.Topic
-				for _, tp := range t.Partitions {
-					rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = tp.Partition, topicDenied, -1, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				denied = append(denied, rt)
-			})
+			func(t kmsg.OffsetForLeaderEpochRequestTopic) { denied = append(denied, t) })
 		resp := s.handle(r, cl).(*kmsg.OffsetForLeaderEpochResponse)
-		resp.Topics = append(resp.Topics, denied...)
+		resp.Topics = append(resp.Topics, eachPartition[kmsg.OffsetForLeaderEpochResponseTopic](denied, func(_ string, tp kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = tp.Partition, topicDenied, -1, -1
+			return rp
+		})...)
 		return resp, nil
 
 	case *kmsg.DeleteRecordsRequest:
-		var denied []kmsg.DeleteRecordsResponseTopic
+		var denied []kmsg.DeleteRecordsRequestTopic
 		r.Topics = keep(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
-			func(t kmsg.DeleteRecordsRequestTopic) {
-				rt := kmsg.NewDeleteRecordsResponseTopic()
-				rt.Topic = t.Topic
-				for _, tp := range t.Partitions {
-					rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.LowWatermark = tp.Partition, topicDenied, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				denied = append(denied, rt)
-			})
+			func(t kmsg.DeleteRecordsRequestTopic) { denied = append(denied, t) })
 		s.logDenied(ss, r, len(denied))
 		resp := s.handle(r, cl).(*kmsg.DeleteRecordsResponse)
-		resp.Topics = append(resp.Topics, denied...)
+		resp.Topics = append(resp.Topics, eachPartition[kmsg.DeleteRecordsResponseTopic](denied, func(_ string, tp kmsg.DeleteRecordsRequestTopicPartition) kmsg.DeleteRecordsResponseTopicPartition {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = tp.Partition, topicDenied, -1
+			return rp
+		})...)
 		return resp, nil
 
 	case *kmsg.CreateTopicsRequest:
@@ -186,23 +171,18 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 			return resp, nil
 		}
 		all := r.Topics == nil
-		var denied []kmsg.OffsetFetchResponseTopic
+		var denied []kmsg.OffsetFetchRequestTopic
 		r.Topics = keep(r.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
-			func(t kmsg.OffsetFetchRequestTopic) {
-				rt := kmsg.NewOffsetFetchResponseTopic()
-				rt.Topic = t.Topic
-				for _, part := range t.Partitions {
-					rp := kmsg.NewOffsetFetchResponseTopicPartition()
-					rp.Partition, rp.ErrorCode, rp.Offset, rp.LeaderEpoch = part, topicDenied, -1, -1
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				denied = append(denied, rt)
-			})
+			func(t kmsg.OffsetFetchRequestTopic) { denied = append(denied, t) })
 		resp := s.handle(r, cl).(*kmsg.OffsetFetchResponse)
 		if all { // only the topics the user may read
 			resp.Topics = keep(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return p.allows(OpConsume, t.Topic) }, nil)
 		}
-		resp.Topics = append(resp.Topics, denied...)
+		resp.Topics = append(resp.Topics, eachPartition[kmsg.OffsetFetchResponseTopic](denied, func(_ string, part int32) kmsg.OffsetFetchResponseTopicPartition {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Offset, rp.LeaderEpoch = part, topicDenied, -1, -1
+			return rp
+		})...)
 		return resp, nil
 
 	case *kmsg.FindCoordinatorRequest, *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,

@@ -14,36 +14,30 @@ import (
 // means the high watermark.
 func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	for _, t := range r.Topics {
-		rt := kmsg.NewDeleteRecordsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			rp.Partition, rp.LowWatermark = p.Partition, -1
-			shard := store.ShardName(t.Topic, p.Partition)
-			_, high, err := s.store.Watermarks(ctx, shard)
-			if err != nil {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				rt.Partitions = append(rt.Partitions, rp)
-				continue
-			}
-			off := uint64(p.Offset)
-			if p.Offset == -1 {
-				off = high
-			}
-			var oor *store.OutOfRangeError
-			switch err := s.store.DeleteBefore(ctx, shard, off); {
-			case errors.As(err, &oor), p.Offset < -1:
-				rp.ErrorCode = kerr.OffsetOutOfRange.Code
-			case err != nil:
-				rp.ErrorCode = kerr.UnknownServerError.Code
-			default:
-				low, _, _ := s.store.Watermarks(ctx, shard)
-				rp.LowWatermark = int64(low)
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = eachPartition[kmsg.DeleteRecordsResponseTopic](r.Topics, func(topic string, p kmsg.DeleteRecordsRequestTopicPartition) kmsg.DeleteRecordsResponseTopicPartition {
+		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+		rp.Partition, rp.LowWatermark = p.Partition, -1
+		shard := store.ShardName(topic, p.Partition)
+		_, high, err := s.store.Watermarks(ctx, shard)
+		if err != nil {
+			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			return rp
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+		off := uint64(p.Offset)
+		if p.Offset == -1 {
+			off = high
+		}
+		var oor *store.OutOfRangeError
+		switch err := s.store.DeleteBefore(ctx, shard, off); {
+		case errors.As(err, &oor), p.Offset < -1:
+			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		case err != nil:
+			rp.ErrorCode = kerr.UnknownServerError.Code
+		default:
+			low, _, _ := s.store.Watermarks(ctx, shard)
+			rp.LowWatermark = int64(low)
+		}
+		return rp
+	})
 	return resp
 }

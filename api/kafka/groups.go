@@ -1,15 +1,12 @@
 package kafka
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"sync"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"strata/catalog/offsets"
 )
 
 // Consumer groups, the classic protocol (docs/kafka.md): strata is the
@@ -23,6 +20,14 @@ import (
 //	Empty ──join──▶ Preparing ──all joined, or rebalance timeout──▶ AwaitingSync ──leader's SyncGroup──▶ Stable
 //	  ▲               ▲  ▲                                              │                                 │
 //	  └─last leaves───┘  └──────────── join, leave, session expiry ─────┴─────────────────────────────────┘
+//
+// The coordinator is a state machine and nothing else: it is told of
+// requests (Step) and of the time passing (Tick), and says which requests to
+// answer with what, and when it wants the next Tick. A JoinGroup is answered
+// when its rebalance completes, a follower's SyncGroup when the leader's
+// plan arrives: later Steps or Ticks answer them. It owns no goroutine,
+// channel, timer or lock and never reads the clock, so a test drives it
+// step by step (testdata/groups); groupserver.go runs it for connections.
 
 type groupState int
 
@@ -44,6 +49,29 @@ const (
 	defaultMaxRebalanceWait     = 5 * time.Minute
 )
 
+// A groupInput is a group request (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup, DescribeGroups or ListGroups) named by ID, or, with Gone, the
+// news that the client of request ID went away.
+type groupInput struct {
+	ID           uint64
+	Req          kmsg.Request
+	Client, Host string // who sent Req: DescribeGroups shows them
+	Gone         bool
+}
+
+// groupEffects is what a Step or Tick asks for: answers to send, and when
+// to call Tick next (zero: no Tick is due).
+type groupEffects struct {
+	Answers []groupAnswer
+	Wake    time.Time
+}
+
+// A groupAnswer answers request ID with Resp.
+type groupAnswer struct {
+	ID   uint64
+	Resp kmsg.Response
+}
+
 type member struct {
 	id, clientID, host string
 	session, rebalance time.Duration
@@ -51,14 +79,12 @@ type member struct {
 	protocols          []kmsg.JoinGroupRequestProtocol
 	assignment         []byte
 	lastSeen           time.Time
-	joined             chan *kmsg.JoinGroupResponse // set while its JoinGroup waits
-	synced             chan syncAnswer              // set while its SyncGroup waits
+	// The requests waiting for an answer, 0 for none. A member waiting is
+	// alive: its heartbeats queue behind that request on its connection.
+	join, sync uint64
 }
 
-type syncAnswer struct {
-	code       int16
-	assignment []byte
-}
+func (m *member) waiting() bool { return m.join != 0 || m.sync != 0 }
 
 type group struct {
 	name         string
@@ -70,58 +96,145 @@ type group struct {
 	members      map[string]*member
 	order        []string             // join order: the first is the next leader
 	pending      map[string]time.Time // member ids handed out, not yet joined
-	deadline     *time.Timer          // completes the rebalance in progress
+	deadline     time.Time            // the rebalance in progress completes then
 	initial      bool                 // the rebalance started from Empty: wait out initialWait
 }
 
-// coordinator holds every group; one lock, since group traffic is light.
+// coordinator holds every group.
 type coordinator struct {
-	mu          sync.Mutex
 	groups      map[string]*group
 	initialWait time.Duration
-	maxWait     time.Duration // caps any rebalance, whatever the members ask
-	now         func() time.Time
-	stop        chan struct{}
-	closeOnce   sync.Once
+	maxWait     time.Duration                // caps any rebalance, whatever the members ask
+	newID       func(clientID string) string // a fresh member id
+	closed      bool
+	answers     []groupAnswer // of the Step or Tick in progress
 }
 
-func newCoordinator(initialWait, maxWait time.Duration) *coordinator {
+func newCoordinator(initialWait, maxWait time.Duration, newID func(string) string) *coordinator {
 	if initialWait <= 0 {
 		initialWait = defaultInitialRebalanceWait
 	}
 	if maxWait <= 0 {
 		maxWait = defaultMaxRebalanceWait
 	}
-	c := &coordinator{groups: map[string]*group{}, initialWait: initialWait, maxWait: maxWait, now: time.Now, stop: make(chan struct{})}
-	go c.expireLoop()
-	return c
+	return &coordinator{groups: map[string]*group{}, initialWait: initialWait, maxWait: maxWait, newID: newID}
 }
 
-// close answers every waiting JoinGroup and SyncGroup (the coordinator is
-// going away, the client will find it again) and stops the expiry loop.
-func (c *coordinator) close() {
-	c.closeOnce.Do(c.closeGroups)
-}
-
-func (c *coordinator) closeGroups() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, g := range c.groups {
-		if g.deadline != nil {
-			g.deadline.Stop()
+// Step takes one input at now.
+func (c *coordinator) Step(now time.Time, in groupInput) groupEffects {
+	if in.Gone {
+		c.gone(now, in.ID)
+		return c.effects()
+	}
+	switch r := in.Req.(type) {
+	case *kmsg.JoinGroupRequest:
+		c.join(now, in, r)
+	case *kmsg.SyncGroupRequest:
+		c.sync(now, in.ID, r)
+	case *kmsg.HeartbeatRequest:
+		c.answer(in.ID, c.heartbeat(now, r))
+	case *kmsg.LeaveGroupRequest:
+		c.answer(in.ID, c.leave(now, r))
+	case *kmsg.DescribeGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, name := range r.Groups {
+			resp.Groups = append(resp.Groups, c.describe(name))
 		}
-		for _, m := range g.members {
-			if m.joined != nil {
-				m.joined <- &kmsg.JoinGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code, Generation: -1, MemberID: m.id}
-				m.joined = nil
+		c.answer(in.ID, resp)
+	case *kmsg.ListGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+		for _, name := range slices.Sorted(maps.Keys(c.groups)) {
+			g := c.groups[name]
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: g.protocolType, GroupState: g.state.String()})
+		}
+		c.answer(in.ID, resp)
+	default:
+		c.answer(in.ID, in.Req.ResponseKind())
+	}
+	return c.effects()
+}
+
+// Tick completes the rebalances whose time is up and drops the members
+// whose session passed without a word. It may be called at any time: what
+// is not due yet stays.
+func (c *coordinator) Tick(now time.Time) groupEffects {
+	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
+		g := c.groups[name]
+		for id, since := range g.pending { // handed an id, never came back
+			if !now.Before(since.Add(maxSessionTimeout)) {
+				delete(g.pending, id)
 			}
-			if m.synced != nil {
-				m.synced <- syncAnswer{code: kerr.CoordinatorNotAvailable.Code}
-				m.synced = nil
+		}
+		lost := false
+		for _, id := range g.order {
+			if m := g.members[id]; !m.waiting() && !now.Before(m.lastSeen.Add(m.session)) {
+				c.remove(g, id)
+				lost = true
+			}
+		}
+		if lost {
+			c.rebalanceAfterLoss(now, g)
+		}
+		if g.state == groupPreparing && !now.Before(g.deadline) {
+			c.complete(now, g)
+		}
+	}
+	return c.effects()
+}
+
+// Close answers every waiting JoinGroup and SyncGroup (the coordinator is
+// going away, the client will find it again); later ones are refused.
+func (c *coordinator) Close() groupEffects {
+	c.closed = true
+	for _, name := range slices.Sorted(maps.Keys(c.groups)) {
+		g := c.groups[name]
+		for _, id := range g.order {
+			m := g.members[id]
+			if m.join != 0 {
+				c.answer(m.join, &kmsg.JoinGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code, Generation: -1, MemberID: m.id})
+				m.join = 0
+			}
+			if m.sync != 0 {
+				c.answer(m.sync, &kmsg.SyncGroupResponse{ErrorCode: kerr.CoordinatorNotAvailable.Code})
+				m.sync = 0
 			}
 		}
 	}
-	close(c.stop)
+	return c.effects()
+}
+
+func (c *coordinator) answer(id uint64, resp kmsg.Response) {
+	c.answers = append(c.answers, groupAnswer{ID: id, Resp: resp})
+}
+
+// effects hands over the answers gathered and the earliest deadline: a
+// rebalance to complete, a session or a handed-out id to expire. Groups are
+// few; scanning them is simpler than keeping a heap right.
+func (c *coordinator) effects() groupEffects {
+	e := groupEffects{Answers: c.answers}
+	c.answers = nil
+	if c.closed {
+		return e
+	}
+	earlier := func(t time.Time) {
+		if e.Wake.IsZero() || t.Before(e.Wake) {
+			e.Wake = t
+		}
+	}
+	for _, g := range c.groups {
+		if g.state == groupPreparing {
+			earlier(g.deadline)
+		}
+		for _, m := range g.members {
+			if !m.waiting() {
+				earlier(m.lastSeen.Add(m.session))
+			}
+		}
+		for _, since := range g.pending {
+			earlier(since.Add(maxSessionTimeout))
+		}
+	}
+	return e
 }
 
 func (c *coordinator) group(name string) *group {
@@ -133,52 +246,49 @@ func (c *coordinator) group(name string) *group {
 	return g
 }
 
-func newMemberID(clientID string) string {
-	var b [8]byte
-	rand.Read(b[:])
-	return clientID + "-" + hex.EncodeToString(b[:])
-}
-
-// join answers a JoinGroup; it blocks until the rebalance completes.
-func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kmsg.JoinGroupResponse {
+// join takes a JoinGroup; unless refused, it is answered when the
+// rebalance completes.
+func (c *coordinator) join(now time.Time, in groupInput, r *kmsg.JoinGroupRequest) {
 	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.Generation = -1
+	resp.Generation, resp.MemberID = -1, r.MemberID
 	session := time.Duration(r.SessionTimeoutMillis) * time.Millisecond
 	rebalance := time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
 	if r.Version == 0 {
 		rebalance = session
 	}
 	switch {
+	case c.closed:
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	case r.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
 	case session < minSessionTimeout || session > maxSessionTimeout:
 		resp.ErrorCode = kerr.InvalidSessionTimeout.Code
-		return resp
 	case len(r.Protocols) == 0 || r.ProtocolType == "":
 		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
-		return resp
 	}
-	c.mu.Lock()
+	if resp.ErrorCode != errNone {
+		c.answer(in.ID, resp)
+		return
+	}
 	g := c.group(r.Group)
 	id := r.MemberID
 	if len(g.members) > 0 && (r.ProtocolType != g.protocolType || !sharesProtocol(g, r.Protocols)) {
-		c.mu.Unlock()
-		resp.MemberID, resp.ErrorCode = id, kerr.InconsistentGroupProtocol.Code
-		return resp
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		c.answer(in.ID, resp)
+		return
 	}
 	if id == "" {
-		id = newMemberID(clientID)
+		id = c.newID(in.Client)
 		if r.Version >= 4 { // KIP-394: the client joins again with its id
-			g.pending[id] = c.now()
-			c.mu.Unlock()
+			g.pending[id] = now
 			resp.MemberID, resp.ErrorCode = id, kerr.MemberIDRequired.Code
-			return resp
+			c.answer(in.ID, resp)
+			return
 		}
 	} else if _, pending := g.pending[id]; g.members[id] == nil && !pending {
-		c.mu.Unlock()
-		resp.MemberID, resp.ErrorCode = id, kerr.UnknownMemberID.Code
-		return resp
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		c.answer(in.ID, resp)
+		return
 	}
 	delete(g.pending, id)
 	m := g.members[id]
@@ -187,20 +297,17 @@ func (c *coordinator) join(r *kmsg.JoinGroupRequest, clientID, host string) *kms
 		g.members[id] = m
 		g.order = append(g.order, id)
 	}
-	m.clientID, m.host, m.session, m.rebalance = clientID, host, session, rebalance
-	m.protocolType, m.protocols, m.lastSeen = r.ProtocolType, r.Protocols, c.now()
-	if m.joined != nil { // a second JoinGroup from the same member replaces the first
-		m.joined <- &kmsg.JoinGroupResponse{Version: r.Version, ErrorCode: kerr.RebalanceInProgress.Code, Generation: -1, MemberID: id}
+	m.clientID, m.host, m.session, m.rebalance = in.Client, in.Host, session, rebalance
+	m.protocolType, m.protocols, m.lastSeen = r.ProtocolType, r.Protocols, now
+	if m.join != 0 { // a second JoinGroup from the same member replaces the first
+		c.answer(m.join, &kmsg.JoinGroupResponse{ErrorCode: kerr.RebalanceInProgress.Code, Generation: -1, MemberID: id})
 	}
-	answer := make(chan *kmsg.JoinGroupResponse, 1)
-	m.joined = answer
+	m.join = in.ID
 	if len(g.members) == 1 {
 		g.protocolType = r.ProtocolType
 	}
-	c.prepare(g)
-	c.maybeComplete(g)
-	c.mu.Unlock()
-	return <-answer
+	c.prepare(now, g)
+	c.maybeComplete(now, g)
 }
 
 func sharesProtocol(g *group, ps []kmsg.JoinGroupRequestProtocol) bool {
@@ -216,12 +323,9 @@ func sharesProtocol(g *group, ps []kmsg.JoinGroupRequestProtocol) bool {
 // with name "", the leader's first choice every member supports.
 func chooseProtocol(g *group, name string) string {
 	candidates := []string{name}
-	if name == "" {
-		for _, id := range g.order {
-			for _, p := range g.members[id].protocols {
-				candidates = append(candidates, p.Name)
-			}
-			break
+	if name == "" && len(g.order) > 0 {
+		for _, p := range g.members[g.order[0]].protocols {
+			candidates = append(candidates, p.Name)
 		}
 	}
 	for _, cand := range candidates {
@@ -243,16 +347,16 @@ func chooseProtocol(g *group, name string) string {
 // prepare starts a rebalance (or keeps the one in progress): members waiting
 // in SyncGroup are told to rejoin, and the rebalance completes when every
 // member has rejoined or the longest rebalance timeout has passed.
-func (c *coordinator) prepare(g *group) {
+func (c *coordinator) prepare(now time.Time, g *group) {
 	if g.state == groupPreparing {
 		return
 	}
 	g.initial = g.state == groupEmpty
 	g.state = groupPreparing
-	for _, m := range g.members {
-		if m.synced != nil {
-			m.synced <- syncAnswer{code: kerr.RebalanceInProgress.Code}
-			m.synced = nil
+	for _, id := range g.order {
+		if m := g.members[id]; m.sync != 0 {
+			c.answer(m.sync, &kmsg.SyncGroupResponse{ErrorCode: kerr.RebalanceInProgress.Code})
+			m.sync, m.lastSeen = 0, now
 		}
 	}
 	wait := time.Duration(0)
@@ -262,44 +366,30 @@ func (c *coordinator) prepare(g *group) {
 	if g.initial {
 		wait = c.initialWait // let the other first members arrive
 	}
-	wait = min(wait, c.maxWait)
-	gen := g.generation
-	g.deadline = time.AfterFunc(wait, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if g.state == groupPreparing && g.generation == gen {
-			c.complete(g)
-		}
-	})
+	g.deadline = now.Add(min(wait, c.maxWait))
 }
 
 // maybeComplete completes the rebalance once every member has rejoined,
 // except a group's first: its members wait out initialWait for the others.
-func (c *coordinator) maybeComplete(g *group) {
-	if g.state == groupPreparing && !g.initial && allJoined(g) {
-		c.complete(g)
+func (c *coordinator) maybeComplete(now time.Time, g *group) {
+	if g.state != groupPreparing || g.initial {
+		return
 	}
-}
-
-func allJoined(g *group) bool {
 	for _, m := range g.members {
-		if m.joined == nil {
-			return false
+		if m.join == 0 {
+			return
 		}
 	}
-	return true
+	c.complete(now, g)
 }
 
 // complete ends the join phase: members that did not rejoin are dropped,
 // the generation moves on, and every joined member gets its answer (the
 // leader with the members and their metadata, to assign from).
-func (c *coordinator) complete(g *group) {
-	if g.deadline != nil {
-		g.deadline.Stop()
-		g.deadline = nil
-	}
-	for id, m := range g.members {
-		if m.joined == nil {
+func (c *coordinator) complete(now time.Time, g *group) {
+	g.deadline = time.Time{}
+	for _, id := range g.order {
+		if g.members[id].join == 0 {
 			c.remove(g, id)
 		}
 	}
@@ -321,35 +411,62 @@ func (c *coordinator) complete(g *group) {
 			}
 		}
 	}
-	for _, m := range g.members {
+	for _, id := range g.order {
+		m := g.members[id]
 		protocol, ptype := g.protocol, g.protocolType
 		resp := &kmsg.JoinGroupResponse{Generation: g.generation, Protocol: &protocol, ProtocolType: &ptype,
 			LeaderID: g.leader, MemberID: m.id}
 		if m.id == g.leader {
 			resp.Members = all
 		}
-		m.joined <- resp
-		m.joined = nil
-		m.assignment = nil
+		c.answer(m.join, resp)
+		m.join, m.lastSeen, m.assignment = 0, now, nil
 	}
 }
 
+// remove drops a member, answering what it waits for with UNKNOWN_MEMBER_ID.
 func (c *coordinator) remove(g *group, id string) {
 	m := g.members[id]
 	if m == nil {
 		return
 	}
-	if m.joined != nil {
-		m.joined <- &kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code, Generation: -1, MemberID: id}
+	if m.join != 0 {
+		c.answer(m.join, &kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code, Generation: -1, MemberID: id})
 	}
-	if m.synced != nil {
-		m.synced <- syncAnswer{code: kerr.UnknownMemberID.Code}
+	if m.sync != 0 {
+		c.answer(m.sync, &kmsg.SyncGroupResponse{ErrorCode: kerr.UnknownMemberID.Code})
 	}
 	delete(g.members, id)
 	for i, o := range g.order {
 		if o == id {
 			g.order = append(g.order[:i:i], g.order[i+1:]...)
 			break
+		}
+	}
+}
+
+// rebalanceAfterLoss starts a rebalance for the members left, or empties
+// the group.
+func (c *coordinator) rebalanceAfterLoss(now time.Time, g *group) {
+	if len(g.members) == 0 {
+		g.state, g.protocol, g.leader, g.deadline = groupEmpty, "", "", time.Time{}
+		return
+	}
+	c.prepare(now, g)
+	c.maybeComplete(now, g)
+}
+
+// gone is told that the client of request id went away. If the request
+// waits in JoinGroup or SyncGroup its member is gone too, as if it had left:
+// the others need not wait out its timeouts.
+func (c *coordinator) gone(now time.Time, id uint64) {
+	for _, g := range c.groups {
+		for mid, m := range g.members {
+			if m.join == id || m.sync == id {
+				c.remove(g, mid)
+				c.rebalanceAfterLoss(now, g)
+				return
+			}
 		}
 	}
 }
@@ -365,19 +482,31 @@ func (c *coordinator) check(g *group, id string, generation int32) int16 {
 	return errNone
 }
 
-// sync answers a SyncGroup; a follower's blocks until the leader's arrives.
-func (c *coordinator) sync(r *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
+// commitCheck says whether a group member may commit offsets now. As
+// Kafka: members commit before they rejoin (PreparingRebalance), not while
+// the new assignment is being handed out.
+func (c *coordinator) commitCheck(group, memberID string, generation int32) int16 {
+	g := c.groups[group]
+	code := c.check(g, memberID, generation)
+	if code == errNone && g.state == groupAwaitingSync {
+		code = kerr.RebalanceInProgress.Code
+	}
+	return code
+}
+
+// sync takes a SyncGroup: the leader's is answered with its own share of
+// its plan, and answers the followers waiting for theirs.
+func (c *coordinator) sync(now time.Time, id uint64, r *kmsg.SyncGroupRequest) {
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-	c.mu.Lock()
 	g := c.groups[r.Group]
 	if resp.ErrorCode = c.check(g, r.MemberID, r.Generation); resp.ErrorCode != errNone {
-		c.mu.Unlock()
-		return resp
+		c.answer(id, resp)
+		return
 	}
 	protocol, ptype := g.protocol, g.protocolType
 	resp.Protocol, resp.ProtocolType = &protocol, &ptype
 	m := g.members[r.MemberID]
-	m.lastSeen = c.now()
+	m.lastSeen = now
 	switch g.state {
 	case groupPreparing:
 		resp.ErrorCode = kerr.RebalanceInProgress.Code
@@ -385,47 +514,49 @@ func (c *coordinator) sync(r *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 		resp.MemberAssignment = m.assignment
 	case groupAwaitingSync:
 		if r.MemberID != g.leader {
-			answer := make(chan syncAnswer, 1)
-			m.synced = answer
-			c.mu.Unlock()
-			a := <-answer
-			resp.ErrorCode, resp.MemberAssignment = a.code, a.assignment
-			return resp
+			if c.closed {
+				resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				break
+			}
+			if m.sync != 0 { // a second SyncGroup replaces the first
+				c.answer(m.sync, &kmsg.SyncGroupResponse{ErrorCode: kerr.RebalanceInProgress.Code})
+			}
+			m.sync = id
+			return
 		}
 		plan := map[string][]byte{}
 		for _, a := range r.GroupAssignment {
 			plan[a.MemberID] = a.MemberAssignment
 		}
-		for id, other := range g.members {
-			other.assignment = plan[id]
-			if other.synced != nil {
-				other.synced <- syncAnswer{assignment: other.assignment}
-				other.synced = nil
+		for _, oid := range g.order {
+			other := g.members[oid]
+			other.assignment = plan[oid]
+			if other.sync != 0 {
+				p, t := g.protocol, g.protocolType
+				c.answer(other.sync, &kmsg.SyncGroupResponse{Protocol: &p, ProtocolType: &t, MemberAssignment: other.assignment})
+				other.sync, other.lastSeen = 0, now
 			}
 		}
 		g.state = groupStable
 		resp.MemberAssignment = m.assignment
 	}
-	c.mu.Unlock()
-	return resp
+	c.answer(id, resp)
 }
 
-func (c *coordinator) heartbeat(r *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+func (c *coordinator) heartbeat(now time.Time, r *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	g := c.groups[r.Group]
 	if resp.ErrorCode = c.check(g, r.MemberID, r.Generation); resp.ErrorCode != errNone {
 		return resp
 	}
-	g.members[r.MemberID].lastSeen = c.now()
+	g.members[r.MemberID].lastSeen = now
 	if g.state == groupPreparing {
 		resp.ErrorCode = kerr.RebalanceInProgress.Code
 	}
 	return resp
 }
 
-func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+func (c *coordinator) leave(now time.Time, r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
 	ids := []string{r.MemberID}
 	if r.Version >= 3 {
@@ -434,8 +565,6 @@ func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse 
 			ids = append(ids, m.MemberID)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	g := c.groups[r.Group]
 	left := false
 	for _, id := range ids {
@@ -453,65 +582,13 @@ func (c *coordinator) leave(r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse 
 		}
 	}
 	if left {
-		c.rebalanceAfterLoss(g)
+		c.rebalanceAfterLoss(now, g)
 	}
 	return resp
 }
 
-// rebalanceAfterLoss starts a rebalance for the members left, or empties
-// the group.
-func (c *coordinator) rebalanceAfterLoss(g *group) {
-	if len(g.members) == 0 {
-		if g.deadline != nil {
-			g.deadline.Stop()
-			g.deadline = nil
-		}
-		g.state, g.protocol, g.leader = groupEmpty, "", ""
-		return
-	}
-	c.prepare(g)
-	c.maybeComplete(g)
-}
-
-// expireLoop drops members whose session passed without a heartbeat.
-func (c *coordinator) expireLoop() {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tick.C:
-		}
-		c.mu.Lock()
-		now := c.now()
-		for _, g := range c.groups {
-			for id, since := range g.pending { // handed an id, never came back
-				if now.Sub(since) > maxSessionTimeout {
-					delete(g.pending, id)
-				}
-			}
-			lost := false
-			for id, m := range g.members {
-				// A member waiting in JoinGroup or SyncGroup is alive: its
-				// heartbeats queue behind that request on its connection.
-				if m.joined == nil && m.synced == nil && now.Sub(m.lastSeen) > m.session {
-					c.remove(g, id)
-					lost = true
-				}
-			}
-			if lost {
-				c.rebalanceAfterLoss(g)
-			}
-		}
-		c.mu.Unlock()
-	}
-}
-
-// describe returns what DescribeGroups and ListGroups show of a group.
+// describe returns what DescribeGroups shows of a group.
 func (c *coordinator) describe(name string) kmsg.DescribeGroupsResponseGroup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = name
 	g := c.groups[name]
@@ -532,111 +609,4 @@ func (c *coordinator) describe(name string) kmsg.DescribeGroupsResponseGroup {
 		d.Members = append(d.Members, dm)
 	}
 	return d
-}
-
-func (c *coordinator) names() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for name := range c.groups {
-		out = append(out, name)
-	}
-	return out
-}
-
-// findCoordinator names this broker for every group.
-func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
-	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	keys := r.CoordinatorKeys
-	if r.Version < 4 {
-		keys = []string{r.CoordinatorKey}
-	}
-	for i, k := range keys {
-		c := s.cluster.Coordinator(k)
-		if i == 0 { // versions before 4 name one coordinator at the top level
-			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
-		}
-		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port})
-	}
-	return resp
-}
-
-func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	code := errNone
-	if r.Generation >= 0 || r.MemberID != "" { // a group member's commit; -1 is a consumer without a group
-		s.groups.mu.Lock()
-		g := s.groups.groups[r.Group]
-		code = s.groups.check(g, r.MemberID, r.Generation)
-		// As Kafka: members commit before they rejoin (PreparingRebalance),
-		// not while the new assignment is being handed out.
-		if code == errNone && g.state == groupAwaitingSync {
-			code = kerr.RebalanceInProgress.Code
-		}
-		s.groups.mu.Unlock()
-	}
-	if r.Group == "" {
-		code = kerr.InvalidGroupID.Code
-	}
-	commit := map[string]map[int32]offsets.Committed{}
-	if code == errNone {
-		for _, t := range r.Topics {
-			commit[t.Topic] = map[int32]offsets.Committed{}
-			for _, p := range t.Partitions {
-				c := offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
-				if p.Metadata != nil {
-					c.Metadata = *p.Metadata
-				}
-				commit[t.Topic][p.Partition] = c
-			}
-		}
-		if err := s.offsets.Commit(r.Group, commit); err != nil {
-			s.log.Error("kafka: commit offsets", "group", r.Group, "err", err)
-			code = kerr.CoordinatorNotAvailable.Code
-		}
-	}
-	for _, t := range r.Topics {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
-}
-
-func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
-	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-	all, err := s.offsets.Group(r.Group)
-	if err != nil {
-		s.log.Error("kafka: read committed offsets", "group", r.Group, "err", err)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp
-	}
-	asked := r.Topics
-	if asked == nil { // every partition the group committed
-		for topic, parts := range all {
-			t := kmsg.OffsetFetchRequestTopic{Topic: topic}
-			for p := range parts {
-				t.Partitions = append(t.Partitions, p)
-			}
-			asked = append(asked, t)
-		}
-	}
-	for _, t := range asked {
-		rt := kmsg.NewOffsetFetchResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetFetchResponseTopicPartition()
-			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-			if c, ok := all[t.Topic][p]; ok {
-				md := c.Metadata
-				rp.Offset, rp.LeaderEpoch, rp.Metadata = c.Offset, c.LeaderEpoch, &md
-			}
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
 }

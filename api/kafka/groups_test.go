@@ -1,12 +1,18 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -141,103 +147,280 @@ func TestConsumerGroup(t *testing.T) {
 	}
 }
 
-// The coordinator's answers, step by step, as a client sees them.
-func TestGroupCoordinator(t *testing.T) {
-	c := newCoordinator(50*time.Millisecond, 0)
-	defer c.close()
-	protocols := []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}}
-	join := func(id string, session time.Duration, ptype string) *kmsg.JoinGroupResponse {
+// The coordinator as scripts (testdata/groups): each command sends a
+// request, or moves the fake clock, and prints the answers that come of it,
+// each as "#N request: answer" (N numbers the requests of the script, as
+// an answer may come commands later), then when the next Tick is due.
+//
+//	join client=C [member=ID] [session=10s] [rebalance=5s] [protocols=range,…] [type=consumer] [version=9]
+//	sync member=ID gen=G [assign=ID:X,ID:Y]   the leader's plan, or nothing for a follower
+//	heartbeat member=ID gen=G
+//	leave member=ID[,ID…] [version=3]
+//	commit member=ID gen=G                    may the member commit offsets now
+//	describe | list
+//	gone req=N                                the client of request #N went away
+//	tick [+D]                                 the clock moves D (to the next Tick without); every Tick due on the way runs
+//	close                                     the server shuts down
+//
+// Every command takes group=G (g). Member ids are the client id and a
+// count: the first id handed to client a is a-1.
+func TestGroupScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/groups", func(t *testing.T, path string) {
+		h := &groupHarness{labels: map[uint64]string{}, ids: map[string]int{}}
+		h.c = newCoordinator(300*time.Millisecond, time.Minute, func(client string) string {
+			h.ids[client]++
+			return fmt.Sprintf("%s-%d", client, h.ids[client])
+		})
+		datadriven.RunTest(t, path, h.run)
+	})
+}
+
+type groupHarness struct {
+	c      *coordinator
+	now    time.Duration // since the script began
+	wake   time.Duration // when the next Tick is due; -1 for none
+	lastID uint64
+	labels map[uint64]string // the requests not answered yet
+	ids    map[string]int
+	out    strings.Builder
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (h *groupHarness) run(t *testing.T, d *datadriven.TestData) string {
+	h.out.Reset()
+	arg := func(key, def string) string {
+		for _, a := range d.CmdArgs {
+			if a.Key == key {
+				return strings.Join(a.Vals, ",")
+			}
+		}
+		return def
+	}
+	duration := func(key, def string) time.Duration {
+		v, err := time.ParseDuration(strings.TrimPrefix(arg(key, def), "+"))
+		if err != nil {
+			t.Fatalf("%s: %v", d.Pos, err)
+		}
+		return v
+	}
+	number := func(key, def string) int {
+		n, err := strconv.Atoi(arg(key, def))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", d.Pos, key, err)
+		}
+		return n
+	}
+	group, member := arg("group", "g"), arg("member", "")
+	switch d.Cmd {
+	case "join":
 		r := kmsg.NewPtrJoinGroupRequest()
-		r.Version, r.Group, r.MemberID, r.ProtocolType, r.Protocols = 7, "g", id, ptype, protocols
-		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = int32(session/time.Millisecond), 5000
-		return c.join(r, "client", "127.0.0.1:1")
-	}
-	async := func(f func() any) chan any {
-		ch := make(chan any, 1)
-		go func() { ch <- f() }()
-		return ch
-	}
-	heartbeat := func(id string, gen int32) int16 {
-		r := kmsg.NewPtrHeartbeatRequest()
-		r.Group, r.MemberID, r.Generation = "g", id, gen
-		return c.heartbeat(r).ErrorCode
-	}
-	sync := func(id string, gen int32, plan map[string]string) *kmsg.SyncGroupResponse {
+		r.Version, r.Group, r.MemberID, r.ProtocolType = int16(number("version", "9")), group, member, arg("type", "consumer")
+		r.SessionTimeoutMillis = int32(duration("session", "10s") / time.Millisecond)
+		r.RebalanceTimeoutMillis = int32(duration("rebalance", "5s") / time.Millisecond)
+		for _, p := range strings.Split(arg("protocols", "range"), ",") {
+			r.Protocols = append(r.Protocols, kmsg.JoinGroupRequestProtocol{Name: p, Metadata: []byte(p)})
+		}
+		client := arg("client", strings.Split(member, "-")[0])
+		h.send("join "+cmp.Or(member, client), groupInput{Req: r, Client: client, Host: "/10.0.0.1"})
+	case "sync":
 		r := kmsg.NewPtrSyncGroupRequest()
-		r.Group, r.MemberID, r.Generation = "g", id, gen
-		for m, a := range plan {
-			r.GroupAssignment = append(r.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: []byte(a)})
+		r.Group, r.MemberID, r.Generation = group, member, int32(number("gen", "0"))
+		if plan := arg("assign", ""); plan != "" {
+			for _, a := range strings.Split(plan, ",") {
+				id, x, _ := strings.Cut(a, ":")
+				r.GroupAssignment = append(r.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(x)})
+			}
 		}
-		return c.sync(r)
+		h.send("sync "+member, groupInput{Req: r})
+	case "heartbeat":
+		r := kmsg.NewPtrHeartbeatRequest()
+		r.Group, r.MemberID, r.Generation = group, member, int32(number("gen", "0"))
+		h.send("heartbeat "+member, groupInput{Req: r})
+	case "leave":
+		r := kmsg.NewPtrLeaveGroupRequest()
+		r.Version, r.Group = int16(number("version", "3")), group
+		ids := strings.Split(member, ",")
+		r.MemberID = ids[0]
+		for _, id := range ids {
+			r.Members = append(r.Members, kmsg.LeaveGroupRequestMember{MemberID: id})
+		}
+		h.send("leave "+member, groupInput{Req: r})
+	case "describe":
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.Groups = []string{group}
+		h.send("describe", groupInput{Req: r})
+	case "list":
+		h.send("list", groupInput{Req: kmsg.NewPtrListGroupsRequest()})
+	case "commit":
+		fmt.Fprintf(&h.out, "commit %s: %s\n", member, codeName(h.c.commitCheck(group, member, int32(number("gen", "0")))))
+	case "gone":
+		id := uint64(number("req", "0"))
+		label, waiting := h.labels[id]
+		h.apply(h.c.Step(epoch.Add(h.now), groupInput{ID: id, Gone: true}))
+		if _, still := h.labels[id]; waiting && still {
+			t.Fatalf("%s: request #%d (%s) is still unanswered after its client went away", d.Pos, id, label)
+		}
+	case "tick":
+		to := h.wake
+		if len(d.CmdArgs) > 0 {
+			by, err := time.ParseDuration(strings.TrimPrefix(d.CmdArgs[0].Key, "+"))
+			if err != nil {
+				t.Fatalf("%s: %v", d.Pos, err)
+			}
+			to = h.now + by
+		}
+		for h.wake >= 0 && h.wake <= to {
+			h.now = h.wake
+			fmt.Fprintf(&h.out, "tick at +%s\n", h.now)
+			h.apply(h.c.Tick(epoch.Add(h.now)))
+		}
+		h.now = max(h.now, to)
+	case "close":
+		h.apply(h.c.Close())
+	default:
+		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
-	expect := func(step string, got, want int16) {
-		t.Helper()
-		if got != want {
-			t.Fatalf("%s: error %d, want %d", step, got, want)
+	if d.Cmd != "commit" {
+		if h.wake < 0 {
+			h.out.WriteString("no tick due\n")
+		} else {
+			fmt.Fprintf(&h.out, "next tick at +%s\n", h.wake)
 		}
 	}
+	return h.out.String()
+}
 
-	first := join("", 10*time.Second, "consumer")
-	expect("join without a member id", first.ErrorCode, kerr.MemberIDRequired.Code)
-	a := first.MemberID
-	expect("join with an id never handed out", join("someone", 10*time.Second, "consumer").ErrorCode, kerr.UnknownMemberID.Code)
-	expect("a 10ms session", join(a, 10*time.Millisecond, "consumer").ErrorCode, kerr.InvalidSessionTimeout.Code)
+// send steps the coordinator with a new request and says when it waits.
+func (h *groupHarness) send(label string, in groupInput) {
+	h.lastID++
+	in.ID = h.lastID
+	h.labels[in.ID] = label
+	h.apply(h.c.Step(epoch.Add(h.now), in))
+	if _, waiting := h.labels[in.ID]; waiting {
+		fmt.Fprintf(&h.out, "#%d %s: waits\n", in.ID, label)
+	}
+}
 
-	ja := join(a, 10*time.Second, "consumer")
-	expect("the first member joins", ja.ErrorCode, errNone)
-	if ja.Generation != 1 || ja.LeaderID != a || len(ja.Members) != 1 || *ja.Protocol != "range" {
-		t.Fatalf("first join: generation %d, leader %s, %d members", ja.Generation, ja.LeaderID, len(ja.Members))
+func (h *groupHarness) apply(e groupEffects) {
+	for _, a := range e.Answers {
+		label, ok := h.labels[a.ID]
+		if !ok {
+			panic(fmt.Sprintf("request #%d answered twice, or never asked", a.ID))
+		}
+		delete(h.labels, a.ID)
+		fmt.Fprintf(&h.out, "#%d %s: %s\n", a.ID, label, showAnswer(a.Resp))
 	}
-	expect("heartbeat, generation 1", heartbeat(a, 1), errNone)
-	expect("heartbeat, generation 0", heartbeat(a, 0), kerr.IllegalGeneration.Code)
-	expect("heartbeat, unknown member", heartbeat("nobody", 1), kerr.UnknownMemberID.Code)
-	if s := sync(a, 1, map[string]string{a: "p0,p1"}); s.ErrorCode != errNone || string(s.MemberAssignment) != "p0,p1" {
-		t.Fatalf("leader's sync: %d %q", s.ErrorCode, s.MemberAssignment)
+	h.wake = -1
+	if !e.Wake.IsZero() {
+		h.wake = e.Wake.Sub(epoch)
 	}
-	if d := c.describe("g"); d.State != "Stable" {
-		t.Fatalf("after the sync the group is %s", d.State)
-	}
+}
 
-	// A second member: the first learns of the rebalance by heartbeat and rejoins.
-	second := join("", 1*time.Second, "consumer")
-	b := second.MemberID
-	jb := async(func() any { return join(b, 1*time.Second, "consumer") })
-	time.Sleep(20 * time.Millisecond)
-	expect("heartbeat during a rebalance", heartbeat(a, 1), kerr.RebalanceInProgress.Code)
-	expect("a different protocol type", join("", 10*time.Second, "connect").ErrorCode, kerr.InconsistentGroupProtocol.Code)
-	ja = join(a, 10*time.Second, "consumer")
-	jbr := (<-jb).(*kmsg.JoinGroupResponse)
-	if ja.Generation != 2 || jbr.Generation != 2 || ja.LeaderID != a || len(ja.Members) != 2 || len(jbr.Members) != 0 {
-		t.Fatalf("rejoin: generations %d/%d, leader %s, members %d/%d", ja.Generation, jbr.Generation, ja.LeaderID, len(ja.Members), len(jbr.Members))
+func codeName(code int16) string {
+	if code == errNone {
+		return "ok"
 	}
-	sb := async(func() any { return sync(b, 2, nil) }) // the follower waits for the leader's plan
-	time.Sleep(20 * time.Millisecond)
-	sync(a, 2, map[string]string{a: "p0", b: "p1"})
-	if s := (<-sb).(*kmsg.SyncGroupResponse); s.ErrorCode != errNone || string(s.MemberAssignment) != "p1" {
-		t.Fatalf("follower's sync: %d %q", s.ErrorCode, s.MemberAssignment)
-	}
+	return kerr.ErrorForCode(code).(*kerr.Error).Message
+}
 
-	// The second member stops heartbeating: after its 1s session it is gone.
-	deadline := time.Now().Add(5 * time.Second)
-	for heartbeat(a, 2) == errNone {
+// showAnswer is what a client reads in an answer.
+func showAnswer(resp kmsg.Response) string {
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		if r.ErrorCode != errNone {
+			if r.MemberID == "" {
+				return codeName(r.ErrorCode)
+			}
+			return codeName(r.ErrorCode) + " member=" + r.MemberID
+		}
+		s := fmt.Sprintf("gen=%d leader=%s protocol=%s", r.Generation, r.LeaderID, *r.Protocol)
+		if len(r.Members) > 0 {
+			var ids []string
+			for _, m := range r.Members {
+				ids = append(ids, fmt.Sprintf("%s(%s)", m.MemberID, m.ProtocolMetadata))
+			}
+			s += " members=" + strings.Join(ids, ",")
+		}
+		return s
+	case *kmsg.SyncGroupResponse:
+		if r.ErrorCode != errNone {
+			return codeName(r.ErrorCode)
+		}
+		return fmt.Sprintf("assignment=%s", r.MemberAssignment)
+	case *kmsg.HeartbeatResponse:
+		return codeName(r.ErrorCode)
+	case *kmsg.LeaveGroupResponse:
+		if len(r.Members) == 0 {
+			return codeName(r.ErrorCode)
+		}
+		var each []string
+		for _, m := range r.Members {
+			each = append(each, m.MemberID+" "+codeName(m.ErrorCode))
+		}
+		return strings.Join(each, ", ")
+	case *kmsg.DescribeGroupsResponse:
+		var each []string
+		for _, g := range r.Groups {
+			s := fmt.Sprintf("%s %s", g.Group, g.State)
+			if g.Protocol != "" {
+				s += " protocol=" + g.Protocol
+			}
+			for _, m := range g.Members {
+				s += fmt.Sprintf(" %s(%s)", m.MemberID, m.MemberAssignment)
+			}
+			each = append(each, s)
+		}
+		return strings.Join(each, "; ")
+	case *kmsg.ListGroupsResponse:
+		var each []string
+		for _, g := range r.Groups {
+			each = append(each, g.Group+" "+g.GroupState)
+		}
+		return strings.Join(each, ", ")
+	}
+	return fmt.Sprintf("%T", resp)
+}
+
+// A consumer whose connection closes while its JoinGroup waits is out of
+// the group then, not when the rebalance it waited for completes.
+func TestJoinEndsWhenTheClientGoes(t *testing.T) {
+	addr, _ := startServer(t, Config{GroupInitialWait: time.Minute})
+	c := client(t, addr)
+	state := func() (string, int) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{"quitters"}
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Groups[0].State, len(resp.Groups[0].Members)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "quitters", "consumer", 10_000, 60_000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := seedFrame(join, 3)
+	conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s, n := state(); s == "PreparingRebalance" && n == 1 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the silent member was never expired")
+			t.Fatal("the JoinGroup never arrived")
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	ja = join(a, 10*time.Second, "consumer")
-	if ja.Generation != 3 || len(ja.Members) != 1 {
-		t.Fatalf("after the expiry: generation %d, %d members", ja.Generation, len(ja.Members))
-	}
-	expect("the expired member's heartbeat", heartbeat(b, 3), kerr.UnknownMemberID.Code)
-
-	leave := kmsg.NewPtrLeaveGroupRequest()
-	leave.Version, leave.Group = 3, "g"
-	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: a}}
-	if r := c.leave(leave); len(r.Members) != 1 || r.Members[0].ErrorCode != errNone {
-		t.Fatalf("leave: %+v", r)
-	}
-	if d := c.describe("g"); d.State != "Empty" || len(d.Members) != 0 {
-		t.Fatalf("after the last member left the group is %s with %d members", d.State, len(d.Members))
+	conn.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, n := state()
+		if s == "Empty" && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after its client went away the group is %s with %d members (the join would wait a minute)", s, n)
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 // client is who sent a request: its client id and address.
 type clientInfo struct {
 	id, host string
-	ctx      context.Context // ends when the client goes away (watched requests), else never
+	ctx      context.Context // ends when the client goes away; nil (tests) is never
 }
 
 func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
@@ -90,31 +90,13 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		return s.produce(ctx, r)
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(r)
-	case *kmsg.JoinGroupRequest:
-		return s.groups.join(r, cl.id, cl.host)
-	case *kmsg.SyncGroupRequest:
-		return s.groups.sync(r)
-	case *kmsg.HeartbeatRequest:
-		return s.groups.heartbeat(r)
-	case *kmsg.LeaveGroupRequest:
-		return s.groups.leave(r)
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+		return s.groups.do(ctx, cl, r)
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(r)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r)
-	case *kmsg.DescribeGroupsRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for _, name := range r.Groups {
-			resp.Groups = append(resp.Groups, s.groups.describe(name))
-		}
-		return resp
-	case *kmsg.ListGroupsRequest:
-		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-		for _, name := range s.groups.names() {
-			d := s.groups.describe(name)
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: d.ProtocolType, GroupState: d.State})
-		}
-		return resp
 	case *kmsg.FetchRequest:
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
@@ -125,4 +107,39 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		return s.offsetForLeaderEpoch(ctx, r)
 	}
 	return req.ResponseKind()
+}
+
+// topicShape is how kmsg spells a topic of the APIs that name topics only
+// by name: a request's with the partitions asked for, a response's with
+// their answers.
+type topicShape[P any] struct {
+	Topic       string
+	Partitions  []P
+	UnknownTags kmsg.Tags
+}
+
+// kmsgTopic is any kmsg topic of that shape (DeleteRecordsRequestTopic,
+// ListOffsetsResponseTopic, ...): converting to topicShape reads its fields.
+type kmsgTopic[P any] interface {
+	~struct {
+		Topic       string
+		Partitions  []P
+		UnknownTags kmsg.Tags
+	}
+}
+
+// eachPartition answers every partition of every topic of a request, in
+// request order: answer gives one partition's response, and the topics of
+// the response (RT) are built around them.
+func eachPartition[RT kmsgTopic[RP], T kmsgTopic[P], P, RP any](topics []T, answer func(topic string, p P) RP) []RT {
+	out := make([]RT, 0, len(topics))
+	for _, t := range topics {
+		in := topicShape[P](t)
+		rt := topicShape[RP]{Topic: in.Topic, Partitions: make([]RP, 0, len(in.Partitions))}
+		for _, p := range in.Partitions {
+			rt.Partitions = append(rt.Partitions, answer(in.Topic, p))
+		}
+		out = append(out, RT(rt))
+	}
+	return out
 }

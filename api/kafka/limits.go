@@ -245,26 +245,44 @@ func (s *Server) penalize(remote string, resp kmsg.Response) {
 	}
 }
 
-const fetchKey = 1
-
 // watchClient returns a context that ends if the client closes its
 // connection while a request is handled, and a stop to call once it is.
 // It peeks at the connection without consuming anything: a request the
-// client sends meanwhile stays buffered for the loop that reads requests.
+// client sends meanwhile stays buffered for the loop that reads requests
+// (and ends the watch: the client is there).
 func watchClient(c net.Conn, r *bufio.Reader) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex // orders stop's wake-up after the watch's own deadline
+	stopped := false
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := r.Peek(1); err != nil {
+		for {
+			_, err := r.Peek(1)
 			var ne net.Error
+			if err == nil {
+				return
+			}
 			if !errors.As(err, &ne) || !ne.Timeout() {
 				cancel() // closed or reset: the client is gone
+				return
 			}
+			// The frame's read deadline, or Shutdown waking idle
+			// connections: the request may take longer, keep watching.
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			mu.Unlock()
 		}
 	}()
 	return ctx, func() {
+		mu.Lock()
+		stopped = true
 		c.SetReadDeadline(time.Now()) // wake the peek if it still waits
+		mu.Unlock()
 		<-done
 		r.Read(nil) // clear the wake-up's timeout, so the next read is clean
 		cancel()

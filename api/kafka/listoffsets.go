@@ -12,47 +12,42 @@ import (
 
 func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
-	for _, t := range r.Topics {
-		rt := kmsg.NewListOffsetsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
-			shard := store.ShardName(t.Topic, p.Partition)
-			low, high, err := s.store.Watermarks(ctx, shard)
-			switch {
-			case err != nil:
-				rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
-			case p.Timestamp == -2: // earliest
-				rp.Offset = int64(low)
-			case p.Timestamp == -1: // latest
-				rp.Offset = int64(high)
-			case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
-				rp.Offset = -1
-				if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
-					rp.ErrorCode = kerr.UnknownServerError.Code
-				} else if ok {
-					rp.Offset, rp.Timestamp = off, ts
-				}
-			default:
-				off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
-				if err != nil {
-					rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
-					break
-				}
-				rp.Offset = int64(off)
-				if off < high {
-					if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
-						rp.Timestamp = recs[0].Timestamp
-					}
-				} else {
-					rp.Offset = -1 // no record at or after the time
-				}
+	resp.Topics = eachPartition[kmsg.ListOffsetsResponseTopic](r.Topics, func(topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+		rp := kmsg.NewListOffsetsResponseTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
+		shard := store.ShardName(topic, p.Partition)
+		low, high, err := s.store.Watermarks(ctx, shard)
+		switch {
+		case err != nil:
+			rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
+		case p.Timestamp == -2: // earliest
+			rp.Offset = int64(low)
+		case p.Timestamp == -1: // latest
+			rp.Offset = int64(high)
+		case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
+			rp.Offset = -1
+			if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
+				rp.ErrorCode = kerr.UnknownServerError.Code
+			} else if ok {
+				rp.Offset, rp.Timestamp = off, ts
 			}
-			rt.Partitions = append(rt.Partitions, rp)
+		default:
+			off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
+			if err != nil {
+				rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
+				break
+			}
+			rp.Offset = int64(off)
+			if off < high {
+				if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
+					rp.Timestamp = recs[0].Timestamp
+				}
+			} else {
+				rp.Offset = -1 // no record at or after the time
+			}
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+		return rp
+	})
 	return resp
 }
 

@@ -14,28 +14,23 @@ import (
 // high watermark (the follower's truncation point).
 func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	for _, t := range r.Topics {
-		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-			rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, -1, -1
-			_, high, err := s.store.Watermarks(ctx, store.ShardName(t.Topic, p.Partition))
-			switch {
-			case err != nil:
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case p.CurrentLeaderEpoch > leaderEpoch:
-				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < leaderEpoch:
-				rp.ErrorCode = kerr.FencedLeaderEpoch.Code
-			case p.LeaderEpoch > leaderEpoch:
-				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			default:
-				rp.LeaderEpoch, rp.EndOffset = leaderEpoch, int64(high)
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = eachPartition[kmsg.OffsetForLeaderEpochResponseTopic](r.Topics, func(topic string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, -1, -1
+		_, high, err := s.store.Watermarks(ctx, store.ShardName(topic, p.Partition))
+		switch {
+		case err != nil:
+			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case p.CurrentLeaderEpoch > leaderEpoch:
+			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < leaderEpoch:
+			rp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		case p.LeaderEpoch > leaderEpoch:
+			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		default:
+			rp.LeaderEpoch, rp.EndOffset = leaderEpoch, int64(high)
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+		return rp
+	})
 	return resp
 }

@@ -146,7 +146,10 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		case fencedEpoch:
 			return kerr.InvalidProducerEpoch.Code, -1
 		}
-		code, base := s.appendRecords(ctx, in.shard, in.recs)
+		// Once queued, an append completes whether or not its client
+		// waits: it must be recorded, or the client's retry on a new
+		// connection would be appended again.
+		code, base := s.appendRecords(context.WithoutCancel(ctx), in.shard, in.recs)
 		if code == errNone {
 			s.seqs.put(key, b.ProducerEpoch, first, last, base)
 		}

@@ -92,7 +92,7 @@ type Server struct {
 	mu      sync.Mutex
 	nextPID int64
 	seqs    *sequences // idempotent producers' recent batches
-	groups  *coordinator
+	groups  *groupServer
 	offsets OffsetStore
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
@@ -162,7 +162,7 @@ func New(s store.Store, cfg Config) *Server {
 		offsets = &memoryOffsets{}
 	}
 	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
-		groups: newCoordinator(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
+		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
 		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
@@ -304,12 +304,10 @@ func (s *Server) serveConn(c net.Conn) {
 			s.inflight.release(int64(size))
 			return
 		}
-		// A Fetch may wait for data: it is watched, and its context ends
-		// when the client goes away, so a long poll does not outlive it.
-		ctx, stopWatch := context.Background(), func() {}
-		if int16(binary.BigEndian.Uint16(frame)) == fetchKey {
-			ctx, stopWatch = watchClient(c, r)
-		}
+		// Every request is watched: its context ends when the client goes
+		// away, so a long poll, a JoinGroup waiting for its rebalance or a
+		// produce waiting on the disk does not outlive it.
+		ctx, stopWatch := watchClient(c, r)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
 		s.inflight.release(int64(size))

@@ -1,0 +1,193 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/catalog/offsets"
+)
+
+// groupServer runs the coordinator (groups.go) for the connections: it
+// feeds their requests in under one lock, hands each answer to the request
+// waiting for it, and keeps one timer for the coordinator's next Tick.
+//
+//	connection ──request, ctx──▶ groupServer.do ──Step──▶ coordinator
+//	                                  ▲                       │
+//	timer ──────────────Tick──────────┤                       ▼
+//	                                  └──── answers, Wake ◀── effects
+type groupServer struct {
+	mu      sync.Mutex
+	sm      *coordinator
+	waiting map[uint64]chan kmsg.Response // request id -> where its answer goes
+	lastID  uint64
+	timer   *time.Timer
+	wake    time.Time // when timer fires; zero when stopped
+}
+
+func newGroupServer(initialWait, maxWait time.Duration) *groupServer {
+	g := &groupServer{sm: newCoordinator(initialWait, maxWait, newMemberID), waiting: map[uint64]chan kmsg.Response{}}
+	g.timer = time.AfterFunc(time.Hour, g.tick)
+	g.timer.Stop()
+	return g
+}
+
+func newMemberID(clientID string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return clientID + "-" + hex.EncodeToString(b[:])
+}
+
+// do answers a group request, when the coordinator does: a JoinGroup once
+// its rebalance completes. If ctx ends first (the client went away), the
+// coordinator is told, and answers the request itself.
+func (g *groupServer) do(ctx context.Context, cl clientInfo, req kmsg.Request) kmsg.Response {
+	answer := make(chan kmsg.Response, 1)
+	g.mu.Lock()
+	g.lastID++
+	id := g.lastID
+	g.waiting[id] = answer
+	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Req: req, Client: cl.id, Host: cl.host}))
+	g.mu.Unlock()
+	select {
+	case resp := <-answer:
+		return resp
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Gone: true}))
+	g.mu.Unlock()
+	return <-answer
+}
+
+// apply delivers the answers and sets the timer for the next Tick. Under mu.
+func (g *groupServer) apply(e groupEffects) {
+	for _, a := range e.Answers {
+		if ch := g.waiting[a.ID]; ch != nil {
+			ch <- a.Resp
+			delete(g.waiting, a.ID)
+		}
+	}
+	if e.Wake.Equal(g.wake) {
+		return
+	}
+	g.wake = e.Wake
+	if e.Wake.IsZero() {
+		g.timer.Stop()
+	} else {
+		g.timer.Reset(time.Until(e.Wake))
+	}
+}
+
+// tick runs when the timer fires. A tick that raced with a Step resetting
+// the timer is harmless: Tick leaves what is not due.
+func (g *groupServer) tick() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.wake = time.Time{}
+	g.apply(g.sm.Tick(time.Now()))
+}
+
+// close answers the requests waiting (the client will find the
+// coordinator again) and stops the timer.
+func (g *groupServer) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.apply(g.sm.Close())
+	g.timer.Stop()
+}
+
+func (g *groupServer) commitCheck(group, memberID string, generation int32) int16 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sm.commitCheck(group, memberID, generation)
+}
+
+// findCoordinator names this broker for every group.
+func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := r.CoordinatorKeys
+	if r.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	for i, k := range keys {
+		c := s.cluster.Coordinator(k)
+		if i == 0 { // versions before 4 name one coordinator at the top level
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		}
+		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port})
+	}
+	return resp
+}
+
+func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	code := errNone
+	if r.Generation >= 0 || r.MemberID != "" { // a group member's commit; -1 is a consumer without a group
+		code = s.groups.commitCheck(r.Group, r.MemberID, r.Generation)
+	}
+	if r.Group == "" {
+		code = kerr.InvalidGroupID.Code
+	}
+	commit := map[string]map[int32]offsets.Committed{}
+	if code == errNone {
+		for _, t := range r.Topics {
+			commit[t.Topic] = map[int32]offsets.Committed{}
+			for _, p := range t.Partitions {
+				c := offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
+				if p.Metadata != nil {
+					c.Metadata = *p.Metadata
+				}
+				commit[t.Topic][p.Partition] = c
+			}
+		}
+		if err := s.offsets.Commit(r.Group, commit); err != nil {
+			s.log.Error("kafka: commit offsets", "group", r.Group, "err", err)
+			code = kerr.CoordinatorNotAvailable.Code
+		}
+	}
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	all, err := s.offsets.Group(r.Group)
+	if err != nil {
+		s.log.Error("kafka: read committed offsets", "group", r.Group, "err", err)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	asked := r.Topics
+	if asked == nil { // every partition the group committed
+		for topic, parts := range all {
+			t := kmsg.OffsetFetchRequestTopic{Topic: topic}
+			for p := range parts {
+				t.Partitions = append(t.Partitions, p)
+			}
+			asked = append(asked, t)
+		}
+	}
+	resp.Topics = eachPartition[kmsg.OffsetFetchResponseTopic](asked, func(topic string, p int32) kmsg.OffsetFetchResponseTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+		if c, ok := all[topic][p]; ok {
+			md := c.Metadata
+			rp.Offset, rp.LeaderEpoch, rp.Metadata = c.Offset, c.LeaderEpoch, &md
+		}
+		return rp
+	})
+	return resp
+}
