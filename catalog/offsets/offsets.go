@@ -30,10 +30,16 @@ type Committed struct {
 // Open opens (creating) the committed-offsets store in dir; an empty dir
 // keeps them in memory, for tests.
 func Open(dir string) (*Store, error) {
-	opts := &pebble.Options{Logger: quietLogger{}}
 	if dir == "" {
-		opts.FS = vfs.NewMem()
+		return OpenFS(vfs.NewMem(), dir)
 	}
+	return OpenFS(vfs.Default, dir)
+}
+
+// OpenFS opens (creating) the committed-offsets store in dir of fs, so
+// tests can record or fail its file operations.
+func OpenFS(fs vfs.FS, dir string) (*Store, error) {
+	opts := &pebble.Options{FS: fs, Logger: quietLogger{}}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets in %q: %w", dir, err)

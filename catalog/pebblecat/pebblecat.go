@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/catalog"
 )
@@ -22,8 +23,12 @@ type Catalog struct {
 }
 
 // Open opens (creating if needed) the catalog in dir.
-func Open(dir string) (*Catalog, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+func Open(dir string) (*Catalog, error) { return OpenFS(vfs.Default, dir) }
+
+// OpenFS opens the catalog in dir of fs, so tests can record or fail its
+// file operations.
+func OpenFS(fs vfs.FS, dir string) (*Catalog, error) {
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", dir, err)
 	}

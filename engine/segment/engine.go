@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
 	"strata/engine/record"
@@ -68,8 +70,11 @@ type Config struct {
 	// MaxBatchRequests and MaxBatchBytes bound one worker batch (1024, 16 MiB).
 	MaxBatchRequests int
 	MaxBatchBytes    int
-	// FS opens segment files for writing (the OS).
-	FS FS
+	// FS is where the engine writes: its segment files, folders,
+	// tombstones and both Pebble databases (vfs.Default). Reads go to the
+	// OS files at the same paths, so it must be backed by them; tests wrap
+	// vfs.Default to record or fail operations (docs/engine.md).
+	FS vfs.FS
 	// Events are told what happens to shards and segments.
 	Events EventListener
 	Logger *slog.Logger
@@ -105,7 +110,7 @@ func (c *Config) defaults() {
 		c.MaxBatchBytes = 16 << 20
 	}
 	if c.FS == nil {
-		c.FS = osFS{}
+		c.FS = vfs.Default
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -179,19 +184,19 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("segment engine: no data folder")
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	lock, err := lockDir(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	man, err := pebble.Open(filepath.Join(cfg.Dir, "manifest"), &pebble.Options{Logger: quietLogger{}})
+	man, err := pebble.Open(filepath.Join(cfg.Dir, "manifest"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
+	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}})
 	if err != nil {
 		man.Close()
 		lock.Close()
@@ -330,7 +335,7 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	if err := e.clearStale(sh.dir); err != nil {
 		return err
 	}
-	if err := os.Mkdir(sh.dir, 0o755); err != nil {
+	if err := e.cfg.FS.MkdirAll(sh.dir, 0o755); err != nil {
 		return err
 	}
 	crashPoint("create:mkdir")
@@ -341,7 +346,7 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	crashPoint("create:segment")
 	sh.segments = []*segment{s}
 	e.shards[name] = sh
-	if err := syncDir(e.cfg.Dir); err != nil {
+	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
 		return err
 	}
 	e.postShardCreated(cs, seg)
@@ -351,15 +356,17 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 // clearStale moves a folder that no shard in the manifest owns out of the way (an
 // earlier shard's whose removal failed) and removes it.
 func (e *Engine) clearStale(dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+	if _, err := e.cfg.FS.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
+	} else if err != nil {
+		return err
 	}
 	e.log.Warn("removing a shard folder left by an earlier shard of the same name", "dir", dir)
 	tomb, err := e.bury(filepath.Base(dir), time.Time{})
 	if err != nil {
 		return err
 	}
-	return os.RemoveAll(tomb)
+	return e.cfg.FS.RemoveAll(tomb)
 }
 
 func (e *Engine) newShard(cs ShardMeta) *shard {
@@ -372,21 +379,31 @@ func (e *Engine) newShard(cs ShardMeta) *shard {
 	return sh
 }
 
-// openActive opens the active segment's file for appending: a new file
-// when fresh, else the existing one (created if a crash came between the
-// manifest recording the segment and its file being made).
+// openActive opens the active segment's file for writing: a new file when
+// fresh, else the existing one (created if a crash came between the
+// manifest recording the segment and its file being made). Writes go at
+// the segment's tracked size (WriteAt), which recovery sets for an existing
+// file.
 func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
 	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No), created: seg.Created}
-	wf, err := e.cfg.FS.OpenAppend(s.path, fresh)
-	if !fresh && errors.Is(err, os.ErrNotExist) {
-		e.log.Warn("the active segment's file is missing: a crash came before it was created; creating it", "shard", sh.name, "segment", seg.No)
-		wf, err = e.cfg.FS.OpenAppend(s.path, true)
+	var wf vfs.File
+	var err error
+	if !fresh {
+		if _, err = e.cfg.FS.Stat(s.path); err == nil {
+			wf, err = e.cfg.FS.OpenReadWrite(s.path)
+		} else if errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("the active segment's file is missing: a crash came before it was created; creating it", "shard", sh.name, "segment", seg.No)
+			fresh = true
+		}
+	}
+	if fresh {
+		wf, err = createSegmentFile(e.cfg.FS, s.path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: open segment %d: %w", sh.name, seg.No, err)
 	}
 	s.wf = wf
-	if err := syncDir(sh.dir); err != nil {
+	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
 		wf.Close()
 		return nil, err
 	}
@@ -574,23 +591,23 @@ func tombstoneName(name string, created time.Time) string {
 // bury renames a shard's folder into the tombstone folder and syncs both.
 func (e *Engine) bury(name string, created time.Time) (string, error) {
 	dir := filepath.Join(e.cfg.Dir, tombstones)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := e.cfg.FS.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	tomb := filepath.Join(dir, tombstoneName(name, created))
-	if err := os.RemoveAll(tomb); err != nil {
+	if err := e.cfg.FS.RemoveAll(tomb); err != nil {
 		return "", err
 	}
-	if err := writeTombstoneName(filepath.Join(e.cfg.Dir, name), name); err != nil {
+	if err := e.writeTombstoneName(filepath.Join(e.cfg.Dir, name), name); err != nil {
 		return "", fmt.Errorf("shard %s: marking its folder for deletion: %w", name, err)
 	}
-	if err := os.Rename(filepath.Join(e.cfg.Dir, name), tomb); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := e.cfg.FS.Rename(filepath.Join(e.cfg.Dir, name), tomb); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("shard %s: moving its folder to %s: %w", name, tomb, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(e.cfg.FS, dir); err != nil {
 		return "", err
 	}
-	return tomb, syncDir(e.cfg.Dir)
+	return tomb, syncDir(e.cfg.FS, e.cfg.Dir)
 }
 
 // forget drops a buried shard's index entries, then its manifest, tells
@@ -626,14 +643,14 @@ func (e *Engine) finishForgotten(name, tomb string) error {
 		e.events.sync() // what was queued about the shard goes first
 		if err := f(context.Background(), name); err != nil {
 			e.log.Error("a listener failed on a shard's deletion; the next start tries again", "shard", name, "err", err)
-			if err := os.RemoveAll(tomb); err == nil {
-				err = writeTombstoneName(tomb, name)
+			if err := e.cfg.FS.RemoveAll(tomb); err == nil {
+				err = e.writeTombstoneName(tomb, name)
 			}
 			return nil
 		}
 	}
 	crashPoint("delete:listeners")
-	if err := os.RemoveAll(tomb); err != nil {
+	if err := e.cfg.FS.RemoveAll(tomb); err != nil {
 		// The shard is gone for good; only disk space is left behind, and
 		// the next start tries again.
 		e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
@@ -645,15 +662,16 @@ func (e *Engine) finishForgotten(name, tomb string) error {
 // shard's name.
 const tombstoneFile = ".shard"
 
-func writeTombstoneName(dir, name string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func (e *Engine) writeTombstoneName(dir, name string) error {
+	fs := e.cfg.FS
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, tombstoneFile))
+	f, err := fs.Create(filepath.Join(dir, tombstoneFile))
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(name); err != nil {
+	if _, err := f.Write([]byte(name)); err != nil {
 		f.Close()
 		return err
 	}
@@ -664,7 +682,18 @@ func writeTombstoneName(dir, name string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return syncDir(fs, dir)
+}
+
+// readTombstoneName reads the shard name a tombstone holds.
+func (e *Engine) readTombstoneName(tomb string) (string, error) {
+	f, err := e.cfg.FS.Open(filepath.Join(tomb, tombstoneFile))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	name, err := io.ReadAll(f)
+	return string(name), err
 }
 
 // finishDeletes completes the deletions a crash interrupted: a tombstone
@@ -672,7 +701,7 @@ func writeTombstoneName(dir, name string) error {
 // any other tombstone is only files left to remove.
 func (e *Engine) finishDeletes(shards []ShardMeta) ([]ShardMeta, error) {
 	dir := filepath.Join(e.cfg.Dir, tombstones)
-	entries, err := os.ReadDir(dir)
+	entries, err := e.cfg.FS.List(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return shards, nil
 	}
@@ -683,21 +712,22 @@ func (e *Engine) finishDeletes(shards []ShardMeta) ([]ShardMeta, error) {
 	for _, s := range shards {
 		live[tombstoneName(s.Name, s.Created)] = s
 	}
+	sort.Strings(entries)
 	for _, ent := range entries {
-		tomb := filepath.Join(dir, ent.Name())
-		if s, ok := live[ent.Name()]; ok {
+		tomb := filepath.Join(dir, ent)
+		if s, ok := live[ent]; ok {
 			e.log.Warn("finishing the deletion of a shard a crash interrupted", "shard", s.Name)
 			if err := e.forget(s.Name, tomb); err != nil {
 				return nil, err
 			}
-			delete(live, ent.Name())
+			delete(live, ent)
 			continue
 		}
-		if name, err := os.ReadFile(filepath.Join(tomb, tombstoneFile)); err == nil {
-			e.finishForgotten(string(name), tomb)
+		if name, err := e.readTombstoneName(tomb); err == nil {
+			e.finishForgotten(name, tomb)
 			continue
 		}
-		if err := os.RemoveAll(tomb); err != nil {
+		if err := e.cfg.FS.RemoveAll(tomb); err != nil {
 			e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
 		}
 	}
@@ -798,15 +828,6 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("locking data folder %s: %w", dir, err)
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 type quietLogger struct{}

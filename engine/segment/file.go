@@ -1,45 +1,71 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/vfs"
 	"github.com/edsrzf/mmap-go"
 
 	"strata/engine/record"
 )
 
-// File is the write side of a segment file. The engine writes through it so
-// tests can inject failed writes and fsyncs (see FS).
-type File interface {
-	Write(p []byte) (int, error)
-	Sync() error
-	Truncate(size int64) error
-	Close() error
-}
+// The write side of the engine goes through Config.FS, a Pebble vfs.FS, so
+// tests can record the order of file operations and inject failures
+// (errorfs); see "Faults through a filesystem" in docs/engine.md. The read
+// side (the mmap view, the recovery scanner, the offline tools) reads the
+// OS files at the same paths: mmap-go needs an *os.File, and a crash is
+// about what was written and synced, not how it is read back. So Config.FS
+// must be backed by the OS files (vfs.Default or a wrapper of it).
 
-// FS opens segment files for writing. The default is the OS; tests wrap it.
-type FS interface {
-	// OpenAppend opens a segment file for appending: a new one (fresh),
-	// which must not exist yet, or one a restart recovers.
-	OpenAppend(path string, fresh bool) (File, error)
-}
-
-type osFS struct{}
-
-func (osFS) OpenAppend(path string, fresh bool) (File, error) {
-	// O_APPEND: after a restart (and a truncation) writes must land at the end.
-	flags := os.O_RDWR | os.O_APPEND
-	if fresh {
-		// A new segment never reuses a file: bytes left by an earlier
-		// shard of the same name must not become this one's records.
-		flags |= os.O_CREATE | os.O_EXCL
+// createSegmentFile creates a new segment file. A new segment never reuses
+// a file: bytes left by an earlier shard of the same name must not become
+// this one's records. vfs.FS has no exclusive create (its Create replaces
+// an existing file), so an existing file is refused after a Stat; only the
+// process holding the data folder's LOCK writes there, so nothing can
+// create the file in between.
+func createSegmentFile(fs vfs.FS, path string) (vfs.File, error) {
+	if _, err := fs.Stat(path); err == nil {
+		return nil, &os.PathError{Op: "create", Path: path, Err: os.ErrExist}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
 	}
-	return os.OpenFile(path, flags, 0o644)
+	return fs.Create(path)
+}
+
+// truncateFile cuts f to size bytes. vfs.File (Pebble v1.1) has no
+// Truncate: a file that has one is asked (vfs.Default's files embed an
+// *os.File, and a test's recording wrapper logs it), else the descriptor
+// is truncated with ftruncate(2), bypassing the wrappers in between.
+func truncateFile(f vfs.File, size int64) error {
+	if t, ok := f.(interface{ Truncate(int64) error }); ok {
+		return t.Truncate(size)
+	}
+	fd := f.Fd()
+	if fd == vfs.InvalidFd {
+		return fmt.Errorf("truncate: the file (%T) has neither a Truncate method nor a descriptor", f)
+	}
+	return syscall.Ftruncate(int(fd), size)
+}
+
+// syncDir fsyncs a directory, so the names created, renamed or removed in
+// it last through a crash.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -59,7 +85,7 @@ type segment struct {
 	mm mmap.MMap
 
 	// Write side, owned by the worker (nil once sealed).
-	wf      File
+	wf      vfs.File
 	size    int64  // bytes written
 	next    uint64 // offset after the last record
 	crc     uint32 // CRC-32C of the whole file so far

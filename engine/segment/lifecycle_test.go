@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
 
 	"strata/engine/index"
 	"strata/engine/record"
@@ -64,9 +66,12 @@ func TestOversizeRecordLeavesNoTrace(t *testing.T) {
 	check(e)
 }
 
-// blockFS, once armed, holds the next write until released, so a test can
-// queue requests behind it and have the worker take them in one batch.
+// blockFS, once armed, holds the next write of a segment file until
+// released (errorfs calls its injector before the operation, and the
+// injector waits), so a test can queue requests behind it and have the
+// worker take them in one batch.
 type blockFS struct {
+	vfs.FS
 	armed   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
@@ -74,29 +79,15 @@ type blockFS struct {
 
 func armedBlockFS() *blockFS {
 	f := &blockFS{entered: make(chan struct{}), release: make(chan struct{})}
+	f.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileWriteAt && strings.HasSuffix(path, ".msg") && f.armed.CompareAndSwap(true, false) {
+			close(f.entered)
+			<-f.release
+		}
+		return nil
+	}))
 	f.armed.Store(true)
 	return f
-}
-
-func (f *blockFS) OpenAppend(path string, fresh bool) (File, error) {
-	file, err := osFS{}.OpenAppend(path, fresh)
-	if err != nil {
-		return nil, err
-	}
-	return &blockFile{File: file, fs: f}, nil
-}
-
-type blockFile struct {
-	File
-	fs *blockFS
-}
-
-func (f *blockFile) Write(p []byte) (int, error) {
-	if f.fs.armed.CompareAndSwap(true, false) {
-		close(f.fs.entered)
-		<-f.fs.release
-	}
-	return f.File.Write(p)
 }
 
 // An append and the shard's deletion taken by the worker in one batch: the

@@ -21,14 +21,14 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		return err
 	}
 	sh := e.newShard(cs)
-	if err := os.MkdirAll(sh.dir, 0o755); err != nil {
+	if err := e.cfg.FS.MkdirAll(sh.dir, 0o755); err != nil {
 		return err
 	}
 	for i, c := range segs {
 		if c.State == SegmentRemote {
 			// A crash may have come between the manifest's change and the
 			// file's removal.
-			os.Remove(segmentPath(sh.dir, c.No))
+			e.cfg.FS.Remove(segmentPath(sh.dir, c.No))
 			continue
 		}
 		if c.State != SegmentActive {
@@ -100,7 +100,7 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		}
 		e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
 			"at_byte", sc.Pos(), "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
-		if err := s.wf.Truncate(sc.Pos()); err != nil {
+		if err := truncateFile(s.wf, sc.Pos()); err != nil {
 			return fmt.Errorf("truncate %s: %w", s.path, err)
 		}
 		if err := s.wf.Sync(); err != nil {

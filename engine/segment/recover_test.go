@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
+
 	"strata/engine/record"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -105,62 +108,62 @@ func TestIndexRebuiltFromData(t *testing.T) {
 	}
 }
 
-// faultFS fails writes or fsyncs on demand, on top of the real files.
-type faultFS struct {
+// faults fails writes or fsyncs of segment files on demand, through
+// errorfs on top of the real files. A failed write first appends a few
+// bytes to the file, as a write the disk ran out of room in the middle of
+// leaves part of its bytes behind.
+type faults struct {
 	mu        sync.Mutex
 	failSync  bool
-	failWrite error // returned after writing half the bytes
+	failWrite error
 }
 
-func (f *faultFS) OpenAppend(path string, fresh bool) (File, error) {
-	file, err := osFS{}.OpenAppend(path, fresh)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: file, fs: f}, nil
+func (f *faults) set(failSync bool, failWrite error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSync, f.failWrite = failSync, failWrite
 }
 
-type faultFile struct {
-	File
-	fs *faultFS
-}
-
-func (f *faultFile) Write(p []byte) (int, error) {
-	f.fs.mu.Lock()
-	err := f.fs.failWrite
-	f.fs.mu.Unlock()
-	if err != nil {
-		n, _ := f.File.Write(p[:len(p)/2])
-		return n, err
-	}
-	return f.File.Write(p)
-}
-
-func (f *faultFile) Sync() error {
-	f.fs.mu.Lock()
-	fail := f.fs.failSync
-	f.fs.mu.Unlock()
-	if fail {
-		return syscall.EIO
-	}
-	return f.File.Sync()
+func (f *faults) fs() vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if !strings.HasSuffix(path, ".msg") {
+			return nil
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch {
+		case op == errorfs.OpFileSync && f.failSync:
+			return syscall.EIO
+		case op == errorfs.OpFileWriteAt && f.failWrite != nil:
+			if file, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				file.Write([]byte("half a record"))
+				file.Close()
+			}
+			return f.failWrite
+		}
+		return nil
+	}))
 }
 
 // A full disk refuses the append, leaves no half record behind, and the
 // shard takes writes again once there is room.
 func TestFullDiskRefusesAndRecovers(t *testing.T) {
-	fs := &faultFS{}
+	var fs faults
 	cfg := testConfig(t.TempDir())
-	cfg.FS = fs
+	cfg.FS = fs.fs()
 	e := open(t, cfg)
 	defer e.Close()
 	want := fill(t, e, "f-0", 10)
-	fs.failWrite = syscall.ENOSPC
+	size, _ := e.ActiveBytes("f-0")
+	fs.set(false, syscall.ENOSPC)
 	_, err := e.Append(ctx, "f-0", storetest.Records(5, 1))
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "f-0") {
 		t.Fatalf("append on a full disk: %v; want ENOSPC naming the shard", err)
 	}
-	fs.failWrite = nil
+	if st, err := os.Stat(segmentPath(e.shards["f-0"].dir, 0)); err != nil || st.Size() != size {
+		t.Fatalf("after the refused append the file has %d bytes (%v), want %d: part of it is left", st.Size(), err, size)
+	}
+	fs.set(false, nil)
 	more := storetest.Records(2, 2)
 	base, err := e.Append(ctx, "f-0", append([]record.Record(nil), more...))
 	if err != nil || base != 10 {
@@ -175,16 +178,16 @@ func TestFullDiskRefusesAndRecovers(t *testing.T) {
 // A failed fsync is never acknowledged, and the shard refuses writes until
 // a restart recovers it from what is on disk: nothing acknowledged is lost.
 func TestFailedFsyncIsNeverAcknowledged(t *testing.T) {
-	fs := &faultFS{}
+	var fs faults
 	cfg := testConfig(t.TempDir())
-	cfg.FS = fs
+	cfg.FS = fs.fs()
 	e := open(t, cfg)
 	want := fill(t, e, "y-0", 10)
-	fs.failSync = true
+	fs.set(true, nil)
 	if _, err := e.Append(ctx, "y-0", storetest.Records(5, 1)); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("append whose fsync failed: %v; want EIO", err)
 	}
-	fs.failSync = false
+	fs.set(false, nil)
 	if _, err := e.Append(ctx, "y-0", storetest.Records(1, 2)); err == nil || !strings.Contains(err.Error(), "refuses writes until restart") {
 		t.Fatalf("append after a failed fsync: %v; want a refusal", err)
 	}

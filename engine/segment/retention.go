@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -118,7 +119,7 @@ func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop 
 			sh.segments = sh.segments[1:]
 			sh.mu.Unlock()
 			// A reader still scanning it keeps its mapping; the file goes now.
-			if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+			if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return deleted, fmt.Errorf("delete %s: %w", s.path, err)
 			}
 			e.retire(s)

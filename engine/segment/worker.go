@@ -206,9 +206,9 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
 		}
 	}
-	if _, err := s.wf.Write(w.buf); err != nil {
+	if _, err := s.wf.WriteAt(w.buf, s.size); err != nil {
 		// Cut off whatever part reached the file, so the log stays whole.
-		if terr := s.wf.Truncate(s.size); terr != nil {
+		if terr := truncateFile(s.wf, s.size); terr != nil {
 			w.fail(sh, fmt.Errorf("write %s: %v; truncate after it: %w", s.path, err, terr))
 		}
 		return 0, fmt.Errorf("shard %s: write %s: %w", sh.name, s.path, err)
@@ -307,7 +307,7 @@ func (w *worker) repair(sh *shard) error {
 		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)
 	}
 	s := sh.active()
-	if err := s.wf.Truncate(s.size); err != nil {
+	if err := truncateFile(s.wf, s.size); err != nil {
 		return fmt.Errorf("truncate %s: %w", s.path, err)
 	}
 	if err := s.wf.Sync(); err != nil {
