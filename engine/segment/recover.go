@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sort"
 
 	"github.com/cockroachdb/pebble"
 
@@ -24,11 +25,11 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 	if err := e.cfg.FS.MkdirAll(sh.dir, 0o755); err != nil {
 		return err
 	}
+	if err := e.removeLeftovers(sh, segs); err != nil {
+		return err
+	}
 	for i, c := range segs {
 		if c.State == SegmentRemote {
-			// A crash may have come between the manifest's change and the
-			// file's removal.
-			e.cfg.FS.Remove(segmentPath(sh.dir, c.No))
 			continue
 		}
 		if c.State != SegmentActive {
@@ -62,6 +63,42 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		return fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
 	}
 	e.shards[cs.Name] = sh
+	return nil
+}
+
+// removeLeftovers removes the segment files of a shard's folder that no
+// local segment of the manifest owns: a segment recorded remote (DropLocal)
+// or gone from the manifest (retention, or a remote segment below the low
+// watermark), whose file a crash kept after the manifest's change. Files
+// numbered past the last segment of the manifest are left alone: a new
+// segment's file is only made after the manifest records it, so there are
+// none.
+func (e *Engine) removeLeftovers(sh *shard, segs []SegmentMeta) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	names, err := e.cfg.FS.List(sh.dir)
+	if err != nil {
+		return err
+	}
+	local := map[uint64]bool{}
+	for _, c := range segs {
+		local[c.No] = c.State != SegmentRemote
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var no uint64
+		if n, err := fmt.Sscanf(name, "%d.msg", &no); err != nil || n != 1 || name != fmt.Sprintf("%d.msg", no) {
+			continue
+		}
+		if local[no] || no > segs[len(segs)-1].No {
+			continue
+		}
+		e.log.Warn("removing a segment file the manifest no longer holds locally (a crash came before its removal)", "shard", sh.name, "segment", no)
+		if err := e.cfg.FS.Remove(segmentPath(sh.dir, no)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -38,6 +38,7 @@ import (
 //	delete shard=S                                   (DeleteShard)
 //	close                                            (Close)
 //	garbage shard=S bytes=N   (appends N bytes to the active segment behind the engine's back, after a close: a torn tail)
+//	orphan shard=S segment=N (writes the segment's file behind the engine's back, after a close: a removal a crash undid)
 //	read shard=S              (the offsets and values a read returns; no file operations)
 //	files                     (the segment files and tombstones on disk, with sizes)
 func TestSyncOrder(t *testing.T) {
@@ -133,6 +134,14 @@ func (h *syncHarness) run(t *testing.T, d *datadriven.TestData) string {
 		f.Write([]byte(strings.Repeat("\xff", n)))
 		f.Close()
 		return fmt.Sprintf("%d bytes appended to %s", n, h.fs.rel(files[len(files)-1]))
+	case "orphan":
+		var no int
+		d.ScanArgs(t, "segment", &no)
+		path := filepath.Join(h.dir, shard, fmt.Sprintf("%d.msg", no))
+		if err := os.WriteFile(path, []byte("left behind"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s written", h.fs.rel(path))
 	case "read":
 		recs, err := h.e.Read(ctx, shard, 0, store.Budget{})
 		fail(err)
