@@ -336,7 +336,7 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 		return err
 	}
 	if err := e.cfg.FS.MkdirAll(sh.dir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("shard %s: make its folder: %w", name, err)
 	}
 	crashPoint("create:mkdir")
 	s, err := e.openActive(sh, seg, true)
@@ -347,7 +347,7 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	sh.segments = []*segment{s}
 	e.shards[name] = sh
 	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
-		return err
+		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", name, err)
 	}
 	e.postShardCreated(cs, seg)
 	return nil
@@ -405,7 +405,7 @@ func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, e
 	s.wf = wf
 	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
 		wf.Close()
-		return nil, err
+		return nil, fmt.Errorf("shard %s: sync its folder after opening segment %d: %w", sh.name, seg.No, err)
 	}
 	return s, nil
 }
