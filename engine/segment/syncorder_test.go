@@ -126,7 +126,9 @@ func (h *syncHarness) run(t *testing.T, d *datadriven.TestData) string {
 		var n int
 		d.ScanArgs(t, "bytes", &n)
 		files, _ := filepath.Glob(filepath.Join(h.dir, shard, "*.msg"))
-		sort.Slice(files, func(i, j int) bool { return len(files[i]) < len(files[j]) || len(files[i]) == len(files[j]) && files[i] < files[j] })
+		sort.Slice(files, func(i, j int) bool {
+			return len(files[i]) < len(files[j]) || len(files[i]) == len(files[j]) && files[i] < files[j]
+		})
 		f, err := os.OpenFile(files[len(files)-1], os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
