@@ -55,6 +55,11 @@ type segment struct {
 	mu sync.RWMutex
 	rf *os.File
 	mm mmap.MMap
+	// gen counts the truncations of this (active) segment's file and keep
+	// is the length the last one left (replica.go); changed under mu and
+	// the shard's lock.
+	gen  uint64
+	keep int64
 
 	// Write side, owned by the worker (nil once sealed).
 	wf      File
