@@ -68,9 +68,11 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 	used := 0
 	for ; i < len(v.segments); i++ {
 		s := v.segments[i]
-		limit, gen := s.size, anyGen
-		if i == len(v.segments)-1 {
-			limit, gen = v.activeLen, v.activeGen
+		// The active segment's size is the worker's: readers take the
+		// durable length the view published.
+		limit, gen := v.activeLen, v.activeGen
+		if i < len(v.segments)-1 {
+			limit, gen = s.size, anyGen
 		}
 		more, err := s.scan(pos, limit, gen, offset, v.high, b, &out, &used)
 		if err != nil {
@@ -91,8 +93,7 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 func (s *segment) scan(pos, limit int64, gen uint64, from, high uint64, b store.Budget, out *[]record.Record, used *int) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	limit = s.readable(limit, gen)
-	data, err := s.view(limit)
+	data, err := s.view(limit, gen)
 	if err != nil {
 		return false, err
 	}
