@@ -43,7 +43,10 @@ type Adapter struct {
 	stores  map[string]store.Store
 }
 
-var _ store.Store = (*Adapter)(nil)
+var (
+	_ store.Store   = (*Adapter)(nil)
+	_ store.Replica = (*Adapter)(nil)
+)
 
 // Open opens every engine the config names.
 func Open(cfg Config) (*Adapter, error) {
@@ -147,6 +150,29 @@ func (a *Adapter) MaxTimestamp(ctx context.Context, shard string) (int64, bool, 
 
 func (a *Adapter) Watermarks(ctx context.Context, shard string) (uint64, uint64, error) {
 	return a.route(shard).Watermarks(ctx, shard)
+}
+
+// replica is the shard's engine as a store.Replica: every engine is one.
+func (a *Adapter) replica(shard string) store.Replica { return a.route(shard).(store.Replica) }
+
+func (a *Adapter) LogEnd(ctx context.Context, shard string) (uint64, error) {
+	return a.replica(shard).LogEnd(ctx, shard)
+}
+
+func (a *Adapter) SetHighWatermark(ctx context.Context, shard string, hw uint64) error {
+	return a.replica(shard).SetHighWatermark(ctx, shard, hw)
+}
+
+func (a *Adapter) ReadToLogEnd(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
+	return a.replica(shard).ReadToLogEnd(ctx, shard, offset, b)
+}
+
+func (a *Adapter) AppendAt(ctx context.Context, shard string, recs []record.Record) error {
+	return a.replica(shard).AppendAt(ctx, shard, recs)
+}
+
+func (a *Adapter) TruncateTo(ctx context.Context, shard string, end uint64) error {
+	return a.replica(shard).TruncateTo(ctx, shard, end)
 }
 
 func (a *Adapter) DeleteBefore(ctx context.Context, shard string, offset uint64) error {

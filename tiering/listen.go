@@ -150,7 +150,9 @@ func (l *listener) shardRecovered(sh segment.ShardMeta, segs []segment.SegmentMe
 			}
 		}
 	}
-	_, err = l.cat.SetLowWatermark(sh.Name, sh.LowWatermark)
+	if cur.LowWatermark < sh.LowWatermark {
+		_, err = l.cat.SetLowWatermark(sh.Name, sh.LowWatermark)
+	}
 	return err
 }
 

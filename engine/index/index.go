@@ -144,3 +144,41 @@ func TimeFloor(db *pebble.DB, shard string, ts int64) (offset uint64, ok bool, e
 	k := it.Key()
 	return binary.BigEndian.Uint64(k[len(k)-8:]), true, nil
 }
+
+// LastTime returns the shard's time-index entry with the largest timestamp.
+func LastTime(db *pebble.DB, shard string) (ts int64, offset uint64, ok bool, err error) {
+	prefix := Prefix(KindTime, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return 0, 0, false, it.Error()
+	}
+	k := it.Key()
+	ts = int64(binary.BigEndian.Uint64(k[len(k)-16:]) ^ (1 << 63))
+	return ts, binary.BigEndian.Uint64(k[len(k)-8:]), true, nil
+}
+
+// DeleteTimeFrom adds to b the deletion of the shard's time-index entries
+// at offsets from end on (a truncated suffix). An entry holds its record's
+// timestamp, so only those at or above minTS, the smallest timestamp of
+// the truncated records, are looked at.
+func DeleteTimeFrom(db *pebble.DB, b *pebble.Batch, shard string, minTS int64, end uint64) error {
+	prefix := Prefix(KindTime, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: TimeKey(shard, minTS, 0), UpperBound: UpperBound(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if binary.BigEndian.Uint64(k[len(k)-8:]) >= end {
+			if err := b.Delete(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return it.Error()
+}

@@ -31,9 +31,16 @@ type shard struct {
 	recs []record.Record // offsets low, low+1, ...
 	keys map[string][]uint64
 	tags map[string][]uint64
+	// hw is the high watermark once managed (store.Replica); until then it
+	// follows the log end.
+	hw      uint64
+	managed bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Replica = (*Store)(nil)
+)
 
 // New returns an empty store keeping at most maxRecords per shard (0: 1,000,000).
 func New(maxRecords int) *Store {
@@ -73,6 +80,17 @@ func (s *Store) CreateShard(ctx context.Context, name string) error {
 }
 
 func (s *Store) Append(ctx context.Context, name string, recs []record.Record) (uint64, error) {
+	return s.append(name, recs, false)
+}
+
+// AppendAt appends records carrying their offsets; the first must be the
+// log end.
+func (s *Store) AppendAt(ctx context.Context, name string, recs []record.Record) error {
+	_, err := s.append(name, recs, true)
+	return err
+}
+
+func (s *Store) append(name string, recs []record.Record, at bool) (uint64, error) {
 	sh, err := s.shard(name)
 	if err != nil {
 		return 0, err
@@ -87,7 +105,12 @@ func (s *Store) Append(ctx context.Context, name string, recs []record.Record) (
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	base := sh.low + uint64(len(sh.recs))
+	base := sh.end()
+	if at {
+		if err := store.CheckAppendAt(name, recs, base); err != nil {
+			return 0, err
+		}
+	}
 	for i := range recs {
 		r := clone(recs[i])
 		r.Offset = base + uint64(i)
@@ -128,6 +151,14 @@ func popFront(m map[string][]uint64, k string) {
 	}
 }
 
+func popBack(m map[string][]uint64, k string) {
+	if l := m[k]; len(l) <= 1 {
+		delete(m, k)
+	} else {
+		m[k] = l[:len(l)-1]
+	}
+}
+
 func clone(r record.Record) record.Record {
 	c := r
 	c.Key = bytes.Clone(r.Key)
@@ -145,11 +176,28 @@ func clone(r record.Record) record.Record {
 	return c
 }
 
+func (sh *shard) end() uint64 { return sh.low + uint64(len(sh.recs)) }
+
+// watermarks is the readable range: up to the high watermark. Eviction may
+// take the low watermark past a managed high watermark; nothing below low
+// is left to show, so the high watermark is taken up with it.
 func (sh *shard) watermarks() (uint64, uint64) {
-	return sh.low, sh.low + uint64(len(sh.recs))
+	if !sh.managed {
+		return sh.low, sh.end()
+	}
+	return sh.low, max(sh.hw, sh.low)
 }
 
 func (s *Store) Read(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
+	return s.read(name, offset, b, false)
+}
+
+// ReadToLogEnd reads up to the log end, past the high watermark.
+func (s *Store) ReadToLogEnd(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
+	return s.read(name, offset, b, true)
+}
+
+func (s *Store) read(name string, offset uint64, b store.Budget, toEnd bool) ([]record.Record, error) {
 	sh, err := s.shard(name)
 	if err != nil {
 		return nil, err
@@ -157,6 +205,9 @@ func (s *Store) Read(ctx context.Context, name string, offset uint64, b store.Bu
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	low, high := sh.watermarks()
+	if toEnd {
+		high = sh.end()
+	}
 	if offset < low || offset > high {
 		return nil, &store.OutOfRangeError{Shard: name, Offset: offset, Low: low, High: high}
 	}
@@ -208,12 +259,15 @@ func (s *Store) byIndex(name string, offsets func(*shard) []uint64, from uint64,
 	}
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	low, _ := sh.watermarks()
+	low, high := sh.watermarks()
 	from = max(from, low)
 	offs := offsets(sh)
 	var out []record.Record
 	used := 0
 	for _, off := range offs[sort.Search(len(offs), func(i int) bool { return offs[i] >= from }):] {
+		if off >= high {
+			break
+		}
 		r := &sh.recs[off-sh.low]
 		size := record.Size(r)
 		if !b.Take(len(out), used, size) {
@@ -249,6 +303,59 @@ func (s *Store) DeleteBefore(ctx context.Context, name string, offset uint64) er
 	}
 	if offset > low {
 		sh.evict(int(offset - low))
+	}
+	return nil
+}
+
+// LogEnd returns the next offset to be written.
+func (s *Store) LogEnd(ctx context.Context, name string) (uint64, error) {
+	sh, err := s.shard(name)
+	if err != nil {
+		return 0, err
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.end(), nil
+}
+
+// SetHighWatermark raises the high watermark and makes it managed.
+func (s *Store) SetHighWatermark(ctx context.Context, name string, hw uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if end := sh.end(); hw > end {
+		return store.HighWatermarkPastLogEndError(name, hw, end)
+	}
+	_, cur := sh.watermarks()
+	sh.hw, sh.managed = max(cur, hw), true
+	return nil
+}
+
+// TruncateTo removes the records at and after end, which must not be
+// below the high watermark.
+func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, hw := sh.watermarks(); end < hw {
+		return store.TruncateCommittedError(name, end, hw)
+	}
+	for sh.end() > end {
+		r := sh.recs[len(sh.recs)-1]
+		if r.Key != nil {
+			popBack(sh.keys, string(r.Key))
+		}
+		for _, t := range r.Tags {
+			popBack(sh.tags, t)
+		}
+		sh.recs[len(sh.recs)-1] = record.Record{}
+		sh.recs = sh.recs[:len(sh.recs)-1]
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -20,7 +21,7 @@ import (
 
 const (
 	kindRecord = 'r' // shard, offset -> encoded record (engine/record)
-	kindMeta   = 'm' // shard -> low u64, high u64
+	kindMeta   = 'm' // shard -> low u64, log end u64[, high watermark u64 once managed]
 )
 
 // Store is the Pebble engine.
@@ -33,13 +34,42 @@ type Store struct {
 }
 
 type shard struct {
-	mu        sync.Mutex
-	low, high uint64
-	tsBucket  int64
-	tsSet     bool
+	mu sync.Mutex
+	marks
+	tsBucket int64
+	tsSet    bool
 }
 
-var _ store.Store = (*Store)(nil)
+// marks are what a shard's meta entry keeps.
+type marks struct {
+	low, end uint64 // end: the log end, the next offset to be written
+	// hw is the high watermark once managed (store.Replica); until then it
+	// follows the log end.
+	hw      uint64
+	managed bool
+}
+
+// high is the readable end: the high watermark.
+func (m marks) high() uint64 {
+	if m.managed {
+		return m.hw
+	}
+	return m.end
+}
+
+// meta is the shard's meta entry.
+func (m marks) meta() []byte {
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, m.low), m.end)
+	if m.managed {
+		v = binary.BigEndian.AppendUint64(v, m.hw)
+	}
+	return v
+}
+
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Replica = (*Store)(nil)
+)
 
 // Open opens or creates the store in dir.
 func Open(dir string) (*Store, error) {
@@ -57,16 +87,24 @@ func Open(dir string) (*Store, error) {
 	for it.First(); it.Valid(); it.Next() {
 		name := string(it.Key()[1 : len(it.Key())-1])
 		v := it.Value()
-		s.shards[name] = &shard{low: binary.BigEndian.Uint64(v), high: binary.BigEndian.Uint64(v[8:])}
+		sh := &shard{marks: marks{low: binary.BigEndian.Uint64(v), end: binary.BigEndian.Uint64(v[8:])}}
+		if len(v) >= 24 {
+			sh.hw, sh.managed = binary.BigEndian.Uint64(v[16:]), true
+		}
+		s.shards[name] = sh
 	}
-	return s, it.Error()
+	if err := it.Error(); err != nil {
+		return s, err
+	}
+	for name, sh := range s.shards {
+		if sh.tsBucket, sh.tsSet, err = lastTimeBucket(db, name); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
 }
 
 func metaKey(name string) []byte { return index.Prefix(kindMeta, name) }
-
-func metaValue(low, high uint64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, low), high)
-}
 
 func recordKey(name string, off uint64) []byte {
 	return binary.BigEndian.AppendUint64(index.Prefix(kindRecord, name), off)
@@ -98,7 +136,7 @@ func (s *Store) CreateShard(ctx context.Context, name string) error {
 		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
 	}
 	sh := &shard{}
-	if err := s.db.Set(metaKey(name), metaValue(0, 0), pebble.Sync); err != nil {
+	if err := s.db.Set(metaKey(name), sh.meta(), pebble.Sync); err != nil {
 		return err
 	}
 	s.shards[name] = sh
@@ -106,6 +144,17 @@ func (s *Store) CreateShard(ctx context.Context, name string) error {
 }
 
 func (s *Store) Append(ctx context.Context, name string, recs []record.Record) (uint64, error) {
+	return s.append(name, recs, false)
+}
+
+// AppendAt appends records carrying their offsets; the first must be the
+// log end.
+func (s *Store) AppendAt(ctx context.Context, name string, recs []record.Record) error {
+	_, err := s.append(name, recs, true)
+	return err
+}
+
+func (s *Store) append(name string, recs []record.Record, at bool) (uint64, error) {
 	sh, err := s.shard(name)
 	if err != nil {
 		return 0, err
@@ -115,9 +164,14 @@ func (s *Store) Append(ctx context.Context, name string, recs []record.Record) (
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if at {
+		if err := store.CheckAppendAt(name, recs, sh.end); err != nil {
+			return 0, err
+		}
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	base := sh.high
+	base := sh.end
 	var buf []byte
 	bucket, set := sh.tsBucket, sh.tsSet
 	for i := range recs {
@@ -138,12 +192,13 @@ func (s *Store) Append(ctx context.Context, name string, recs []record.Record) (
 			b.Set(index.WithOffset(index.TagPrefix(name, t), r.Offset), nil, nil)
 		}
 	}
-	high := base + uint64(len(recs))
-	b.Set(metaKey(name), metaValue(sh.low, high), nil)
+	next := sh.marks
+	next.end = base + uint64(len(recs))
+	b.Set(metaKey(name), next.meta(), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("shard %s: %w", name, err)
 	}
-	sh.high, sh.tsBucket, sh.tsSet = high, bucket, set
+	sh.end, sh.tsBucket, sh.tsSet = next.end, bucket, set
 	return base, nil
 }
 
@@ -155,18 +210,32 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (s *Store) watermarks(name string) (*shard, uint64, uint64, error) {
+// watermarks returns the readable range [low, high): high is the high
+// watermark, or the log end when toEnd.
+func (s *Store) watermarks(name string, toEnd bool) (*shard, uint64, uint64, error) {
 	sh, err := s.shard(name)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh, sh.low, sh.high, nil
+	if toEnd {
+		return sh, sh.low, sh.end, nil
+	}
+	return sh, sh.low, sh.high(), nil
 }
 
 func (s *Store) Read(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
-	_, low, high, err := s.watermarks(name)
+	return s.read(name, offset, b, false)
+}
+
+// ReadToLogEnd reads up to the log end, past the high watermark.
+func (s *Store) ReadToLogEnd(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
+	return s.read(name, offset, b, true)
+}
+
+func (s *Store) read(name string, offset uint64, b store.Budget, toEnd bool) ([]record.Record, error) {
+	_, low, high, err := s.watermarks(name, toEnd)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +265,7 @@ func (s *Store) Read(ctx context.Context, name string, offset uint64, b store.Bu
 }
 
 func (s *Store) OffsetForTime(ctx context.Context, name string, ts int64) (uint64, error) {
-	_, low, high, err := s.watermarks(name)
+	_, low, high, err := s.watermarks(name, false)
 	if err != nil {
 		return 0, err
 	}
@@ -233,7 +302,7 @@ func (s *Store) ReadByTag(ctx context.Context, name string, tag string, from uin
 }
 
 func (s *Store) byIndex(ctx context.Context, name string, prefix []byte, from uint64, b store.Budget) ([]record.Record, error) {
-	_, low, high, err := s.watermarks(name)
+	_, low, high, err := s.watermarks(name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -265,8 +334,108 @@ func (s *Store) byIndex(ctx context.Context, name string, prefix []byte, from ui
 }
 
 func (s *Store) Watermarks(ctx context.Context, name string) (uint64, uint64, error) {
-	_, low, high, err := s.watermarks(name)
+	_, low, high, err := s.watermarks(name, false)
 	return low, high, err
+}
+
+// LogEnd returns the next offset to be written.
+func (s *Store) LogEnd(ctx context.Context, name string) (uint64, error) {
+	_, _, end, err := s.watermarks(name, true)
+	return end, err
+}
+
+// SetHighWatermark raises the high watermark and makes it managed. The
+// first call, which makes it managed, is synced; later ones are not: after
+// a machine crash the high watermark may come back lower, never higher.
+func (s *Store) SetHighWatermark(ctx context.Context, name string, hw uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if hw > sh.end {
+		return store.HighWatermarkPastLogEndError(name, hw, sh.end)
+	}
+	if sh.managed && hw <= sh.hw {
+		return nil
+	}
+	next := sh.marks
+	next.hw, next.managed = max(sh.high(), hw), true
+	sync := pebble.NoSync
+	if !sh.managed {
+		sync = pebble.Sync
+	}
+	if err := s.db.Set(metaKey(name), next.meta(), sync); err != nil {
+		return fmt.Errorf("shard %s: %w", name, err)
+	}
+	sh.hw, sh.managed = next.hw, true
+	return nil
+}
+
+// TruncateTo removes the records at and after end, and their index
+// entries, in one synced batch.
+func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if hw := sh.high(); end < hw {
+		return store.TruncateCommittedError(name, end, hw)
+	}
+	if end >= sh.end {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	// Key and tag entries name offsets that will hold other records.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(name, end), UpperBound: recordKey(name, sh.end)})
+	if err != nil {
+		return err
+	}
+	minTS := int64(math.MaxInt64)
+	for it.First(); it.Valid(); it.Next() {
+		r, _, err := record.Decode(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("shard %s: %w", name, err)
+		}
+		minTS = min(minTS, r.Timestamp)
+		if r.Key != nil {
+			b.Delete(index.WithOffset(index.KeyPrefix(name, r.Key), r.Offset), nil)
+		}
+		for _, t := range r.Tags {
+			b.Delete(index.WithOffset(index.TagPrefix(name, t), r.Offset), nil)
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	b.DeleteRange(recordKey(name, end), recordKey(name, sh.end), nil)
+	if err := index.DeleteTimeFrom(s.db, b, name, minTS, end); err != nil {
+		return err
+	}
+	next := sh.marks
+	next.end = end
+	b.Set(metaKey(name), next.meta(), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: %w", name, err)
+	}
+	sh.end = end
+	sh.tsBucket, sh.tsSet, err = lastTimeBucket(s.db, name)
+	return err
+}
+
+// lastTimeBucket is the bucket of the shard's last time-index entry: the
+// running-max timestamp's, which the next entry must pass.
+func lastTimeBucket(db *pebble.DB, name string) (int64, bool, error) {
+	ts, _, ok, err := index.LastTime(db, name)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	return floorDiv(ts, 1000), true, nil
 }
 
 func (s *Store) DeleteBefore(ctx context.Context, name string, offset uint64) error {
@@ -276,8 +445,8 @@ func (s *Store) DeleteBefore(ctx context.Context, name string, offset uint64) er
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if offset > sh.high {
-		return &store.OutOfRangeError{Shard: name, Offset: offset, Low: sh.low, High: sh.high}
+	if high := sh.high(); offset > high {
+		return &store.OutOfRangeError{Shard: name, Offset: offset, Low: sh.low, High: high}
 	}
 	if offset <= sh.low {
 		return nil
@@ -285,7 +454,9 @@ func (s *Store) DeleteBefore(ctx context.Context, name string, offset uint64) er
 	b := s.db.NewBatch()
 	defer b.Close()
 	b.DeleteRange(recordKey(name, sh.low), recordKey(name, offset), nil)
-	b.Set(metaKey(name), metaValue(offset, sh.high), nil)
+	next := sh.marks
+	next.low = offset
+	b.Set(metaKey(name), next.meta(), nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		crashWriter(dir, os.Getenv("STRATA_CRASH_RUN"))
 		return
 	}
+	if dir := os.Getenv("STRATA_TRUNCATE_DIR"); dir != "" {
+		truncateChild(dir, os.Getenv("STRATA_TRUNCATE_STEP"))
+		return
+	}
 	if dir := os.Getenv("STRATA_LIFECYCLE_DIR"); dir != "" {
 		lifecycleChild(dir, os.Getenv("STRATA_LIFECYCLE_STEP"))
 		return

@@ -148,7 +148,10 @@ type Engine struct {
 	tick sync.WaitGroup // the ticker, which sends to workers
 }
 
-var _ store.Store = (*Engine)(nil)
+var (
+	_ store.Store   = (*Engine)(nil)
+	_ store.Replica = (*Engine)(nil)
+)
 
 // shard is one log. Readers take mu.RLock for a consistent view of the
 // segments and watermarks; the worker takes mu.Lock to publish.
@@ -161,7 +164,11 @@ type shard struct {
 
 	mu        sync.RWMutex
 	segments  []*segment // ascending; the last is active
-	low, high uint64     // readable [low, high)
+	low, high uint64     // readable [low, high): high is the high watermark
+	// end is the log end: the next offset to be written, published once
+	// durable. high follows it until managed (replica.go).
+	end     uint64
+	managed bool
 	// activeLen is the durable length of the active segment: readers never
 	// look past it, so they never see a batch still being written.
 	activeLen int64
@@ -176,6 +183,11 @@ type shard struct {
 	failed     error // a failed fsync: refuse writes until restart
 	dirty      bool  // written since the last fsync (interval policy)
 	dictated   bool  // a copy of a leader's log: rolls only by RollAt
+
+	// hwMu orders SetHighWatermark with TruncateTo; hwSaved: the high
+	// watermark file exists (replica.go).
+	hwMu    sync.Mutex
+	hwSaved bool
 }
 
 // Open opens or creates the engine in cfg.Dir and recovers every shard.

@@ -83,6 +83,11 @@ type segment struct {
 	mu sync.RWMutex
 	rf *os.File
 	mm mmap.MMap
+	// gen counts the truncations of this (active) segment's file and keep
+	// is the length the last one left (replica.go); changed under mu and
+	// the shard's lock.
+	gen  uint64
+	keep int64
 
 	// Write side, owned by the worker (nil once sealed).
 	wf      vfs.File
@@ -112,27 +117,32 @@ func (s *segment) track(r *record.Record) {
 }
 
 // view returns the first n bytes of the file, mapping or re-mapping it as
-// needed. The caller must hold s.mu.RLock until done with the bytes; view
-// takes the write lock itself when it has to re-map.
-func (s *segment) view(n int64) ([]byte, error) {
-	if n == 0 {
-		return nil, nil
+// needed; n was read in a view of truncation generation gen, and is cut
+// to what a later truncation kept (segment.readable). The caller must hold
+// s.mu.RLock until done with the bytes; view takes the write lock itself
+// when it has to re-map, so a truncation may come in between: the length
+// is checked again after.
+func (s *segment) view(limit int64, gen uint64) ([]byte, error) {
+	for try := 0; ; try++ {
+		n := s.readable(limit, gen)
+		if n == 0 {
+			return nil, nil
+		}
+		if int64(len(s.mm)) >= n {
+			return s.mm[:n], nil
+		}
+		if try == 3 {
+			return nil, fmt.Errorf("segment %s: mapped %d bytes, need %d", s.path, len(s.mm), n)
+		}
+		s.mu.RUnlock()
+		s.mu.Lock()
+		err := s.remapLocked(s.readable(limit, gen))
+		s.mu.Unlock()
+		s.mu.RLock()
+		if err != nil {
+			return nil, err
+		}
 	}
-	if int64(len(s.mm)) >= n {
-		return s.mm[:n], nil
-	}
-	s.mu.RUnlock()
-	s.mu.Lock()
-	err := s.remapLocked(n)
-	s.mu.Unlock()
-	s.mu.RLock()
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(s.mm)) < n {
-		return nil, fmt.Errorf("segment %s: mapped %d bytes, need %d", s.path, len(s.mm), n)
-	}
-	return s.mm[:n], nil
 }
 
 func (s *segment) remapLocked(n int64) error {

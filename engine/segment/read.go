@@ -16,8 +16,10 @@ import (
 type view struct {
 	name      string
 	segments  []*segment
-	low, high uint64
+	low, high uint64 // high: the high watermark
+	end       uint64 // the log end
 	activeLen int64
+	activeGen uint64 // the active segment's truncation generation
 }
 
 func (e *Engine) view(name string) (view, error) {
@@ -27,7 +29,8 @@ func (e *Engine) view(name string) (view, error) {
 	}
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, activeLen: sh.activeLen}, nil
+	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, end: sh.end, activeLen: sh.activeLen,
+		activeGen: sh.active().gen}, nil
 }
 
 // Read returns records from offset on: the segment holding it, a floor
@@ -65,11 +68,13 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 	used := 0
 	for ; i < len(v.segments); i++ {
 		s := v.segments[i]
-		limit := s.size
-		if i == len(v.segments)-1 {
-			limit = v.activeLen
+		// The active segment's size is the worker's: readers take the
+		// durable length the view published.
+		limit, gen := v.activeLen, v.activeGen
+		if i < len(v.segments)-1 {
+			limit, gen = s.size, anyGen
 		}
-		more, err := s.scan(pos, limit, offset, v.high, b, &out, &used)
+		more, err := s.scan(pos, limit, gen, offset, v.high, b, &out, &used)
 		if err != nil {
 			return out, err
 		}
@@ -83,11 +88,12 @@ func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget
 
 // scan appends the records of s from byte pos up to limit whose offsets
 // are in [from, high), within the budget. It reports whether the read may
-// continue into the next segment.
-func (s *segment) scan(pos, limit int64, from, high uint64, b store.Budget, out *[]record.Record, used *int) (bool, error) {
+// continue into the next segment. gen is the truncation generation limit
+// was taken at (anyGen for a segment sealed then).
+func (s *segment) scan(pos, limit int64, gen uint64, from, high uint64, b store.Budget, out *[]record.Record, used *int) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	data, err := s.view(limit)
+	data, err := s.view(limit, gen)
 	if err != nil {
 		return false, err
 	}

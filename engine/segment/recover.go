@@ -57,7 +57,11 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		return fmt.Errorf("shard %s: the manifest has no active segment", cs.Name)
 	}
 	a := sh.active()
-	sh.high, sh.activeLen = a.next, a.size
+	sh.activeLen = a.size
+	sh.publishEnd(a.next)
+	if err := e.loadHighWatermark(sh); err != nil {
+		return err
+	}
 	sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 	if err := e.reindex(sh); err != nil {
 		return fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
@@ -160,7 +164,7 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 func (e *Engine) reindex(sh *shard) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	if err := ib.DeleteRange(index.OffsetKey(sh.name, sh.high), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	if err := ib.DeleteRange(index.OffsetKey(sh.name, sh.end), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
 		return err
 	}
 	if err := ib.Delete(index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {

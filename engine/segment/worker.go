@@ -25,6 +25,8 @@ type request struct {
 	// next segment starts at this offset (RollAt).
 	rollAt *uint64
 	repair bool // cut a damaged active segment at its damage (Repair)
+	// truncateTo cuts the log so that it ends at this offset (TruncateTo).
+	truncateTo *uint64
 }
 
 type result struct {
@@ -99,6 +101,10 @@ func (w *worker) process(batch []request) {
 			req.done <- result{err: w.repair(req.shard)}
 			continue
 		}
+		if req.truncateTo != nil {
+			req.done <- result{err: w.truncate(req.shard, *req.truncateTo)}
+			continue
+		}
 		if req.rollAt != nil {
 			req.done <- result{err: w.rollAt(req.shard, *req.rollAt)}
 			continue
@@ -145,7 +151,7 @@ func (w *worker) process(batch []request) {
 		}
 		a := sh.active()
 		sh.mu.Lock()
-		sh.high = a.next
+		sh.publishEnd(a.next)
 		sh.activeLen = a.size
 		sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 		sh.mu.Unlock()
@@ -239,10 +245,7 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 		sh.sinceIndex = 0
 	}
 	sh.sinceIndex++
-	bucket := r.Timestamp / w.e.cfg.TimeIndexGranularity.Milliseconds()
-	if r.Timestamp < 0 && r.Timestamp%w.e.cfg.TimeIndexGranularity.Milliseconds() != 0 {
-		bucket-- // floor, not truncation
-	}
+	bucket := w.bucket(r.Timestamp)
 	if !sh.tsIndexed || bucket > sh.tsBucket {
 		ib.Set(index.TimeKey(sh.name, r.Timestamp, r.Offset), nil, nil)
 		sh.tsBucket, sh.tsIndexed = bucket, true
@@ -253,6 +256,16 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 	for _, t := range r.Tags {
 		ib.Set(index.WithOffset(index.TagPrefix(sh.name, t), r.Offset), nil, nil)
 	}
+}
+
+// bucket is the time-index bucket of a timestamp.
+func (w *worker) bucket(ts int64) int64 {
+	g := w.e.cfg.TimeIndexGranularity.Milliseconds()
+	b := ts / g
+	if ts < 0 && ts%g != 0 {
+		b-- // floor, not truncation
+	}
+	return b
 }
 
 // maybeRoll applies seed 000's two gates before an append of n records:
@@ -334,7 +347,7 @@ func (w *worker) rollAt(sh *shard, next uint64) error {
 	}
 	// The roll is acknowledged durable: what readers see follows it.
 	sh.mu.Lock()
-	sh.high = sh.active().next
+	sh.publishEnd(sh.active().next)
 	sh.mu.Unlock()
 	return nil
 }

@@ -24,15 +24,17 @@ type Store interface {
 	// Read returns records from offset on, within the budget. The first
 	// record is returned even when larger than MaxBytes.
 	Read(ctx context.Context, shard string, offset uint64, b Budget) ([]record.Record, error)
-	// OffsetForTime returns the first offset whose record's timestamp is at
-	// or after ts (ms), or the high watermark if there is none.
+	// OffsetForTime returns the first offset below the high watermark whose
+	// record's timestamp is at or after ts (ms), or the high watermark if
+	// there is none.
 	OffsetForTime(ctx context.Context, shard string, ts int64) (uint64, error)
 	// ReadByKey and ReadByTag return records with the key or tag, from
 	// offset on, in offset order.
 	ReadByKey(ctx context.Context, shard string, key []byte, from uint64, b Budget) ([]record.Record, error)
 	ReadByTag(ctx context.Context, shard string, tag string, from uint64, b Budget) ([]record.Record, error)
-	// Watermarks returns the first readable offset and the next offset to
-	// be written.
+	// Watermarks returns the readable range [low, high): high is the high
+	// watermark, which is the log end (the next offset to be written) until
+	// the shard's high watermark is managed (Replica.SetHighWatermark).
 	Watermarks(ctx context.Context, shard string) (low, high uint64, err error)
 	// DeleteBefore makes offsets below offset unreadable (Kafka's
 	// DeleteRecords): the low watermark becomes offset.
@@ -42,6 +44,43 @@ type Store interface {
 	// DeleteShard removes a shard and all its records.
 	DeleteShard(ctx context.Context, shard string) error
 	Close() error
+}
+
+// Replica is the seam replication builds on (docs/engine.md, "Log end and
+// high watermark"). A shard has two upper marks:
+//
+//   - the log end: the next offset to be written;
+//   - the high watermark: below it every record is replicated (committed).
+//     Read, ReadByKey, ReadByTag, OffsetForTime and Watermarks never show a
+//     record at or above it.
+//
+// Until a shard's first SetHighWatermark, its high watermark follows its
+// log end, as on one node: every acknowledged record is readable. The first
+// SetHighWatermark makes it managed, for good (kept across a restart by the
+// durable engines): from then on it moves only when SetHighWatermark says.
+// All three engines implement Replica.
+type Replica interface {
+	// LogEnd returns the next offset to be written.
+	LogEnd(ctx context.Context, shard string) (uint64, error)
+	// SetHighWatermark raises the shard's high watermark to hw and makes it
+	// managed. It never moves back: an hw at or below the current one
+	// leaves it (and, on the first call, a shard whose high watermark
+	// followed its log end keeps it there). An hw past the log end is
+	// refused (ErrPastLogEnd). The durable engines keep it across a
+	// restart, possibly a little behind after a machine crash (never ahead).
+	SetHighWatermark(ctx context.Context, shard string, hw uint64) error
+	// ReadToLogEnd reads as Read does but up to the log end, not the high
+	// watermark: what a leader serves to the followers copying it.
+	ReadToLogEnd(ctx context.Context, shard string, offset uint64, b Budget) ([]record.Record, error)
+	// AppendAt appends records that carry their offsets (a follower copying
+	// its leader): the first must be the log end, the rest follow it.
+	AppendAt(ctx context.Context, shard string, recs []record.Record) error
+	// TruncateTo removes every record at or after end, durably: the log
+	// end becomes end (a follower whose log diverged from its new leader's
+	// cuts it at the leader's epoch end offset, as Kafka's truncateTo).
+	// An end below the high watermark is refused (ErrCommitted): committed
+	// records are never cut. An end at or past the log end changes nothing.
+	TruncateTo(ctx context.Context, shard string, end uint64) error
 }
 
 // Budget bounds one read. Zero means no bound.
@@ -54,7 +93,39 @@ var (
 	ErrUnknownShard = errors.New("unknown shard")
 	ErrShardExists  = errors.New("shard exists")
 	ErrClosed       = errors.New("store closed")
+	// ErrCommitted refuses a TruncateTo below the high watermark.
+	ErrCommitted = errors.New("committed records cannot be truncated")
+	// ErrPastLogEnd refuses a SetHighWatermark past the log end.
+	ErrPastLogEnd = errors.New("past the log end")
 )
+
+// TruncateCommittedError is the error of a TruncateTo below the high watermark.
+func TruncateCommittedError(shard string, end, hw uint64) error {
+	return fmt.Errorf("shard %s: truncate to offset %d refused: the high watermark is %d, and the records below it are replicated: %w",
+		shard, end, hw, ErrCommitted)
+}
+
+// HighWatermarkPastLogEndError is the error of a SetHighWatermark past the log end.
+func HighWatermarkPastLogEndError(shard string, hw, end uint64) error {
+	return fmt.Errorf("shard %s: high watermark %d refused: the log ends at %d: %w", shard, hw, end, ErrPastLogEnd)
+}
+
+// CheckAppendAt checks that records carry contiguous offsets starting at
+// the log end end.
+func CheckAppendAt(shard string, recs []record.Record, end uint64) error {
+	if len(recs) == 0 {
+		return errors.New("append at: no records")
+	}
+	if recs[0].Offset != end {
+		return fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", shard, recs[0].Offset, end)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Offset != recs[0].Offset+uint64(i) {
+			return fmt.Errorf("shard %s: append at: offset %d follows %d", shard, recs[i].Offset, recs[i-1].Offset)
+		}
+	}
+	return nil
+}
 
 // OutOfRangeError is a read below the low or above the high watermark.
 type OutOfRangeError struct {

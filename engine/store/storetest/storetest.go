@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
 			fn   func(t *testing.T, s store.Store)
 		}{"SurvivesReopen", func(t *testing.T, s store.Store) { testReopen(t, s, opts.Reopen) }})
 	}
+	tests = append(tests, replicaTests(opts)...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)

@@ -1,0 +1,281 @@
+package segment
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/index"
+	"strata/engine/record"
+	"strata/engine/store"
+)
+
+// The replication seam (store.Replica, docs/engine.md "Log end and high
+// watermark"). A shard's log end (sh.end) is published after each durable
+// write; its high watermark (sh.high, what readers see) follows it until the
+// first SetHighWatermark, which makes it managed. A managed high watermark is
+// kept in the shard's folder, in the file highWatermarkFile: 8 bytes
+// big-endian and their CRC-32C. The file's creation is synced (so a managed
+// shard never comes back unmanaged); later updates are not (so after a
+// machine crash the high watermark may come back lower, never higher, as
+// Kafka's checkpointed one does). A damaged file reads as the low
+// watermark: nothing above it is shown until the next SetHighWatermark.
+
+const highWatermarkFile = "high-watermark"
+
+// publishEnd publishes a new durable log end; the caller holds sh.mu.
+func (sh *shard) publishEnd(end uint64) {
+	sh.end = end
+	if !sh.managed {
+		sh.high = end
+	}
+}
+
+// LogEnd returns the next offset to be written.
+func (e *Engine) LogEnd(ctx context.Context, name string) (uint64, error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return 0, err
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.end, nil
+}
+
+// SetHighWatermark raises the high watermark and makes it managed.
+func (e *Engine) SetHighWatermark(ctx context.Context, name string, hw uint64) error {
+	sh, err := e.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.hwMu.Lock()
+	defer sh.hwMu.Unlock()
+	sh.mu.Lock()
+	if hw > sh.end {
+		end := sh.end
+		sh.mu.Unlock()
+		return store.HighWatermarkPastLogEndError(name, hw, end)
+	}
+	if sh.managed && hw <= sh.high && sh.hwSaved {
+		sh.mu.Unlock()
+		return nil
+	}
+	// Shown before it is saved: the records below it are durable already,
+	// and a lost save only brings it back lower.
+	sh.high, sh.managed = max(sh.high, hw), true
+	hw = sh.high
+	sh.mu.Unlock()
+	if err := saveHighWatermark(sh.dir, hw, !sh.hwSaved); err != nil {
+		return fmt.Errorf("shard %s: saving the high watermark: %w", name, err)
+	}
+	sh.hwSaved = true
+	return nil
+}
+
+func saveHighWatermark(dir string, hw uint64, sync bool) error {
+	var buf [12]byte
+	binary.BigEndian.PutUint64(buf[:8], hw)
+	binary.BigEndian.PutUint32(buf[8:], crc32.Checksum(buf[:8], castagnoli))
+	f, err := os.OpenFile(filepath.Join(dir, highWatermarkFile), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(buf[:], 0); err != nil {
+		f.Close()
+		return err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if sync {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+// loadHighWatermark reads a recovering shard's managed high watermark, if
+// it has one, after its log end is known.
+func (e *Engine) loadHighWatermark(sh *shard) error {
+	b, err := os.ReadFile(filepath.Join(sh.dir, highWatermarkFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard %s: reading the high watermark: %w", sh.name, err)
+	}
+	sh.managed, sh.hwSaved = true, true
+	if len(b) != 12 || crc32.Checksum(b[:8], castagnoli) != binary.BigEndian.Uint32(b[8:]) {
+		e.log.Warn("the high watermark file is damaged: showing nothing above the low watermark until the next SetHighWatermark",
+			"shard", sh.name, "low", sh.low)
+		sh.high = sh.low
+		return nil
+	}
+	hw := binary.BigEndian.Uint64(b)
+	if hw > sh.end {
+		e.log.Warn("the saved high watermark is past the recovered log end: lowering it", "shard", sh.name, "high_watermark", hw, "log_end", sh.end)
+	}
+	sh.high = max(min(hw, sh.end), sh.low)
+	return nil
+}
+
+// ReadToLogEnd reads as Read does, up to the log end instead of the high
+// watermark.
+func (e *Engine) ReadToLogEnd(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
+	v, err := e.view(name)
+	if err != nil {
+		return nil, err
+	}
+	v.high = v.end
+	if offset < v.low || offset > v.high {
+		return nil, &store.OutOfRangeError{Shard: name, Offset: offset, Low: v.low, High: v.high}
+	}
+	return e.scan(ctx, v, offset, b)
+}
+
+// TruncateTo cuts the log so that it ends at end, durably. Only the active
+// segment is cut: a cut inside a sealed segment is refused (a follower's
+// unreplicated suffix is normally within its active segment; a sealed
+// segment may already be tiered).
+func (e *Engine) TruncateTo(ctx context.Context, name string, end uint64) error {
+	return e.ask(ctx, name, request{truncateTo: &end})
+}
+
+// anyGen marks a limit that no truncation can shorten (a sealed segment's).
+const anyGen uint64 = math.MaxUint64
+
+// readable shortens a reader's limit taken before a truncation of the
+// file, which may now be shorter: the caller holds s.mu. What such a reader
+// may show lies below the high watermark, which no truncation goes under.
+func (s *segment) readable(limit int64, gen uint64) int64 {
+	if gen != anyGen && gen != s.gen {
+		return min(limit, s.keep)
+	}
+	return limit
+}
+
+// truncate cuts the shard's log at offset end: the index entries of the
+// records cut go first (synced), then the file is truncated and synced.
+// A crash between the two leaves the whole file with entries missing,
+// which recovery re-adds, and the truncation unacknowledged.
+func (w *worker) truncate(sh *shard, end uint64) error {
+	if sh.failed != nil {
+		return sh.failed
+	}
+	sh.hwMu.Lock() // no SetHighWatermark meanwhile: it could pass the new end
+	defer sh.hwMu.Unlock()
+	s := sh.active()
+	switch {
+	case end < sh.high:
+		return store.TruncateCommittedError(sh.name, end, sh.high)
+	case end >= s.next:
+		return nil
+	case end < s.start:
+		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d), "+
+			"and only the active segment can be truncated", sh.name, end, sh.segmentOf(end), s.no, s.start)
+	}
+	// Scan the active file: the kept records give its new length, checksum
+	// and statistics; the cut ones, their index entries' time range.
+	f, err := os.Open(s.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	kept := segment{no: s.no, start: s.start, next: s.start}
+	minCut := int64(math.MaxInt64)
+	next := s.start
+	sc := NewScanner(s.path, f, 0, s.size, &next)
+	for sc.Next() {
+		r, _, _ := sc.Record()
+		if r.Offset < end {
+			kept.track(r)
+			kept.next, kept.size, kept.crc = r.Offset+1, sc.Pos(), sc.CRC()
+		} else {
+			minCut = min(minCut, r.Timestamp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
+	}
+	if kept.next != end {
+		return fmt.Errorf("shard %s: truncate to offset %d: the active segment holds offsets %d to %d", sh.name, end, s.start, kept.next)
+	}
+	ib := w.e.index.NewBatch()
+	defer ib.Close()
+	if err := ib.DeleteRange(index.OffsetKey(sh.name, end), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if err := ib.Delete(index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if err := index.DeleteTimeFrom(w.e.index, ib, sh.name, minCut, end); err != nil {
+		return err
+	}
+	// Key and tag entries of the cut records stay: readers check that the
+	// record at an entry's offset still matches, as after a crash.
+	if err := ib.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)
+	}
+	// Readers that took their view before hold s.mu.RLock while they scan:
+	// wait for them, and make later ones stop at the kept length.
+	s.mu.Lock()
+	sh.mu.Lock()
+	err = s.wf.Truncate(kept.size)
+	if err == nil {
+		err = s.wf.Sync()
+	}
+	if err != nil {
+		sh.mu.Unlock()
+		s.mu.Unlock()
+		w.fail(sh, fmt.Errorf("truncate %s: %w", s.path, err))
+		return sh.failed
+	}
+	if s.mm != nil && int64(len(s.mm)) > kept.size {
+		s.mm.Unmap() // past the new end a mapping faults; re-made on the next read
+		s.mm = nil
+	}
+	s.gen++
+	s.keep = kept.size
+	s.size, s.crc, s.next = kept.size, kept.crc, kept.next
+	s.count, s.minTS, s.maxTS = kept.count, kept.minTS, kept.maxTS
+	if s.count == 0 {
+		s.firstAt = kept.firstAt
+	}
+	sh.publishEnd(end)
+	sh.activeLen = s.size
+	sh.activeMaxTS, sh.activeHasRecs = s.maxTS, s.count > 0
+	sh.mu.Unlock()
+	s.mu.Unlock()
+	// The next record gets an offset entry; the time index goes on from
+	// its last entry left.
+	sh.sinceIndex = w.e.cfg.IndexInterval
+	ts, _, ok, err := index.LastTime(w.e.index, sh.name)
+	if err != nil {
+		return err
+	}
+	sh.tsBucket, sh.tsIndexed = w.bucket(ts), ok
+	w.e.log.Info("log truncated", "shard", sh.name, "log_end", end, "high_watermark", sh.high)
+	return nil
+}
+
+// segmentOf names the local segment holding offset, for errors.
+func (sh *shard) segmentOf(offset uint64) uint64 {
+	for i := len(sh.segments) - 1; i >= 0; i-- {
+		if sh.segments[i].start <= offset {
+			return sh.segments[i].no
+		}
+	}
+	return 0
+}
