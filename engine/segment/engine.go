@@ -699,13 +699,19 @@ func (e *Engine) writeTombstoneName(dir, name string) error {
 
 // readTombstoneName reads the shard name a tombstone holds.
 func (e *Engine) readTombstoneName(tomb string) (string, error) {
-	f, err := e.cfg.FS.Open(filepath.Join(tomb, tombstoneFile))
+	name, err := readFile(e.cfg.FS, filepath.Join(tomb, tombstoneFile))
+	return string(name), err
+}
+
+// readFile reads a small file of the engine's own (a tombstone's name, a
+// high watermark) through fs.
+func readFile(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
-	name, err := io.ReadAll(f)
-	return string(name), err
+	return io.ReadAll(f)
 }
 
 // finishDeletes completes the deletions a crash interrupted: a tombstone

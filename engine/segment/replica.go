@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
 	"strata/engine/record"
@@ -72,18 +73,18 @@ func (e *Engine) SetHighWatermark(ctx context.Context, name string, hw uint64) e
 	sh.high, sh.managed = max(sh.high, hw), true
 	hw = sh.high
 	sh.mu.Unlock()
-	if err := saveHighWatermark(sh.dir, hw, !sh.hwSaved); err != nil {
+	if err := saveHighWatermark(e.cfg.FS, sh.dir, hw, !sh.hwSaved); err != nil {
 		return fmt.Errorf("shard %s: saving the high watermark: %w", name, err)
 	}
 	sh.hwSaved = true
 	return nil
 }
 
-func saveHighWatermark(dir string, hw uint64, sync bool) error {
+func saveHighWatermark(fs vfs.FS, dir string, hw uint64, sync bool) error {
 	var buf [12]byte
 	binary.BigEndian.PutUint64(buf[:8], hw)
 	binary.BigEndian.PutUint32(buf[8:], crc32.Checksum(buf[:8], castagnoli))
-	f, err := os.OpenFile(filepath.Join(dir, highWatermarkFile), os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := fs.OpenReadWrite(filepath.Join(dir, highWatermarkFile)) // created if missing
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func saveHighWatermark(dir string, hw uint64, sync bool) error {
 		return err
 	}
 	if sync {
-		return syncDir(dir)
+		return syncDir(fs, dir)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func saveHighWatermark(dir string, hw uint64, sync bool) error {
 // loadHighWatermark reads a recovering shard's managed high watermark, if
 // it has one, after its log end is known.
 func (e *Engine) loadHighWatermark(sh *shard) error {
-	b, err := os.ReadFile(filepath.Join(sh.dir, highWatermarkFile))
+	b, err := readFile(e.cfg.FS, filepath.Join(sh.dir, highWatermarkFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -232,7 +233,7 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	// wait for them, and make later ones stop at the kept length.
 	s.mu.Lock()
 	sh.mu.Lock()
-	err = s.wf.Truncate(kept.size)
+	err = truncateFile(s.wf, kept.size)
 	if err == nil {
 		err = s.wf.Sync()
 	}

@@ -36,6 +36,8 @@ import (
 //	retain [max-bytes=N]                             (ApplyRetention)
 //	drop-local shard=S segment=N                     (DropLocal)
 //	delete shard=S                                   (DeleteShard)
+//	set-high-watermark shard=S offset=N              (SetHighWatermark)
+//	truncate-to shard=S offset=N                     (TruncateTo)
 //	close                                            (Close)
 //	garbage shard=S bytes=N   (appends N bytes to the active segment behind the engine's back, after a close: a torn tail)
 //	orphan shard=S segment=N (writes the segment's file behind the engine's back, after a close: a removal a crash undid)
@@ -119,6 +121,14 @@ func (h *syncHarness) run(t *testing.T, d *datadriven.TestData) string {
 		fail(h.e.DropLocal(ctx, shard, no))
 	case "delete":
 		fail(h.e.DeleteShard(ctx, shard))
+	case "set-high-watermark":
+		var off uint64
+		d.ScanArgs(t, "offset", &off)
+		fail(h.e.SetHighWatermark(ctx, shard, off))
+	case "truncate-to":
+		var off uint64
+		d.ScanArgs(t, "offset", &off)
+		fail(h.e.TruncateTo(ctx, shard, off))
 	case "close":
 		fail(h.e.Close())
 		h.e = nil
@@ -151,7 +161,8 @@ func (h *syncHarness) run(t *testing.T, d *datadriven.TestData) string {
 			out = append(out, fmt.Sprintf("%d %s", r.Offset, r.Value))
 		}
 		low, high, _ := h.e.Watermarks(ctx, shard)
-		out = append(out, fmt.Sprintf("watermarks [%d, %d)", low, high))
+		end, _ := h.e.LogEnd(ctx, shard)
+		out = append(out, fmt.Sprintf("watermarks [%d, %d), log end %d", low, high, end))
 		return strings.Join(out, "\n")
 	case "files":
 		filepath.Walk(h.dir, func(path string, info os.FileInfo, err error) error {
