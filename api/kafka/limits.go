@@ -245,17 +245,22 @@ func (s *Server) penalize(remote string, resp kmsg.Response) {
 	}
 }
 
+// watchAfter is how long a request runs before its client is watched:
+// most answer sooner, and watching costs a goroutine and a few syscalls.
+const watchAfter = 20 * time.Millisecond
+
 // watchClient returns a context that ends if the client closes its
 // connection while a request is handled, and a stop to call once it is.
-// It peeks at the connection without consuming anything: a request the
-// client sends meanwhile stays buffered for the loop that reads requests
-// (and ends the watch: the client is there).
+// A request still running after watchAfter starts the watch, which peeks
+// at the connection without consuming anything: a request the client sends
+// meanwhile stays buffered for the loop that reads requests (and ends the
+// watch: the client is there).
 func watchClient(c net.Conn, r *bufio.Reader) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex // orders stop's wake-up after the watch's own deadline
-	stopped := false
+	var mu sync.Mutex // orders the start and stop's wake-up after the watch's own deadline
+	started, stopped := false, false
 	done := make(chan struct{})
-	go func() {
+	watch := func() {
 		defer close(done)
 		for {
 			_, err := r.Peek(1)
@@ -277,10 +282,24 @@ func watchClient(c net.Conn, r *bufio.Reader) (context.Context, func()) {
 			c.SetReadDeadline(time.Time{})
 			mu.Unlock()
 		}
-	}()
+	}
+	t := time.AfterFunc(watchAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			started = true
+			go watch()
+		}
+	})
 	return ctx, func() {
 		mu.Lock()
 		stopped = true
+		t.Stop()
+		if !started {
+			mu.Unlock()
+			cancel()
+			return
+		}
 		c.SetReadDeadline(time.Now()) // wake the peek if it still waits
 		mu.Unlock()
 		<-done
