@@ -1,18 +1,55 @@
 package kafka
 
-// Cluster says who serves what: the brokers, each partition's leader, its
-// epoch and replicas, and each group's coordinator. A single node answers
-// for itself (singleNode); a cluster answers from its meta-service.
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"strata/engine/store"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Cluster says who serves what: the brokers, the topics, each partition's
+// leader, its epoch and replicas, and each group's coordinator; and it
+// creates and deletes topics. A single node answers for itself from its
+// store (singleNode); a cluster answers from its meta-service (cmd wires
+// one in).
 type Cluster interface {
+	// Self is this node's id.
+	Self() int32
 	// Brokers lists the live brokers.
 	Brokers() []Broker
-	// Controller is the node that places partitions.
+	// Controller is the node that places partitions (-1: none known).
 	Controller() int32
-	// Partition is a partition's leader, its epoch (-1: none to check) and
-	// its replicas and in-sync replicas.
-	Partition(topic string, partition int32) PartitionInfo
+	// Topics lists the topics and their partition counts.
+	Topics(ctx context.Context) (map[string]int32, error)
+	// Partition is a partition's leader (-1: none now), its epoch (-1:
+	// none to check) and its replicas and in-sync replicas; ok is false
+	// when the partition does not exist.
+	Partition(topic string, partition int32) (info PartitionInfo, ok bool)
+	// CreateTopic creates a topic (ErrTopicExists if it exists; an
+	// *InvalidReplicationError if the replication factor cannot be met).
+	CreateTopic(ctx context.Context, topic string, partitions int32, replicationFactor int16) error
+	// DeleteTopic deletes a topic (ErrUnknownTopic if it does not exist).
+	DeleteTopic(ctx context.Context, topic string) error
 	// Coordinator is the node that coordinates a group.
 	Coordinator(group string) Broker
+}
+
+var (
+	ErrTopicExists  = errors.New("topic exists")
+	ErrUnknownTopic = errors.New("unknown topic")
+)
+
+// InvalidReplicationError refuses a replication factor the brokers cannot meet.
+type InvalidReplicationError struct {
+	Factor  int16
+	Brokers int
+}
+
+func (e *InvalidReplicationError) Error() string {
+	return fmt.Sprintf("replication factor %d: %d live brokers", e.Factor, e.Brokers)
 }
 
 // Broker is one node as clients reach it.
@@ -31,8 +68,9 @@ type PartitionInfo struct {
 
 // singleNode is the one node strata runs as without a cluster: it leads
 // every partition and coordinates every group, at the address it listens
-// on. Its one leader epoch never changes, so Metadata reports none (-1) and
-// clients skip epoch checks; OffsetForLeaderEpoch answers for epoch 0.
+// on, and its topics are its store's shards. Its one leader epoch never
+// changes, so Metadata reports none (-1) and clients skip epoch checks;
+// OffsetForLeaderEpoch answers for epoch 0.
 type singleNode struct{ s *Server }
 
 func (n singleNode) self() Broker {
@@ -41,12 +79,98 @@ func (n singleNode) self() Broker {
 	return Broker{NodeID: 0, Host: n.s.host, Port: n.s.port}
 }
 
+func (n singleNode) Self() int32 { return 0 }
+
 func (n singleNode) Brokers() []Broker { return []Broker{n.self()} }
 
 func (n singleNode) Controller() int32 { return 0 }
 
-func (n singleNode) Partition(string, int32) PartitionInfo {
-	return PartitionInfo{Leader: 0, LeaderEpoch: -1, Replicas: []int32{0}, ISR: []int32{0}}
+func (n singleNode) Partition(string, int32) (PartitionInfo, bool) {
+	return PartitionInfo{Leader: 0, LeaderEpoch: -1, Replicas: []int32{0}, ISR: []int32{0}}, true
 }
 
 func (n singleNode) Coordinator(string) Broker { return n.self() }
+
+// Topics groups the store's shards by topic: topic -> partition count.
+func (n singleNode) Topics(ctx context.Context) (map[string]int32, error) {
+	shards, err := n.s.store.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, sh := range shards {
+		if tp, ok := store.ParseShard(sh); ok {
+			out[tp.Topic] = max(out[tp.Topic], tp.Partition+1)
+		}
+	}
+	return out, nil
+}
+
+func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
+	if rf > 1 {
+		return &InvalidReplicationError{Factor: rf, Brokers: 1}
+	}
+	for p := int32(0); p < partitions; p++ {
+		err := n.s.store.CreateShard(ctx, store.ShardName(topic, p))
+		if errors.Is(err, store.ErrShardExists) {
+			if p == 0 {
+				return ErrTopicExists
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n singleNode) DeleteTopic(ctx context.Context, topic string) error {
+	topics, err := n.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	parts, ok := topics[topic]
+	if !ok {
+		return ErrUnknownTopic
+	}
+	for p := int32(0); p < parts; p++ {
+		if err := n.s.store.DeleteShard(ctx, store.ShardName(topic, p)); err != nil && !errors.Is(err, store.ErrUnknownShard) {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// leads says whether this node serves a partition, or the error a client
+// re-routes on: NOT_LEADER_OR_FOLLOWER when another node leads it,
+// LEADER_NOT_AVAILABLE when none does now (both retriable).
+func (s *Server) leads(topic string, partition int32) int16 {
+	info, ok := s.cluster.Partition(topic, partition)
+	switch {
+	case !ok:
+		return kerr.UnknownTopicOrPartition.Code
+	case info.Leader == s.cluster.Self():
+		return errNone
+	case info.Leader < 0:
+		return kerr.LeaderNotAvailable.Code
+	default:
+		return kerr.NotLeaderForPartition.Code
+	}
+}
+
+// leader is the broker that leads a partition, for KIP-951's hint in a
+// NOT_LEADER_OR_FOLLOWER answer (so a client re-routes without a Metadata
+// round trip); ok is false when none does.
+func (s *Server) leader(topic string, partition int32) (info PartitionInfo, b Broker, ok bool) {
+	info, found := s.cluster.Partition(topic, partition)
+	if !found || info.Leader < 0 {
+		return info, Broker{}, false
+	}
+	for _, b := range s.cluster.Brokers() {
+		if b.NodeID == info.Leader {
+			return info, b, true
+		}
+	}
+	return info, Broker{}, false
+}

@@ -17,6 +17,9 @@ func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest
 	resp.Topics = eachPartition[kmsg.DeleteRecordsResponseTopic](r.Topics, func(topic string, p kmsg.DeleteRecordsRequestTopicPartition) kmsg.DeleteRecordsResponseTopicPartition {
 		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 		rp.Partition, rp.LowWatermark = p.Partition, -1
+		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
+			return rp
+		}
 		shard := store.ShardName(topic, p.Partition)
 		_, high, err := s.store.Watermarks(ctx, shard)
 		if err != nil {

@@ -69,6 +69,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		limit int
 	}
 	var reads []read
+	leaders := map[int32]Broker{} // KIP-951: where the refused partitions are led
 	for _, t := range r.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
@@ -80,6 +81,13 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
 			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+			if rp.ErrorCode = s.leads(t.Topic, p.Partition); rp.ErrorCode != errNone {
+				if info, b, ok := s.leader(t.Topic, p.Partition); ok && rp.ErrorCode == kerr.NotLeaderForPartition.Code {
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = info.Leader, info.LeaderEpoch
+					leaders[b.NodeID] = b
+				}
+				continue
+			}
 			shard := store.ShardName(t.Topic, p.Partition)
 			low, high, err := s.store.Watermarks(ctx, shard)
 			if err != nil {
@@ -144,6 +152,9 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		} else {
 			total += n
 		}
+	}
+	for _, b := range leaders {
+		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
 	}
 	return resp, total
 }

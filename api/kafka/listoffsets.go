@@ -15,6 +15,10 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 	resp.Topics = eachPartition[kmsg.ListOffsetsResponseTopic](r.Topics, func(topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
 		rp := kmsg.NewListOffsetsResponseTopicPartition()
 		rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
+		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
+			rp.Offset = -1
+			return rp
+		}
 		shard := store.ShardName(topic, p.Partition)
 		low, high, err := s.store.Watermarks(ctx, shard)
 		switch {

@@ -38,7 +38,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		t.Topic = &n
 		parts, ok := topics[name]
 		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
-			if code := s.createTopic(ctx, name, 0); code == errNone || code == kerr.TopicAlreadyExists.Code {
+			if code := s.createTopic(ctx, name, 0, -1); code == errNone || code == kerr.TopicAlreadyExists.Code {
 				parts, ok = s.cfg.DefaultPartitions, true
 				if again, _ := s.topics(ctx); again[name] > 0 {
 					parts = again[name]
@@ -53,9 +53,12 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		}
 		for p := int32(0); p < parts; p++ {
 			pm := kmsg.NewMetadataResponseTopicPartition()
-			info := s.cluster.Partition(name, p)
+			info, _ := s.cluster.Partition(name, p)
 			pm.Partition, pm.Leader, pm.LeaderEpoch = p, info.Leader, info.LeaderEpoch
 			pm.Replicas, pm.ISR = info.Replicas, info.ISR
+			if info.Leader < 0 {
+				pm.ErrorCode = kerr.LeaderNotAvailable.Code // clients retry
+			}
 			t.Partitions = append(t.Partitions, pm)
 		}
 		resp.Topics = append(resp.Topics, t)

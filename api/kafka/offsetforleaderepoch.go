@@ -17,6 +17,9 @@ func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLead
 	resp.Topics = eachPartition[kmsg.OffsetForLeaderEpochResponseTopic](r.Topics, func(topic string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
 		rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 		rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, -1, -1
+		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
+			return rp
+		}
 		_, high, err := s.store.Watermarks(ctx, store.ShardName(topic, p.Partition))
 		switch {
 		case err != nil:

@@ -48,7 +48,30 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Respo
 		}
 	}
 	wg.Wait()
+	s.hintProduceLeaders(resp)
 	return resp
+}
+
+// hintProduceLeaders adds the leaders of the partitions refused with
+// NOT_LEADER_OR_FOLLOWER (KIP-951).
+func (s *Server) hintProduceLeaders(resp *kmsg.ProduceResponse) {
+	seen := map[int32]bool{}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+				continue
+			}
+			if info, b, ok := s.leader(rt.Topic, rp.Partition); ok {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = info.Leader, info.LeaderEpoch
+				if !seen[b.NodeID] {
+					seen[b.NodeID] = true
+					resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+				}
+			}
+		}
+	}
 }
 
 // maxConcurrentAppends bounds the partitions of one Produce appended at once.
@@ -92,11 +115,14 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		return produceInput{}, errNone
 	}
 	if _, ok := (*topics)[topic]; !ok && s.cfg.AutoCreateTopics {
-		s.createTopic(ctx, topic, 0)
+		s.createTopic(ctx, topic, 0, -1)
 		*topics, _ = s.topics(ctx)
 	}
 	if partition < 0 || partition >= (*topics)[topic] {
 		return produceInput{}, kerr.UnknownTopicOrPartition.Code
+	}
+	if code := s.leads(topic, partition); code != errNone {
+		return produceInput{}, code
 	}
 	return produceInput{shard: shard, recs: recs, batches: batches}, errNone
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// or Produce), with DefaultPartitions partitions.
 	AutoCreateTopics  bool
 	DefaultPartitions int32
+	// DefaultReplicationFactor is a new topic's when its request leaves it
+	// to the broker (-1), as Kafka's default.replication.factor (1).
+	DefaultReplicationFactor int16
 	// MaxRequestBytes refuses larger frames (100 MiB); requests other than
 	// Produce may be at most MaxControlRequestBytes (1 MiB), since decoding
 	// one allocates many times its size.
@@ -112,6 +115,9 @@ type Server struct {
 
 // New makes a server over s.
 func New(s store.Store, cfg Config) *Server {
+	if cfg.DefaultReplicationFactor <= 0 {
+		cfg.DefaultReplicationFactor = 1
+	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}

@@ -10,27 +10,21 @@ import (
 	"strata/engine/store"
 )
 
-// topics groups the store's shards by topic: topic -> partition count.
 func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
-	shards, err := s.store.Shards(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int32{}
-	for _, sh := range shards {
-		if tp, ok := store.ParseShard(sh); ok {
-			out[tp.Topic] = max(out[tp.Topic], tp.Partition+1)
-		}
-	}
-	return out, nil
+	return s.cluster.Topics(ctx)
 }
 
-func (s *Server) createTopic(ctx context.Context, topic string, partitions int32) int16 {
+// createTopic checks a topic against the broker's bounds and creates it
+// through the cluster; rf -1 takes the default.
+func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16) int16 {
 	if err := store.ValidateTopic(topic); err != nil {
 		return kerr.InvalidTopicException.Code
 	}
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
+	}
+	if rf <= 0 {
+		rf = s.cfg.DefaultReplicationFactor
 	}
 	if partitions > s.cfg.MaxPartitionsPerTopic {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
@@ -40,20 +34,19 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
 		return kerr.PolicyViolation.Code
 	}
-	for p := int32(0); p < partitions; p++ {
-		err := s.store.CreateShard(ctx, store.ShardName(topic, p))
-		if errors.Is(err, store.ErrShardExists) {
-			if p == 0 {
-				return kerr.TopicAlreadyExists.Code
-			}
-			continue
-		}
-		if err != nil {
-			s.log.Error("kafka: create topic", "topic", topic, "err", err)
-			return kerr.UnknownServerError.Code
-		}
+	err := s.cluster.CreateTopic(ctx, topic, partitions, rf)
+	var rerr *InvalidReplicationError
+	switch {
+	case errors.Is(err, ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.As(err, &rerr):
+		s.log.Warn("kafka: refusing a topic", "topic", topic, "err", err)
+		return kerr.InvalidReplicationFactor.Code
+	case err != nil:
+		s.log.Error("kafka: create topic", "topic", topic, "err", err)
+		return kerr.UnknownServerError.Code
 	}
-	s.log.Info("topic created", "topic", topic, "partitions", partitions)
+	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf)
 	return errNone
 }
 
@@ -61,13 +54,16 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	for _, t := range r.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, 1
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
+		if rt.ReplicationFactor <= 0 {
+			rt.ReplicationFactor = s.cfg.DefaultReplicationFactor
+		}
 		if r.ValidateOnly {
 			if store.ValidateTopic(t.Topic) != nil {
 				rt.ErrorCode = kerr.InvalidTopicException.Code
 			}
 		} else {
-			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions)
+			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -81,19 +77,18 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		n := name
 		rt.Topic = &n
-		parts, ok := topics[name]
-		if !ok {
+		err := s.cluster.DeleteTopic(ctx, name)
+		switch {
+		case errors.Is(err, ErrUnknownTopic):
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case err != nil:
+			s.log.Error("kafka: delete topic", "topic", name, "err", err)
+			rt.ErrorCode = kerr.UnknownServerError.Code
+		default:
+			s.log.Info("topic deleted", "topic", name, "partitions", topics[name])
 		}
-		for p := int32(0); p < parts; p++ {
-			if err := s.store.DeleteShard(ctx, store.ShardName(name, p)); err != nil && !errors.Is(err, store.ErrUnknownShard) {
-				s.log.Error("kafka: delete topic", "topic", name, "partition", p, "err", err)
-				rt.ErrorCode = kerr.UnknownServerError.Code
-			}
+		for p := int32(0); p < topics[name]; p++ {
 			s.seqs.forget(store.ShardName(name, p))
-		}
-		if rt.ErrorCode == errNone {
-			s.log.Info("topic deleted", "topic", name, "partitions", parts)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -33,9 +33,52 @@ type Config struct {
 	Retention  RetentionConfig `yaml:"retention"`
 	Tiering    TieringConfig   `yaml:"tiering"`
 	Cold       Cold            `yaml:"cold"`
+	Cluster    ClusterConfig   `yaml:"cluster"`
+	Node       NodeConfig      `yaml:"node"`
 
 	// AdminTLS, when set, serves the admin API over HTTPS only (security.go).
 	AdminTLS TLSConfig `yaml:"admin_tls"`
+}
+
+// ClusterConfig makes this node one of a cluster whose metadata lives in
+// etcd (docs/cluster.md); with no endpoints, strata is a single node.
+type ClusterConfig struct {
+	EtcdEndpoints Strings  `yaml:"etcd_endpoints"`
+	EtcdPrefix    string   `yaml:"etcd_prefix"`
+	SessionTTL    Duration `yaml:"session_ttl"`
+}
+
+// Enabled says whether this node is one of a cluster.
+func (c ClusterConfig) Enabled() bool { return len(c.EtcdEndpoints) > 0 }
+
+// NodeConfig names this node in a cluster.
+type NodeConfig struct {
+	ID int `yaml:"id"`
+	// AdvertisedKafkaAddr is where clients reach this node's Kafka
+	// listener (kafka_addr when empty).
+	AdvertisedKafkaAddr string `yaml:"advertised_kafka_addr"`
+}
+
+// Strings is a list that also takes one comma-separated value, so
+// `--set cluster.etcd_endpoints=a:2379,b:2379` works.
+type Strings []string
+
+func (l *Strings) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = nil
+		for _, v := range strings.Split(n.Value, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				*l = append(*l, v)
+			}
+		}
+		return nil
+	}
+	var v []string
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*l = v
+	return nil
 }
 
 // TieringConfig drives the move of sealed segments to the cold tier.
@@ -60,6 +103,9 @@ type TieringConfig struct {
 type KafkaConfig struct {
 	AutoCreateTopics  bool  `yaml:"auto_create_topics"`
 	DefaultPartitions int32 `yaml:"default_partitions"`
+	// DefaultReplicationFactor is a new topic's when its request leaves it
+	// to the broker, and an auto-created topic's.
+	DefaultReplicationFactor int16 `yaml:"default_replication_factor"`
 	MaxRequestBytes   Bytes `yaml:"max_request_bytes"`
 	// GroupInitialRebalanceDelay: a new group's first rebalance waits this
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
@@ -387,6 +433,30 @@ func (c *Config) validate() error {
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
 		return err
+	}
+	if c.Cluster.Enabled() {
+		if c.Node.ID < 1 || c.Node.ID > 1<<31-1 {
+			return fmt.Errorf("node.id: %d: a cluster's nodes need a unique positive id", c.Node.ID)
+		}
+		for _, ep := range c.Cluster.EtcdEndpoints {
+			if err := checkAddr("cluster.etcd_endpoints", strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")); err != nil {
+				return err
+			}
+		}
+		if !strings.HasPrefix(c.Cluster.EtcdPrefix, "/") {
+			return fmt.Errorf("cluster.etcd_prefix: %q: want a key prefix starting with /", c.Cluster.EtcdPrefix)
+		}
+		if c.Cluster.SessionTTL < Duration(time.Second) {
+			return fmt.Errorf("cluster.session_ttl: %s: want at least 1s", time.Duration(c.Cluster.SessionTTL))
+		}
+		if c.Node.AdvertisedKafkaAddr != "" {
+			if err := checkAddr("node.advertised_kafka_addr", c.Node.AdvertisedKafkaAddr); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Kafka.DefaultReplicationFactor < 1 {
+		return fmt.Errorf("kafka.default_replication_factor: %d: want 1 or more", c.Kafka.DefaultReplicationFactor)
 	}
 	if err := c.validateSecurity(); err != nil {
 		return err
