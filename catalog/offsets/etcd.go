@@ -1,0 +1,89 @@
+package offsets
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Etcd keeps committed offsets in etcd, so whichever node coordinates a
+// group after another (a cluster's coordinator dies, or groups move as
+// nodes join) reads what was committed. One key per group holds all its
+// positions as JSON; a commit merges into it with a compare-and-swap on
+// the revision it read, so two commits of one group never lose each other's
+// partitions, and a commit is one write whatever its size.
+//
+//	key:   {prefix}/offsets/{group}
+//	value: {"topic": {"partition": {"offset": N, "leader_epoch": E, "metadata": "..."}}}
+type Etcd struct {
+	c       *clientv3.Client
+	prefix  string
+	timeout time.Duration
+}
+
+// OpenEtcd keeps offsets under prefix in the etcd c reaches; the client
+// stays the caller's.
+func OpenEtcd(c *clientv3.Client, prefix string) *Etcd {
+	return &Etcd{c: c, prefix: prefix + "/offsets/", timeout: 10 * time.Second}
+}
+
+type groupPositions map[string]map[int32]Committed
+
+func (e *Etcd) read(ctx context.Context, group string) (groupPositions, int64, error) {
+	resp, err := e.c.Get(ctx, e.prefix+group)
+	if err != nil {
+		return nil, 0, fmt.Errorf("committed offsets of group %q: %w", group, err)
+	}
+	pos := groupPositions{}
+	if len(resp.Kvs) == 0 {
+		return pos, 0, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &pos); err != nil {
+		return nil, 0, fmt.Errorf("committed offsets of group %q in etcd: %w", group, err)
+	}
+	return pos, resp.Kvs[0].ModRevision, nil
+}
+
+// Commit merges group's positions into what it committed before, all or none.
+func (e *Etcd) Commit(group string, positions map[string]map[int32]Committed) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	for {
+		pos, rev, err := e.read(ctx, group)
+		if err != nil {
+			return err
+		}
+		for topic, parts := range positions {
+			if pos[topic] == nil {
+				pos[topic] = map[int32]Committed{}
+			}
+			for p, c := range parts {
+				pos[topic][p] = c
+			}
+		}
+		v, err := json.Marshal(pos)
+		if err != nil {
+			return err
+		}
+		key := e.prefix + group
+		resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(v))).Commit()
+		if err != nil {
+			return fmt.Errorf("committing offsets of group %q: %w", group, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		// Another commit of the group came between: merge into it.
+	}
+}
+
+// Group returns every position group has committed, by topic and partition.
+func (e *Etcd) Group(group string) (map[string]map[int32]Committed, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	pos, _, err := e.read(ctx, group)
+	return pos, err
+}
