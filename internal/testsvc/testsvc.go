@@ -208,36 +208,60 @@ type Strata struct{ Kafka, Admin string }
 // the test if it does not stop cleanly.
 func ServeStrata(t testing.TB, bin string, sets ...string) Strata {
 	t.Helper()
-	dir := t.TempDir()
-	args := []string{"serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--set", "cold.local.dir=" + dir + "/cold"}
-	for _, kv := range sets {
+	p := StartProcess(t, bin, t.TempDir(), sets...)
+	t.Cleanup(p.Stop)
+	return p.Strata
+}
+
+// Process is a `strata serve` a test can stop, kill and start again on its
+// data folder, as an operator or a power cut would.
+type Process struct {
+	Strata // where the running process listens
+	t      testing.TB
+	bin    string
+	dir    string
+	sets   []string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// StartProcess starts `bin serve` on dir with the settings given as
+// key=value (--set); it fails the test if the service does not report its
+// addresses within a minute. Nothing stops it at cleanup but a Kill: call
+// Stop (or Kill) when the test needs it down.
+func StartProcess(t testing.TB, bin, dir string, sets ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, bin: bin, dir: dir, sets: sets}
+	p.start()
+	t.Cleanup(func() {
+		if p.running() {
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func (p *Process) start() {
+	t := p.t
+	t.Helper()
+	args := []string{"serve", "--data-dir", p.dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--set", "cold.local.dir=" + p.dir + "/cold"}
+	for _, kv := range p.sets {
 		args = append(args, "--set", kv)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(p.bin, args...)
 	logs, err := cmd.StdoutPipe() // the service logs to stdout
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	p.stderr = &bytes.Buffer{}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		stopped := make(chan error, 1)
-		go func() { stopped <- cmd.Wait() }()
-		select {
-		case err := <-stopped:
-			if err != nil {
-				t.Errorf("strata serve did not stop cleanly: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Error("strata serve did not stop within 30s of SIGTERM")
-		}
-	})
+	p.cmd, p.exited = cmd, make(chan error, 1)
 	startup := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
 	defer startup.Stop()
 	var s Strata
@@ -250,9 +274,59 @@ func ServeStrata(t testing.TB, bin string, sets ...string) Strata {
 			break
 		}
 	}
-	go io.Copy(io.Discard, logs)
+	go func() {
+		io.Copy(io.Discard, logs)
+		p.exited <- cmd.Wait()
+	}()
 	if s.Kafka == "" || s.Admin == "" {
-		t.Fatalf("strata serve did not report its addresses\n%s", stderr.String())
+		cmd.Process.Kill()
+		<-p.exited
+		t.Fatalf("strata serve did not report its addresses\n%s", p.stderr.String())
 	}
-	return s
+	p.Strata = s
+}
+
+func (p *Process) running() bool { return p.cmd != nil && p.cmd.ProcessState == nil && len(p.exited) == 0 }
+
+// Stop ends the service with SIGTERM and fails the test if it does not
+// stop cleanly within 30 s.
+func (p *Process) Stop() {
+	if p.cmd == nil || !p.running() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			p.t.Errorf("strata serve did not stop cleanly: %v\n%s", err, p.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		p.t.Error("strata serve did not stop within 30s of SIGTERM")
+	}
+	p.cmd = nil
+}
+
+// Kill ends the service with SIGKILL, as a crash would.
+func (p *Process) Kill() {
+	if p.cmd == nil || !p.running() {
+		return
+	}
+	p.cmd.Process.Kill()
+	<-p.exited
+	p.cmd = nil
+}
+
+// Signal sends sig (SIGSTOP and SIGCONT pause and resume it).
+func (p *Process) Signal(sig syscall.Signal) {
+	if p.cmd != nil {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
+// Restart starts the service again on the same data folder and settings.
+func (p *Process) Restart() {
+	p.t.Helper()
+	p.start()
 }
