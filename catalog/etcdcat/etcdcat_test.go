@@ -223,7 +223,10 @@ func TestTwoNodesDifferentSegments(t *testing.T) {
 
 	// Held together: a rolls the active segment while b claims segment 0.
 	errA, errB := race(t, a, b,
-		func() error { _, err := a.Roll(catalog.Segment{Shard: "s-0", No: 20, StartOffset: 200, EndOffset: 209}, now); return err },
+		func() error {
+			_, err := a.Roll(catalog.Segment{Shard: "s-0", No: 20, StartOffset: 200, EndOffset: 209}, now)
+			return err
+		},
 		func() error {
 			_, err := b.Transition("s-0", 0, catalog.Sealed, catalog.Uploading, nil)
 			return err
