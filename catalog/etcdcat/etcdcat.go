@@ -122,11 +122,17 @@ func (c *Catalog) ctx() (context.Context, context.CancelFunc) {
 // txn sends one guarded write and counts it; op names it in the metrics.
 // The response says whether the compare held, and at which revision.
 func (c *Catalog) txn(op string, cmps []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	return c.txnElse(op, cmps, ops, nil)
+}
+
+// txnElse is txn with reads to run when the compare fails, so the loser
+// learns why without another round trip.
+func (c *Catalog) txnElse(op string, cmps []clientv3.Cmp, then, orElse []clientv3.Op) (*clientv3.TxnResponse, error) {
 	ctx, cancel := c.ctx()
 	defer cancel()
 	c.writes.Add(1)
 	c.metrics.write(op)
-	resp, err := c.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := c.cli.Txn(ctx).If(cmps...).Then(then...).Else(orElse...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("etcdcat %s: %w", op, err)
 	}
@@ -193,12 +199,15 @@ func (c *Catalog) createFresh(name, op string, ops ...clientv3.Op) (int64, error
 		clientv3.Compare(clientv3.CreateRevision(c.segPrefix(name)), "=", 0).WithPrefix(),
 	}
 	for range attempts {
-		resp, err := c.txn(op, fresh, ops...)
+		resp, err := c.txnElse(op, fresh, ops, []clientv3.Op{clientv3.OpGet(c.shardKey(name), clientv3.WithCountOnly())})
 		if err != nil {
 			return 0, err
 		}
 		if resp.Succeeded {
 			return resp.Header.Revision, nil
+		}
+		if resp.Responses[0].GetResponseRange().Count > 0 {
+			return 0, fmt.Errorf("shard %q: %w", name, catalog.ErrExists)
 		}
 		resp, err = c.txn("clear_orphans", fresh[:1],
 			clientv3.OpDelete(c.segPrefix(name), clientv3.WithPrefix()),
