@@ -1,0 +1,377 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Member is one node in the cluster: registered under a lease while it is
+// live, campaigning for controller, and keeping a view of the cluster.
+type Member struct {
+	cfg     Config
+	cli     *clientv3.Client
+	keys    keys
+	log     *slog.Logger
+	ttl     int // seconds
+	metrics *metrics
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+
+	mu      sync.Mutex
+	view    view
+	changed chan struct{}
+	live    bool
+	session *concurrency.Session // the current one; nil between sessions
+	term    term                 // set while this node is controller
+}
+
+// term is a controller's term: the election key and its creation revision.
+type term struct {
+	key string
+	rev int64
+}
+
+// Join registers cfg.Self under a new lease, and then, in the background,
+// campaigns for controller (running placement while elected), watches the
+// cluster into the view, and registers again whenever the lease is lost.
+// It fails with ErrNodeIDTaken while another live node has Self.ID.
+func Join(ctx context.Context, cfg Config) (*Member, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("cluster: Config.Client is nil")
+	}
+	if cfg.Self.ID < 0 || cfg.Self.KafkaAddr == "" {
+		return nil, fmt.Errorf("cluster: Self needs an id >= 0 and a Kafka address, got %+v", cfg.Self)
+	}
+	cfg.Prefix = normalizePrefix(cfg.Prefix)
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 10 * time.Second
+	}
+	log := cmp.Or(cfg.Logger, slog.Default()).With("node", cfg.Self.ID)
+	m := &Member{
+		cfg:     cfg,
+		cli:     cfg.Client,
+		keys:    keys{cfg.Prefix},
+		log:     log,
+		ttl:     max(1, int((cfg.SessionTTL+time.Second-1)/time.Second)),
+		metrics: newMetrics(cfg.Registerer),
+		view:    newView(),
+		changed: make(chan struct{}),
+	}
+	if _, err := m.list(ctx); err != nil {
+		return nil, fmt.Errorf("cluster: reading the cluster from etcd: %w", err)
+	}
+	s, rev, err := m.register(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.setSession(s)
+	m.wg.Add(2)
+	go m.keepView(bg)
+	go m.run(bg, s)
+	// Join returns with this node in its own view.
+	if err := m.waitRange(ctx, rangeNodes, rev); err != nil {
+		m.Close()
+		return nil, err
+	}
+	log.Info("cluster: joined", "kafka_addr", cfg.Self.KafkaAddr, "lease", fmt.Sprintf("%x", s.Lease()), "session_ttl", cfg.SessionTTL)
+	return m, nil
+}
+
+// register opens a session and writes this node's key under its lease,
+// only if no live node holds the id.
+func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, error) {
+	// The session outlives ctx: its keepalives run until Close or expiry.
+	grant, cancel := context.WithTimeout(ctx, time.Duration(m.ttl)*time.Second)
+	defer cancel()
+	lease, err := m.cli.Grant(grant, int64(m.ttl))
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: granting a lease: %w", err)
+	}
+	s, err := concurrency.NewSession(m.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(m.ttl))
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: opening a session: %w", err)
+	}
+	val, _ := json.Marshal(m.cfg.Self)
+	key := m.keys.node(m.cfg.Self.ID)
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = ErrNodeIDTaken
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			var other Node
+			_ = json.Unmarshal(kvs[0].Value, &other)
+			err = fmt.Errorf("%w: node %d is registered by a live node (kafka %s, lease %x); it is dead once its lease expires, within %ds of its last contact with etcd",
+				ErrNodeIDTaken, m.cfg.Self.ID, other.KafkaAddr, kvs[0].Lease, m.ttl)
+		}
+	}
+	if err != nil {
+		s.Close()
+		return nil, 0, fmt.Errorf("cluster: registering node %d: %w", m.cfg.Self.ID, err)
+	}
+	return s, resp.Header.Revision, nil
+}
+
+// run lives as long as the Member: it serves each session until its lease
+// is lost, then registers again.
+func (m *Member) run(ctx context.Context, s *concurrency.Session) {
+	defer m.wg.Done()
+	for {
+		m.serve(ctx, s)
+		if ctx.Err() != nil {
+			m.endSession(s)
+			return
+		}
+		m.setSession(nil)
+		m.metrics.sessionsLost.Inc()
+		m.log.Warn("cluster: lease lost; this node leads nothing until it registers again", "lease", fmt.Sprintf("%x", s.Lease()))
+		m.dropLease(ctx, s)
+		if s = m.reregister(ctx); s == nil {
+			return
+		}
+		m.setSession(s)
+		m.log.Info("cluster: registered again", "lease", fmt.Sprintf("%x", s.Lease()))
+	}
+}
+
+// serve campaigns for controller and, while elected, places partitions,
+// until the session ends or ctx does.
+func (m *Member) serve(ctx context.Context, s *concurrency.Session) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Done():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		e := concurrency.NewElection(s, m.keys.controller())
+		if err := e.Campaign(ctx, strconv.Itoa(int(m.cfg.Self.ID))); err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("cluster: campaign for controller failed", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		t := term{key: e.Key(), rev: e.Rev()}
+		m.setTerm(t)
+		m.metrics.elections.Inc()
+		m.log.Info("cluster: elected controller", "term", t.rev)
+		err := m.control(ctx, t)
+		m.setTerm(term{})
+		if ctx.Err() != nil {
+			return // the session's end (or Close) ends the term
+		}
+		// The session lives but the election key is gone: stand again.
+		m.log.Warn("cluster: controller term ended", "term", t.rev, "err", err)
+		resign, cancelResign := context.WithTimeout(ctx, time.Duration(m.ttl)*time.Second)
+		_ = e.Resign(resign)
+		cancelResign()
+	}
+}
+
+// reregister registers this node with a new session, retrying until it
+// works or ctx ends (nil).
+func (m *Member) reregister(ctx context.Context) *concurrency.Session {
+	wait := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		s, _, err := m.register(ctx)
+		if err == nil {
+			return s
+		}
+		if ctx.Err() == nil {
+			m.log.Warn("cluster: registering again failed; retrying", "err", err, "in", wait)
+		}
+		sleep(ctx, wait)
+		wait = min(2*wait, time.Duration(m.ttl)*time.Second)
+	}
+	return nil
+}
+
+// endSession is Close's end of a session: resign if controller, and revoke
+// the lease, so the node and its election key go at once, not after a TTL.
+func (m *Member) endSession(s *concurrency.Session) {
+	m.setSession(nil)
+	if err := s.Close(); err != nil {
+		m.log.Warn("cluster: revoking the lease", "err", err)
+	}
+}
+
+// dropLease stops a lost session's keepalives and revokes its lease in case
+// etcd still holds it (the client gave up first), so the node's old key does
+// not stand in the way of its new one.
+func (m *Member) dropLease(ctx context.Context, s *concurrency.Session) {
+	s.Orphan()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, _ = m.cli.Revoke(ctx, s.Lease())
+}
+
+func (m *Member) setSession(s *concurrency.Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.session = s
+	m.live = s != nil
+	m.metrics.live.Set(b2f(m.live))
+	m.notifyLocked()
+}
+
+func (m *Member) setTerm(t term) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.term = t
+	m.metrics.controller.Set(b2f(t.rev != 0))
+}
+
+// Close resigns, revokes the lease and stops watching. The etcd client
+// stays open: it is the caller's.
+func (m *Member) Close() error {
+	m.closed.Do(func() {
+		m.cancel()
+		m.wg.Wait()
+		m.log.Info("cluster: left")
+	})
+	return nil
+}
+
+// Self is this node.
+func (m *Member) Self() Node { return m.cfg.Self }
+
+// Nodes lists the live nodes, by id.
+func (m *Member) Nodes() []Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Collect(maps.Values(m.view.nodes))
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Controller is the controller's node id, -1 when none is known.
+func (m *Member) Controller() int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view.controller()
+}
+
+// Topics are the topics by name.
+func (m *Member) Topics() map[string]Topic {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Topic, len(m.view.topics))
+	for name, t := range m.view.topics {
+		out[name] = t.Topic
+	}
+	return out
+}
+
+// Partition is where partition p of topic is served; false while it is not
+// placed (or the topic does not exist).
+func (m *Member) Partition(topic string, p int32) (Partition, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.view.partitions[TopicPartition{topic, p}]
+	return rec.Partition.clone(), ok
+}
+
+// Changed is closed at the view's next change (nodes, controller, topics,
+// partitions, or this node's liveness); take a new one after each.
+func (m *Member) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// Live is false while this node's lease is lost: it must lead nothing
+// until it has registered again, since the controller may have given its
+// partitions to others.
+func (m *Member) Live() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live
+}
+
+// CreateTopic records a topic, if none of that name exists; the controller
+// places its partitions next. The replication factor may not exceed the
+// live nodes.
+func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32, rf int16) error {
+	switch {
+	case !validTopic(name):
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	case partitions < 1:
+		return fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
+	case rf < 1:
+		return fmt.Errorf("%w: %d", ErrInvalidReplicationFactor, rf)
+	case int(rf) > len(m.Nodes()):
+		return fmt.Errorf("%w: %d, with %d live nodes", ErrInvalidReplicationFactor, rf, len(m.Nodes()))
+	}
+	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Created: time.Now().UTC()}
+	val, _ := json.Marshal(t)
+	key := m.keys.topic(name)
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: creating topic %s: %w", name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	m.log.Info("cluster: topic created", "topic", name, "partitions", partitions, "replication_factor", rf)
+	return nil
+}
+
+// DeleteTopic removes a topic and its partitions' records in one
+// transaction.
+func (m *Member) DeleteTopic(ctx context.Context, name string) error {
+	if !validTopic(name) {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	key := m.keys.topic(name)
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.topicPartitions(name), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: deleting topic %s: %w", name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	m.log.Info("cluster: topic deleted", "topic", name)
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
