@@ -53,7 +53,10 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		}
 		for p := int32(0); p < parts; p++ {
 			pm := kmsg.NewMetadataResponseTopicPartition()
-			info, _ := s.cluster.Partition(name, p)
+			info, placed := s.cluster.Partition(name, p)
+			if !placed { // a new topic the controller has not placed yet
+				info = PartitionInfo{Leader: -1, LeaderEpoch: -1}
+			}
 			pm.Partition, pm.Leader, pm.LeaderEpoch = p, info.Leader, info.LeaderEpoch
 			pm.Replicas, pm.ISR = info.Replicas, info.ISR
 			if info.Leader < 0 {

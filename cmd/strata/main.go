@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -23,7 +22,6 @@ import (
 
 	"strata/api/admin"
 	"strata/api/kafka"
-	"strata/catalog/offsets"
 	"strata/engine/segment"
 )
 
@@ -172,11 +170,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	log.Info("cold tier ready", "backend", cold.Kind())
 
-	cat, err := openCatalog(cfg.DataDir)
+	md, err := openMeta(ctx, cfg, reg, log)
 	if err != nil {
 		return err
 	}
-	defer cat.Close() // after storage: the engine's last events reach it
+	defer md.Close() // after storage: the engine's last events reach the catalog
+	cat := md.cat
 	adopt := !hasManifest(cfg.DataDir)
 	store, err := openStorage(cfg, cold, cat, log)
 	if err != nil {
@@ -227,13 +226,18 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		srv.Close()
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
-	committed, err := offsets.Open(filepath.Join(cfg.DataDir, "groups"))
-	if err != nil {
-		srv.Close()
-		kln.Close()
-		return err
+	var view kafka.Cluster // nil: this node alone
+	if cfg.Cluster.Enabled() {
+		member, v, err := joinCluster(ctx, cfg, md, kln.Addr().String(), ln.Addr().String(), reg, log)
+		if err != nil {
+			srv.Close()
+			kln.Close()
+			return err
+		}
+		defer member.Close() // resigns and revokes the lease: others see this node go at once
+		go member.KeepShards(ctx, store, log.With("component", "cluster"))
+		view = v
 	}
-	defer committed.Close()
 	topicMax := map[string]int32{}
 	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
 		topicMax[topic] = int32(v)
@@ -247,7 +251,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
-		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: committed,
+		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth,
 	})

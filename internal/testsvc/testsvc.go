@@ -267,12 +267,12 @@ func (p *Process) start() {
 	var s Strata
 	sc := bufio.NewScanner(logs)
 	for sc.Scan() {
-		if _, after, ok := strings.Cut(sc.Text(), "kafka_addr="); ok {
-			s.Kafka = strings.Fields(after)[0]
-			_, after, _ = strings.Cut(sc.Text(), "admin_addr=")
-			s.Admin = strings.Fields(after)[0]
-			break
+		if !strings.Contains(sc.Text(), "strata serving") {
+			continue
 		}
+		s.Kafka, _ = logField(sc.Text(), "kafka_addr")
+		s.Admin, _ = logField(sc.Text(), "admin_addr")
+		break
 	}
 	go func() {
 		io.Copy(io.Discard, logs)
@@ -329,4 +329,16 @@ func (p *Process) Signal(sig syscall.Signal) {
 func (p *Process) Restart() {
 	p.t.Helper()
 	p.start()
+}
+
+// logField is the value of key=value in a text log line.
+func logField(line, key string) (string, bool) {
+	_, after, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return "", false
+	}
+	if f := strings.Fields(after); len(f) > 0 {
+		return f[0], true
+	}
+	return "", false
 }

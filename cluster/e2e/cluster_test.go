@@ -1,0 +1,232 @@
+// Package e2e runs strata clusters as a user does: several `strata serve`
+// processes on loopback sharing a real etcd, driven by Kafka clients.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"strata/internal/testsvc"
+)
+
+var strataBin string
+
+func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
+
+// cluster is n strata processes on one etcd prefix.
+type cluster struct {
+	t     *testing.T
+	etcd  string
+	pfx   string
+	nodes map[int32]*testsvc.Process
+}
+
+const sessionTTL = 2 * time.Second
+
+func newCluster(t *testing.T, n int) *cluster {
+	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{}}
+	for id := int32(1); id <= int32(n); id++ {
+		c.add(id)
+	}
+	return c
+}
+
+func (c *cluster) add(id int32) *testsvc.Process {
+	p := testsvc.StartProcess(c.t, strataBin, c.t.TempDir(),
+		"cluster.etcd_endpoints="+c.etcd, "cluster.etcd_prefix="+c.pfx, "cluster.session_ttl="+sessionTTL.String(),
+		"node.id="+strconv.Itoa(int(id)), "tiering.enabled=false", "kafka.auto_create_topics=false")
+	c.nodes[id] = p
+	return p
+}
+
+func (c *cluster) client(id int32, opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.nodes[id].Kafka)}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// leaders waits until Metadata from node `from` satisfies ok, and returns
+// the leader of each partition of topic then.
+func (c *cluster) leaders(from int32, topic string, ok func(brokers int, leaders []int32) bool) []int32 {
+	c.t.Helper()
+	adm := kadm.NewClient(c.client(from))
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		md, err := adm.Metadata(ctx, topic)
+		cancel()
+		if err == nil {
+			td := md.Topics[topic]
+			leaders := make([]int32, len(td.Partitions))
+			for p, pd := range td.Partitions {
+				leaders[p] = pd.Leader
+			}
+			last = fmt.Sprintf("%d brokers, leaders %v", len(md.Brokers), leaders)
+			if len(leaders) > 0 && ok(len(md.Brokers), leaders) {
+				return leaders
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.t.Fatalf("metadata from node %d never satisfied the test; last: %s", from, last)
+	return nil
+}
+
+func allLed(brokers int, leaders []int32) bool { return !slices.Contains(leaders, -1) }
+
+// produce writes n records to each partition in parts, bootstrapping from
+// node `via`, and returns them by partition.
+func (c *cluster) produce(via int32, topic string, parts []int32, n int, tag string) map[int32][]string {
+	c.t.Helper()
+	cl := c.client(via, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[int32][]string{}
+	for _, p := range parts {
+		var recs []*kgo.Record
+		for i := 0; i < n; i++ {
+			v := fmt.Sprintf("%s-p%d-%03d", tag, p, i)
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)})
+			out[p] = append(out[p], v)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			c.t.Fatalf("produce to %s-%d through node %d: %v", topic, p, via, err)
+		}
+	}
+	return out
+}
+
+// consume reads every record of topic's partitions from the start,
+// bootstrapping from node `via`, until it has want of them.
+func (c *cluster) consume(via int32, topic string, want int) map[int32][]string {
+	c.t.Helper()
+	cl := c.client(via, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[int32][]string{}
+	got := 0
+	for got < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			c.t.Fatalf("consumed %d of %d records of %s through node %d", got, want, topic, via)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], string(r.Value))
+			got++
+		})
+	}
+	return out
+}
+
+func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// Three nodes share one topic's partitions; clients bootstrapping from any
+// node produce and consume all of them, each partition at its leader.
+func TestThreeNodesServeOneTopic(t *testing.T) {
+	c := newCluster(t, 3)
+	createTopic(t, c.client(1), "orders", 6)
+	leaders := c.leaders(2, "orders", func(brokers int, l []int32) bool { return brokers == 3 && allLed(brokers, l) })
+	distinct := map[int32]bool{}
+	for _, l := range leaders {
+		distinct[l] = true
+	}
+	if len(distinct) != 3 {
+		t.Fatalf("6 partitions on 3 nodes are led by %v: placement should spread them by load", leaders)
+	}
+	want := c.produce(2, "orders", []int32{0, 1, 2, 3, 4, 5}, 50, "a")
+	got := c.consume(3, "orders", 300)
+	for p := int32(0); p < 6; p++ {
+		if !slices.Equal(got[p], want[p]) {
+			t.Errorf("partition %d (led by %d): read %d records %v..., want %d", p, leaders[p], len(got[p]), head(got[p]), len(want[p]))
+		}
+	}
+}
+
+// A killed node's partitions become leaderless (a retriable error) while
+// every other partition keeps working; when it comes back it leads them
+// again with everything it had acknowledged.
+func TestKilledNodeComesBackWithItsData(t *testing.T) {
+	c := newCluster(t, 3)
+	createTopic(t, c.client(1), "logs", 6)
+	leaders := c.leaders(1, "logs", func(brokers int, l []int32) bool { return brokers == 3 && allLed(brokers, l) })
+	before := c.produce(1, "logs", []int32{0, 1, 2, 3, 4, 5}, 20, "before")
+
+	c.nodes[3].Kill()
+	var theirs, others []int32
+	for p, l := range leaders {
+		if l == 3 {
+			theirs = append(theirs, int32(p))
+		} else {
+			others = append(others, int32(p))
+		}
+	}
+	if len(theirs) == 0 {
+		t.Fatalf("node 3 led none of %v: the test would prove nothing", leaders)
+	}
+	c.leaders(1, "logs", func(brokers int, l []int32) bool {
+		for _, p := range theirs {
+			if l[p] != -1 {
+				return false
+			}
+		}
+		return brokers == 2
+	})
+	during := c.produce(2, "logs", others, 20, "during")
+
+	c.nodes[3].Restart()
+	c.leaders(2, "logs", func(brokers int, l []int32) bool { return brokers == 3 && slices.Equal(l, leaders) })
+	after := c.produce(3, "logs", []int32{0, 1, 2, 3, 4, 5}, 20, "after")
+	got := c.consume(1, "logs", 6*20+len(others)*20+6*20)
+	for p := int32(0); p < 6; p++ {
+		want := append(append(append([]string(nil), before[p]...), during[p]...), after[p]...)
+		if !slices.Equal(got[p], want) {
+			t.Errorf("partition %d: read %d records %v..., want %d", p, len(got[p]), head(got[p]), len(want))
+		}
+	}
+}
+
+// A node that joins leads new topics' partitions at once; nothing existing
+// moves.
+func TestNewNodeTakesNewTopics(t *testing.T) {
+	c := newCluster(t, 2)
+	createTopic(t, c.client(1), "old", 4)
+	oldLeaders := c.leaders(1, "old", allLed)
+	c.add(3)
+	c.leaders(1, "old", func(brokers int, l []int32) bool { return brokers == 3 })
+	createTopic(t, c.client(3), "new", 6)
+	newLeaders := c.leaders(2, "new", allLed)
+	if !slices.Contains(newLeaders, 3) {
+		t.Errorf("the new node leads none of the new topic's partitions: %v", newLeaders)
+	}
+	if now := c.leaders(3, "old", allLed); !slices.Equal(now, oldLeaders) {
+		t.Errorf("the old topic's leaders moved from %v to %v when a node joined", oldLeaders, now)
+	}
+}
+
+func head(s []string) []string { return s[:min(3, len(s))] }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"strata/api/kafka"
+	"strata/catalog"
+	"strata/catalog/etcdcat"
+	"strata/catalog/offsets"
+	"strata/cluster"
+)
+
+// meta is where a node keeps its metadata: Pebble in the data folder on a
+// single node; etcd in a cluster (docs/cluster.md).
+type meta struct {
+	etcd    *clientv3.Client // nil on a single node
+	cat     catalog.Catalog
+	offsets kafka.OffsetStore
+	closers []func() error
+}
+
+func (m *meta) Close() {
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		m.closers[i]()
+	}
+}
+
+func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *slog.Logger) (*meta, error) {
+	m := &meta{}
+	if !cfg.Cluster.Enabled() {
+		cat, err := openCatalog(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		m.cat = cat
+		m.closers = append(m.closers, cat.Close)
+		committed, err := offsets.Open(filepath.Join(cfg.DataDir, "groups"))
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.offsets = committed
+		m.closers = append(m.closers, committed.Close)
+		return m, nil
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Cluster.EtcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("cluster.etcd_endpoints %v: %w", cfg.Cluster.EtcdEndpoints, err)
+	}
+	m.etcd = c
+	m.closers = append(m.closers, c.Close)
+	// Each node's shards are its own until replication lets several nodes
+	// hold one: its catalog is its own namespace in the cluster's etcd.
+	cat, err := etcdcat.Open(ctx, etcdcat.Config{Client: c, Prefix: nodePrefix(cfg), Metrics: etcdcat.NewMetrics(reg),
+		Logger: log.With("component", "catalog")})
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("catalog in etcd (%v): %w", cfg.Cluster.EtcdEndpoints, err)
+	}
+	m.cat = cat
+	m.closers = append(m.closers, cat.Close)
+	m.offsets = offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	return m, nil
+}
+
+func nodePrefix(cfg *Config) string {
+	return cfg.Cluster.EtcdPrefix + "/node/" + strconv.Itoa(cfg.Node.ID)
+}
+
+// joinCluster registers this node, listening for Kafka at kafkaAddr, and
+// returns the view the Kafka front end answers from.
+func joinCluster(ctx context.Context, cfg *Config, m *meta, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+	if cfg.Node.AdvertisedKafkaAddr != "" {
+		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
+	}
+	id := int32(cfg.Node.ID)
+	member, err := cluster.Join(ctx, cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
+		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
+		Logger: log.With("component", "cluster"), Registerer: reg})
+	if err != nil {
+		return nil, nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
+	}
+	return member, clusterView{m: member, self: id}, nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"net"
+	"strconv"
+
+	"strata/api/kafka"
+	"strata/cluster"
+)
+
+// clusterView answers the Kafka front end from the cluster's metadata in
+// etcd (docs/cluster.md): the live brokers, the topics, each partition's
+// leader and epoch; topic creation and deletion go to etcd, where the
+// controller places them.
+type clusterView struct {
+	m    *cluster.Member
+	self int32
+}
+
+var _ kafka.Cluster = clusterView{}
+
+func (c clusterView) Self() int32 { return c.self }
+
+func (c clusterView) Brokers() []kafka.Broker {
+	var out []kafka.Broker
+	for _, n := range c.m.Nodes() {
+		if b, ok := broker(n); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func broker(n cluster.Node) (kafka.Broker, bool) {
+	host, port, err := net.SplitHostPort(n.KafkaAddr)
+	if err != nil {
+		return kafka.Broker{}, false
+	}
+	p, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return kafka.Broker{}, false
+	}
+	return kafka.Broker{NodeID: n.ID, Host: host, Port: int32(p)}, true
+}
+
+func (c clusterView) Controller() int32 { return c.m.Controller() }
+
+func (c clusterView) Topics(context.Context) (map[string]int32, error) {
+	out := map[string]int32{}
+	for name, t := range c.m.Topics() {
+		out[name] = t.Partitions
+	}
+	return out, nil
+}
+
+// Partition is the controller's placement, except that a node whose lease
+// is lost leads nothing until it registers again: another may lead by then.
+func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool) {
+	part, ok := c.m.Partition(topic, p)
+	if !ok {
+		return kafka.PartitionInfo{}, false
+	}
+	info := kafka.PartitionInfo{Leader: part.Leader, LeaderEpoch: part.Epoch, Replicas: part.Replicas, ISR: part.ISR}
+	if info.Leader == c.self && !c.m.Live() {
+		info.Leader = -1
+	}
+	return info, true
+}
+
+func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
+	if live := len(c.m.Nodes()); int(rf) > live {
+		return &kafka.InvalidReplicationError{Factor: rf, Brokers: live}
+	}
+	err := c.m.CreateTopic(ctx, topic, partitions, rf)
+	if errors.Is(err, cluster.ErrTopicExists) {
+		return kafka.ErrTopicExists
+	}
+	return err
+}
+
+func (c clusterView) DeleteTopic(ctx context.Context, topic string) error {
+	err := c.m.DeleteTopic(ctx, topic)
+	if errors.Is(err, cluster.ErrUnknownTopic) {
+		return kafka.ErrUnknownTopic
+	}
+	return err
+}
+
+// Coordinator spreads groups over the live nodes by a hash of the name.
+func (c clusterView) Coordinator(group string) kafka.Broker {
+	nodes := c.m.Nodes()
+	if len(nodes) == 0 {
+		return kafka.Broker{NodeID: -1}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	b, _ := broker(nodes[h.Sum32()%uint32(len(nodes))])
+	return b
+}
