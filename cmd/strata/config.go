@@ -106,7 +106,7 @@ type KafkaConfig struct {
 	// DefaultReplicationFactor is a new topic's when its request leaves it
 	// to the broker, and an auto-created topic's.
 	DefaultReplicationFactor int16 `yaml:"default_replication_factor"`
-	MaxRequestBytes   Bytes `yaml:"max_request_bytes"`
+	MaxRequestBytes          Bytes `yaml:"max_request_bytes"`
 	// GroupInitialRebalanceDelay: a new group's first rebalance waits this
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`

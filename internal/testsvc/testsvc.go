@@ -286,7 +286,9 @@ func (p *Process) start() {
 	p.Strata = s
 }
 
-func (p *Process) running() bool { return p.cmd != nil && p.cmd.ProcessState == nil && len(p.exited) == 0 }
+func (p *Process) running() bool {
+	return p.cmd != nil && p.cmd.ProcessState == nil && len(p.exited) == 0
+}
 
 // Stop ends the service with SIGTERM and fails the test if it does not
 // stop cleanly within 30 s.
