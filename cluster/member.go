@@ -375,3 +375,21 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
+
+// lease is the current session's lease, 0 between sessions (tests).
+func (m *Member) lease() clientv3.LeaseID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.session == nil {
+		return 0
+	}
+	return m.session.Lease()
+}
+
+// currentTerm is this node's controller term, zero when it is not
+// controller.
+func (m *Member) currentTerm() term {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.term
+}
