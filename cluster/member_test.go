@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"strata/internal/testsvc"
@@ -98,10 +99,11 @@ type harness struct {
 	cli    *clientv3.Client
 	prefix string
 	logs   *logs
+	regs   map[int32]*prometheus.Registry // each node's metrics
 }
 
 func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, cli: etcdClient(t), prefix: testsvc.UniquePrefix(t), logs: &logs{}}
+	h := &harness{t: t, cli: etcdClient(t), prefix: testsvc.UniquePrefix(t), logs: &logs{}, regs: map[int32]*prometheus.Registry{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			h.logs.dump(t)
@@ -111,7 +113,10 @@ func newHarness(t *testing.T) *harness {
 }
 
 func (h *harness) config(id int32) Config {
-	return Config{Client: h.cli, Prefix: h.prefix, SessionTTL: ttl, Logger: slog.New(h.logs),
+	if h.regs[id] == nil {
+		h.regs[id] = prometheus.NewRegistry()
+	}
+	return Config{Client: h.cli, Prefix: h.prefix, SessionTTL: ttl, Logger: slog.New(h.logs), Registerer: h.regs[id],
 		Self: Node{ID: id, KafkaAddr: fmt.Sprintf("127.0.0.1:%d", 19090+id), AdminAddr: fmt.Sprintf("127.0.0.1:%d", 19640+id)}}
 }
 
@@ -142,6 +147,36 @@ func eventually(t *testing.T, m *Member, within time.Duration, what string, cond
 		case <-time.After(100 * time.Millisecond):
 		case <-deadline:
 			t.Fatalf("after %v: %s", within, what)
+		}
+	}
+}
+
+// metric is the value of a metric of node id, as /metrics shows it.
+func (h *harness) metric(id int32, name string) float64 {
+	h.t.Helper()
+	mfs, err := h.regs[id].Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) == 1 {
+			m := mf.Metric[0]
+			if m.Gauge != nil {
+				return m.Gauge.GetValue()
+			}
+			return m.Counter.GetValue()
+		}
+	}
+	h.t.Fatalf("node %d has no metric %s", id, name)
+	return 0
+}
+
+// waitLog waits for a log line that holds every one of parts.
+func waitLog(t *testing.T, l *logs, what string, parts ...string) {
+	t.Helper()
+	for start := time.Now(); !l.has(parts...); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("not logged: %s", what)
 		}
 	}
 }
@@ -418,8 +453,9 @@ func TestControllerDeposedIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, m1, 5*time.Second, "orders not placed", placed(m1, "orders", 2))
-	if h.logs.has("INFO", "topic placed", "topic=orders", "node=1") || !h.logs.has("INFO", "topic placed", "topic=orders", "node=2") {
-		t.Errorf("orders was not placed by node 2, the controller")
+	waitLog(t, h.logs, "orders placed by node 2, the controller", "INFO", "topic placed", "topic=orders", "node=2")
+	if h.logs.has("INFO", "topic placed", "topic=orders", "node=1") {
+		t.Errorf("orders placed by node 1, not the controller")
 	}
 }
 
@@ -445,6 +481,15 @@ func TestControllerClosedAnotherElected(t *testing.T) {
 		return c == 2 || c == 3
 	})
 	t.Logf("new controller %d after %v", m3.Controller(), took)
+	c := m3.Controller()
+	other := int32(5) - c
+	eventually(t, m3, 5*time.Second, "the new controller's metric", func() bool {
+		return h.metric(c, "strata_cluster_controller") == 1
+	})
+	if h.metric(other, "strata_cluster_controller") != 0 || h.metric(c, "strata_cluster_elections_won_total") != 1 {
+		t.Errorf("metrics: node %d strata_cluster_controller %v; node %d elections %v", other,
+			h.metric(other, "strata_cluster_controller"), c, h.metric(c, "strata_cluster_elections_won_total"))
+	}
 	if m2.Controller() != m3.Controller() && m2.Controller() != -1 {
 		t.Errorf("nodes 2 and 3 disagree on the controller: %d, %d", m2.Controller(), m3.Controller())
 	}
@@ -502,6 +547,7 @@ func TestTopics(t *testing.T) {
 			t.Errorf("t-%d: %+v, want 2 distinct replicas, the leader first, all in sync", i, p)
 		}
 	}
+	eventually(t, m2, 5*time.Second, "node 2 does not see t", func() bool { _, ok := m2.Topics()["t"]; return ok })
 	if tp := m2.Topics()["t"]; tp.Partitions != 3 || tp.ReplicationFactor != 2 || tp.Created.IsZero() {
 		t.Errorf("topic as node 2 sees it: %+v", tp)
 	}
@@ -596,6 +642,9 @@ func TestCutOffFromEtcd(t *testing.T) {
 		t.Fatalf("node 1 leads no partition of t: %v", before)
 	}
 
+	if !m1.Leads("t", mine) {
+		t.Fatalf("node 1 does not lead t-%d by its own account", mine)
+	}
 	proxy.pause()
 	start := time.Now()
 	for m1.Live() {
@@ -605,6 +654,12 @@ func TestCutOffFromEtcd(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("node 1 not Live %v after it was cut off (TTL %v)", time.Since(start), ttl)
+	if m1.Leads("t", mine) {
+		t.Errorf("node 1 lost its lease but still leads t-%d by its own account", mine)
+	}
+	if h.metric(1, "strata_cluster_live") != 0 || h.metric(1, "strata_cluster_sessions_lost_total") != 1 {
+		t.Errorf("node 1's metrics do not show the lost lease")
+	}
 	eventually(t, m2, 3*ttl, "node 2 did not take over as controller and mark node 1's partition leaderless", func() bool {
 		p, _ := m2.Partition("t", mine)
 		return m2.Controller() == 2 && p.Leader == -1 && p.Epoch == 1 && slices.Equal(ids(m2.Nodes()), []int32{2})
@@ -620,6 +675,9 @@ func TestCutOffFromEtcd(t *testing.T) {
 		p, _ := m1.Partition("t", mine)
 		return m1.Live() && m1.Controller() == 2 && p.Leader == 1 && p.Epoch == 2
 	})
+	if !m1.Leads("t", mine) || h.metric(1, "strata_cluster_live") != 1 {
+		t.Errorf("node 1 registered again but does not lead t-%d, or its metric says it is not live", mine)
+	}
 	for p, le := range before {
 		if p != mine {
 			if now, _ := m2.Partition("t", p); now.Leader != le[0] || now.Epoch != le[1] {
