@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -168,10 +169,12 @@ func (m *Member) serve(ctx context.Context, s *concurrency.Session, rev int64) {
 			gone := m.view.revs[rangeNodes] >= rev && m.view.nodeLeases[m.cfg.Self.ID] != int64(s.Lease())
 			m.mu.Unlock()
 			if gone {
+				m.setSession(nil) // Live is false from now, before the term winds down
 				return
 			}
 			select {
 			case <-s.Done():
+				m.setSession(nil)
 				return
 			case <-ctx.Done():
 				return
@@ -182,6 +185,9 @@ func (m *Member) serve(ctx context.Context, s *concurrency.Session, rev int64) {
 	for ctx.Err() == nil {
 		e := concurrency.NewElection(s, m.keys.controller())
 		if err := e.Campaign(ctx, strconv.Itoa(int(m.cfg.Self.ID))); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return // the lease is gone before the keepalives or the view could tell
+			}
 			if ctx.Err() == nil {
 				m.log.Warn("cluster: campaign for controller failed", "err", err)
 				sleep(ctx, time.Second)
@@ -223,8 +229,9 @@ func (m *Member) reregister(ctx context.Context) (*concurrency.Session, int64) {
 	return nil, 0
 }
 
-// endSession is Close's end of a session: resign if controller, and revoke
-// the lease, so the node and its election key go at once, not after a TTL.
+// endSession is Close's end of a session: revoking the lease deletes the
+// node's key and its election key at once (resigning, if it was
+// controller), so the others need not wait a TTL.
 func (m *Member) endSession(s *concurrency.Session) {
 	m.setSession(nil)
 	if err := s.Close(); err != nil {

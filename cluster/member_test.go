@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"strata/internal/testsvc"
 )
@@ -22,7 +23,7 @@ const ttl = 2 * time.Second
 
 func etcdClient(t *testing.T) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{testsvc.StartEtcd(t)}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{testsvc.StartEtcd(t)}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +364,7 @@ func TestControllerDeposedIsFenced(t *testing.T) {
 		}
 	}()
 
+	eventually(t, m1, 5*time.Second, "clicks not placed in node 1's view", placed(m1, "clicks", 4))
 	old := m1.currentTerm()
 	if old.rev == 0 {
 		t.Fatal("node 1 is controller in everyone's view but holds no term")
@@ -612,7 +614,7 @@ func TestTopics(t *testing.T) {
 func TestCutOffFromEtcd(t *testing.T) {
 	h := newHarness(t)
 	proxy := newPauser(t, testsvc.StartEtcd(t))
-	cut, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.addr()}, DialTimeout: 5 * time.Second})
+	cut, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -642,6 +644,7 @@ func TestCutOffFromEtcd(t *testing.T) {
 		t.Fatalf("node 1 leads no partition of t: %v", before)
 	}
 
+	eventually(t, m1, 5*time.Second, "t not placed in node 1's view", placed(m1, "t", 2))
 	if !m1.Leads("t", mine) {
 		t.Fatalf("node 1 does not lead t-%d by its own account", mine)
 	}
