@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -83,7 +84,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m.setSession(s)
 	m.wg.Add(2)
 	go m.keepView(bg)
-	go m.run(bg, s)
+	go m.run(bg, s, rev)
 	// Join returns with this node in its own view.
 	if err := m.waitRange(ctx, rangeNodes, rev); err != nil {
 		m.Close()
@@ -132,10 +133,10 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 
 // run lives as long as the Member: it serves each session until its lease
 // is lost, then registers again.
-func (m *Member) run(ctx context.Context, s *concurrency.Session) {
+func (m *Member) run(ctx context.Context, s *concurrency.Session, rev int64) {
 	defer m.wg.Done()
 	for {
-		m.serve(ctx, s)
+		m.serve(ctx, s, rev)
 		if ctx.Err() != nil {
 			m.endSession(s)
 			return
@@ -144,7 +145,7 @@ func (m *Member) run(ctx context.Context, s *concurrency.Session) {
 		m.metrics.sessionsLost.Inc()
 		m.log.Warn("cluster: lease lost; this node leads nothing until it registers again", "lease", fmt.Sprintf("%x", s.Lease()))
 		m.dropLease(ctx, s)
-		if s = m.reregister(ctx); s == nil {
+		if s, rev = m.reregister(ctx); s == nil {
 			return
 		}
 		m.setSession(s)
@@ -153,20 +154,40 @@ func (m *Member) run(ctx context.Context, s *concurrency.Session) {
 }
 
 // serve campaigns for controller and, while elected, places partitions,
-// until the session ends or ctx does.
-func (m *Member) serve(ctx context.Context, s *concurrency.Session) {
+// until the session ends or ctx does. The session ends when its keepalives
+// stop (the lease expired, or etcd was out of reach for the TTL), or as
+// soon as the view shows this node's key gone from its lease (revoked, or
+// expired while the keepalives were slow to tell), registered at rev.
+func (m *Member) serve(ctx context.Context, s *concurrency.Session, rev int64) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		select {
-		case <-s.Done():
-		case <-ctx.Done():
+		defer cancel()
+		for {
+			m.mu.Lock()
+			changed := m.changed
+			gone := m.view.revs[rangeNodes] >= rev && m.view.nodeLeases[m.cfg.Self.ID] != int64(s.Lease())
+			m.mu.Unlock()
+			if gone {
+				m.setSession(nil) // Live is false from now, before the term winds down
+				return
+			}
+			select {
+			case <-s.Done():
+				m.setSession(nil)
+				return
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
 		}
-		cancel()
 	}()
 	for ctx.Err() == nil {
 		e := concurrency.NewElection(s, m.keys.controller())
 		if err := e.Campaign(ctx, strconv.Itoa(int(m.cfg.Self.ID))); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return // the lease is gone before the keepalives or the view could tell
+			}
 			if ctx.Err() == nil {
 				m.log.Warn("cluster: campaign for controller failed", "err", err)
 				sleep(ctx, time.Second)
@@ -192,12 +213,12 @@ func (m *Member) serve(ctx context.Context, s *concurrency.Session) {
 
 // reregister registers this node with a new session, retrying until it
 // works or ctx ends (nil).
-func (m *Member) reregister(ctx context.Context) *concurrency.Session {
+func (m *Member) reregister(ctx context.Context) (*concurrency.Session, int64) {
 	wait := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		s, _, err := m.register(ctx)
+		s, rev, err := m.register(ctx)
 		if err == nil {
-			return s
+			return s, rev
 		}
 		if ctx.Err() == nil {
 			m.log.Warn("cluster: registering again failed; retrying", "err", err, "in", wait)
@@ -205,11 +226,12 @@ func (m *Member) reregister(ctx context.Context) *concurrency.Session {
 		sleep(ctx, wait)
 		wait = min(2*wait, time.Duration(m.ttl)*time.Second)
 	}
-	return nil
+	return nil, 0
 }
 
-// endSession is Close's end of a session: resign if controller, and revoke
-// the lease, so the node and its election key go at once, not after a TTL.
+// endSession is Close's end of a session: revoking the lease deletes the
+// node's key and its election key at once (resigning, if it was
+// controller), so the others need not wait a TTL.
 func (m *Member) endSession(s *concurrency.Session) {
 	m.setSession(nil)
 	if err := s.Close(); err != nil {
@@ -310,6 +332,16 @@ func (m *Member) Live() bool {
 	return m.live
 }
 
+// Leads reports whether this node may serve partition p of topic as its
+// leader now: it is live and the partition's record names it. With its
+// lease lost it leads nothing, whatever the records said.
+func (m *Member) Leads(topic string, p int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.view.partitions[TopicPartition{topic, p}]
+	return m.live && ok && rec.Leader == m.cfg.Self.ID
+}
+
 // CreateTopic records a topic, if none of that name exists; the controller
 // places its partitions next. The replication factor may not exceed the
 // live nodes.
@@ -374,4 +406,22 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// lease is the current session's lease, 0 between sessions (tests).
+func (m *Member) lease() clientv3.LeaseID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.session == nil {
+		return 0
+	}
+	return m.session.Lease()
+}
+
+// currentTerm is this node's controller term, zero when it is not
+// controller.
+func (m *Member) currentTerm() term {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.term
 }

@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	live         prometheus.Gauge
@@ -12,25 +16,38 @@ type metrics struct {
 }
 
 // newMetrics makes the cluster's metrics and registers them with reg,
-// unless it is nil.
+// unless it is nil. A Member joining again with the same registry (after
+// a refused Join, or a Close) takes over the metrics already registered.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		live: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_live",
-			Help: "1 while this node is registered under a live lease, 0 while it has lost it."}),
-		controller: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_controller",
-			Help: "1 while this node is the elected controller."}),
-		sessionsLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_sessions_lost_total",
-			Help: "Times this node lost its lease (etcd unreachable past the session TTL, or revoked)."}),
-		elections: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_elections_won_total",
-			Help: "Times this node was elected controller."}),
-		writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_placement_writes_total",
-			Help: "Partition records this node wrote as controller."}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_placement_refused_total",
+	return &metrics{
+		live: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_live",
+			Help: "1 while this node is registered under a live lease, 0 while it has lost it."})),
+		controller: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_controller",
+			Help: "1 while this node is the elected controller."})),
+		sessionsLost: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_sessions_lost_total",
+			Help: "Times this node lost its lease (etcd unreachable past the session TTL, or revoked)."})),
+		elections: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_elections_won_total",
+			Help: "Times this node was elected controller."})),
+		writes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_placement_writes_total",
+			Help: "Partition records this node wrote as controller."})),
+		refused: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_placement_refused_total",
 			Help: "Placement transactions etcd refused, by reason: deposed (the term is over) or conflict (planned from an old view)."},
-			[]string{"reason"}),
+			[]string{"reason"})),
 	}
-	if reg != nil {
-		reg.MustRegister(m.live, m.controller, m.sessionsLost, m.elections, m.writes, m.refused)
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
 	}
-	return m
+	if err := reg.Register(c); err != nil {
+		var dup prometheus.AlreadyRegisteredError
+		if errors.As(err, &dup) {
+			if existing, ok := dup.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
 }

@@ -45,6 +45,7 @@ type controllerRec struct {
 
 type view struct {
 	nodes       map[int32]Node
+	nodeLeases  map[int32]int64          // the lease each node is registered under
 	controllers map[string]controllerRec // election keys; the oldest is the controller
 	topics      map[string]topicRec
 	partitions  map[TopicPartition]partitionRec
@@ -53,7 +54,7 @@ type view struct {
 }
 
 func newView() view {
-	return view{nodes: map[int32]Node{}, controllers: map[string]controllerRec{},
+	return view{nodes: map[int32]Node{}, nodeLeases: map[int32]int64{}, controllers: map[string]controllerRec{},
 		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}}
 }
 
@@ -82,6 +83,7 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 		}
 		if deleted {
 			delete(v.nodes, int32(id))
+			delete(v.nodeLeases, int32(id))
 			return nil
 		}
 		var n Node
@@ -89,6 +91,7 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 			return fmt.Errorf("node key %q: %v", key, err)
 		}
 		v.nodes[int32(id)] = n
+		v.nodeLeases[int32(id)] = kv.Lease
 	case rangeController:
 		if deleted {
 			delete(v.controllers, key)
@@ -160,19 +163,19 @@ func (m *Member) list(ctx context.Context) (int64, error) {
 // keepView lists and watches until ctx ends.
 func (m *Member) keepView(ctx context.Context) {
 	defer m.wg.Done()
+	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		rev, err := m.list(ctx)
 		if err == nil {
+			wait = 100 * time.Millisecond
 			err = m.watch(ctx, rev+1)
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		m.log.Warn("cluster: view lost its watch; listing again", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+		m.log.Warn("cluster: view lost its watch; listing again", "err", err, "in", wait)
+		sleep(ctx, wait)
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 

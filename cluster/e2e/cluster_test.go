@@ -230,3 +230,46 @@ func TestNewNodeTakesNewTopics(t *testing.T) {
 }
 
 func head(s []string) []string { return s[:min(3, len(s))] }
+
+// controller waits until Metadata from node `from` names a controller that
+// ok accepts, and returns it.
+func (c *cluster) controller(from int32, ok func(int32) bool) int32 {
+	c.t.Helper()
+	adm := kadm.NewClient(c.client(from))
+	deadline := time.Now().Add(sessionTTL + 20*time.Second)
+	last := int32(-2)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		md, err := adm.BrokerMetadata(ctx)
+		cancel()
+		if err == nil {
+			last = md.Controller
+			if ok(md.Controller) {
+				return md.Controller
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.t.Fatalf("metadata from node %d never named an acceptable controller; last %d", from, last)
+	return -1
+}
+
+// The controller is killed: another node is elected within the session
+// TTL and a few seconds, and it places a new topic.
+func TestControllerKilledAnotherTakesOver(t *testing.T) {
+	c := newCluster(t, 3)
+	first := c.controller(1, func(id int32) bool { return id > 0 })
+	c.nodes[first].Kill()
+	other := int32(1)
+	if first == 1 {
+		other = 2
+	}
+	start := time.Now()
+	next := c.controller(other, func(id int32) bool { return id > 0 && id != first })
+	t.Logf("controller %d killed; %d took over in %s (session TTL %s)", first, next, time.Since(start).Round(100*time.Millisecond), sessionTTL)
+	createTopic(t, c.client(other), "after", 4)
+	leaders := c.leaders(other, "after", allLed)
+	if slices.Contains(leaders, first) {
+		t.Errorf("a partition of a topic created after node %d died is led by it: %v", first, leaders)
+	}
+}

@@ -32,6 +32,8 @@ var rules = []rule{
 		except: []string{"strata/cmd", "strata/tiering/objstore/", "strata/internal/testsvc", "strata/bench"}},
 	{why: "only cmd schedules (cron)",
 		from: []string{"strata/"}, to: []string{"github.com/robfig/cron"}, except: []string{"strata/cmd"}},
+	{why: "the cluster's membership and placement sit below the front ends and the tiering job: they answer them, never call them",
+		from: []string{"strata/cluster"}, to: []string{"strata/api", "strata/tiering"}},
 	{why: "nothing imports the service's wiring",
 		from: []string{"strata/"}, to: []string{"strata/cmd"}, except: []string{"strata/cmd"}},
 }
