@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/internal/testsvc"
 )
@@ -57,28 +58,41 @@ func (c *cluster) client(id int32, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// metadata asks node `from` directly (kadm would answer from its cache).
+func (c *cluster) metadata(cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return req.RequestWith(ctx, cl)
+}
+
 // leaders waits until Metadata from node `from` satisfies ok, and returns
 // the leader of each partition of topic then.
 func (c *cluster) leaders(from int32, topic string, ok func(brokers int, leaders []int32) bool) []int32 {
 	c.t.Helper()
-	adm := kadm.NewClient(c.client(from))
+	cl := c.client(from)
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		md, err := adm.Metadata(ctx, topic)
-		cancel()
-		if err == nil {
-			td := md.Topics[topic]
-			leaders := make([]int32, len(td.Partitions))
-			for p, pd := range td.Partitions {
-				leaders[p] = pd.Leader
+		md, err := c.metadata(cl, topic)
+		if err == nil && len(md.Topics) == 1 {
+			leaders := make([]int32, len(md.Topics[0].Partitions))
+			for _, pd := range md.Topics[0].Partitions {
+				if int(pd.Partition) < len(leaders) {
+					leaders[pd.Partition] = pd.Leader
+				}
 			}
 			last = fmt.Sprintf("%d brokers, leaders %v", len(md.Brokers), leaders)
 			if len(leaders) > 0 && ok(len(md.Brokers), leaders) {
 				return leaders
 			}
-		} else {
+		} else if err != nil {
 			last = err.Error()
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -235,17 +249,14 @@ func head(s []string) []string { return s[:min(3, len(s))] }
 // ok accepts, and returns it.
 func (c *cluster) controller(from int32, ok func(int32) bool) int32 {
 	c.t.Helper()
-	adm := kadm.NewClient(c.client(from))
+	cl := c.client(from)
 	deadline := time.Now().Add(sessionTTL + 20*time.Second)
 	last := int32(-2)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		md, err := adm.BrokerMetadata(ctx)
-		cancel()
-		if err == nil {
-			last = md.Controller
-			if ok(md.Controller) {
-				return md.Controller
+		if md, err := c.metadata(cl); err == nil {
+			last = md.ControllerID
+			if ok(md.ControllerID) {
+				return md.ControllerID
 			}
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -83,11 +84,25 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, kafkaAddr, adminAddr
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
-	member, err := cluster.Join(ctx, cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
+	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
-		Logger: log.With("component", "cluster"), Registerer: reg})
-	if err != nil {
-		return nil, nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
+		Logger: log.With("component", "cluster"), Registerer: reg}
+	// A node restarted within a session TTL of its crash finds its old
+	// registration still alive: wait for the lease to expire.
+	deadline := time.Now().Add(2*time.Duration(cfg.Cluster.SessionTTL) + 5*time.Second)
+	for {
+		member, err := cluster.Join(ctx, jc)
+		if err == nil {
+			return member, clusterView{m: member, self: id}, nil
+		}
+		if !errors.Is(err, cluster.ErrNodeIDTaken) || time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
+		}
+		log.Warn("node id still registered, by this node's previous run or another node; waiting for its lease to expire", "node", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
-	return member, clusterView{m: member, self: id}, nil
 }

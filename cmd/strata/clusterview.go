@@ -64,8 +64,8 @@ func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool
 		return kafka.PartitionInfo{}, false
 	}
 	info := kafka.PartitionInfo{Leader: part.Leader, LeaderEpoch: part.Epoch, Replicas: part.Replicas, ISR: part.ISR}
-	if info.Leader == c.self && !c.m.Live() {
-		info.Leader = -1
+	if info.Leader == c.self && !c.m.Leads(topic, p) {
+		info.Leader = -1 // the lease is lost: another may lead by now
 	}
 	return info, true
 }
@@ -75,8 +75,11 @@ func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions i
 		return &kafka.InvalidReplicationError{Factor: rf, Brokers: live}
 	}
 	err := c.m.CreateTopic(ctx, topic, partitions, rf)
-	if errors.Is(err, cluster.ErrTopicExists) {
+	switch {
+	case errors.Is(err, cluster.ErrTopicExists):
 		return kafka.ErrTopicExists
+	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
+		return &kafka.InvalidReplicationError{Factor: rf, Brokers: len(c.m.Nodes())}
 	}
 	return err
 }
