@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"strata/catalog"
+	"strata/cluster"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
@@ -26,6 +28,8 @@ type Config struct {
 	Engine *segment.Engine
 	// Catalog knows each segment's tier.
 	Catalog catalog.Catalog
+	// Cluster is this node's view of its cluster; nil on a single node.
+	Cluster *cluster.Member
 	Job     *tiering.Job
 	// Metrics serves GET /metrics (Prometheus).
 	Metrics http.Handler
@@ -119,6 +123,9 @@ type recordJSON struct {
 
 func (c Config) storage(mux *http.ServeMux) {
 	st, seg, cat := c.Store, c.Engine, c.Catalog
+	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, clusterInfo(r.Context(), c))
+	})
 	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, r *http.Request) {
 		names, err := st.Shards(r.Context())
 		if err != nil {
@@ -189,4 +196,79 @@ func (c Config) storage(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
+}
+
+// clusterNode and clusterPartition are GET /v1/cluster's answer: the nodes,
+// and each partition's leader, epoch and replicas, with the segments this
+// node holds of it (each node answers for its own).
+type clusterNode struct {
+	ID         int32  `json:"id"`
+	KafkaAddr  string `json:"kafka_addr,omitempty"`
+	AdminAddr  string `json:"admin_addr,omitempty"`
+	Alive      bool   `json:"alive"`
+	Controller bool   `json:"controller"`
+}
+
+type clusterPartition struct {
+	Topic     string                `json:"topic"`
+	Partition int32                 `json:"partition"`
+	Leader    int32                 `json:"leader"`
+	Epoch     int32                 `json:"epoch"`
+	Replicas  []int32               `json:"replicas"`
+	ISR       []int32               `json:"isr"`
+	Segments  []segment.SegmentMeta `json:"segments_here,omitempty"`
+}
+
+type clusterAnswer struct {
+	Cluster    bool               `json:"cluster"`
+	Self       int32              `json:"self"`
+	Live       bool               `json:"live"`
+	Controller int32              `json:"controller"`
+	Nodes      []clusterNode      `json:"nodes"`
+	Partitions []clusterPartition `json:"partitions"`
+}
+
+func clusterInfo(ctx context.Context, c Config) clusterAnswer {
+	here := func(shard string) []segment.SegmentMeta {
+		if c.Engine == nil {
+			return nil
+		}
+		segs, _ := c.Engine.Segments(shard)
+		return segs
+	}
+	if c.Cluster == nil {
+		out := clusterAnswer{Self: 0, Live: true, Controller: 0, Nodes: []clusterNode{{ID: 0, Alive: true, Controller: true}}}
+		names, _ := c.Store.Shards(ctx)
+		for _, n := range names {
+			tp, ok := store.ParseShard(n)
+			if !ok {
+				continue
+			}
+			out.Partitions = append(out.Partitions, clusterPartition{Topic: tp.Topic, Partition: tp.Partition, Leader: 0, Epoch: -1,
+				Replicas: []int32{0}, ISR: []int32{0}, Segments: here(n)})
+		}
+		return out
+	}
+	m := c.Cluster
+	out := clusterAnswer{Cluster: true, Self: m.Self().ID, Live: m.Live(), Controller: m.Controller()}
+	for _, n := range m.Nodes() {
+		out.Nodes = append(out.Nodes, clusterNode{ID: n.ID, KafkaAddr: n.KafkaAddr, AdminAddr: n.AdminAddr, Alive: true, Controller: n.ID == out.Controller})
+	}
+	topics := m.Topics()
+	names := make([]string, 0, len(topics))
+	for name := range topics {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for p := int32(0); p < topics[name].Partitions; p++ {
+			cp := clusterPartition{Topic: name, Partition: p, Leader: -1, Epoch: -1}
+			if part, ok := m.Partition(name, p); ok {
+				cp.Leader, cp.Epoch, cp.Replicas, cp.ISR = part.Leader, part.Epoch, part.Replicas, part.ISR
+			}
+			cp.Segments = here(store.ShardName(name, p))
+			out.Partitions = append(out.Partitions, cp)
+		}
+	}
+	return out
 }

@@ -130,6 +130,9 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 	code := errNone
 	if r.Generation >= 0 || r.MemberID != "" { // a group member's commit; -1 is a consumer without a group
 		code = s.groups.commitCheck(r.Group, r.MemberID, r.Generation)
+		if !s.coordinates(r.Group) {
+			code = kerr.NotCoordinator.Code
+		}
 	}
 	if r.Group == "" {
 		code = kerr.InvalidGroupID.Code
@@ -189,5 +192,43 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespon
 		}
 		return rp
 	})
+	return resp
+}
+
+// coordinates says whether this node coordinates group: in a cluster each
+// group has one coordinator, whose members' state lives in its memory.
+func (s *Server) coordinates(group string) bool {
+	return s.cluster.Coordinator(group).NodeID == s.cluster.Self()
+}
+
+// notCoordinator answers a group request sent to a node that does not
+// coordinate its group with NOT_COORDINATOR (the client asks
+// FindCoordinator again), or returns nil.
+func (s *Server) notCoordinator(r kmsg.Request) kmsg.Response {
+	var group string
+	switch r := r.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	}
+	if s.coordinates(group) {
+		return nil
+	}
+	resp := r.ResponseKind()
+	switch resp := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	case *kmsg.SyncGroupResponse:
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	case *kmsg.HeartbeatResponse:
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	case *kmsg.LeaveGroupResponse:
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	}
 	return resp
 }

@@ -90,8 +90,12 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		return s.produce(ctx, r)
 	case *kmsg.FindCoordinatorRequest:
 		return s.findCoordinator(r)
-	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
-		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest:
+		if resp := s.notCoordinator(r); resp != nil {
+			return resp
+		}
+		return s.groups.do(ctx, cl, r)
+	case *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
 		return s.groups.do(ctx, cl, r)
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(r)

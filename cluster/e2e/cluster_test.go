@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -175,6 +177,36 @@ func TestThreeNodesServeOneTopic(t *testing.T) {
 	}
 	want := c.produce(2, "orders", []int32{0, 1, 2, 3, 4, 5}, 50, "a")
 	got := c.consume(3, "orders", 300)
+	// The admin API shows the same cluster from any node, and the
+	// segments each node holds.
+	for id, n := range c.nodes {
+		var view struct {
+			Cluster    bool  `json:"cluster"`
+			Controller int32 `json:"controller"`
+			Nodes      []struct {
+				ID int32 `json:"id"`
+			} `json:"nodes"`
+			Partitions []struct {
+				Partition int32             `json:"partition"`
+				Leader    int32             `json:"leader"`
+				Segments  []json.RawMessage `json:"segments_here"`
+			} `json:"partitions"`
+		}
+		resp, err := http.Get("http://" + n.Admin + "/v1/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&view)
+		resp.Body.Close()
+		if err != nil || !view.Cluster || len(view.Nodes) != 3 || view.Controller < 1 || len(view.Partitions) != 6 {
+			t.Fatalf("GET /v1/cluster from node %d: %+v, %v", id, view, err)
+		}
+		for _, p := range view.Partitions {
+			if p.Leader != leaders[p.Partition] || (p.Leader == id) != (len(p.Segments) > 0) {
+				t.Errorf("node %d shows partition %d led by %d with %d segments here; leaders %v", id, p.Partition, p.Leader, len(p.Segments), leaders)
+			}
+		}
+	}
 	for p := int32(0); p < 6; p++ {
 		if !slices.Equal(got[p], want[p]) {
 			t.Errorf("partition %d (led by %d): read %d records %v..., want %d", p, leaders[p], len(got[p]), head(got[p]), len(want[p]))
@@ -283,4 +315,53 @@ func TestControllerKilledAnotherTakesOver(t *testing.T) {
 	if slices.Contains(leaders, first) {
 		t.Errorf("a partition of a topic created after node %d died is led by it: %v", first, leaders)
 	}
+}
+
+// A consumer group works through any node: its coordinator is one node,
+// its committed offsets are in etcd, and a later member bootstrapping
+// from another node resumes where the group committed.
+func TestConsumerGroupAcrossNodes(t *testing.T) {
+	c := newCluster(t, 3)
+	createTopic(t, c.client(1), "events", 6)
+	c.leaders(1, "events", func(brokers int, l []int32) bool { return brokers == 3 && allLed(brokers, l) })
+	all := []int32{0, 1, 2, 3, 4, 5}
+	first := c.produce(1, "events", all, 10, "first")
+	group := func(via int32, want int) map[int32][]string {
+		cl := c.client(via, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("events"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out := map[int32][]string{}
+		for got := 0; got < want; {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("group member through node %d read %d of %d records", via, got, want)
+			}
+			fs.EachRecord(func(r *kgo.Record) { out[r.Partition] = append(out[r.Partition], string(r.Value)); got++ })
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatalf("commit through node %d: %v", via, err)
+		}
+		cl.Close() // leaves the group
+		return out
+	}
+	if got := group(1, 60); !equalParts(got, first) {
+		t.Fatalf("the first member read %v, want %v", got, first)
+	}
+	second := c.produce(2, "events", all, 10, "second")
+	if got := group(3, 60); !equalParts(got, second) {
+		t.Fatalf("a member through another node read %v, want only what came after the commit %v", got, second)
+	}
+}
+
+func equalParts(a, b map[int32][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, v := range a {
+		if !slices.Equal(v, b[p]) {
+			return false
+		}
+	}
+	return true
 }

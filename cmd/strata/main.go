@@ -22,6 +22,7 @@ import (
 
 	"strata/api/admin"
 	"strata/api/kafka"
+	"strata/cluster"
 	"strata/engine/segment"
 )
 
@@ -211,33 +212,32 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Job: job, Token: cfg.AdminToken,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 2)
-	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
-
 	kln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
-		srv.Close()
+		ln.Close()
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
-	var view kafka.Cluster // nil: this node alone
+	var view kafka.Cluster     // nil: this node alone
+	var member *cluster.Member // nil: this node alone
 	if cfg.Cluster.Enabled() {
-		member, v, err := joinCluster(ctx, cfg, md, kln.Addr().String(), ln.Addr().String(), reg, log)
-		if err != nil {
-			srv.Close()
+		if member, view, err = joinCluster(ctx, cfg, md, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
+			ln.Close()
 			kln.Close()
 			return err
 		}
 		defer member.Close() // resigns and revokes the lease: others see this node go at once
 		go member.KeepShards(ctx, store, log.With("component", "cluster"))
-		view = v
 	}
+	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
+
 	topicMax := map[string]int32{}
 	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
 		topicMax[topic] = int32(v)
