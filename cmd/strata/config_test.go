@@ -22,7 +22,7 @@ func TestExampleConfigs(t *testing.T) {
 	t.Setenv("STRATA_S3_ENDPOINT", "127.0.0.1:9000")
 	t.Setenv("STRATA_S3_BUCKET", "strata")
 	t.Setenv("STRATA_HDFS_NAMENODE", "127.0.0.1:8020")
-	for file, backend := range map[string]string{"dev.yaml": "local", "minio.yaml": "s3", "hdfs.yaml": "hdfs"} {
+	for file, backend := range map[string]string{"dev.yaml": "local", "minio.yaml": "s3", "hdfs.yaml": "hdfs", "cluster.yaml": "local"} {
 		cfg, err := LoadConfig(filepath.Join("..", "..", "configs", file), nil)
 		if err != nil {
 			t.Errorf("configs/%s: %v", file, err)
@@ -48,6 +48,19 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
+// The cluster's endpoints take a list or one comma-separated value.
+func TestClusterEndpoints(t *testing.T) {
+	for _, set := range []string{"cluster.etcd_endpoints=a:1,b:2", "cluster.etcd_endpoints=[a:1, b:2]"} {
+		cfg, err := LoadConfig("", []string{set, "node.id=3"})
+		if err != nil || !cfg.Cluster.Enabled() || len(cfg.Cluster.EtcdEndpoints) != 2 || cfg.Cluster.EtcdEndpoints[1] != "b:2" {
+			t.Errorf("--set %s: %+v, %v", set, cfg.Cluster, err)
+		}
+	}
+	if cfg, _ := LoadConfig("", nil); cfg.Cluster.Enabled() {
+		t.Error("the embedded default is a cluster node; make run must be one node")
+	}
+}
+
 func TestInvalidConfigNamesTheKey(t *testing.T) {
 	for _, tc := range []struct {
 		sets []string
@@ -66,6 +79,11 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{[]string{"cold.backend=hdfs", "cold.hdfs.namenodes=[a:1]", "cold.hdfs.root=rel"}, "cold.hdfs.root"},
 		{[]string{"cold.local=x"}, `cold.local: "x" is not a section`},
 		{[]string{"noequals"}, "want path.to.key=value"},
+		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379"}, "node.id: 0: a cluster's nodes need a unique positive id"},
+		{[]string{"cluster.etcd_endpoints=localhost", "node.id=1"}, "cluster.etcd_endpoints"},
+		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.etcd_prefix=strata"}, "cluster.etcd_prefix"},
+		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.session_ttl=100ms"}, "cluster.session_ttl"},
+		{[]string{"kafka.default_replication_factor=0"}, "kafka.default_replication_factor"},
 	} {
 		_, err := LoadConfig("", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
