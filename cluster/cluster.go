@@ -33,6 +33,9 @@ type Topic struct {
 	Partitions        int32     `json:"partitions"`
 	ReplicationFactor int16     `json:"replication_factor"`
 	Created           time.Time `json:"created"`
+	// Incarnation tells a topic from an earlier one of the same name: its
+	// key's creation revision in etcd (not stored in the value).
+	Incarnation int64 `json:"-"`
 }
 
 // Partition is where a partition is served. Leader is -1 while it is

@@ -301,6 +301,7 @@ func (m *Member) Topics() map[string]Topic {
 	defer m.mu.Unlock()
 	out := make(map[string]Topic, len(m.view.topics))
 	for name, t := range m.view.topics {
+		t.Topic.Incarnation = t.createRev
 		out[name] = t.Topic
 	}
 	return out

@@ -4,79 +4,112 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"strata/engine/store"
 )
 
 // KeepShards keeps this node's local shards in step with the placement
 // until ctx ends: a partition this node leads (while its lease holds) gets
-// its shard; the shards of a topic deleted while this node watched are
-// deleted. A local shard whose topic the cluster does not have at start is
-// kept and reported, never deleted on a guess: a wrong etcd prefix must not
-// empty a data folder.
+// its shard; the shards of a deleted topic go, and so does a shard left by
+// an earlier topic of the same name (deleted and created again while this
+// node was away), so no record of it reappears in the new topic.
+//
+// Which topic a shard belongs to is recorded when the shard is made, under
+// {prefix}/node/{id}/shards/{shard}: the topic's incarnation (its key's
+// creation revision). A local shard with no record is kept and reported,
+// never deleted on a guess: a wrong etcd prefix must not empty a data
+// folder.
 func (m *Member) KeepShards(ctx context.Context, st store.Store, log *slog.Logger) {
-	seen := map[string]bool{} // topics this process has seen in the cluster
+	k := shardKeys{prefix: m.keys.prefix + "/node/" + strconv.Itoa(int(m.Self().ID)) + "/shards/"}
 	warned := map[string]bool{}
 	for {
 		changed := m.Changed()
-		m.keepShards(ctx, st, log, seen, warned)
+		if err := m.keepShards(ctx, st, k, log, warned); err != nil && ctx.Err() == nil {
+			log.Error("cluster: keeping local shards in step with the placement", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-time.After(10 * time.Second): // retry what failed
 		}
 	}
 }
 
-func (m *Member) keepShards(ctx context.Context, st store.Store, log *slog.Logger, seen, warned map[string]bool) {
+type shardKeys struct{ prefix string }
+
+func (k shardKeys) of(shard string) string { return k.prefix + shard }
+
+func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, log *slog.Logger, warned map[string]bool) error {
 	self := m.Self().ID
 	topics := m.Topics()
 	have, err := st.Shards(ctx)
 	if err != nil {
-		log.Error("cluster: listing local shards", "err", err)
-		return
+		return err
+	}
+	resp, err := m.cli.Get(ctx, k.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	made := map[string]int64{} // shard -> the topic incarnation it was made for
+	for _, kv := range resp.Kvs {
+		if inc, err := strconv.ParseInt(string(kv.Value), 10, 64); err == nil {
+			made[string(kv.Key[len(k.prefix):])] = inc
+		}
 	}
 	local := map[string]bool{}
 	for _, sh := range have {
-		local[sh] = true
-	}
-	for name, t := range topics {
-		seen[name] = true
-		if !m.Live() {
+		tp, ok := store.ParseShard(sh)
+		if !ok {
 			continue
 		}
+		t, exists := topics[tp.Topic]
+		inc, recorded := made[sh]
+		switch {
+		case !recorded:
+			if !warned[sh] {
+				warned[sh] = true
+				log.Warn("cluster: a local shard this node did not make for a cluster topic; kept", "shard", sh)
+			}
+			local[sh] = true
+			continue
+		case exists && inc == t.Incarnation:
+			local[sh] = true
+			continue
+		}
+		// Its topic was deleted, or deleted and made again: the shard goes.
+		if err := st.DeleteShard(ctx, sh); err != nil && !errors.Is(err, store.ErrUnknownShard) {
+			return err
+		}
+		if _, err := m.cli.Delete(ctx, k.of(sh)); err != nil {
+			return err
+		}
+		log.Info("cluster: shard of a deleted topic deleted", "shard", sh, "topic_recreated", exists)
+	}
+	if !m.Live() {
+		return nil
+	}
+	for name, t := range topics {
 		for p := int32(0); p < t.Partitions; p++ {
 			part, ok := m.Partition(name, p)
 			shard := store.ShardName(name, p)
 			if !ok || part.Leader != self || local[shard] {
 				continue
 			}
+			// The record first: a crash between the two leaves a record of
+			// a shard to make, never a shard nobody knows the topic of.
+			if _, err := m.cli.Put(ctx, k.of(shard), strconv.FormatInt(t.Incarnation, 10)); err != nil {
+				return err
+			}
 			if err := st.CreateShard(ctx, shard); err != nil && !errors.Is(err, store.ErrShardExists) {
-				log.Error("cluster: creating the shard of a partition this node leads", "shard", shard, "err", err)
-				continue
+				return err
 			}
 			log.Info("cluster: shard created for a partition this node leads", "shard", shard, "epoch", part.Epoch)
 		}
 	}
-	for _, sh := range have {
-		tp, ok := store.ParseShard(sh)
-		if !ok {
-			continue
-		}
-		if _, exists := topics[tp.Topic]; exists {
-			continue
-		}
-		if !seen[tp.Topic] {
-			if !warned[tp.Topic] {
-				warned[tp.Topic] = true
-				log.Warn("cluster: a local shard of a topic the cluster does not have; kept", "shard", sh)
-			}
-			continue
-		}
-		if err := st.DeleteShard(ctx, sh); err != nil && !errors.Is(err, store.ErrUnknownShard) {
-			log.Error("cluster: deleting the shard of a deleted topic", "shard", sh, "err", err)
-			continue
-		}
-		log.Info("cluster: shard of a deleted topic deleted", "shard", sh)
-	}
+	return nil
 }

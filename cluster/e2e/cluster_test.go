@@ -365,3 +365,62 @@ func equalParts(a, b map[int32][]string) bool {
 	}
 	return true
 }
+
+// segmentsHere is how many partitions of topic node id holds segments of,
+// by its admin API.
+func (c *cluster) segmentsHere(id int32, topic string) int {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.nodes[id].Admin + "/v1/cluster")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var view struct {
+		Partitions []struct {
+			Topic    string            `json:"topic"`
+			Segments []json.RawMessage `json:"segments_here"`
+		} `json:"partitions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
+		c.t.Fatal(err)
+	}
+	n := 0
+	for _, p := range view.Partitions {
+		if p.Topic == topic && len(p.Segments) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// A topic deleted and created again while a node that held it was down:
+// when the node returns, its shards of the old topic go, and no old record
+// reads back through the new topic.
+func TestRecreatedTopicStartsEmpty(t *testing.T) {
+	c := newCluster(t, 2)
+	createTopic(t, c.client(1), "re", 2)
+	leaders := c.leaders(1, "re", func(brokers int, l []int32) bool { return brokers == 2 && allLed(brokers, l) })
+	c.produce(1, "re", []int32{0, 1}, 10, "old")
+	c.nodes[2].Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.client(1))
+	if _, err := adm.DeleteTopics(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	createTopic(t, c.client(1), "re", 2)
+	c.leaders(1, "re", func(brokers int, l []int32) bool { return brokers == 1 && allLed(brokers, l) })
+	c.nodes[2].Restart()
+	c.leaders(1, "re", func(brokers int, l []int32) bool { return brokers == 2 })
+	deadline := time.Now().Add(30 * time.Second)
+	for c.segmentsHere(2, "re") > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := c.segmentsHere(2, "re"); n > 0 {
+		t.Fatalf("node 2 (leader of %v before) still holds %d partitions of the deleted topic", leaders, n)
+	}
+	want := c.produce(1, "re", []int32{0, 1}, 5, "new")
+	if got := c.consume(2, "re", 10); !equalParts(got, want) {
+		t.Fatalf("the re-created topic reads %v, want only %v", got, want)
+	}
+}
