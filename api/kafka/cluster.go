@@ -174,3 +174,12 @@ func (s *Server) leader(topic string, partition int32) (info PartitionInfo, b Br
 	}
 	return info, Broker{}, false
 }
+
+// epoch is a partition's current leader epoch: the cluster's, or 0, the
+// one epoch a single node has had.
+func (s *Server) epoch(topic string, partition int32) int32 {
+	if info, ok := s.cluster.Partition(topic, partition); ok && info.LeaderEpoch >= 0 {
+		return info.LeaderEpoch
+	}
+	return 0
+}

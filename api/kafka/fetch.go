@@ -81,7 +81,17 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
 			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
-			if rp.ErrorCode = s.leads(t.Topic, p.Partition); rp.ErrorCode != errNone {
+			rp.ErrorCode = s.leads(t.Topic, p.Partition)
+			if rp.ErrorCode == errNone && p.CurrentLeaderEpoch >= 0 {
+				// A client that saw a different leader epoch re-reads
+				// Metadata before fetching (KIP-320).
+				if e := s.epoch(t.Topic, p.Partition); p.CurrentLeaderEpoch < e {
+					rp.ErrorCode = kerr.FencedLeaderEpoch.Code
+				} else if p.CurrentLeaderEpoch > e {
+					rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+				}
+			}
+			if rp.ErrorCode != errNone {
 				if info, b, ok := s.leader(t.Topic, p.Partition); ok && rp.ErrorCode == kerr.NotLeaderForPartition.Code {
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = info.Leader, info.LeaderEpoch
 					leaders[b.NodeID] = b

@@ -10,8 +10,6 @@ import (
 // errNone is Kafka's "no error"; every other code comes from kerr.
 const errNone int16 = 0
 
-// leaderEpoch is the only epoch a single node has had.
-const leaderEpoch = 0
 
 const apiVersionsKey = 18
 

@@ -9,9 +9,11 @@ import (
 	"strata/engine/store"
 )
 
-// offsetForLeaderEpoch answers for the one epoch a single node has had: a
-// lower epoch is fenced, a higher one unknown, the current one ends at the
-// high watermark (the follower's truncation point).
+// offsetForLeaderEpoch answers for the partition's current leader epoch (0
+// on a single node, which has had one): a lower current epoch is fenced, a
+// higher one unknown, and an epoch asked for ends at the high watermark.
+// Until replication, a partition's log never diverges between epochs, so no
+// client ever has to truncate.
 func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	resp.Topics = eachPartition[kmsg.OffsetForLeaderEpochResponseTopic](r.Topics, func(topic string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
@@ -21,17 +23,18 @@ func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLead
 			return rp
 		}
 		_, high, err := s.store.Watermarks(ctx, store.ShardName(topic, p.Partition))
+		epoch := s.epoch(topic, p.Partition)
 		switch {
 		case err != nil:
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		case p.CurrentLeaderEpoch > leaderEpoch:
+		case p.CurrentLeaderEpoch > epoch:
 			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-		case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < leaderEpoch:
+		case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < epoch:
 			rp.ErrorCode = kerr.FencedLeaderEpoch.Code
-		case p.LeaderEpoch > leaderEpoch:
+		case p.LeaderEpoch > epoch:
 			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		default:
-			rp.LeaderEpoch, rp.EndOffset = leaderEpoch, int64(high)
+			rp.LeaderEpoch, rp.EndOffset = min(p.LeaderEpoch, epoch), int64(high)
 		}
 		return rp
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -248,6 +249,45 @@ func TestKilledNodeComesBackWithItsData(t *testing.T) {
 	c.nodes[3].Restart()
 	c.leaders(2, "logs", func(brokers int, l []int32) bool { return brokers == 3 && slices.Equal(l, leaders) })
 	after := c.produce(3, "logs", []int32{0, 1, 2, 3, 4, 5}, 20, "after")
+	// Its partitions' epoch moved twice (leaderless, then back): a fetch
+	// at the epoch before is fenced, and OffsetForLeaderEpoch answers the
+	// current one (KIP-320).
+	p0 := theirs[0]
+	md, err := c.metadata(c.client(3), "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := md.Topics[0].Partitions[p0].LeaderEpoch
+	if epoch < 2 {
+		t.Fatalf("partition %d's epoch is %d after leaderless and back; want at least 2", p0, epoch)
+	}
+	cl := c.client(3)
+	fetch := kmsg.NewPtrFetchRequest()
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "logs"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.CurrentLeaderEpoch, fp.PartitionMaxBytes = p0, epoch-2, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	fetch.MaxBytes = 1 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fr, err := fetch.RequestWith(ctx, cl)
+	if err != nil || fr.Topics[0].Partitions[0].ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("a fetch at epoch %d (current %d): %+v, %v; want FENCED_LEADER_EPOCH", epoch-2, epoch, fr, err)
+	}
+	ofe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ot.Topic = "logs"
+	op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	op.Partition, op.CurrentLeaderEpoch, op.LeaderEpoch = p0, epoch, epoch
+	ot.Partitions = append(ot.Partitions, op)
+	ofe.Topics = append(ofe.Topics, ot)
+	or, err := ofe.RequestWith(ctx, cl)
+	if err != nil || or.Topics[0].Partitions[0].ErrorCode != 0 || or.Topics[0].Partitions[0].LeaderEpoch != epoch ||
+		or.Topics[0].Partitions[0].EndOffset != int64(len(before[p0])+len(after[p0])) {
+		t.Fatalf("OffsetForLeaderEpoch at epoch %d: %+v, %v; want epoch %d ending at %d", epoch, or, err, epoch, len(before[p0])+len(after[p0]))
+	}
 	got := c.consume(1, "logs", 6*20+len(others)*20+6*20)
 	for p := int32(0); p < 6; p++ {
 		want := append(append(append([]string(nil), before[p]...), during[p]...), after[p]...)
