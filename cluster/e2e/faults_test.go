@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -178,10 +181,14 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	time.Sleep(time.Second)
 
 	c.nodes[old].Signal(syscall.SIGSTOP)
+	defer c.nodes[old].Signal(syscall.SIGCONT) // before the load's last flush, if the test fails early
 	paused := time.Now()
 	// A topic created now is the paused controller's to place when it
-	// wakes up, if its view tells it before its term's end does.
-	createTopic(t, c.client(other), "while-paused", 3)
+	// wakes up, if its view tells it before its term's end does. Asked of
+	// node `other` directly: a Kafka client sends CreateTopics to the
+	// controller, and the paused one answers nothing until its client's
+	// request times out.
+	createTopicAt(t, c.client(other), other, "while-paused", 3)
 	next := c.controller(other, func(id int32) bool { return id > 0 && id != old })
 	c.leaders(other, "paused", func(brokers int, l []int32) bool {
 		for _, p := range theirs {
@@ -235,5 +242,25 @@ func TestPausedControllerIsFenced(t *testing.T) {
 		c.metric(old, `strata_cluster_placement_refused_total{reason="conflict"}`))
 	if lost := c.metric(old, "strata_cluster_sessions_lost_total"); lost < 1 {
 		t.Errorf("the resumed node reports %v sessions lost; its lease expired while it was paused", lost)
+	}
+}
+
+// createTopicAt sends CreateTopics to node id itself, whoever the
+// controller is: a strata node creates topics from any node.
+func createTopicAt(t *testing.T, cl *kgo.Client, id int32, topic string, partitions int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10000
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err == nil && len(resp.Topics) == 1 {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %s at node %d: %v", topic, id, err)
 	}
 }
