@@ -229,7 +229,9 @@ func (m *Member) reregister(ctx context.Context, stale clientv3.LeaseID) (*concu
 			m.log.Warn("cluster: registering again failed; retrying", "err", err, "in", wait)
 		}
 		sleep(ctx, wait)
-		wait = min(2*wait, time.Duration(m.ttl)*time.Second)
+		// While etcd is down each attempt already waits out its timeouts;
+		// a short pause gets the node back soon after etcd is.
+		wait = min(2*wait, time.Second)
 	}
 	return nil, 0
 }
