@@ -222,7 +222,7 @@ func TestPausedControllerIsFenced(t *testing.T) {
 	if l := c.leaders(other, "while-paused", allLed); slices.Contains(l, old) {
 		t.Errorf("a topic created while node %d was paused is led by it: %v", old, l)
 	}
-	t.Logf("controller %d paused; %d elected, node %d's partitions %v leaderless after %s (session TTL %s)",
+	t.Logf("controller %d paused; %d elected and node %d's partitions %v leaderless, as the test saw them %s after the pause (session TTL %s)",
 		old, next, old, theirs, time.Since(paused).Round(100*time.Millisecond), sessionTTL)
 	time.Sleep(time.Second)
 	c.nodes[old].Signal(syscall.SIGCONT)
