@@ -144,8 +144,8 @@ func (m *Member) run(ctx context.Context, s *concurrency.Session, rev int64) {
 		m.setSession(nil)
 		m.metrics.sessionsLost.Inc()
 		m.log.Warn("cluster: lease lost; this node leads nothing until it registers again", "lease", fmt.Sprintf("%x", s.Lease()))
-		m.dropLease(ctx, s)
-		if s, rev = m.reregister(ctx); s == nil {
+		stale := m.dropLease(ctx, s)
+		if s, rev = m.reregister(ctx, stale); s == nil {
 			return
 		}
 		m.setSession(s)
@@ -212,10 +212,15 @@ func (m *Member) serve(ctx context.Context, s *concurrency.Session, rev int64) {
 }
 
 // reregister registers this node with a new session, retrying until it
-// works or ctx ends (nil).
-func (m *Member) reregister(ctx context.Context) (*concurrency.Session, int64) {
+// works or ctx ends (nil). A stale lease (not 0) is the lost session's,
+// which etcd may still hold: it is revoked first, or its key would refuse
+// the new registration until it expires.
+func (m *Member) reregister(ctx context.Context, stale clientv3.LeaseID) (*concurrency.Session, int64) {
 	wait := 200 * time.Millisecond
 	for ctx.Err() == nil {
+		if stale != 0 && m.revoke(ctx, stale) {
+			stale = 0
+		}
 		s, rev, err := m.register(ctx)
 		if err == nil {
 			return s, rev
@@ -224,7 +229,9 @@ func (m *Member) reregister(ctx context.Context) (*concurrency.Session, int64) {
 			m.log.Warn("cluster: registering again failed; retrying", "err", err, "in", wait)
 		}
 		sleep(ctx, wait)
-		wait = min(2*wait, time.Duration(m.ttl)*time.Second)
+		// While etcd is down each attempt already waits out its timeouts;
+		// a short pause gets the node back soon after etcd is.
+		wait = min(2*wait, time.Second)
 	}
 	return nil, 0
 }
@@ -241,12 +248,23 @@ func (m *Member) endSession(s *concurrency.Session) {
 
 // dropLease stops a lost session's keepalives and revokes its lease in case
 // etcd still holds it (the client gave up first), so the node's old key does
-// not stand in the way of its new one.
-func (m *Member) dropLease(ctx context.Context, s *concurrency.Session) {
+// not stand in the way of its new one. It returns the lease if the revoke
+// did not reach etcd (etcd is down or restarting: a restarted etcd gives
+// every lease a full TTL again), for reregister to revoke.
+func (m *Member) dropLease(ctx context.Context, s *concurrency.Session) clientv3.LeaseID {
 	s.Orphan()
+	if m.revoke(ctx, s.Lease()) {
+		return 0
+	}
+	return s.Lease()
+}
+
+// revoke reports whether etcd holds lease id no more.
+func (m *Member) revoke(ctx context.Context, id clientv3.LeaseID) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, _ = m.cli.Revoke(ctx, s.Lease())
+	_, err := m.cli.Revoke(ctx, id)
+	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
 
 func (m *Member) setSession(s *concurrency.Session) {

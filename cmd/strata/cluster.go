@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"strata/api/kafka"
 	"strata/catalog"
@@ -53,7 +55,8 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 		m.closers = append(m.closers, committed.Close)
 		return m, nil
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Cluster.EtcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Cluster.EtcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.etcd_endpoints %v: %w", cfg.Cluster.EtcdEndpoints, err)
 	}
@@ -71,6 +74,16 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 	m.closers = append(m.closers, cat.Close)
 	m.offsets = offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
 	return m, nil
+}
+
+// etcdReconnect caps gRPC's wait between attempts to reach an etcd that is
+// down at a second. Its default cap is two minutes: after a long etcd
+// outage a node would stay out of the cluster (leading nothing) for up to
+// that long after etcd is back, since nothing the client asks makes gRPC
+// try sooner.
+var etcdReconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 func nodePrefix(cfg *Config) string {
