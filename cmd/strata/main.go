@@ -177,7 +177,10 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	defer md.Close() // after storage: the engine's last events reach the catalog
 	cat := md.cat
-	adopt := !hasManifest(cfg.DataDir)
+	// A single node's folder from before the engine kept its manifest has
+	// its segments in its own catalog; a cluster node's catalog is in etcd
+	// and never predates the manifest.
+	adopt := !cfg.Cluster.Enabled() && !hasManifest(cfg.DataDir)
 	store, err := openStorage(cfg, cold, cat, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
