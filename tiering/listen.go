@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"strata/catalog"
 	"strata/engine/segment"
@@ -32,9 +33,23 @@ func Listen(cat catalog.Catalog, b objstore.Bucket, prefix string, log *slog.Log
 			return err
 		},
 		ShardRecovered: l.shardRecovered,
-		ShardDeleted: func(ctx context.Context, shard string) error {
-			if err := cat.DeleteShard(shard); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		ShardDeleted: func(ctx context.Context, shard string, created time.Time) error {
+			cur, err := cat.Shard(shard)
+			switch {
+			case errors.Is(err, catalog.ErrNotFound):
+			case err != nil:
 				return err
+			case !created.IsZero() && !cur.Created.Equal(created):
+				// A retry of an earlier shard's deletion, and the name
+				// lives again: its catalog entries and objects are the new
+				// shard's (the old one's are left to the orphan sweep).
+				log.Warn("a deleted shard's name is in use again; leaving the catalog and the bucket to the new one",
+					"shard", shard, "deleted_created", created, "live_created", cur.Created)
+				return nil
+			default:
+				if err := cat.DeleteShard(shard); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+					return err
+				}
 			}
 			return forget(ctx, shard)
 		},

@@ -2,12 +2,15 @@ package tiering
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"strata/catalog"
 	"strata/catalog/pebblecat"
 	"strata/engine/segment"
+	"strata/tiering/objstore/local"
 )
 
 // Events the catalog never heard (a crash before their delivery, or a start
@@ -80,5 +83,55 @@ func TestCatalogCatchesUpWithTheEngine(t *testing.T) {
 	}
 	if _, err := cat.Shard("new-0"); err != nil {
 		t.Errorf("a shard created while the catalog was away: %v", err)
+	}
+}
+
+// A deletion whose listener failed is told again at the next start; by then
+// the name may belong to a new shard, whose catalog entries and objects the
+// retry must leave alone.
+func TestRetriedDeletionSparesTheNewShard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	lb, _ := local.New(t.TempDir())
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	open := func(failDeletes bool) *segment.Engine {
+		l := Listen(cat, lb, "data", quiet)
+		if failDeletes {
+			l.ShardDeleted = func(context.Context, string, time.Time) error { return errors.New("the bucket is unreachable") }
+		}
+		e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet, Events: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open(true)
+	produce(t, e, "again-0", 3)
+	if err := e.DeleteShard(ctx, "again-0"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // a new creation time
+	produce(t, e, "again-0", 30)
+	job := &Job{Engine: e, Catalog: cat, Bucket: lb, Prefix: "data", Log: quiet}
+	if sum, err := job.Run(ctx); err != nil || len(sum.Uploaded) == 0 {
+		t.Fatalf("tiering the new shard: %+v, %v", sum, err)
+	}
+	tiered := countObjects(t, lb)
+	e.Close()
+
+	e = open(false) // the old deletion is told again, to a listener that works
+	defer e.Close()
+	e.SyncEvents()
+	live, _ := e.Shard("again-0")
+	got, err := cat.Shard("again-0")
+	if err != nil || !got.Created.Equal(live.Created) {
+		t.Fatalf("the catalog's again-0: %+v, %v; want the live shard created %s", got, err, live.Created)
+	}
+	if n := countObjects(t, lb); n != tiered {
+		t.Fatalf("the retried deletion of the old shard left %d of the new shard's %d objects in the bucket", n, tiered)
 	}
 }

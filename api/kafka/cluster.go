@@ -42,14 +42,15 @@ var (
 	ErrUnknownTopic = errors.New("unknown topic")
 )
 
-// InvalidReplicationError refuses a replication factor the brokers cannot meet.
+// InvalidReplicationError refuses a replication factor the cluster cannot
+// give a topic.
 type InvalidReplicationError struct {
-	Factor  int16
-	Brokers int
+	Factor int16
+	Why    string
 }
 
 func (e *InvalidReplicationError) Error() string {
-	return fmt.Sprintf("replication factor %d: %d live brokers", e.Factor, e.Brokers)
+	return fmt.Sprintf("replication factor %d: %s", e.Factor, e.Why)
 }
 
 // Broker is one node as clients reach it.
@@ -108,7 +109,7 @@ func (n singleNode) Topics(ctx context.Context) (map[string]int32, error) {
 
 func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
 	if rf > 1 {
-		return &InvalidReplicationError{Factor: rf, Brokers: 1}
+		return &InvalidReplicationError{Factor: rf, Why: "a single node keeps one copy"}
 	}
 	for p := int32(0); p < partitions; p++ {
 		err := n.s.store.CreateShard(ctx, store.ShardName(topic, p))

@@ -108,7 +108,8 @@ func (g *groupServer) commitCheck(group, memberID string, generation int32) int1
 	return g.sm.commitCheck(group, memberID, generation)
 }
 
-// findCoordinator names this broker for every group.
+// findCoordinator names each group's coordinator: this broker on a single
+// node; COORDINATOR_NOT_AVAILABLE (retriable) while a cluster knows none.
 func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
@@ -117,10 +118,14 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 	}
 	for i, k := range keys {
 		c := s.cluster.Coordinator(k)
-		if i == 0 { // versions before 4 name one coordinator at the top level
-			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		code := errNone
+		if c.NodeID < 0 {
+			code = kerr.CoordinatorNotAvailable.Code
 		}
-		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port})
+		if i == 0 { // versions before 4 name one coordinator at the top level
+			resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = c.NodeID, c.Host, c.Port, code
+		}
+		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port, ErrorCode: code})
 	}
 	return resp
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +56,9 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 		m.offsets = committed
 		m.closers = append(m.closers, committed.Close)
 		return m, nil
+	}
+	if err := bindFolder(cfg); err != nil {
+		return nil, err
 	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Cluster.EtcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)}})
@@ -118,4 +123,43 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, kafkaAddr, adminAddr
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// nodeFile, in a cluster node's data folder, names the node and cluster it
+// belongs to: its shards are that node's, its catalog that node's entries
+// in etcd, so the folder started under another node.id (swapped configs)
+// would serve empty logs over data it cannot see.
+const nodeFile = "NODE"
+
+func bindFolder(cfg *Config) error {
+	want := fmt.Sprintf("node.id=%d cluster.etcd_prefix=%s\n", cfg.Node.ID, cfg.Cluster.EtcdPrefix)
+	path := filepath.Join(cfg.DataDir, nodeFile)
+	got, err := os.ReadFile(path)
+	switch {
+	case err == nil && string(got) == want:
+		return nil
+	case err == nil:
+		return fmt.Errorf("data folder %s belongs to %s; this node is started as %s (a data folder is one node's)",
+			cfg.DataDir, strings.TrimSpace(string(got)), strings.TrimSpace(want))
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "catalog")); err == nil {
+		// A single node's folder (its catalog is local): joining a
+		// cluster would leave its shards unseen.
+		return fmt.Errorf("data folder %s holds a single node's data; a cluster node starts on an empty folder", cfg.DataDir)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(want); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"net"
 	"strconv"
@@ -71,15 +72,17 @@ func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool
 }
 
 func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
-	if live := len(c.m.Nodes()); int(rf) > live {
-		return &kafka.InvalidReplicationError{Factor: rf, Brokers: live}
+	if rf > 1 {
+		// Placement would list followers that hold nothing, and a failover
+		// would hand the partition to one of them empty (issue #13).
+		return &kafka.InvalidReplicationError{Factor: rf, Why: "strata does not replicate partitions yet; use 1"}
 	}
 	err := c.m.CreateTopic(ctx, topic, partitions, rf)
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
 		return kafka.ErrTopicExists
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
-		return &kafka.InvalidReplicationError{Factor: rf, Brokers: len(c.m.Nodes())}
+		return &kafka.InvalidReplicationError{Factor: rf, Why: fmt.Sprintf("%d live brokers", len(c.m.Nodes()))}
 	}
 	return err
 }
@@ -92,14 +95,23 @@ func (c clusterView) DeleteTopic(ctx context.Context, topic string) error {
 	return err
 }
 
-// Coordinator spreads groups over the live nodes by a hash of the name.
+// Coordinator picks a group's node by rendezvous hashing over the live
+// nodes: when a node joins or leaves, only the groups it wins or held move,
+// not most of them as with a hash modulo the node count.
 func (c clusterView) Coordinator(group string) kafka.Broker {
-	nodes := c.m.Nodes()
-	if len(nodes) == 0 {
-		return kafka.Broker{NodeID: -1}
+	best, bestScore := kafka.Broker{NodeID: -1}, uint64(0)
+	for _, n := range c.m.Nodes() {
+		b, ok := broker(n)
+		if !ok {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(group))
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(int(n.ID))))
+		if score := h.Sum64(); best.NodeID < 0 || score > bestScore {
+			best, bestScore = b, score
+		}
 	}
-	h := fnv.New32a()
-	h.Write([]byte(group))
-	b, _ := broker(nodes[h.Sum32()%uint32(len(nodes))])
-	return b
+	return best
 }

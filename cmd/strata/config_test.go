@@ -128,3 +128,31 @@ func TestPrintedConfigLoadsBack(t *testing.T) {
 		t.Fatalf("the printed config loads as\n%s\nwant\n%s", reprinted.String(), out.String())
 	}
 }
+
+// A cluster node's data folder is one node's: started under another id or
+// cluster, or holding a single node's data, it is refused with a message
+// that says whose it is.
+func TestClusterFolderIsOneNodes(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := LoadConfig("", []string{"data_dir=" + dir, "cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := bindFolder(cfg); err != nil {
+			t.Fatalf("start %d of node 1 on its folder: %v", i+1, err)
+		}
+	}
+	cfg.Node.ID = 2
+	if err := bindFolder(cfg); err == nil || !strings.Contains(err.Error(), "belongs to node.id=1") {
+		t.Fatalf("node 2 on node 1's folder: %v", err)
+	}
+	single := t.TempDir()
+	if err := os.Mkdir(filepath.Join(single, "catalog"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = single
+	if err := bindFolder(cfg); err == nil || !strings.Contains(err.Error(), "single node's data") {
+		t.Fatalf("a cluster node on a single node's folder: %v", err)
+	}
+}

@@ -180,7 +180,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	// A single node's folder from before the engine kept its manifest has
 	// its segments in its own catalog; a cluster node's catalog is in etcd
 	// and never predates the manifest.
-	adopt := !cfg.Cluster.Enabled() && !hasManifest(cfg.DataDir)
+	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
 	store, err := openStorage(cfg, cold, cat, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
@@ -190,8 +190,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			log.Error("closing storage", "err", err)
 		}
 	}()
+	// What runs beside the servers stops before storage closes, also when
+	// a server fails and ctx is still live.
+	bg, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
 	if adopt {
 		if err := adoptCatalog(cat, store.SegmentEngine(), log); err != nil {
+			return err
+		}
+		if err := markAdopted(cfg.DataDir); err != nil {
 			return err
 		}
 	}
@@ -207,7 +214,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
 		policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.Retention.MaxAge), MaxBytes: int64(cfg.Retention.MaxBytes)}
-		go store.SegmentEngine().RetainLoop(ctx, policy, time.Duration(cfg.Retention.Interval))
+		go store.SegmentEngine().RetainLoop(bg, policy, time.Duration(cfg.Retention.Interval))
 	}
 
 	sec, err := openSecurity(ctx, cfg, log)
@@ -233,7 +240,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			return err
 		}
 		defer member.Close() // resigns and revokes the lease: others see this node go at once
-		go member.KeepShards(ctx, store, log.With("component", "cluster"))
+		go member.KeepShards(bg, store, log.With("component", "cluster"))
 	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
@@ -267,7 +274,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	select {
 	case <-ctx.Done():
 	case err := <-served:
-		return fmt.Errorf("admin server: %w", err)
+		return fmt.Errorf("serving: %w", err)
 	}
 	log.Info("shutting down")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

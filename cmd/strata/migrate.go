@@ -12,11 +12,35 @@ import (
 	"strata/engine/store"
 )
 
-// hasManifest says whether the engine's manifest exists in dataDir; a
-// data folder from before the engine kept one has only the catalog.
-func hasManifest(dataDir string) bool {
-	_, err := os.Stat(filepath.Join(dataDir, "manifest"))
+// adoptedMarker, in the data folder, says its catalog's shards are all in
+// the engine's manifest. A folder from before the manifest has none, and
+// neither has one whose adoption a crash or an error cut short: the next
+// start adopts what is still missing.
+const adoptedMarker = "ADOPTED"
+
+func adopted(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, adoptedMarker))
 	return err == nil
+}
+
+func markAdopted(dataDir string) error {
+	f, err := os.Create(filepath.Join(dataDir, adoptedMarker))
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(dataDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // adoptCatalog gives a data folder from before the engine kept its own

@@ -26,7 +26,7 @@ func TestDataFolderFromBeforeTheManifest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		adopt := !hasManifest(dir)
+		adopt := !adopted(dir)
 		e, err := segment.Open(segment.Config{Dir: dir, MaxSegmentBytes: 2048, RollCheckInterval: 5, Logger: quiet,
 			Events: tiering.Listen(cat, nil, "", quiet)})
 		if err != nil {
@@ -34,6 +34,9 @@ func TestDataFolderFromBeforeTheManifest(t *testing.T) {
 		}
 		if adopt {
 			if err := adoptCatalog(cat, e, quiet); err != nil {
+				t.Fatal(err)
+			}
+			if err := markAdopted(dir); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -58,8 +61,18 @@ func TestDataFolderFromBeforeTheManifest(t *testing.T) {
 		t.Fatalf("%d segments; the test needs several", len(segs))
 	}
 	closeAll()
-	if err := os.RemoveAll(filepath.Join(dir, "manifest")); err != nil {
+	// The old layout: no manifest, no marker. A tool that opened the
+	// folder before the service (strata segment verify) made an empty
+	// manifest: adoption still runs, as the marker is missing.
+	for _, p := range []string{"manifest", adoptedMarker} {
+		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, err := segment.Open(segment.Config{Dir: dir, Logger: quiet}); err != nil {
 		t.Fatal(err)
+	} else {
+		e.Close()
 	}
 
 	e, closeAll = open()

@@ -61,7 +61,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, log *sl
 			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
 			Logger:               log.With("component", "engine"),
-			Events:               tiering.Listen(cat, cold, cfg.Tiering.Prefix, log.With("component", "catalog")),
+			Events:               listener(cfg, cat, cold, log.With("component", "catalog")),
 		},
 	})
 }
@@ -98,4 +98,16 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records.Load()))
 	ch <- prometheus.MustNewConstMetric(c.byts, prometheus.CounterValue, float64(s.Bytes.Load()))
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(s.Damaged.Load()))
+}
+
+// listener keeps the catalog in step with the engine and clears a deleted
+// shard's objects from the bucket; in a cluster the bucket is shared and a
+// topic's objects can be another node's (a topic deleted and made again
+// while this node was away), so a node's shard deletion leaves them.
+func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, log *slog.Logger) segment.EventListener {
+	l := tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)
+	if cfg.Cluster.Enabled() {
+		l.ShardDeleted = tiering.Listen(cat, nil, cfg.Tiering.Prefix, log).ShardDeleted
+	}
+	return l
 }

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -644,19 +646,20 @@ func (e *Engine) forget(name, tomb string) error {
 		return err
 	}
 	crashPoint("delete:manifest")
-	return e.finishForgotten(name, tomb)
+	return e.finishForgotten(name, tomb, tombCreated(tomb))
 }
 
 // finishForgotten tells the listeners a shard the manifest no longer has is
 // gone, then removes its tombstone. When a listener fails, the tombstone
-// keeps only the shard's name, so the next start tells them again.
-func (e *Engine) finishForgotten(name, tomb string) error {
+// keeps only the shard's name (its folder name keeps its creation time),
+// so the next start tells them again.
+func (e *Engine) finishForgotten(name, tomb string, created time.Time) error {
 	if f := e.cfg.Events.ShardDeleted; f != nil {
 		e.events.sync() // what was queued about the shard goes first
-		if err := f(context.Background(), name); err != nil {
+		if err := f(context.Background(), name, created); err != nil {
 			e.log.Error("a listener failed on a shard's deletion; the next start tries again", "shard", name, "err", err)
-			if err := e.cfg.FS.RemoveAll(tomb); err == nil {
-				err = e.writeTombstoneName(tomb, name)
+			if err := e.removeAllBut(tomb, tombstoneFile); err != nil {
+				e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
 			}
 			return nil
 		}
@@ -695,6 +698,34 @@ func (e *Engine) writeTombstoneName(dir, name string) error {
 		return err
 	}
 	return syncDir(fs, dir)
+}
+
+// tombCreated is the creation time of the shard a tombstone buried, from
+// its folder's name ("{created, unix ns}-{hash}"); zero if it has none.
+func tombCreated(tomb string) time.Time {
+	ns, _, _ := strings.Cut(filepath.Base(tomb), "-")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// removeAllBut removes everything in dir but the file keep, so a tombstone
+// whose listeners still owe a deletion keeps the name that says so.
+func (e *Engine) removeAllBut(dir, keep string) error {
+	names, err := e.cfg.FS.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n != keep {
+			if err := e.cfg.FS.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // readTombstoneName reads the shard name a tombstone holds.
@@ -742,7 +773,7 @@ func (e *Engine) finishDeletes(shards []ShardMeta) ([]ShardMeta, error) {
 			continue
 		}
 		if name, err := e.readTombstoneName(tomb); err == nil {
-			e.finishForgotten(name, tomb)
+			e.finishForgotten(name, tomb, tombCreated(tomb))
 			continue
 		}
 		if err := e.cfg.FS.RemoveAll(tomb); err != nil {

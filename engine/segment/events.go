@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // EventListener is told what happens to shards and segments, as Pebble's
@@ -28,11 +29,13 @@ type EventListener struct {
 	// ShardRecovered runs at every start for every shard: everything the
 	// manifest holds of it, oldest segment first.
 	ShardRecovered func(sh ShardMeta, segs []SegmentMeta) error
-	// ShardDeleted runs once the engine has forgotten a deleted shard, so
-	// a listener can remove what it keeps elsewhere (the catalog's entries,
-	// the cold tier's objects and manifest). DeleteShard waits for it; an
-	// error, or a crash before it returns, calls it again at the next start.
-	ShardDeleted func(ctx context.Context, shard string) error
+	// ShardDeleted runs once the engine has forgotten a deleted shard (the
+	// one created at created: a later shard of the name may exist by the
+	// time a retry runs), so a listener can remove what it keeps elsewhere
+	// (the catalog's entries, the cold tier's objects and manifest).
+	// DeleteShard waits for it; an error, or a crash before it returns,
+	// calls it again at the next start.
+	ShardDeleted func(ctx context.Context, shard string, created time.Time) error
 }
 
 // events delivers queued events in order on one goroutine.
@@ -47,6 +50,7 @@ type events struct {
 	changed   *sync.Cond    // on delivered; waiters of sync
 	closed    bool
 	done      chan struct{}
+	closing   chan struct{} // closed by close: retries stop waiting
 }
 
 type event struct {
@@ -55,7 +59,7 @@ type event struct {
 }
 
 func newEvents(log *slog.Logger) *events {
-	q := &events{log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	q := &events{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), closing: make(chan struct{})}
 	q.changed = sync.NewCond(&q.mu)
 	go q.run()
 	return q
@@ -93,13 +97,38 @@ func (q *events) run() {
 		ev := q.queue[0]
 		q.queue = q.queue[1:]
 		q.mu.Unlock()
-		if err := ev.call(); err != nil {
-			q.log.Error("an event listener failed; it catches up at the next start", "event", ev.name, "err", err)
-		}
+		q.deliver(ev)
 		q.mu.Lock()
 		q.delivered++
 		q.changed.Broadcast()
 		q.mu.Unlock()
+	}
+}
+
+// eventRetries are the waits between a failed delivery's tries: a
+// listener's store may blink (etcd electing a leader); later events wait
+// meanwhile, so they stay in order. After the last, the event is dropped
+// and the next start's ShardRecovered makes it up.
+var eventRetries = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+
+func (q *events) deliver(ev event) {
+	for try := 0; ; try++ {
+		err := ev.call()
+		if err == nil {
+			return
+		}
+		q.mu.Lock()
+		closing := q.closed
+		q.mu.Unlock()
+		if try == len(eventRetries) || closing {
+			q.log.Error("an event listener failed; it catches up at the next start", "event", ev.name, "tries", try+1, "err", err)
+			return
+		}
+		q.log.Warn("an event listener failed; trying again", "event", ev.name, "in", eventRetries[try], "err", err)
+		select {
+		case <-time.After(eventRetries[try]):
+		case <-q.closing:
+		}
 	}
 }
 
@@ -118,6 +147,7 @@ func (q *events) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
+	close(q.closing)
 	select {
 	case q.wake <- struct{}{}:
 	default:

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func (r *recorder) listener() EventListener {
 		ShardRecovered: func(sh ShardMeta, segs []SegmentMeta) error {
 			return r.add("recovered %s low %d with %d segments", sh.Name, sh.LowWatermark, len(segs))
 		},
-		ShardDeleted: func(_ context.Context, shard string) error { return r.add("deleted %s", shard) },
+		ShardDeleted: func(_ context.Context, shard string, _ time.Time) error { return r.add("deleted %s", shard) },
 	}
 }
 
@@ -127,4 +128,40 @@ func TestSlowListenerNeverHoldsTheWorker(t *testing.T) {
 	}
 	close(release)
 	e.SyncEvents()
+}
+
+// A listener whose store blinks gets the event again, in order: the events
+// after it wait.
+func TestFailedEventIsRetriedInOrder(t *testing.T) {
+	saved := eventRetries
+	eventRetries = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	defer func() { eventRetries = saved }()
+	var r recorder
+	failures := 2
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 2048, 5
+	cfg.Events = r.listener()
+	sealed := cfg.Events.SegmentSealed
+	cfg.Events.SegmentSealed = func(s, next SegmentMeta) error {
+		if s.No == 0 && failures > 0 {
+			failures--
+			return errors.New("etcd is electing a leader")
+		}
+		return sealed(s, next)
+	}
+	e := open(t, cfg)
+	defer e.Close()
+	fill(t, e, "blink-0", 60)
+	e.SyncEvents()
+	got := r.take()
+	var seals []string
+	for _, g := range got {
+		if strings.HasPrefix(g, "sealed") {
+			seals = append(seals, g)
+		}
+	}
+	segs, _ := e.Segments("blink-0")
+	if len(seals) != len(segs)-1 || !strings.HasPrefix(seals[0], "sealed blink-0 segment 0 ") {
+		t.Fatalf("after two failures of the first seal's delivery the listener heard %q; want every seal once, in order", seals)
+	}
 }

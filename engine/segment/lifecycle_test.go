@@ -267,7 +267,7 @@ func TestShardLifecycleCrashAtEveryStep(t *testing.T) {
 			}
 			var told []string
 			cfg := testConfig(dir)
-			cfg.Events.ShardDeleted = func(_ context.Context, shard string) error { told = append(told, shard); return nil }
+			cfg.Events.ShardDeleted = func(_ context.Context, shard string, _ time.Time) error { told = append(told, shard); return nil }
 			e = open(t, cfg)
 			// A deletion the crash interrupted after the folder was buried is
 			// finished at the start, listeners told once.

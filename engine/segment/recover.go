@@ -59,12 +59,16 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 	a := sh.active()
 	sh.activeLen = a.size
 	sh.publishEnd(a.next)
-	if err := e.loadHighWatermark(sh); err != nil {
-		return err
+	err = e.loadHighWatermark(sh)
+	if err == nil {
+		sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
+		if err = e.reindex(sh); err != nil {
+			err = fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
+		}
 	}
-	sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
-	if err := e.reindex(sh); err != nil {
-		return fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
+	if err != nil {
+		a.wf.Close() // the shard is not served: nothing else closes it
+		return err
 	}
 	e.shards[cs.Name] = sh
 	return nil
