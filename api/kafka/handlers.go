@@ -10,7 +10,6 @@ import (
 // errNone is Kafka's "no error"; every other code comes from kerr.
 const errNone int16 = 0
 
-
 const apiVersionsKey = 18
 
 type versionRange struct{ min, max int16 }
