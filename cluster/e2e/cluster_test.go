@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ type cluster struct {
 	etcd  string
 	pfx   string
 	nodes map[int32]*testsvc.Process
+	sets  []string // more settings for every node
 }
 
 const sessionTTL = 2 * time.Second
@@ -45,9 +47,9 @@ func newCluster(t *testing.T, n int) *cluster {
 }
 
 func (c *cluster) add(id int32) *testsvc.Process {
-	p := testsvc.StartProcess(c.t, strataBin, c.t.TempDir(),
-		"cluster.etcd_endpoints="+c.etcd, "cluster.etcd_prefix="+c.pfx, "cluster.session_ttl="+sessionTTL.String(),
-		"node.id="+strconv.Itoa(int(id)), "tiering.enabled=false", "kafka.auto_create_topics=false")
+	sets := append([]string{"cluster.etcd_endpoints=" + c.etcd, "cluster.etcd_prefix=" + c.pfx, "cluster.session_ttl=" + sessionTTL.String(),
+		"node.id=" + strconv.Itoa(int(id)), "tiering.enabled=false", "kafka.auto_create_topics=false"}, c.sets...)
+	p := testsvc.StartProcess(c.t, strataBin, c.t.TempDir(), sets...)
 	c.nodes[id] = p
 	return p
 }
@@ -308,9 +310,19 @@ func TestKilledNodeComesBackWithItsData(t *testing.T) {
 // A node that joins leads new topics' partitions at once; nothing existing
 // moves.
 func TestNewNodeTakesNewTopics(t *testing.T) {
-	c := newCluster(t, 2)
+	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
+		sets: []string{"segment.max_bytes=4KiB", "segment.roll_check_interval=5"}}
+	c.add(1)
+	c.add(2)
 	createTopic(t, c.client(1), "old", 4)
 	oldLeaders := c.leaders(1, "old", allLed)
+	for i := 0; i < 10; i++ { // ten appends per partition: several sealed segments each
+		c.produce(1, "old", []int32{0, 1, 2, 3}, 20, fmt.Sprintf("history%d", i))
+	}
+	held := map[int32]string{1: c.holdings(1, "old"), 2: c.holdings(2, "old")}
+	if !strings.Contains(held[1]+held[2], `"state":"sealed"`) {
+		t.Fatalf("no sealed segment of the old topic: the test would prove nothing\n%s\n%s", held[1], held[2])
+	}
 	c.add(3)
 	c.leaders(1, "old", func(brokers int, l []int32) bool { return brokers == 3 })
 	createTopic(t, c.client(3), "new", 6)
@@ -321,6 +333,55 @@ func TestNewNodeTakesNewTopics(t *testing.T) {
 	if now := c.leaders(3, "old", allLed); !slices.Equal(now, oldLeaders) {
 		t.Errorf("the old topic's leaders moved from %v to %v when a node joined", oldLeaders, now)
 	}
+	// History stays where it is: the same segments, sealed with the same
+	// checksums, on the same nodes; the new node holds none of them.
+	for id, before := range held {
+		if after := c.holdings(id, "old"); after != before {
+			t.Errorf("node %d's segments of the old topic changed when a node joined:\nbefore %s\nafter  %s", id, before, after)
+		}
+	}
+	if h := c.holdings(3, "old"); h != "" {
+		t.Errorf("the new node holds segments of the old topic: %s", h)
+	}
+}
+
+// holdings is what node id's admin API says it holds of topic's sealed
+// segments: number, offsets and checksum, in order.
+func (c *cluster) holdings(id int32, topic string) string {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.nodes[id].Admin + "/v1/cluster")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var view struct {
+		Partitions []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Segments  []struct {
+				No       uint64 `json:"no"`
+				State    string `json:"state"`
+				Start    uint64 `json:"start_offset"`
+				End      uint64 `json:"end_offset"`
+				Checksum uint32 `json:"checksum"`
+			} `json:"segments_here"`
+		} `json:"partitions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
+		c.t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range view.Partitions {
+		if p.Topic != topic {
+			continue
+		}
+		for _, s := range p.Segments {
+			if s.State == "sealed" {
+				fmt.Fprintf(&b, `p%d/%d %d-%d %08x "state":"sealed"; `, p.Partition, s.No, s.Start, s.End, s.Checksum)
+			}
+		}
+	}
+	return b.String()
 }
 
 func head(s []string) []string { return s[:min(3, len(s))] }
