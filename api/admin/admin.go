@@ -210,13 +210,8 @@ type clusterNode struct {
 }
 
 type clusterPartition struct {
-	Topic     string                `json:"topic"`
-	Partition int32                 `json:"partition"`
-	Leader    int32                 `json:"leader"`
-	Epoch     int32                 `json:"epoch"`
-	Replicas  []int32               `json:"replicas"`
-	ISR       []int32               `json:"isr"`
-	Segments  []segment.SegmentMeta `json:"segments_here,omitempty"`
+	cluster.Partition
+	Segments []segment.SegmentMeta `json:"segments_here,omitempty"`
 }
 
 type clusterAnswer struct {
@@ -244,8 +239,8 @@ func clusterInfo(ctx context.Context, c Config) clusterAnswer {
 			if !ok {
 				continue
 			}
-			out.Partitions = append(out.Partitions, clusterPartition{Topic: tp.Topic, Partition: tp.Partition, Leader: 0, Epoch: -1,
-				Replicas: []int32{0}, ISR: []int32{0}, Segments: here(n)})
+			out.Partitions = append(out.Partitions, clusterPartition{Partition: cluster.Partition{Topic: tp.Topic, Partition: tp.Partition,
+				Leader: 0, Epoch: -1, Replicas: []int32{0}, ISR: []int32{0}}, Segments: here(n)})
 		}
 		return out
 	}
@@ -262,9 +257,9 @@ func clusterInfo(ctx context.Context, c Config) clusterAnswer {
 	sort.Strings(names)
 	for _, name := range names {
 		for p := int32(0); p < topics[name].Partitions; p++ {
-			cp := clusterPartition{Topic: name, Partition: p, Leader: -1, Epoch: -1}
+			cp := clusterPartition{Partition: cluster.Partition{Topic: name, Partition: p, Leader: -1, Epoch: -1}}
 			if part, ok := m.Partition(name, p); ok {
-				cp.Leader, cp.Epoch, cp.Replicas, cp.ISR = part.Leader, part.Epoch, part.Replicas, part.ISR
+				cp.Partition = part
 			}
 			cp.Segments = here(store.ShardName(name, p))
 			out.Partitions = append(out.Partitions, cp)

@@ -89,6 +89,13 @@ func TestShardsAndRecords(t *testing.T) {
 	if len(shards) != 1 || shards[0].Shard != "clicks-0" || shards[0].HighWatermark != 2 || shards[0].HotBytes == 0 {
 		t.Fatalf("shards: %+v", shards)
 	}
+	// A single node answers /v1/cluster as the one node that leads all.
+	var view clusterAnswer
+	get("/v1/cluster", 200, &view)
+	if view.Cluster || len(view.Nodes) != 1 || len(view.Partitions) != 1 || view.Partitions[0].Topic != "clicks" ||
+		view.Partitions[0].Leader != 0 || len(view.Partitions[0].Segments) != 1 {
+		t.Fatalf("cluster view of a single node: %+v", view)
+	}
 	var recs []recordJSON
 	get("/v1/records?shard=clicks-0&offset=1", 200, &recs)
 	if len(recs) != 1 || recs[0].Offset != 1 || string(recs[0].Value) != "v2" {

@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -190,25 +188,8 @@ func TestThreeNodesServeOneTopic(t *testing.T) {
 	got := c.consume(3, "orders", 300)
 	// The admin API shows the same cluster from any node, and the
 	// segments each node holds.
-	for id, n := range c.nodes {
-		var view struct {
-			Cluster    bool  `json:"cluster"`
-			Controller int32 `json:"controller"`
-			Nodes      []struct {
-				ID int32 `json:"id"`
-			} `json:"nodes"`
-			Partitions []struct {
-				Partition int32             `json:"partition"`
-				Leader    int32             `json:"leader"`
-				Segments  []json.RawMessage `json:"segments_here"`
-			} `json:"partitions"`
-		}
-		resp, err := http.Get("http://" + n.Admin + "/v1/cluster")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&view)
-		resp.Body.Close()
+	for id := range c.nodes {
+		view, err := c.adminView(id)
 		if err != nil || !view.Cluster || len(view.Nodes) != 3 || view.Controller < 1 || len(view.Partitions) != 6 {
 			t.Fatalf("GET /v1/cluster from node %d: %+v, %v", id, view, err)
 		}
@@ -349,25 +330,8 @@ func TestNewNodeTakesNewTopics(t *testing.T) {
 // segments: number, offsets and checksum, in order.
 func (c *cluster) holdings(id int32, topic string) string {
 	c.t.Helper()
-	resp, err := http.Get("http://" + c.nodes[id].Admin + "/v1/cluster")
+	view, err := c.adminView(id)
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var view struct {
-		Partitions []struct {
-			Topic     string `json:"topic"`
-			Partition int32  `json:"partition"`
-			Segments  []struct {
-				No       uint64 `json:"no"`
-				State    string `json:"state"`
-				Start    uint64 `json:"start_offset"`
-				End      uint64 `json:"end_offset"`
-				Checksum uint32 `json:"checksum"`
-			} `json:"segments_here"`
-		} `json:"partitions"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
 		c.t.Fatal(err)
 	}
 	var b strings.Builder
@@ -479,18 +443,8 @@ func equalParts(a, b map[int32][]string) bool {
 // by its admin API.
 func (c *cluster) segmentsHere(id int32, topic string) int {
 	c.t.Helper()
-	resp, err := http.Get("http://" + c.nodes[id].Admin + "/v1/cluster")
+	view, err := c.adminView(id)
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var view struct {
-		Partitions []struct {
-			Topic    string            `json:"topic"`
-			Segments []json.RawMessage `json:"segments_here"`
-		} `json:"partitions"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
 		c.t.Fatal(err)
 	}
 	n := 0

@@ -67,6 +67,7 @@ func (c *cluster) startLoad(h *history, topic string, parts []int32, rate int, v
 
 // clusterAnswer is GET /v1/cluster as a user reads it.
 type clusterAnswer struct {
+	Cluster    bool  `json:"cluster"`
 	Self       int32 `json:"self"`
 	Live       bool  `json:"live"`
 	Controller int32 `json:"controller"`
@@ -79,6 +80,13 @@ type clusterAnswer struct {
 		Partition int32  `json:"partition"`
 		Leader    int32  `json:"leader"`
 		Epoch     int32  `json:"epoch"`
+		Segments  []struct {
+			No       uint64 `json:"no"`
+			State    string `json:"state"`
+			Start    uint64 `json:"start_offset"`
+			End      uint64 `json:"end_offset"`
+			Checksum uint32 `json:"checksum"`
+		} `json:"segments_here"`
 	} `json:"partitions"`
 }
 
