@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ type Topic struct {
 // Partition is where a partition is served. Leader is -1 while it is
 // leaderless; Epoch grows by one at every leader change; Replicas lists the
 // nodes of its active segment, the leader first; ISR those of them in sync.
+//
+// A partition's log can be split across nodes: when its leadership moves
+// at a roll, the sealed segments stay on the node that wrote them and the
+// new leader's log begins where the old one ended. Spans says which node
+// holds which part; Next is the node the controller chose for the next
+// active segment (0: the leader keeps it).
 type Partition struct {
 	Topic     string  `json:"topic"`
 	Partition int32   `json:"partition"`
@@ -48,12 +55,63 @@ type Partition struct {
 	Epoch     int32   `json:"epoch"`
 	Replicas  []int32 `json:"replicas"`
 	ISR       []int32 `json:"isr"`
+	Spans     []Span  `json:"spans,omitempty"`
+	Next      int32   `json:"next,omitempty"`
+}
+
+// A Span is a part of a partition's log: the offsets from Start up to the
+// next span's Start (the last span: the log end) are on Node.
+type Span struct {
+	Start int64 `json:"start"`
+	Node  int32 `json:"node"`
 }
 
 func (p Partition) clone() Partition {
 	p.Replicas = append([]int32(nil), p.Replicas...)
 	p.ISR = append([]int32(nil), p.ISR...)
+	p.Spans = append([]Span(nil), p.Spans...)
 	return p
+}
+
+// Holder is the node that holds offset, and where its part of the log ends
+// (-1 for the last part, which grows). Without spans (several replicas,
+// each holding the whole log) it is the leader, or while there is none
+// the first in-sync replica.
+func (p Partition) Holder(offset int64) (node int32, end int64) {
+	if len(p.Spans) == 0 {
+		if p.Leader < 0 && len(p.ISR) > 0 {
+			return p.ISR[0], -1
+		}
+		return p.Leader, -1
+	}
+	i := len(p.Spans) - 1
+	for i > 0 && p.Spans[i].Start > offset {
+		i--
+	}
+	end = -1
+	if i+1 < len(p.Spans) {
+		end = p.Spans[i+1].Start
+	}
+	return p.Spans[i].Node, end
+}
+
+// LogStart is where this node's part of the log begins when it leads p:
+// the last span's start.
+func (p Partition) LogStart() int64 {
+	if len(p.Spans) == 0 {
+		return 0
+	}
+	return p.Spans[len(p.Spans)-1].Start
+}
+
+// held says whether node holds any part of p's log.
+func (p Partition) held(node int32) bool {
+	for _, s := range p.Spans {
+		if s.Node == node {
+			return true
+		}
+	}
+	return len(p.Spans) == 0 && slices.Contains(p.ISR, node)
 }
 
 // Config is what Join needs.

@@ -28,16 +28,19 @@ type Member struct {
 	ttl     int // seconds
 	metrics *metrics
 
+	bg     context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	gates  gates
 	closed sync.Once
 
 	mu      sync.Mutex
 	view    view
 	changed chan struct{}
 	live    bool
-	session *concurrency.Session // the current one; nil between sessions
-	term    term                 // set while this node is controller
+	session *concurrency.Session    // the current one; nil between sessions
+	term    term                    // set while this node is controller
+	fenced  map[TopicPartition]bool // being handed over: this node leads them no more
 }
 
 // term is a controller's term: the election key and its creation revision.
@@ -71,6 +74,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		metrics: newMetrics(cfg.Registerer),
 		view:    newView(),
 		changed: make(chan struct{}),
+		fenced:  map[TopicPartition]bool{},
 	}
 	if _, err := m.list(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: reading the cluster from etcd: %w", err)
@@ -80,7 +84,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	bg, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
+	m.bg, m.cancel = bg, cancel
 	m.setSession(s)
 	m.wg.Add(2)
 	go m.keepView(bg)
@@ -352,13 +356,15 @@ func (m *Member) Live() bool {
 }
 
 // Leads reports whether this node may serve partition p of topic as its
-// leader now: it is live and the partition's record names it. With its
-// lease lost it leads nothing, whatever the records said.
+// leader now: it is live, the partition's record names it, and it is not
+// handing it over. With its lease lost it leads nothing, whatever the
+// records said.
 func (m *Member) Leads(topic string, p int32) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec, ok := m.view.partitions[TopicPartition{topic, p}]
-	return m.live && ok && rec.Leader == m.cfg.Self.ID
+	tp := TopicPartition{topic, p}
+	rec, ok := m.view.partitions[tp]
+	return m.live && ok && rec.Leader == m.cfg.Self.ID && !m.fenced[tp]
 }
 
 // CreateTopic records a topic, if none of that name exists; the controller

@@ -13,6 +13,7 @@ type metrics struct {
 	elections    prometheus.Counter
 	writes       prometheus.Counter
 	refused      *prometheus.CounterVec
+	handoffs     *prometheus.CounterVec
 }
 
 // newMetrics makes the cluster's metrics and registers them with reg,
@@ -33,6 +34,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refused: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_placement_refused_total",
 			Help: "Placement transactions etcd refused, by reason: deposed (the term is over) or conflict (planned from an old view)."},
 			[]string{"reason"})),
+		handoffs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_handoffs_total",
+			Help: "Partitions this node handed to the node chosen for their next segment at a roll, by result: done, or refused (the record changed first)."},
+			[]string{"result"})),
 	}
 }
 

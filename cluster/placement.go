@@ -26,8 +26,9 @@ import (
 //     that holds its data takes it back when it returns.
 //   - Every leader change, to leaderless too, bumps the epoch.
 //   - Nothing else moves: a node that joins takes new topics' partitions at
-//     once (it leads the fewest), and existing partitions only at a roll
-//     (PlaceRoll), never their history.
+//     once (it leads the fewest), and existing partitions at their next
+//     roll (planRolls chooses, the leader hands over: HandOff), never their
+//     history.
 
 // TopicPartition names one partition.
 type TopicPartition struct {
@@ -65,6 +66,12 @@ func (w Write) String() string {
 	tp := TopicPartition{p.Topic, p.Partition}
 	if w.Prev == nil {
 		return fmt.Sprintf("%s: new, leader %d, epoch %d, replicas %v, isr %v: %s", tp, p.Leader, p.Epoch, p.Replicas, p.ISR, w.Why)
+	}
+	if p.Leader == w.Prev.Leader && p.Epoch == w.Prev.Epoch && p.Next == 0 {
+		return fmt.Sprintf("%s: leader %d keeps the next segment (node %d was chosen): %s", tp, p.Leader, w.Prev.Next, w.Why)
+	}
+	if p.Leader == w.Prev.Leader && p.Epoch == w.Prev.Epoch {
+		return fmt.Sprintf("%s: leader %d, next segment on node %d: %s", tp, p.Leader, p.Next, w.Why)
 	}
 	return fmt.Sprintf("%s: leader %d -> %d, epoch %d -> %d, replicas %v, isr %v -> %v: %s",
 		tp, w.Prev.Leader, p.Leader, w.Prev.Epoch, p.Epoch, p.Replicas, w.Prev.ISR, p.ISR, w.Why)
@@ -111,55 +118,85 @@ func Place(s State) Decision {
 		}
 		for _, i := range missing {
 			replicas := l.choose(int(t.ReplicationFactor), -1)
-			d.Writes = append(d.Writes, Write{
-				Partition: Partition{Topic: t.Name, Partition: i, Leader: replicas[0], Epoch: 0,
-					Replicas: replicas, ISR: slices.Clone(replicas)},
-				Why: "new topic",
-			})
+			p := Partition{Topic: t.Name, Partition: i, Leader: replicas[0], Epoch: 0, Replicas: replicas, ISR: slices.Clone(replicas)}
+			if t.ReplicationFactor == 1 {
+				// With one replica the log can move at rolls: the spans
+				// say where each part went.
+				p.Spans = []Span{{Start: 0, Node: replicas[0]}}
+			}
+			d.Writes = append(d.Writes, Write{Partition: p, Why: "new topic"})
 		}
 	}
+	planRolls(s, l, &d)
 	return d
 }
 
-// PlaceRoll is the hook for a roll: the partition's active segment is
-// sealed and the next one may start on another node. It returns the write
-// that moves the partition's leadership (and replicas) to the least loaded
-// live nodes, or false when the partition is best left where it is: it
-// moves only when that leaves the leaders more evenly spread (the current
-// leader leads at least two more partitions than the new one). Sealed
-// segments stay on the nodes that wrote them (the catalog lists where), so
-// nothing historical is copied.
-//
-// Nothing calls it yet: the lead wires it when a roll reaches the
-// controller (the leader's engine reports SegmentSealed) and once Fetch can
-// read a sealed segment from the node that holds it.
-func PlaceRoll(s State, tp TopicPartition) (Write, bool) {
-	p, ok := s.Partitions[tp]
-	t, known := s.Topics[tp.Topic]
-	if !ok || !known || p.Leader < 0 {
-		return Write{}, false
+// planRolls chooses, for partitions whose leaders lead two or more
+// partitions more than the least loaded live node, that node for the next
+// active segment (Next): the leader hands the partition over at its next
+// roll (HandOff), and its sealed segments stay where they are, so nothing
+// historical is copied. A chosen node that died is forgotten. Only nodes
+// that hold no part of the partition are chosen: a node's log of a
+// partition is one run of offsets. Partitions with several replicas wait
+// for replication (issue #13), which moves a replica set, not one node.
+func planRolls(s State, l *loads, d *Decision) {
+	written := map[TopicPartition]bool{}
+	for _, w := range d.Writes {
+		written[TopicPartition{w.Partition.Topic, w.Partition.Partition}] = true
 	}
-	l := newLoads(s)
-	cur, live := l.live[p.Leader]
-	if !live || int(t.ReplicationFactor) > len(l.live) {
-		return Write{}, false
-	}
-	l.lead(p.Leader, -1)
-	for _, r := range p.Replicas {
-		if n, ok := l.live[r]; ok {
-			n.replicas--
+	for _, tp := range sortedPartitions(s.Partitions) {
+		p := s.Partitions[tp]
+		t, known := s.Topics[tp.Topic]
+		if !known || written[tp] || t.ReplicationFactor != 1 || p.Leader < 0 {
+			continue
 		}
+		if _, live := l.live[p.Leader]; !live {
+			continue
+		}
+		if p.Next != 0 {
+			if _, live := l.live[p.Next]; live && !p.held(p.Next) {
+				continue
+			}
+			next := p.clone()
+			next.Next = 0
+			d.Writes = append(d.Writes, Write{Partition: next, Prev: &p, Why: fmt.Sprintf("node %d, chosen for the next segment, is gone", p.Next)})
+			l.lead(p.Next, -1)
+			l.lead(p.Leader, +1)
+			continue
+		}
+		to := l.least(func(id int32) bool { return !p.held(id) })
+		if to == nil {
+			continue
+		}
+		from := l.live[p.Leader]
+		if from.leaders-to.leaders < 2 {
+			continue
+		}
+		next := p.clone()
+		next.Next = to.id
+		d.Writes = append(d.Writes, Write{Partition: next, Prev: &p,
+			Why: fmt.Sprintf("node %d leads %d partitions, node %d leads %d", p.Leader, from.leaders, to.id, to.leaders)})
+		from.leaders--
+		to.leaders++
 	}
-	replicas := l.choose(int(t.ReplicationFactor), p.Leader)
-	// Counts as they were: choose counted this partition on its leader.
-	from, to := cur.leaders+1, l.live[replicas[0]].leaders-1
-	if replicas[0] == p.Leader || from-to < 2 {
-		return Write{}, false
+}
+
+// HandOff is the record a partition's leader writes at a roll, when the
+// controller chose Next: Next leads from end (the old leader's log end) on,
+// at the next epoch, and the old leader keeps the offsets before end. ok is
+// false when p has no handoff planned.
+func HandOff(p Partition, end int64) (Partition, bool) {
+	if p.Next == 0 || p.Leader < 0 || p.Next == p.Leader {
+		return Partition{}, false
 	}
-	next := Partition{Topic: p.Topic, Partition: p.Partition, Leader: replicas[0], Epoch: p.Epoch + 1,
-		Replicas: replicas, ISR: slices.Clone(replicas)}
-	return Write{Partition: next, Prev: &p, Why: fmt.Sprintf("roll: node %d leads %d partitions, node %d leads %d",
-		p.Leader, from, replicas[0], to)}, true
+	next := p.clone()
+	if len(next.Spans) == 0 {
+		next.Spans = []Span{{Start: 0, Node: p.Leader}}
+	}
+	next.Spans = append(next.Spans, Span{Start: end, Node: p.Next})
+	next.Leader, next.Epoch, next.Next = p.Next, p.Epoch+1, 0
+	next.Replicas, next.ISR = []int32{p.Next}, []int32{p.Next}
+	return next, true
 }
 
 // failover returns the write that gives p a live leader, or makes it
@@ -210,7 +247,13 @@ func newLoads(s State) *loads {
 		l.live[n.ID] = &nodeLoad{id: n.ID, bytes: n.Bytes}
 	}
 	for _, p := range s.Partitions {
-		l.lead(p.Leader, +1)
+		// A partition counts on the node chosen for its next segment: the
+		// load it is planned to have.
+		if _, ok := l.live[p.Next]; ok && p.Next != 0 {
+			l.lead(p.Next, +1)
+		} else {
+			l.lead(p.Leader, +1)
+		}
 		for _, r := range p.Replicas {
 			if n, ok := l.live[r]; ok {
 				n.replicas++
@@ -218,6 +261,21 @@ func newLoads(s State) *loads {
 		}
 	}
 	return l
+}
+
+// least is the live node leading the fewest partitions among those ok
+// accepts (then the fewest bytes, then the lowest id); nil if none.
+func (l *loads) least(ok func(id int32) bool) *nodeLoad {
+	var best *nodeLoad
+	for _, n := range l.live {
+		if !ok(n.id) {
+			continue
+		}
+		if best == nil || cmp.Or(cmp.Compare(n.leaders, best.leaders), cmp.Compare(n.bytes, best.bytes), cmp.Compare(n.id, best.id)) < 0 {
+			best = n
+		}
+	}
+	return best
 }
 
 func (l *loads) lead(id int32, delta int) {

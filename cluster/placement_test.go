@@ -11,18 +11,20 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestPlacementScripts drives Place and PlaceRoll with the scripts in
+// TestPlacementScripts drives Place and HandOff with the scripts in
 // testdata/placement. The harness keeps what etcd would: the live nodes,
-// the topics and the partition records; `plan` and `roll` print the writes
-// and apply them, as the controller's transactions would.
+// the topics and the partition records; `plan` prints the writes and
+// applies them, as the controller's transactions would, and `roll` the
+// record a leader writes when it hands a partition over at a roll.
 //
 //	node add id=N [bytes=B]     a node registers (B: bytes it keeps)
 //	node dead id=N              its lease expires
 //	topic create name=T partitions=P rf=R
 //	topic delete name=T         the topic and its partitions go
 //	plan                        Place: the writes and problems
-//	roll topic=T partition=P    PlaceRoll: the write, or "stays"
+//	roll topic=T partition=P at=O   the leader rolls at offset O: HandOff's record, or "stays"
 //	show                        every partition, and what each live node leads
+//	holder topic=T partition=P at=O   the node holding offset O, and where its part ends
 func TestPlacementScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/placement", func(t *testing.T, path string) {
 		h := &placementHarness{st: State{Topics: map[string]Topic{}, Partitions: map[TopicPartition]Partition{}}}
@@ -92,18 +94,29 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 			out.WriteString("nothing to do\n")
 		}
 	case "roll":
-		w, ok := PlaceRoll(h.st, TopicPartition{arg("topic"), int32(num("partition"))})
+		tp := TopicPartition{arg("topic"), int32(num("partition"))}
+		p := h.st.Partitions[tp]
+		next, ok := HandOff(p, int64(num("at")))
 		if !ok {
 			out.WriteString("stays\n")
 			break
 		}
+		w := Write{Partition: next, Prev: &p, Why: "handed over at the roll"}
 		fmt.Fprintln(&out, w)
 		h.apply(w)
+	case "holder":
+		p := h.st.Partitions[TopicPartition{arg("topic"), int32(num("partition"))}]
+		node, end := p.Holder(int64(num("at")))
+		fmt.Fprintf(&out, "node %d, up to %d\n", node, end)
 	case "show":
 		leads := map[int32]int{}
 		for _, tp := range sortedPartitions(h.st.Partitions) {
 			p := h.st.Partitions[tp]
-			fmt.Fprintf(&out, "%s leader=%d epoch=%d replicas=%v isr=%v\n", tp, p.Leader, p.Epoch, p.Replicas, p.ISR)
+			fmt.Fprintf(&out, "%s leader=%d epoch=%d replicas=%v isr=%v spans=%v", tp, p.Leader, p.Epoch, p.Replicas, p.ISR, p.Spans)
+			if p.Next != 0 {
+				fmt.Fprintf(&out, " next=%d", p.Next)
+			}
+			out.WriteString("\n")
 			leads[p.Leader]++
 		}
 		for _, n := range h.st.Live {
@@ -120,7 +133,7 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 func (h *placementHarness) apply(w Write) {
 	tp := TopicPartition{w.Partition.Topic, w.Partition.Partition}
 	cur, ok := h.st.Partitions[tp]
-	if ok != (w.Prev != nil) || (ok && (cur.Leader != w.Prev.Leader || cur.Epoch != w.Prev.Epoch)) {
+	if ok != (w.Prev != nil) || (ok && (cur.Leader != w.Prev.Leader || cur.Epoch != w.Prev.Epoch || cur.Next != w.Prev.Next)) {
 		panic(fmt.Sprintf("write %v planned from a record that is not the current one (%+v)", w, cur))
 	}
 	h.st.Partitions[tp] = w.Partition

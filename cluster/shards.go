@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -38,6 +39,21 @@ func (m *Member) KeepShards(ctx context.Context, st store.Store, log *slog.Logge
 		case <-time.After(10 * time.Second): // retry what failed
 		}
 	}
+}
+
+// createShard makes a partition's shard; one whose leadership moved here at
+// a roll begins where the previous leader's log ended.
+func createShard(ctx context.Context, st store.Store, shard string, start int64) error {
+	if start == 0 {
+		return st.CreateShard(ctx, shard)
+	}
+	s, ok := st.(interface {
+		CreateShardAt(ctx context.Context, shard string, start uint64) error
+	})
+	if !ok {
+		return fmt.Errorf("shard %s begins at offset %d, and this store cannot start a shard past 0", shard, start)
+	}
+	return s.CreateShardAt(ctx, shard, uint64(start))
 }
 
 type shardKeys struct{ prefix string }
@@ -105,10 +121,10 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 			if _, err := m.cli.Put(ctx, k.of(shard), strconv.FormatInt(t.Incarnation, 10)); err != nil {
 				return err
 			}
-			if err := st.CreateShard(ctx, shard); err != nil && !errors.Is(err, store.ErrShardExists) {
+			if err := createShard(ctx, st, shard, part.LogStart()); err != nil && !errors.Is(err, store.ErrShardExists) {
 				return err
 			}
-			log.Info("cluster: shard created for a partition this node leads", "shard", shard, "epoch", part.Epoch)
+			log.Info("cluster: shard created for a partition this node leads", "shard", shard, "epoch", part.Epoch, "from_offset", part.LogStart())
 		}
 	}
 	return nil

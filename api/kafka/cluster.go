@@ -37,6 +37,33 @@ type Cluster interface {
 	Coordinator(group string) Broker
 }
 
+// AppendGuard is implemented by a cluster that moves partitions between
+// nodes (at rolls): an append holds the guard from its leadership check to
+// its end, so a handoff, which takes it, knows that no append is in flight
+// and that none follows.
+type AppendGuard interface {
+	// GuardAppend reports whether this node leads the partition now; if
+	// it does, release must be called when the append is done.
+	GuardAppend(topic string, partition int32) (release func(), leads bool)
+}
+
+// SplitLog is implemented by a cluster whose partitions' logs can be split
+// across nodes: when a partition moved at a roll, its sealed segments
+// stayed on the node that wrote them. The leader reads those offsets from
+// that node (Peers), so clients fetch every offset from the leader.
+type SplitLog interface {
+	// Parts lists the parts of a partition's log in offset order: from
+	// each Start up to the next one's, the offsets are on Node. None: the
+	// whole log is the leader's.
+	Parts(topic string, partition int32) []LogPart
+}
+
+// LogPart is a run of a partition's offsets held by one node.
+type LogPart struct {
+	Start int64
+	Node  int32
+}
+
 var (
 	ErrTopicExists  = errors.New("topic exists")
 	ErrUnknownTopic = errors.New("unknown topic")

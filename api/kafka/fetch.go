@@ -69,7 +69,11 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		limit int
 	}
 	var reads []read
+	var remotes []remoteRead
 	leaders := map[int32]Broker{} // KIP-951: where the refused partitions are led
+	// A replica (another node reading its part of a split log) is answered
+	// from this node's log, whoever leads.
+	replica := r.ReplicaID >= 0 || r.ReplicaState.ID >= 0
 	for _, t := range r.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
@@ -81,8 +85,10 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			rp.PreferredReadReplica = -1
 			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
-			rp.ErrorCode = s.leads(t.Topic, p.Partition)
-			if rp.ErrorCode == errNone && p.CurrentLeaderEpoch >= 0 {
+			if !replica {
+				rp.ErrorCode = s.leads(t.Topic, p.Partition)
+			}
+			if rp.ErrorCode == errNone && p.CurrentLeaderEpoch >= 0 && !replica {
 				// A client that saw a different leader epoch re-reads
 				// Metadata before fetching (KIP-320).
 				if e := s.epoch(t.Topic, p.Partition); p.CurrentLeaderEpoch < e {
@@ -100,12 +106,20 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			}
 			shard := store.ShardName(t.Topic, p.Partition)
 			low, high, err := s.store.Watermarks(ctx, shard)
+			limit := max(1, min(int(p.PartitionMaxBytes), maxBytes))
+			if node := s.holder(s.parts(t.Topic, p.Partition), p.FetchOffset); !replica && node != s.cluster.Self() {
+				if err == nil {
+					rp.HighWatermark, rp.LastStableOffset = int64(high), int64(high)
+				}
+				remotes = append(remotes, remoteRead{rp, t.Topic, p.Partition, p.FetchOffset, limit, node})
+				continue
+			}
 			if err != nil {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
-			reads = append(reads, read{rp, shard, uint64(p.FetchOffset), max(1, min(int(p.PartitionMaxBytes), maxBytes))})
+			reads = append(reads, read{rp, shard, uint64(p.FetchOffset), limit})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -113,6 +127,13 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 	// a partition is read only with what the ones before it left, so the
 	// memory of one fetch stays near max_bytes however many it names.
 	var wg sync.WaitGroup
+	for _, rd := range remotes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.readRemote(ctx, rd)
+		}()
+	}
 	var mu sync.Mutex
 	returned := sync.NewCond(&mu)
 	taken, left, reading := 0, maxBytes, 0
@@ -162,6 +183,9 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		} else {
 			total += n
 		}
+	}
+	for _, rd := range remotes {
+		total += len(rd.rp.RecordBatches)
 	}
 	for _, b := range leaders {
 		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})

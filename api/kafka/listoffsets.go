@@ -12,47 +12,61 @@ import (
 
 func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	// A replica (another node reading its part of a split log) is
+	// answered from this node's log, whoever leads.
+	replica := r.ReplicaID >= 0
 	resp.Topics = eachPartition[kmsg.ListOffsetsResponseTopic](r.Topics, func(topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
 		rp := kmsg.NewListOffsetsResponseTopicPartition()
 		rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
-		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
-			rp.Offset = -1
-			return rp
-		}
-		shard := store.ShardName(topic, p.Partition)
-		low, high, err := s.store.Watermarks(ctx, shard)
-		switch {
-		case err != nil:
-			rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
-		case p.Timestamp == -2: // earliest
-			rp.Offset = int64(low)
-		case p.Timestamp == -1: // latest
-			rp.Offset = int64(high)
-		case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
-			rp.Offset = -1
-			if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
-				rp.ErrorCode = kerr.UnknownServerError.Code
-			} else if ok {
-				rp.Offset, rp.Timestamp = off, ts
-			}
-		default:
-			off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
-			if err != nil {
-				rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
-				break
-			}
-			rp.Offset = int64(off)
-			if off < high {
-				if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
-					rp.Timestamp = recs[0].Timestamp
-				}
-			} else {
-				rp.Offset = -1 // no record at or after the time
+		if !replica {
+			if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
+				rp.Offset = -1
+				return rp
 			}
 		}
-		return rp
+		local := func() kmsg.ListOffsetsResponseTopicPartition { return s.listLocal(ctx, topic, p, rp) }
+		if parts := s.parts(topic, p.Partition); !replica && len(parts) > 1 && (p.Timestamp == -2 || p.Timestamp >= 0) {
+			return s.listSplit(ctx, topic, p.Partition, parts, p.Timestamp, local)
+		}
+		return local()
 	})
 	return resp
+}
+
+// listLocal answers one partition of a ListOffsets from this node's log.
+func (s *Server) listLocal(ctx context.Context, topic string, p kmsg.ListOffsetsRequestTopicPartition, rp kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+	shard := store.ShardName(topic, p.Partition)
+	low, high, err := s.store.Watermarks(ctx, shard)
+	switch {
+	case err != nil:
+		rp.ErrorCode, rp.Offset = kerr.UnknownTopicOrPartition.Code, -1
+	case p.Timestamp == -2: // earliest
+		rp.Offset = int64(low)
+	case p.Timestamp == -1: // latest
+		rp.Offset = int64(high)
+	case p.Timestamp == -3: // the record with the largest timestamp (KIP-734)
+		rp.Offset = -1
+		if ts, off, ok, err := s.maxTimestamp(ctx, shard); err != nil {
+			rp.ErrorCode = kerr.UnknownServerError.Code
+		} else if ok {
+			rp.Offset, rp.Timestamp = off, ts
+		}
+	default:
+		off, err := s.store.OffsetForTime(ctx, shard, p.Timestamp)
+		if err != nil {
+			rp.ErrorCode, rp.Offset = kerr.UnknownServerError.Code, -1
+			break
+		}
+		rp.Offset = int64(off)
+		if off < high {
+			if recs, err := s.store.Read(ctx, shard, off, store.Budget{MaxRecords: 1}); err == nil && len(recs) == 1 {
+				rp.Timestamp = recs[0].Timestamp
+			}
+		} else {
+			rp.Offset = -1 // no record at or after the time
+		}
+	}
+	return rp
 }
 
 // maxTimestamper is a store that knows a shard's largest timestamp.

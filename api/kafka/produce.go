@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -79,7 +80,9 @@ const maxConcurrentAppends = 256
 
 // produceInput is one partition's decoded part of a Produce request.
 type produceInput struct {
-	shard   string
+	topic     string
+	partition int32
+	shard     string
 	recs    []record.Record
 	batches []kmsg.RecordBatch
 }
@@ -124,7 +127,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	if code := s.leads(topic, partition); code != errNone {
 		return produceInput{}, code
 	}
-	return produceInput{shard: shard, recs: recs, batches: batches}, errNone
+	return produceInput{topic: topic, partition: partition, shard: shard, recs: recs, batches: batches}, errNone
 }
 
 func (s *Server) maxMessageBytes(topic string) int32 {
@@ -151,6 +154,14 @@ func batchesOver(raw []byte, limit int32) bool {
 }
 
 func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
+	if g, ok := s.cluster.(AppendGuard); ok {
+		release, leads := g.GuardAppend(in.topic, in.partition)
+		if !leads {
+			// Handed over (or its lease lost) since the request was checked.
+			return cmp.Or(s.leads(in.topic, in.partition), kerr.NotLeaderForPartition.Code), -1
+		}
+		defer release()
+	}
 	// Idempotence: one batch per request per partition is what clients send.
 	if len(in.batches) == 1 && in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
 		b := in.batches[0]

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
@@ -75,6 +76,9 @@ type Config struct {
 	GroupMaxRebalanceWait time.Duration
 	// Cluster says who serves what; nil is this node alone.
 	Cluster Cluster
+	// PeerOpts configure the client a leader reads other nodes' parts of a
+	// split log with (SplitLog): TLS and SASL as the listeners want them.
+	PeerOpts []kgo.Opt
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -101,6 +105,7 @@ type Server struct {
 	closed  sync.Once
 
 	cluster   Cluster
+	peers     *peers
 	inflight  *budget
 	appended  *hub     // wakes long polls when a partition gets records
 	refusals  sync.Map // log message -> *rate.Sometimes
@@ -177,6 +182,7 @@ func New(s store.Store, cfg Config) *Server {
 	if srv.cluster == nil {
 		srv.cluster = singleNode{srv}
 	}
+	srv.peers = &peers{self: srv.cluster.Self(), opts: cfg.PeerOpts}
 	return srv
 }
 
@@ -257,6 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.openMu.Unlock()
 	s.groups.close()
+	defer s.peers.close()
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
 	select {

@@ -288,17 +288,21 @@ func TestKilledNodeComesBackWithItsData(t *testing.T) {
 	}
 }
 
-// A node that joins leads new topics' partitions at once; nothing existing
-// moves.
-func TestNewNodeTakesNewTopics(t *testing.T) {
+// A node that joins leads new topics' partitions at once, and existing
+// partitions from their next roll on; no history moves.
+func TestNewNodeTakesNewTopicsAndNextSegments(t *testing.T) {
 	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
 		sets: []string{"segment.max_bytes=4KiB", "segment.roll_check_interval=5"}}
 	c.add(1)
 	c.add(2)
 	createTopic(t, c.client(1), "old", 4)
 	oldLeaders := c.leaders(1, "old", allLed)
+	began := time.Now()
+	history := map[int32][]string{}
 	for i := 0; i < 10; i++ { // ten appends per partition: several sealed segments each
-		c.produce(1, "old", []int32{0, 1, 2, 3}, 20, fmt.Sprintf("history%d", i))
+		for p, vs := range c.produce(1, "old", []int32{0, 1, 2, 3}, 20, fmt.Sprintf("history%d", i)) {
+			history[p] = append(history[p], vs...)
+		}
 	}
 	held := map[int32]string{1: c.holdings(1, "old"), 2: c.holdings(2, "old")}
 	if !strings.Contains(held[1]+held[2], `"state":"sealed"`) {
@@ -324,6 +328,93 @@ func TestNewNodeTakesNewTopics(t *testing.T) {
 	if h := c.holdings(3, "old"); h != "" {
 		t.Errorf("the new node holds segments of the old topic: %s", h)
 	}
+
+	// At their next rolls, partitions of the old topic move to the new node
+	// from their log end on: it leads them and writes their new segments,
+	// the earlier offsets stay on the nodes that wrote them, and every
+	// offset still reads through any broker.
+	produced := map[int32][]string{}
+	for p, vs := range history {
+		produced[p] = slices.Clone(vs)
+	}
+	var moved []int32
+	deadline := time.Now().Add(90 * time.Second)
+	for i := 0; len(moved) == 0 || i < 3; i++ { // and more after the move
+		if time.Now().After(deadline) {
+			t.Fatalf("no partition of the old topic moved to the new node at its rolls; leaders %v", c.leaders(1, "old", allLed))
+		}
+		for p, vs := range c.produce(2, "old", []int32{0, 1, 2, 3}, 20, fmt.Sprintf("after%d", i)) {
+			produced[p] = append(produced[p], vs...)
+		}
+		if len(moved) == 0 {
+			for p, l := range c.leaders(1, "old", allLed) {
+				if l == 3 {
+					moved = append(moved, int32(p))
+				}
+			}
+		}
+	}
+	view, err := c.adminView(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range view.Partitions {
+		if p.Topic != "old" || !slices.Contains(moved, p.Partition) {
+			continue
+		}
+		if len(p.Spans) != 2 || p.Spans[0].Start != 0 || p.Spans[1].Node != 3 || p.Leader != 3 || p.Epoch < 1 {
+			t.Errorf("old-%d moved to node 3, but its record says leader %d, epoch %d, spans %+v", p.Partition, p.Leader, p.Epoch, p.Spans)
+			continue
+		}
+		for _, s := range p.Segments {
+			if int64(s.Start) < p.Spans[1].Start {
+				t.Errorf("node 3 holds old-%d from offset %d, before the handoff at %d: history was copied", p.Partition, s.Start, p.Spans[1].Start)
+			}
+		}
+	}
+	for id, before := range held {
+		after := c.holdings(id, "old")
+		for _, seg := range strings.SplitAfter(before, "; ") {
+			if !strings.Contains(after, seg) {
+				t.Errorf("node %d's sealed segment %q of the old topic changed or went when partitions moved:\n%s", id, seg, after)
+			}
+		}
+	}
+	total := 0
+	for _, vs := range produced {
+		total += len(vs)
+	}
+	if got := c.consume(3, "old", total); !equalParts(got, produced) {
+		t.Errorf("reading the old topic from offset 0 through node 3 after partitions %v moved: got %d records per partition, want %d", moved, counts(got), counts(produced))
+	}
+	// Offsets by position and by time come from the node holding them.
+	adm := kadm.NewClient(c.client(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	starts, err := adm.ListStartOffsets(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, began.UnixMilli(), "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range moved {
+		if o, _ := starts.Lookup("old", p); o.Err != nil || o.Offset != 0 {
+			t.Errorf("old-%d's earliest offset through its new leader: %d (%v), want 0", p, o.Offset, o.Err)
+		}
+		if o, _ := byTime.Lookup("old", p); o.Err != nil || o.Offset != 0 {
+			t.Errorf("old-%d's offset for a time before its first record, through its new leader: %d (%v), want 0", p, o.Offset, o.Err)
+		}
+	}
+}
+
+func counts(parts map[int32][]string) map[int32]int {
+	out := map[int32]int{}
+	for p, vs := range parts {
+		out[p] = len(vs)
+	}
+	return out
 }
 
 // holdings is what node id's admin API says it holds of topic's sealed

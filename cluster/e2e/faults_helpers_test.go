@@ -80,7 +80,11 @@ type clusterAnswer struct {
 		Partition int32  `json:"partition"`
 		Leader    int32  `json:"leader"`
 		Epoch     int32  `json:"epoch"`
-		Segments  []struct {
+		Spans     []struct {
+			Start int64 `json:"start"`
+			Node  int32 `json:"node"`
+		} `json:"spans"`
+		Segments []struct {
 			No       uint64 `json:"no"`
 			State    string `json:"state"`
 			Start    uint64 `json:"start_offset"`

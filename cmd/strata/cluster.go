@@ -22,6 +22,8 @@ import (
 	"strata/catalog/etcdcat"
 	"strata/catalog/offsets"
 	"strata/cluster"
+	"strata/engine/segment"
+	"strata/engine/store"
 )
 
 // meta is where a node keeps its metadata: Pebble in the data folder on a
@@ -162,4 +164,45 @@ func bindFolder(cfg *Config) error {
 		return err
 	}
 	return f.Close()
+}
+
+// handOver hands partitions this node leads to the node the controller
+// chose for their next segment, each at its roll (docs/cluster.md, "A
+// partition moves at a roll").
+func handOver(ctx context.Context, m *cluster.Member, e *segment.Engine, rolled <-chan string, log *slog.Logger) {
+	for {
+		var shard string
+		select {
+		case <-ctx.Done():
+			return
+		case shard = <-rolled:
+		}
+		tp, ok := store.ParseShard(shard)
+		if !ok {
+			continue
+		}
+		err := m.HandOff(ctx, tp.Topic, tp.Partition, func(ctx context.Context) (int64, error) { return sealActive(ctx, e, shard) })
+		if err != nil && ctx.Err() == nil {
+			log.Error("cluster: handing a partition over at its roll", "shard", shard, "err", err)
+		}
+	}
+}
+
+// sealActive seals a shard's active segment, if it holds anything, and
+// returns its log end: a fenced partition's last offset plus one.
+func sealActive(ctx context.Context, e *segment.Engine, shard string) (int64, error) {
+	end, err := e.LogEnd(ctx, shard)
+	if err != nil {
+		return 0, err
+	}
+	n, err := e.ActiveBytes(shard)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if err := e.RollAt(ctx, shard, end); err != nil {
+			return 0, err
+		}
+	}
+	return int64(end), nil
 }

@@ -115,3 +115,26 @@ func (c clusterView) Coordinator(group string) kafka.Broker {
 	}
 	return best
 }
+
+var (
+	_ kafka.AppendGuard = clusterView{}
+	_ kafka.SplitLog    = clusterView{}
+)
+
+// GuardAppend holds a partition's appends against its handoff at a roll.
+func (c clusterView) GuardAppend(topic string, p int32) (func(), bool) {
+	return c.m.GuardAppend(topic, p)
+}
+
+// Parts are the spans of a partition whose leadership moved at rolls.
+func (c clusterView) Parts(topic string, p int32) []kafka.LogPart {
+	part, ok := c.m.Partition(topic, p)
+	if !ok || len(part.Spans) < 2 {
+		return nil
+	}
+	out := make([]kafka.LogPart, len(part.Spans))
+	for i, s := range part.Spans {
+		out[i] = kafka.LogPart{Start: s.Start, Node: s.Node}
+	}
+	return out
+}

@@ -46,6 +46,14 @@ type ClusterConfig struct {
 	EtcdEndpoints Strings  `yaml:"etcd_endpoints"`
 	EtcdPrefix    string   `yaml:"etcd_prefix"`
 	SessionTTL    Duration `yaml:"session_ttl"`
+	// PeerUser is the kafka.sasl user a node signs in as when it reads
+	// another node's part of a partition's log; it needs consume on every
+	// topic. Required when kafka.sasl is on.
+	PeerUser string `yaml:"peer_user"`
+	// PeerCAFile is the CA that signed the nodes' kafka.tls certificates,
+	// for a node to check another's; default kafka.tls.client_ca_file, or
+	// the system's roots.
+	PeerCAFile string `yaml:"peer_ca_file"`
 }
 
 // Enabled says whether this node is one of a cluster.

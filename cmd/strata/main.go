@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strata/api/admin"
 	"strata/api/kafka"
@@ -181,7 +182,8 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	// its segments in its own catalog; a cluster node's catalog is in etcd
 	// and never predates the manifest.
 	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
-	store, err := openStorage(cfg, cold, cat, log)
+	rolled := make(chan string, 1024) // in a cluster: shards the engine rolled
+	store, err := openStorage(cfg, cold, cat, rolled, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}
@@ -233,7 +235,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	var view kafka.Cluster     // nil: this node alone
 	var member *cluster.Member // nil: this node alone
+	var peers []kgo.Opt
 	if cfg.Cluster.Enabled() {
+		if peers, err = peerOpts(cfg); err != nil {
+			ln.Close()
+			kln.Close()
+			return err
+		}
 		if member, view, err = joinCluster(ctx, cfg, md, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
 			ln.Close()
 			kln.Close()
@@ -241,6 +249,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		}
 		defer member.Close() // resigns and revokes the lease: others see this node go at once
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
+		go handOver(bg, member, store.SegmentEngine(), rolled, log.With("component", "cluster"))
 	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
@@ -261,7 +270,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
-		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view,
+		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth,
 	})

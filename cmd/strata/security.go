@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,10 +14,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.yaml.in/yaml/v3"
 
 	"strata/api/kafka"
@@ -306,4 +311,59 @@ func httpsClient(caFile string) (*http.Client, error) {
 		return nil, fmt.Errorf("STRATA_ADMIN_CA %s: no PEM certificate in it", caFile)
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}, nil
+}
+
+// peerOpts are how this node's client reaches the other nodes' Kafka
+// listeners (a leader reading another node's part of a split log): TLS
+// when the listener speaks it, presenting this node's certificate when
+// clients must; SASL as cluster.peer_user when authentication is on.
+func peerOpts(cfg *Config) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if t := cfg.Kafka.TLS; t.CertFile != "" {
+		conf := &tls.Config{MinVersion: tls.VersionTLS12}
+		if ca := cmp.Or(cfg.Cluster.PeerCAFile, t.ClientCAFile); ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("cluster.peer_ca_file: %w", err)
+			}
+			conf.RootCAs = x509.NewCertPool()
+			if !conf.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("cluster.peer_ca_file %s: no PEM certificate in it", ca)
+			}
+		}
+		if t.ClientCAFile != "" {
+			pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("kafka.tls: %w", err)
+			}
+			conf.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, kgo.DialTLSConfig(conf))
+	}
+	if cfg.Kafka.SASL.enabled() {
+		users, err := cfg.Kafka.SASL.allUsers()
+		if err != nil {
+			return nil, err
+		}
+		var pass string
+		found := false
+		for _, u := range users {
+			if u.Name == cfg.Cluster.PeerUser {
+				pass, found = u.Password, true
+			}
+		}
+		if !found || pass == "" {
+			return nil, fmt.Errorf("cluster.peer_user %q: not a kafka.sasl user with a password; a node signs in as it to read another node's part of a partition", cfg.Cluster.PeerUser)
+		}
+		mechs := cfg.Kafka.SASL.Mechanisms
+		switch {
+		case slices.Contains(mechs, "SCRAM-SHA-512"):
+			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.Cluster.PeerUser, Pass: pass}.AsSha512Mechanism()))
+		case slices.Contains(mechs, "SCRAM-SHA-256"):
+			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.Cluster.PeerUser, Pass: pass}.AsSha256Mechanism()))
+		default:
+			opts = append(opts, kgo.SASL(plain.Auth{User: cfg.Cluster.PeerUser, Pass: pass}.AsMechanism()))
+		}
+	}
+	return opts, nil
 }

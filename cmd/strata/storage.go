@@ -41,7 +41,7 @@ func folderLocked(dataDir string) bool {
 
 // openStorage opens the storage adapter the config describes, with the
 // catalog and the cold tier listening to the segment engine.
-func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, log *slog.Logger) (*engine.Adapter, error) {
+func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, rolled chan<- string, log *slog.Logger) (*engine.Adapter, error) {
 	topicMax := map[string]int64{}
 	for topic, v := range cfg.Segment.TopicMaxBytes {
 		topicMax[topic] = int64(v)
@@ -61,7 +61,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, log *sl
 			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
 			Logger:               log.With("component", "engine"),
-			Events:               listener(cfg, cat, cold, log.With("component", "catalog")),
+			Events:               listener(cfg, cat, cold, rolled, log.With("component", "catalog")),
 		},
 	})
 }
@@ -103,11 +103,24 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 // listener keeps the catalog in step with the engine and clears a deleted
 // shard's objects from the bucket; in a cluster the bucket is shared and a
 // topic's objects can be another node's (a topic deleted and made again
-// while this node was away), so a node's shard deletion leaves them.
-func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, log *slog.Logger) segment.EventListener {
+// while this node was away), so a node's shard deletion leaves them. In a
+// cluster it also tells rolled of each roll: the moment a partition may be
+// handed to another node.
+func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled chan<- string, log *slog.Logger) segment.EventListener {
 	l := tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)
 	if cfg.Cluster.Enabled() {
 		l.ShardDeleted = tiering.Listen(cat, nil, cfg.Tiering.Prefix, log).ShardDeleted
+		sealed := l.SegmentSealed
+		l.SegmentSealed = func(s, next segment.SegmentMeta) error {
+			if err := sealed(s, next); err != nil {
+				return err
+			}
+			select {
+			case rolled <- s.Shard:
+			default: // a backlog of rolls: this partition hands over at its next one
+			}
+			return nil
+		}
 	}
 	return l
 }

@@ -1,0 +1,121 @@
+package kafka
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A partition whose leadership moved at a roll has its log split across
+// nodes (SplitLog): the leader serves every offset, reading the parts
+// other nodes hold from them as a replica would (peers.go). Clients never
+// learn of it: no redirect, no preferred read replica, the same answers
+// from the one broker they were told leads the partition.
+
+// parts is a partition's split log, nil when the whole log is here.
+func (s *Server) parts(topic string, partition int32) []LogPart {
+	sl, ok := s.cluster.(SplitLog)
+	if !ok {
+		return nil
+	}
+	return sl.Parts(topic, partition)
+}
+
+// holder is the node that holds offset, by parts; this node when the log
+// is not split.
+func (s *Server) holder(parts []LogPart, offset int64) int32 {
+	if len(parts) == 0 {
+		return s.cluster.Self()
+	}
+	i := len(parts) - 1
+	for i > 0 && parts[i].Start > offset {
+		i--
+	}
+	return parts[i].Node
+}
+
+func (s *Server) brokerAddr(node int32) (string, bool) {
+	for _, b := range s.cluster.Brokers() {
+		if b.NodeID == node {
+			return b.Host + ":" + strconv.Itoa(int(b.Port)), true
+		}
+	}
+	return "", false
+}
+
+// remoteRead is one partition of a fetch whose offset another node holds.
+type remoteRead struct {
+	rp        *kmsg.FetchResponseTopicPartition
+	topic     string
+	partition int32
+	offset    int64
+	limit     int
+	node      int32
+}
+
+// readRemote fills rd.rp from the node that holds its offset. A holder
+// that is down answers KAFKA_STORAGE_ERROR, which clients retry: with one
+// replica, those offsets are readable again when it returns.
+func (s *Server) readRemote(ctx context.Context, rd remoteRead) {
+	addr, ok := s.brokerAddr(rd.node)
+	if !ok {
+		s.refusal("kafka: fetch: the node holding these offsets is not live", "topic", rd.topic, "partition", rd.partition, "offset", rd.offset, "node", rd.node)
+		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
+		return
+	}
+	got, err := s.peers.fetch(ctx, addr, rd.topic, rd.partition, rd.offset, int32(rd.limit))
+	if err != nil {
+		s.refusal("kafka: fetch: reading from the node holding these offsets", "topic", rd.topic, "partition", rd.partition, "offset", rd.offset, "node", rd.node, "err", err)
+		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
+		return
+	}
+	rd.rp.ErrorCode, rd.rp.LogStartOffset = got.ErrorCode, got.LogStartOffset
+	if got.RecordBatches != nil {
+		rd.rp.RecordBatches = got.RecordBatches
+	}
+	if rd.rp.HighWatermark < 0 {
+		rd.rp.HighWatermark, rd.rp.LastStableOffset = got.HighWatermark, got.HighWatermark
+	}
+}
+
+// listSplit answers ListOffsets for a timestamp (or -2, the earliest) on a
+// split log: the earliest is the first part's; a timestamp is looked up in
+// each part in offset order until one holds a record at or after it.
+// local answers for this node's part.
+func (s *Server) listSplit(ctx context.Context, topic string, partition int32, parts []LogPart, ts int64,
+	local func() kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+	var rp kmsg.ListOffsetsResponseTopicPartition
+	for i, part := range parts {
+		if part.Node == s.cluster.Self() {
+			rp = local()
+		} else {
+			rp = s.listRemote(ctx, topic, partition, part.Node, ts)
+		}
+		last := i == len(parts)-1
+		if ts == -2 || rp.ErrorCode != errNone || rp.Offset >= 0 || last {
+			return rp
+		}
+	}
+	return rp
+}
+
+func (s *Server) listRemote(ctx context.Context, topic string, partition int32, node int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	rp := kmsg.NewListOffsetsResponseTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.Timestamp, rp.Offset = partition, -1, -1, -1
+	addr, ok := s.brokerAddr(node)
+	if !ok {
+		s.refusal("kafka: list offsets: the node holding the partition's earlier offsets is not live", "topic", topic, "partition", partition, "node", node)
+		rp.ErrorCode = kerr.KafkaStorageError.Code
+		return rp
+	}
+	got, err := s.peers.listOffset(ctx, addr, topic, partition, ts)
+	if err != nil {
+		s.refusal("kafka: list offsets: asking the node holding the partition's earlier offsets", "topic", topic, "partition", partition, "node", node, "err", err)
+		rp.ErrorCode = kerr.KafkaStorageError.Code
+		return rp
+	}
+	got.Partition, got.LeaderEpoch = partition, -1
+	return got
+}
