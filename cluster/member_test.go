@@ -692,3 +692,83 @@ func TestCutOffFromEtcd(t *testing.T) {
 		t.Errorf("node 1's lease loss and return are not both logged")
 	}
 }
+
+// A node that joins is chosen for the next segment of partitions of a
+// busier node; that node hands each over at its roll: appends in flight
+// finish first and none follows, the chosen node leads from the old
+// leader's log end at the next epoch, and the spans say who holds what.
+// A handoff whose chosen node is gone by the time it writes is refused,
+// and the partition stays.
+func TestHandOffAtARoll(t *testing.T) {
+	h := newHarness(t)
+	m1 := h.join(1)
+	eventually(t, m1, 5*time.Second, "node 1 is not controller", func() bool { return m1.Controller() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m1.CreateTopic(ctx, "t", 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, m1, 5*time.Second, "t is not placed", placed(m1, "t", 4))
+	m2 := h.join(2)
+	var chosen []int32
+	eventually(t, m1, 5*time.Second, "node 2 is chosen for no partition's next segment", func() bool {
+		chosen = nil
+		for p := int32(0); p < 4; p++ {
+			if rec, _ := m1.Partition("t", p); rec.Next == 2 {
+				chosen = append(chosen, p)
+			}
+		}
+		return len(chosen) == 2
+	})
+	p := chosen[0]
+
+	// An append in flight holds the handoff back until it is done.
+	release, leads := m1.GuardAppend("t", p)
+	if !leads {
+		t.Fatal("node 1 does not lead the partition before handing it over")
+	}
+	sealed := make(chan struct{})
+	handed := make(chan error, 1)
+	go func() {
+		handed <- m1.HandOff(ctx, "t", p, func(context.Context) (int64, error) { close(sealed); return 1000, nil })
+	}()
+	select {
+	case <-sealed:
+		t.Fatal("the log was sealed while an append was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-handed; err != nil {
+		t.Fatal(err)
+	}
+	if _, leads := m1.GuardAppend("t", p); leads {
+		t.Error("node 1 still takes appends after handing the partition over")
+	}
+	eventually(t, m2, 5*time.Second, "node 2 does not lead the partition", func() bool { return m2.Leads("t", p) })
+	rec, _ := m2.Partition("t", p)
+	if want := []Span{{0, 1}, {1000, 2}}; rec.Epoch != 1 || rec.Next != 0 || !slices.Equal(rec.Spans, want) || !slices.Equal(rec.ISR, []int32{2}) {
+		t.Errorf("after the handoff: %+v, want leader 2 at epoch 1, spans %v", rec, want)
+	}
+	if node, end := rec.Holder(999); node != 1 || end != 1000 {
+		t.Errorf("offset 999 is on node %d up to %d, want node 1 up to 1000", node, end)
+	}
+	waitLog(t, h.logs, "handoff", "partition handed over at a roll", "t-"+fmt.Sprint(p), "to=2", "from_offset=1000")
+
+	// The chosen node goes while the log is being sealed: refused, and the
+	// partition is node 1's again.
+	q := chosen[1]
+	err := m1.HandOff(ctx, "t", q, func(context.Context) (int64, error) {
+		m2.Close()
+		return 500, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m1.Leads("t", q) {
+		t.Error("a refused handoff left the partition without its leader")
+	}
+	if rec, _ := m1.Partition("t", q); rec.Leader != 1 || rec.Epoch != 0 {
+		t.Errorf("a refused handoff changed the record: %+v", rec)
+	}
+	waitLog(t, h.logs, "refusal", "handoff refused", "t-"+fmt.Sprint(q))
+}
