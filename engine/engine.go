@@ -46,6 +46,7 @@ type Adapter struct {
 var (
 	_ store.Store   = (*Adapter)(nil)
 	_ store.Replica = (*Adapter)(nil)
+	_ store.Starter = (*Adapter)(nil)
 )
 
 // Open opens every engine the config names.
@@ -97,6 +98,12 @@ func (a *Adapter) SegmentEngine() *segment.Engine { return a.segment }
 
 func (a *Adapter) CreateShard(ctx context.Context, shard string) error {
 	return a.route(shard).CreateShard(ctx, shard)
+}
+
+// CreateShardAt makes the shard, in its topic's engine, beginning at start:
+// every engine is a store.Starter.
+func (a *Adapter) CreateShardAt(ctx context.Context, shard string, start uint64) error {
+	return a.route(shard).(store.Starter).CreateShardAt(ctx, shard, start)
 }
 
 func (a *Adapter) Append(ctx context.Context, shard string, recs []record.Record) (uint64, error) {

@@ -80,6 +80,49 @@ func TestTopicsRouteToTheirEngine(t *testing.T) {
 	}
 }
 
+// CreateShardAt reaches the shard's own engine, and each durable one keeps
+// the start across a restart.
+func TestCreateShardAtRoutesToTheEngine(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(t.TempDir())
+	a, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = 12345
+	shards := []struct {
+		name    string
+		durable bool
+	}{{"fast-0", false}, {"small-0", true}, {"orders-0", true}}
+	for _, sh := range shards {
+		if err := a.CreateShardAt(ctx, sh.name, start); err != nil {
+			t.Fatal(err)
+		}
+		if base, err := a.Append(ctx, sh.name, storetest.Records(3, 1)); err != nil || base != start {
+			t.Fatalf("%s: first append at %d, %v; want %d", sh.name, base, err, start)
+		}
+	}
+	if names, _ := a.SegmentEngine().Shards(ctx); len(names) != 1 || names[0] != "orders-0" {
+		t.Fatalf("segment engine holds %q, want the default-engine shard alone", names)
+	}
+	a.Close()
+	if a, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, sh := range shards {
+		low, high, err := a.Watermarks(ctx, sh.name)
+		switch {
+		case !sh.durable:
+			if err == nil {
+				t.Errorf("%s, a memory shard, is still there after a restart", sh.name)
+			}
+		case err != nil || low != start || high != start+3:
+			t.Errorf("%s after a restart: watermarks %d, %d, %v; want %d, %d", sh.name, low, high, err, start, start+3)
+		}
+	}
+}
+
 func TestUnknownEngine(t *testing.T) {
 	cfg := config(t.TempDir())
 	cfg.Topics["x"] = "tape"

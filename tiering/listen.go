@@ -64,6 +64,19 @@ type listener struct {
 }
 
 func (l *listener) shardCreated(sh segment.ShardMeta, _ segment.SegmentMeta) error {
+	if err := l.createShard(sh); err != nil {
+		return err
+	}
+	// A shard made at a start offset (CreateShardAt): the offsets below it
+	// are another node's, never this shard's to serve.
+	if sh.LowWatermark > 0 {
+		_, err := l.cat.SetLowWatermark(sh.Name, sh.LowWatermark)
+		return err
+	}
+	return nil
+}
+
+func (l *listener) createShard(sh segment.ShardMeta) error {
 	_, _, err := l.cat.CreateShard(sh.Name, sh.Created)
 	if !errors.Is(err, catalog.ErrExists) {
 		return err

@@ -135,3 +135,45 @@ func TestRetriedDeletionSparesTheNewShard(t *testing.T) {
 		t.Fatalf("the retried deletion of the old shard left %d of the new shard's %d objects in the bucket", n, tiered)
 	}
 }
+
+// A shard made at a start offset (another node holds the offsets below):
+// the catalog's low watermark is the start from its creation on, and its
+// segments begin there once sealed.
+func TestCatalogOfAShardMadeAtAStart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 4 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: Listen(cat, nil, "", quiet)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const start = 12345
+	if err := e.CreateShardAt(ctx, "at-0", start); err != nil {
+		t.Fatal(err)
+	}
+	e.SyncEvents()
+	if sh, err := cat.Shard("at-0"); err != nil || sh.LowWatermark != start {
+		t.Fatalf("the catalog's low watermark of a shard made at %d: %d, %v", start, sh.LowWatermark, err)
+	}
+	produce(t, e, "at-0", 10)
+	e.SyncEvents()
+	got, err := cat.Segments("at-0")
+	if err != nil || len(got) < 2 {
+		t.Fatalf("the catalog has %d segments, %v; want several", len(got), err)
+	}
+	held, _ := e.Segments("at-0")
+	for i, c := range got[:len(got)-1] {
+		if c.State != catalog.Sealed || c.StartOffset != held[i].StartOffset || c.EndOffset != held[i].EndOffset {
+			t.Errorf("catalog segment %+v; the engine holds %+v", c, held[i])
+		}
+	}
+	if got[0].StartOffset != start {
+		t.Errorf("the first sealed segment begins at %d in the catalog, want %d", got[0].StartOffset, start)
+	}
+}

@@ -40,6 +40,7 @@ type shard struct {
 var (
 	_ store.Store   = (*Store)(nil)
 	_ store.Replica = (*Store)(nil)
+	_ store.Starter = (*Store)(nil)
 )
 
 // New returns an empty store keeping at most maxRecords per shard (0: 1,000,000).
@@ -64,6 +65,11 @@ func (s *Store) shard(name string) (*shard, error) {
 }
 
 func (s *Store) CreateShard(ctx context.Context, name string) error {
+	return s.CreateShardAt(ctx, name, 0)
+}
+
+// CreateShardAt makes an empty shard whose first offset is start.
+func (s *Store) CreateShardAt(ctx context.Context, name string, start uint64) error {
 	if err := store.ValidateShard(name); err != nil {
 		return err
 	}
@@ -75,7 +81,7 @@ func (s *Store) CreateShard(ctx context.Context, name string) error {
 	if _, ok := s.shards[name]; ok {
 		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
 	}
-	s.shards[name] = &shard{keys: map[string][]uint64{}, tags: map[string][]uint64{}}
+	s.shards[name] = &shard{low: start, hw: start, keys: map[string][]uint64{}, tags: map[string][]uint64{}}
 	return nil
 }
 

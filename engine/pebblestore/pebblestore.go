@@ -69,6 +69,7 @@ func (m marks) meta() []byte {
 var (
 	_ store.Store   = (*Store)(nil)
 	_ store.Replica = (*Store)(nil)
+	_ store.Starter = (*Store)(nil)
 )
 
 // Open opens or creates the store in dir.
@@ -124,6 +125,12 @@ func (s *Store) shard(name string) (*shard, error) {
 }
 
 func (s *Store) CreateShard(ctx context.Context, name string) error {
+	return s.CreateShardAt(ctx, name, 0)
+}
+
+// CreateShardAt makes an empty shard whose first offset is start; its meta
+// entry, synced, keeps the start as both the low watermark and the log end.
+func (s *Store) CreateShardAt(ctx context.Context, name string, start uint64) error {
 	if err := store.ValidateShard(name); err != nil {
 		return err
 	}
@@ -135,7 +142,7 @@ func (s *Store) CreateShard(ctx context.Context, name string) error {
 	if _, ok := s.shards[name]; ok {
 		return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
 	}
-	sh := &shard{}
+	sh := &shard{marks: marks{low: start, end: start}}
 	if err := s.db.Set(metaKey(name), sh.meta(), pebble.Sync); err != nil {
 		return err
 	}

@@ -34,10 +34,20 @@ func TestMain(m *testing.M) {
 		lifecycleChild(dir, os.Getenv("STRATA_LIFECYCLE_STEP"))
 		return
 	}
+	if dir := os.Getenv("STRATA_START_DIR"); dir != "" {
+		startCrashChild(dir, os.Getenv("STRATA_START_STEP"))
+		return
+	}
 	os.Exit(m.Run())
 }
 
-var crashShards = []string{"crash-0", "crash-1", "crash-2"}
+// crashShards are the shards the writer appends to; crashStart gives the
+// ones made at a start offset (CreateShardAt) where they begin. Batch b
+// goes to shard b%5, and each goroutine takes every fourth batch, so every
+// goroutine writes to every shard.
+var crashShards = []string{"crash-0", "crash-1", "crash-2", "crash-3", "crash-4"}
+
+var crashStart = map[string]uint64{"crash-3": 12345, "crash-4": 1 << 40}
 
 // crashRecord is record i of batch b of run r: everything about it follows
 // from its value, so the checker can tell a whole record from a damaged one.
@@ -69,7 +79,7 @@ func crashWriter(dir, runStr string) {
 		os.Exit(1)
 	}
 	for _, s := range crashShards {
-		e.CreateShard(ctx, s)
+		e.CreateShardAt(ctx, s, crashStart[s])
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
@@ -181,8 +191,12 @@ func checkCrashData(t *testing.T, dir string, run int, acks map[string][]ack) {
 		if _, err := e.shard(shard); err != nil {
 			continue // killed before it was created
 		}
+		start := crashStart[shard]
+		if segs, _ := e.Segments(shard); len(segs) == 0 || segs[0].StartOffset != start {
+			t.Fatalf("after kill %d: %s's segments %+v; want the first at offset %d", run, shard, segs, start)
+		}
 		var all []record.Record
-		for from := uint64(0); ; {
+		for from := start; ; {
 			recs, err := e.Read(ctx, shard, from, store.Budget{MaxRecords: 1000})
 			if err != nil {
 				t.Fatalf("after kill %d: read %s at %d: %v", run, shard, from, err)
@@ -194,7 +208,7 @@ func checkCrashData(t *testing.T, dir string, run int, acks map[string][]ack) {
 			from = recs[len(recs)-1].Offset + 1
 		}
 		for i, r := range all {
-			if r.Offset != uint64(i) {
+			if r.Offset != start+uint64(i) {
 				t.Fatalf("after kill %d: %s record %d has offset %d", run, shard, i, r.Offset)
 			}
 			rr, b, j, ok := parseCrashValue(r.Value)
@@ -206,14 +220,14 @@ func checkCrashData(t *testing.T, dir string, run int, acks map[string][]ack) {
 		}
 		for _, a := range acks[shard] {
 			for i := 0; i < a.n; i++ {
-				at := a.base + uint64(i)
-				if at >= uint64(len(all)) {
-					t.Fatalf("after kill %d: %s lost acknowledged offset %d (run %d batch %d); log ends at %d", run, shard, at, a.run, a.batch, len(all))
+				at := a.base + uint64(i) - start
+				if a.base < start || at >= uint64(len(all)) {
+					t.Fatalf("after kill %d: %s lost acknowledged offset %d (run %d batch %d); log ends at %d", run, shard, a.base+uint64(i), a.run, a.batch, start+uint64(len(all)))
 				}
 				rr, b, j, _ := parseCrashValue(all[at].Value)
 				if rr != a.run || b != a.batch || j != i {
 					t.Fatalf("after kill %d: %s offset %d holds run %d batch %d #%d, but run %d batch %d #%d was acknowledged there",
-						run, shard, at, rr, b, j, a.run, a.batch, i)
+						run, shard, a.base+uint64(i), rr, b, j, a.run, a.batch, i)
 				}
 			}
 		}

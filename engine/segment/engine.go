@@ -153,6 +153,7 @@ type Engine struct {
 var (
 	_ store.Store   = (*Engine)(nil)
 	_ store.Replica = (*Engine)(nil)
+	_ store.Starter = (*Engine)(nil)
 )
 
 // shard is one log. Readers take mu.RLock for a consistent view of the
@@ -300,11 +301,17 @@ func (e *Engine) shard(name string) (*shard, error) {
 	return sh, nil
 }
 
-// CreateShard records the shard in the manifest and creates its first
-// segment. A shard of the same name still being deleted is waited for, and
-// a folder an earlier shard of that name left behind is moved aside, so
-// the new shard starts empty whatever happened before.
+// CreateShard makes a shard whose log begins at offset 0.
 func (e *Engine) CreateShard(ctx context.Context, name string) error {
+	return e.CreateShardAt(ctx, name, 0)
+}
+
+// CreateShardAt records the shard in the manifest, its low watermark and
+// its first segment's start offset both start, and creates that segment.
+// A shard of the same name still being deleted is waited for, and a folder
+// an earlier shard of that name left behind is moved aside, so the new
+// shard starts empty whatever happened before.
+func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) error {
 	if err := store.ValidateShard(name); err != nil {
 		return err
 	}
@@ -331,8 +338,8 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 		}
 	}
 	now := e.cfg.Now().UTC()
-	cs := ShardMeta{Name: name, Created: now}
-	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, Created: now}
+	cs := ShardMeta{Name: name, Created: now, LowWatermark: start}
+	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, StartOffset: start, Created: now}
 	b := e.manifest.NewBatch()
 	defer b.Close()
 	if err := putShard(b, cs); err != nil {
@@ -359,6 +366,9 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 	}
 	crashPoint("create:segment")
 	sh.segments = []*segment{s}
+	sh.mu.Lock()
+	sh.publishEnd(start)
+	sh.mu.Unlock()
 	e.shards[name] = sh
 	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
 		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", name, err)

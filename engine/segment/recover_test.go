@@ -23,7 +23,18 @@ var ctx = context.Background()
 
 func fill(t *testing.T, e *Engine, shard string, n int) []record.Record {
 	t.Helper()
-	if err := e.CreateShard(ctx, shard); err != nil && !errors.Is(err, store.ErrShardExists) {
+	return fillAt(t, e, shard, 0, n)
+}
+
+// fillAt appends n records to shard, made (if it is not there) beginning
+// at offset start, and returns them with the offsets they were given.
+func fillAt(t *testing.T, e *Engine, shard string, start uint64, n int) []record.Record {
+	t.Helper()
+	if err := e.CreateShardAt(ctx, shard, start); err != nil && !errors.Is(err, store.ErrShardExists) {
+		t.Fatal(err)
+	}
+	_, end, err := e.Watermarks(ctx, shard)
+	if err != nil {
 		t.Fatal(err)
 	}
 	recs := storetest.Records(n, 9)
@@ -33,7 +44,7 @@ func fill(t *testing.T, e *Engine, shard string, n int) []record.Record {
 		}
 	}
 	for i := range recs {
-		recs[i].Offset = uint64(i)
+		recs[i].Offset = end + uint64(i)
 	}
 	return recs
 }

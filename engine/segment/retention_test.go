@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -93,6 +94,14 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 // leader rolled (RollAt) holds the leader's bytes segment for segment, across
 // several rolls: same boundaries, same checksums, same files.
 func TestFollowerCopyIsByteIdentical(t *testing.T) {
+	// From 0, and from where an earlier leader's log stopped
+	// (CreateShardAt): both copies begin there.
+	for _, start := range []uint64{0, 12345} {
+		t.Run(fmt.Sprintf("from %d", start), func(t *testing.T) { testFollowerCopy(t, start) })
+	}
+}
+
+func testFollowerCopy(t *testing.T, start uint64) {
 	cfg := testConfig(t.TempDir())
 	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 2048, 5
 	leader := open(t, cfg)
@@ -102,12 +111,17 @@ func TestFollowerCopyIsByteIdentical(t *testing.T) {
 	fcfg.MaxSegmentBytes, fcfg.RollCheckInterval = 512, 1
 	follower := open(t, fcfg)
 	defer follower.Close()
-	fill(t, leader, "rep-0", 200)
+	fillAt(t, leader, "rep-0", start, 200)
 	segs, _ := leader.Segments("rep-0")
 	if len(segs) < 4 {
 		t.Fatalf("the leader rolled %d times; the test needs several", len(segs)-1)
 	}
-	follower.CreateShard(ctx, "rep-0")
+	if err := follower.CreateShardAt(ctx, "rep-0", start); err != nil {
+		t.Fatal(err)
+	}
+	if segs[0].StartOffset != start {
+		t.Fatalf("the leader's first segment starts at %d, want %d", segs[0].StartOffset, start)
+	}
 	for i, s := range segs {
 		end := s.EndOffset + 1
 		if s.State == SegmentActive {
@@ -158,7 +172,7 @@ func TestFollowerCopyIsByteIdentical(t *testing.T) {
 			t.Fatalf("segment %d: the follower's file differs from the leader's", s.No)
 		}
 	}
-	storetest.Equal(t, storetest.ReadAll(t, follower, "rep-0", 0), storetest.ReadAll(t, leader, "rep-0", 0))
+	storetest.Equal(t, storetest.ReadAll(t, follower, "rep-0", start), storetest.ReadAll(t, leader, "rep-0", start))
 }
 
 func TestScrubFindsCorruptSealedSegment(t *testing.T) {

@@ -83,6 +83,19 @@ type Replica interface {
 	TruncateTo(ctx context.Context, shard string, end uint64) error
 }
 
+// Starter is how a node takes over a partition whose earlier offsets
+// another node holds: when leadership moves at a segment roll, the new
+// leader's shard begins where the old leader's log stopped, and the offsets
+// below stay with the old node. CreateShard is CreateShardAt(ctx, shard, 0).
+// All three engines and the adapter implement Starter.
+type Starter interface {
+	// CreateShardAt makes an empty shard whose log begins at start: its low
+	// watermark, log end and high watermark are start, and the first Append
+	// is given offset start. ErrShardExists if it exists. The durable
+	// engines keep the start across a restart.
+	CreateShardAt(ctx context.Context, shard string, start uint64) error
+}
+
 // Budget bounds one read. Zero means no bound.
 type Budget struct {
 	MaxRecords int

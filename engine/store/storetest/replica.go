@@ -71,11 +71,15 @@ func mustTruncate(t *testing.T, s store.Store, shard string, end uint64) {
 	}
 }
 
-// readToEnd reads every record up to the log end.
+// readToEnd reads every record from the low watermark up to the log end.
 func readToEnd(t *testing.T, s store.Store, shard string) []record.Record {
 	t.Helper()
+	from, _, err := s.Watermarks(ctx, shard)
+	if err != nil {
+		t.Fatalf("Watermarks(%s): %v", shard, err)
+	}
 	var out []record.Record
-	for from := uint64(0); ; {
+	for {
 		recs, err := replica(t, s).ReadToLogEnd(ctx, shard, from, store.Budget{MaxRecords: 3})
 		if err != nil {
 			t.Fatalf("ReadToLogEnd(%s, %d): %v", shard, from, err)

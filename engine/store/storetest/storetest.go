@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
 		}{"SurvivesReopen", func(t *testing.T, s store.Store) { testReopen(t, s, opts.Reopen) }})
 	}
 	tests = append(tests, replicaTests(opts)...)
+	tests = append(tests, starterTests(opts)...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
