@@ -358,6 +358,7 @@ func TestNewNodeTakesNewTopicsAndNextSegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("partitions %v moved to node 3 at their rolls", moved)
 	for _, p := range view.Partitions {
 		if p.Topic != "old" || !slices.Contains(moved, p.Partition) {
 			continue
@@ -366,6 +367,7 @@ func TestNewNodeTakesNewTopicsAndNextSegments(t *testing.T) {
 			t.Errorf("old-%d moved to node 3, but its record says leader %d, epoch %d, spans %+v", p.Partition, p.Leader, p.Epoch, p.Spans)
 			continue
 		}
+		t.Logf("old-%d: leader %d, epoch %d, spans %+v, %d segments on node 3", p.Partition, p.Leader, p.Epoch, p.Spans, len(p.Segments))
 		for _, s := range p.Segments {
 			if int64(s.Start) < p.Spans[1].Start {
 				t.Errorf("node 3 holds old-%d from offset %d, before the handoff at %d: history was copied", p.Partition, s.Start, p.Spans[1].Start)
