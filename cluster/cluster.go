@@ -161,6 +161,8 @@ func (k keys) topics() string                  { return k.prefix + "/topics/" }
 func (k keys) topic(name string) string        { return k.topics() + name }
 func (k keys) partitions() string              { return k.prefix + "/partitions/" }
 func (k keys) topicPartitions(t string) string { return k.partitions() + t + "/" }
+func (k keys) loads() string                   { return k.prefix + "/loads/" }
+func (k keys) load(id int32) string            { return k.loads() + strconv.Itoa(int(id)) }
 
 // partition's number is zero-padded so a topic's partitions list in order.
 func (k keys) partition(t string, p int32) string {

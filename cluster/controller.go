@@ -87,8 +87,7 @@ func (m *Member) placementStateLocked() (State, revs) {
 		Partitions: make(map[TopicPartition]Partition, len(m.view.partitions))}
 	rv := revs{topics: map[string]int64{}, partitions: map[TopicPartition]int64{}}
 	for id := range m.view.nodes {
-		// Bytes per node are not known yet: leader counts alone spread load.
-		st.Live = append(st.Live, NodeLoad{ID: id})
+		st.Live = append(st.Live, NodeLoad{ID: id, Bytes: m.view.loads[id]})
 	}
 	for name, t := range m.view.topics {
 		st.Topics[name] = t.Topic

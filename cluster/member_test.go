@@ -772,3 +772,62 @@ func TestHandOffAtARoll(t *testing.T) {
 	}
 	waitLog(t, h.logs, "refusal", "handoff refused", "t-"+fmt.Sprint(q))
 }
+
+// A node's reported bytes reach the controller's placement state; a small
+// change is not written (etcd sees a write per tenth moved, not per
+// produce), and the report goes with the node's lease.
+func TestReportLoad(t *testing.T) {
+	h := newHarness(t)
+	m1 := h.join(1)
+	m2 := h.join(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bytesOf := func(id int32) (int64, bool) {
+		m1.mu.Lock()
+		defer m1.mu.Unlock()
+		st, _ := m1.placementStateLocked()
+		for _, n := range st.Live {
+			if n.ID == id {
+				return n.Bytes, true
+			}
+		}
+		return 0, false
+	}
+	for _, step := range []struct {
+		report, want int64
+	}{
+		{1000, 1000},
+		{1050, 1000}, // under a tenth: not written
+		{5000, 5000},
+		{0, 0},
+	} {
+		if err := m2.ReportLoad(ctx, step.report); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, m1, 5*time.Second, fmt.Sprintf("node 2 reported %d; the controller's state should say %d", step.report, step.want), func() bool {
+			b, ok := bytesOf(2)
+			return ok && b == step.want
+		})
+	}
+	rev := func() int64 {
+		resp, err := h.cli.Get(ctx, h.prefix+"/loads/2")
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("node 2's load key: %v, %v", resp, err)
+		}
+		return resp.Kvs[0].ModRevision
+	}
+	before := rev()
+	if err := m2.ReportLoad(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if after := rev(); after != before {
+		t.Errorf("an unchanged load was written again (revision %d -> %d)", before, after)
+	}
+	m2.Close()
+	eventually(t, m1, 5*time.Second, "node 2's load outlived its lease", func() bool {
+		m1.mu.Lock()
+		defer m1.mu.Unlock()
+		_, ok := m1.view.loads[2]
+		return !ok
+	})
+}

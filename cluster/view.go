@@ -25,6 +25,7 @@ const (
 	rangeController
 	rangeTopics
 	rangePartitions
+	rangeLoads
 	numRanges
 )
 
@@ -49,13 +50,14 @@ type view struct {
 	controllers map[string]controllerRec // election keys; the oldest is the controller
 	topics      map[string]topicRec
 	partitions  map[TopicPartition]partitionRec
+	loads       map[int32]int64 // bytes each node keeps, as it last reported
 	// revs holds, per range, the revision up to which it is known.
 	revs [numRanges]int64
 }
 
 func newView() view {
 	return view{nodes: map[int32]Node{}, nodeLeases: map[int32]int64{}, controllers: map[string]controllerRec{},
-		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}}
+		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}, loads: map[int32]int64{}}
 }
 
 func (v *view) controller() int32 {
@@ -69,7 +71,7 @@ func (v *view) controller() int32 {
 }
 
 func (k keys) ranges() [numRanges]string {
-	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions()}
+	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions(), k.loads()}
 }
 
 // apply folds one key's new value (nil: deleted) into the view.
@@ -129,11 +131,25 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 			return fmt.Errorf("partition key %q: %v", key, err)
 		}
 		v.partitions[tp] = partitionRec{Partition: rec, modRev: kv.ModRevision}
+	case rangeLoads:
+		id, err := strconv.ParseInt(strings.TrimPrefix(key, k.loads()), 10, 32)
+		if err != nil {
+			return fmt.Errorf("load key %q: %v", key, err)
+		}
+		if deleted {
+			delete(v.loads, int32(id))
+			return nil
+		}
+		var l load
+		if err := json.Unmarshal(kv.Value, &l); err != nil {
+			return fmt.Errorf("load key %q: %v", key, err)
+		}
+		v.loads[int32(id)] = l.Bytes
 	}
 	return nil
 }
 
-// list reads the four ranges at one revision and makes them the view.
+// list reads the ranges at one revision and makes them the view.
 func (m *Member) list(ctx context.Context) (int64, error) {
 	ranges := m.keys.ranges()
 	ops := make([]clientv3.Op, numRanges)

@@ -103,7 +103,7 @@ func etcdRestartedUnderLoad(t *testing.T, sig syscall.Signal, downFor time.Durat
 // a leader change, which bumps it.
 type partitionWatch struct {
 	mu     sync.Mutex
-	epochs map[string]int32 // key: last epoch
+	epochs map[string][2]int32 // key: last leader and epoch
 	writes map[string]int
 	bad    []string
 	cancel context.CancelFunc
@@ -118,7 +118,7 @@ func watchPartitions(t *testing.T, endpoint, prefix string) *partitionWatch {
 	}
 	t.Cleanup(func() { cli.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &partitionWatch{epochs: map[string]int32{}, writes: map[string]int{}, cancel: cancel, done: make(chan struct{})}
+	w := &partitionWatch{epochs: map[string][2]int32{}, writes: map[string]int{}, cancel: cancel, done: make(chan struct{})}
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -150,10 +150,12 @@ func (w *partitionWatch) put(key string, val []byte) {
 		w.bad = append(w.bad, key+": "+err.Error())
 		return
 	}
-	if last, ok := w.epochs[key]; ok && p.Epoch <= last {
-		w.bad = append(w.bad, key+": epoch "+itoa(last)+" then "+itoa(p.Epoch)+" (leader "+itoa(p.Leader)+")")
+	// A write that keeps the epoch may only change the plan for the next
+	// segment, never the leader.
+	if last, ok := w.epochs[key]; ok && (p.Epoch < last[1] || p.Epoch == last[1] && p.Leader != last[0]) {
+		w.bad = append(w.bad, key+": leader "+itoa(last[0])+" epoch "+itoa(last[1])+" then leader "+itoa(p.Leader)+" epoch "+itoa(p.Epoch))
 	}
-	w.epochs[key] = p.Epoch
+	w.epochs[key] = [2]int32{p.Leader, p.Epoch}
 	w.writes[key]++
 }
 

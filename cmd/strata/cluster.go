@@ -206,3 +206,45 @@ func sealActive(ctx context.Context, e *segment.Engine, shard string) (int64, er
 	}
 	return int64(end), nil
 }
+
+// reportLoad tells the cluster, every interval, the bytes of this node's
+// local segments, for placement to weigh (etcd is written only when the
+// figure moved by a tenth).
+func reportLoad(ctx context.Context, m *cluster.Member, e *segment.Engine, interval time.Duration, log *slog.Logger) {
+	for {
+		if n, err := localBytes(ctx, e); err != nil {
+			log.Warn("cluster: measuring this node's local bytes", "err", err)
+		} else if err := m.ReportLoad(ctx, n); err != nil && ctx.Err() == nil {
+			log.Warn("cluster: reporting this node's load", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+func localBytes(ctx context.Context, e *segment.Engine) (int64, error) {
+	shards, err := e.Shards(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, sh := range shards {
+		segs, err := e.Segments(sh)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		for _, s := range segs {
+			switch s.State {
+			case segment.SegmentSealed:
+				n += s.Size
+			case segment.SegmentActive:
+				b, _ := e.ActiveBytes(sh)
+				n += b
+			}
+		}
+	}
+	return n, nil
+}

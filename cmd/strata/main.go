@@ -250,6 +250,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		defer member.Close() // resigns and revokes the lease: others see this node go at once
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
 		go handOver(bg, member, store.SegmentEngine(), rolled, log.With("component", "cluster"))
+		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
 	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
