@@ -11,36 +11,100 @@ import (
 )
 
 // deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1
-// means the high watermark.
+// means the high watermark. On a split log the leader asks the nodes
+// holding the earlier parts to delete theirs, up to where each part ends,
+// and then deletes from its own; such a node takes a DeleteRecords for a
+// partition it no longer leads when the offset is within its part.
 func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Topics = eachPartition[kmsg.DeleteRecordsResponseTopic](r.Topics, func(topic string, p kmsg.DeleteRecordsRequestTopicPartition) kmsg.DeleteRecordsResponseTopicPartition {
 		rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 		rp.Partition, rp.LowWatermark = p.Partition, -1
+		shard := store.ShardName(topic, p.Partition)
+		parts := s.parts(topic, p.Partition)
 		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
+			// Within this node's earlier part, it is the part's to do;
+			// past it, the leader's (which asks this node for its part).
+			if end, ok := s.historyEnd(parts); ok && p.Offset >= 0 && p.Offset <= end {
+				rp.ErrorCode, rp.LowWatermark = s.deleteLocal(ctx, shard, p.Offset)
+			}
 			return rp
 		}
-		shard := store.ShardName(topic, p.Partition)
 		_, high, err := s.store.Watermarks(ctx, shard)
 		if err != nil {
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			return rp
 		}
-		off := uint64(p.Offset)
-		if p.Offset == -1 {
-			off = high
-		}
-		var oor *store.OutOfRangeError
-		switch err := s.store.DeleteBefore(ctx, shard, off); {
-		case errors.As(err, &oor), p.Offset < -1:
+		off := p.Offset
+		switch {
+		case p.Offset == -1:
+			off = int64(high)
+		case p.Offset < -1 || p.Offset > int64(high):
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
-		case err != nil:
-			rp.ErrorCode = kerr.UnknownServerError.Code
-		default:
-			low, _, _ := s.store.Watermarks(ctx, shard)
-			rp.LowWatermark = int64(low)
+			return rp
 		}
+		// The earlier parts first: a failure leaves the log's start where
+		// it was or further on, never a hole.
+		for i, part := range parts {
+			if part.Node == s.cluster.Self() || part.Start >= off {
+				continue
+			}
+			upTo := off
+			if i+1 < len(parts) {
+				upTo = min(off, parts[i+1].Start)
+			}
+			if rp.ErrorCode, rp.LowWatermark = s.deleteRemote(ctx, topic, p.Partition, part.Node, upTo); rp.ErrorCode != errNone {
+				return rp
+			}
+		}
+		if len(parts) > 0 && off <= s.ownStart(parts) {
+			return rp // all of it in the earlier parts
+		}
+		rp.ErrorCode, rp.LowWatermark = s.deleteLocal(ctx, shard, off)
 		return rp
 	})
 	return resp
 }
+
+func (s *Server) deleteLocal(ctx context.Context, shard string, off int64) (int16, int64) {
+	var oor *store.OutOfRangeError
+	switch err := s.store.DeleteBefore(ctx, shard, uint64(off)); {
+	case errors.As(err, &oor):
+		return kerr.OffsetOutOfRange.Code, -1
+	case errors.Is(err, store.ErrUnknownShard):
+		return kerr.UnknownTopicOrPartition.Code, -1
+	case err != nil:
+		s.log.Error("kafka: delete records", "shard", shard, "offset", off, "err", err)
+		return kerr.UnknownServerError.Code, -1
+	}
+	low, _, _ := s.store.Watermarks(ctx, shard)
+	return errNone, int64(low)
+}
+
+func (s *Server) deleteRemote(ctx context.Context, topic string, partition, node int32, off int64) (int16, int64) {
+	addr, ok := s.brokerAddr(node)
+	if !ok {
+		s.refusal("kafka: delete records: the node holding the partition's earlier offsets is not live", "topic", topic, "partition", partition, "node", node)
+		return kerr.KafkaStorageError.Code, -1
+	}
+	got, err := s.peers.deleteRecords(ctx, addr, topic, partition, off)
+	if err != nil {
+		s.refusal("kafka: delete records: asking the node holding the partition's earlier offsets", "topic", topic, "partition", partition, "node", node, "err", err)
+		return kerr.KafkaStorageError.Code, -1
+	}
+	return got.ErrorCode, got.LowWatermark
+}
+
+// historyEnd is where this node's part of a split log ends, when it holds
+// an earlier part (one that no longer grows).
+func (s *Server) historyEnd(parts []LogPart) (int64, bool) {
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i].Node == s.cluster.Self() {
+			return parts[i+1].Start, true
+		}
+	}
+	return 0, false
+}
+
+// ownStart is where the leader's part of a split log begins: the last.
+func (s *Server) ownStart(parts []LogPart) int64 { return parts[len(parts)-1].Start }

@@ -106,3 +106,28 @@ func (p *peers) close() {
 	}
 	p.clients = nil
 }
+
+// deleteRecords asks the node at addr to delete a partition's records
+// below offset, within the part it holds.
+func (p *peers) deleteRecords(ctx context.Context, addr, topic string, partition int32, offset int64) (kmsg.DeleteRecordsResponseTopicPartition, error) {
+	b, err := p.broker(addr)
+	if err != nil {
+		return kmsg.DeleteRecordsResponseTopicPartition{}, err
+	}
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, b)
+	if err != nil {
+		return kmsg.DeleteRecordsResponseTopicPartition{}, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return kmsg.DeleteRecordsResponseTopicPartition{}, fmt.Errorf("node at %s answered a DeleteRecords of %s-%d with %d topics", addr, topic, partition, len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions[0], nil
+}

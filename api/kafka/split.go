@@ -81,8 +81,9 @@ func (s *Server) readRemote(ctx context.Context, rd remoteRead) {
 }
 
 // listSplit answers ListOffsets for a timestamp (or -2, the earliest) on a
-// split log: the earliest is the first part's; a timestamp is looked up in
-// each part in offset order until one holds a record at or after it.
+// split log: the earliest is the first non-empty part's; a timestamp is
+// looked up in each part in offset order until one holds a record at or
+// after it.
 // local answers for this node's part.
 func (s *Server) listSplit(ctx context.Context, topic string, partition int32, parts []LogPart, ts int64,
 	local func() kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
@@ -93,8 +94,13 @@ func (s *Server) listSplit(ctx context.Context, topic string, partition int32, p
 		} else {
 			rp = s.listRemote(ctx, topic, partition, part.Node, ts)
 		}
-		last := i == len(parts)-1
-		if ts == -2 || rp.ErrorCode != errNone || rp.Offset >= 0 || last {
+		if i == len(parts)-1 || rp.ErrorCode != errNone {
+			return rp
+		}
+		// The earliest is the first part's, unless DeleteRecords emptied
+		// it; a time's offset is the first part's holding a record at or
+		// after it.
+		if ts == -2 && rp.Offset < parts[i+1].Start || ts >= 0 && rp.Offset >= 0 {
 			return rp
 		}
 	}

@@ -339,7 +339,10 @@ func TestNewNodeTakesNewTopicsAndNextSegments(t *testing.T) {
 	}
 	var moved []int32
 	deadline := time.Now().Add(90 * time.Second)
-	for i := 0; len(moved) == 0 || i < 3; i++ { // and more after the move
+	for i, after := 0, 0; after < 2; i++ { // and two rounds after the move
+		if len(moved) > 0 {
+			after++
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no partition of the old topic moved to the new node at its rolls; leaders %v", c.leaders(1, "old", allLed))
 		}
@@ -407,6 +410,37 @@ func TestNewNodeTakesNewTopicsAndNextSegments(t *testing.T) {
 		}
 		if o, _ := byTime.Lookup("old", p); o.Err != nil || o.Offset != 0 {
 			t.Errorf("old-%d's offset for a time before its first record, through its new leader: %d (%v), want 0", p, o.Offset, o.Err)
+		}
+	}
+	// DeleteRecords through any broker: first within the old node's part,
+	// then past the handoff into the new leader's; the earliest offset and
+	// the first record read follow.
+	p := moved[0]
+	var handoff int64
+	for _, vp := range view.Partitions {
+		if vp.Topic == "old" && vp.Partition == p {
+			handoff = vp.Spans[1].Start
+		}
+	}
+	for _, off := range []int64{handoff / 2, handoff + 5} {
+		del, err := adm.DeleteRecords(ctx, kadm.Offsets{"old": {p: {Topic: "old", Partition: p, At: off}}})
+		if err == nil {
+			err = del.Error()
+		}
+		if err != nil {
+			t.Fatalf("DeleteRecords old-%d before %d (the handoff is at %d): %v", p, off, handoff, err)
+		}
+		starts, err := adm.ListStartOffsets(ctx, "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := starts.Lookup("old", p); o.Offset != off {
+			t.Errorf("after DeleteRecords before %d (the handoff is at %d), old-%d's earliest offset is %d", off, handoff, p, o.Offset)
+		}
+		cl := c.client(1, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"old": {p: kgo.NewOffset().AtStart()}}))
+		fs := cl.PollRecords(ctx, 1)
+		if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != produced[p][off] {
+			t.Errorf("after DeleteRecords before %d, the first record of old-%d read is %v (%v), want %q", off, p, recs, fs.Errors(), produced[p][off])
 		}
 	}
 }
