@@ -29,7 +29,9 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		// wait still wakes this poll.
 		woken := s.appended.wait(shards)
 		resp, total := s.fetchOnce(ctx, r)
-		if total >= int(r.MinBytes) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
+		// As Kafka, an error answers at once: the client has to act on it
+		// (re-route, reset, retry), not wait for records.
+		if total >= int(r.MinBytes) || failed(resp) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
 			s.appended.cancel(shards, woken)
 			return resp
 		}
@@ -51,6 +53,17 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 	}
+}
+
+func failed(resp *kmsg.FetchResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != errNone {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
