@@ -13,14 +13,8 @@ import (
 
 // The replication seam (store.Replica): log end vs high watermark, and
 // truncation of a diverged suffix. Every engine implements it.
-func replicaTests(opts Options) []struct {
-	name string
-	fn   func(t *testing.T, s store.Store)
-} {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
-	}{
+func replicaTests(opts Options) []contractCase {
+	tests := []contractCase{
 		{"Replica/HighWatermarkFollowsLogEndUntilManaged", testHighWatermarkFollows},
 		{"Replica/ReadersNeverSeePastHighWatermark", testReadersStopAtHighWatermark},
 		{"Replica/HighWatermarkNeverMovesBack", testHighWatermarkNeverMovesBack},
@@ -28,10 +22,7 @@ func replicaTests(opts Options) []struct {
 		{"Replica/TruncateThenAppendContinuesAtNewEnd", testTruncateThenAppend},
 	}
 	if opts.Reopen != nil {
-		tests = append(tests, struct {
-			name string
-			fn   func(t *testing.T, s store.Store)
-		}{"Replica/SurvivesReopen", func(t *testing.T, s store.Store) { testReplicaReopen(t, s, opts.Reopen) }})
+		tests = append(tests, contractCase{"Replica/SurvivesReopen", func(t *testing.T, s store.Store) { testReplicaReopen(t, s, opts.Reopen) }})
 	}
 	return tests
 }

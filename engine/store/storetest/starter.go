@@ -14,24 +14,15 @@ import (
 // A shard that begins at an offset (store.Starter): the shard a node makes
 // when it takes over a partition whose earlier offsets another node holds.
 // Every engine implements it.
-func starterTests(opts Options) []struct {
-	name string
-	fn   func(t *testing.T, s store.Store)
-} {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
-	}{
+func starterTests(opts Options) []contractCase {
+	tests := []contractCase{
 		{"Starter/EmptyShardBeginsAtStart", testStartEmpty},
 		{"Starter/AppendsBeginAtStart", testStartAppends},
 		{"Starter/AppendAtBeginsAtStart", testStartAppendAt},
 		{"Starter/Names", testStartNames},
 	}
 	if opts.Reopen != nil {
-		tests = append(tests, struct {
-			name string
-			fn   func(t *testing.T, s store.Store)
-		}{"Starter/SurvivesReopen", func(t *testing.T, s store.Store) { testStartReopen(t, s, opts.Reopen) }})
+		tests = append(tests, contractCase{"Starter/SurvivesReopen", func(t *testing.T, s store.Store) { testStartReopen(t, s, opts.Reopen) }})
 	}
 	return tests
 }

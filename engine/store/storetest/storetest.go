@@ -22,12 +22,15 @@ type Options struct {
 	Reopen func(t *testing.T, s store.Store) store.Store
 }
 
+// contractCase is one case of the suite, run on a fresh store.
+type contractCase struct {
+	name string
+	fn   func(t *testing.T, s store.Store)
+}
+
 // Run runs the suite against stores made by open, each empty.
 func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
-	}{
+	tests := []contractCase{
 		{"ShardNames", testShardNames},
 		{"RoundTrip", testRoundTrip},
 		{"ConcurrentBatchesKeepOrder", testConcurrentBatches},
@@ -39,10 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
 		{"DeleteShard", testDeleteShard},
 	}
 	if opts.Reopen != nil {
-		tests = append(tests, struct {
-			name string
-			fn   func(t *testing.T, s store.Store)
-		}{"SurvivesReopen", func(t *testing.T, s store.Store) { testReopen(t, s, opts.Reopen) }})
+		tests = append(tests, contractCase{"SurvivesReopen", func(t *testing.T, s store.Store) { testReopen(t, s, opts.Reopen) }})
 	}
 	tests = append(tests, replicaTests(opts)...)
 	tests = append(tests, starterTests(opts)...)
