@@ -31,7 +31,8 @@ type cluster struct {
 	etcd  string
 	pfx   string
 	nodes map[int32]*testsvc.Process
-	sets  []string // more settings for every node
+	sets  []string  // more settings for every node
+	opts  []kgo.Opt // more options for every client (TLS, SASL)
 }
 
 const sessionTTL = 2 * time.Second
@@ -54,7 +55,7 @@ func (c *cluster) add(id int32) *testsvc.Process {
 
 func (c *cluster) client(id int32, opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.nodes[id].Kafka)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.nodes[id].Kafka)}, c.opts...), opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

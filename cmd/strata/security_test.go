@@ -3,19 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -33,79 +26,6 @@ import (
 
 	"strata/internal/testsvc"
 )
-
-// testCA makes certificates for 127.0.0.1 at test time: nothing is committed.
-type testCA struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	pemFile string
-	pool    *x509.CertPool
-}
-
-func newTestCA(t *testing.T, dir string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "strata test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, pemFile: filepath.Join(dir, "ca.pem"), pool: x509.NewCertPool()}
-	ca.pool.AddCert(cert)
-	writeFileAtomic(t, ca.pemFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return ca
-}
-
-// issue writes a certificate for 127.0.0.1 with serial to certFile and
-// keyFile, replacing them atomically (as an operator's tooling would).
-func (ca *testCA) issue(t *testing.T, certFile, keyFile string, serial int64, client bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	writeFileAtomic(t, keyFile, keyPEM)
-	writeFileAtomic(t, certFile, certPEM)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair
-}
-
-func writeFileAtomic(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // servedSerial is the serial of the certificate addr presents.
 func servedSerial(addr string, roots *x509.CertPool) (int64, error) {
@@ -217,9 +137,9 @@ const (
 // reloaded with SIGHUP; then its whole output is searched for passwords.
 func TestSecureServe(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir)
+	ca := testsvc.NewCA(t, dir)
 	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
-	ca.issue(t, certFile, keyFile, 100, false)
+	ca.Issue(t, certFile, keyFile, 100, false)
 	usersFile := filepath.Join(dir, "users.yaml")
 	users := fmt.Sprintf(`users:
   - name: reader
@@ -228,7 +148,7 @@ func TestSecureServe(t *testing.T) {
   - name: javauser
     permissions: [{operation: produce, topic_prefix: "java."}, {operation: consume, topic_prefix: "java."}]
 `, readerPassword)
-	writeFileAtomic(t, usersFile, []byte(users))
+	testsvc.WriteFileAtomic(t, usersFile, []byte(users))
 	configFile := filepath.Join(dir, "strata.yaml")
 	config := fmt.Sprintf(`data_dir: %[1]s/data
 kafka_addr: 127.0.0.1:0
@@ -247,7 +167,7 @@ kafka:
         permissions: [{operation: admin, topic_prefix: ""}]
     users_file: %[5]s
 `, dir, certFile, keyFile, rootPassword, usersFile)
-	writeFileAtomic(t, configFile, []byte(config))
+	testsvc.WriteFileAtomic(t, configFile, []byte(config))
 
 	var printed strings.Builder
 	if err := printConfig([]string{"--config", configFile}, &printed); err != nil {
@@ -258,7 +178,7 @@ kafka:
 	}
 
 	p := startStrataProcess(t, "--config", configFile)
-	tlsCfg := &tls.Config{RootCAs: ca.pool}
+	tlsCfg := &tls.Config{RootCAs: ca.Pool}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	newClient := func(t *testing.T, mech, user, password string, opts ...kgo.Opt) *kgo.Client {
@@ -336,7 +256,7 @@ kafka:
 			t.Fatalf("https admin: %v %v", err, resp)
 		}
 		resp.Body.Close()
-		t.Setenv("STRATA_ADMIN_CA", ca.pemFile)
+		t.Setenv("STRATA_ADMIN_CA", ca.PEMFile)
 		var out strings.Builder
 		if err := tierCmd([]string{"run", "--admin-addr", p.admin}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
 			t.Fatalf("strata tier run over https: %v\n%s", err, out.String())
@@ -353,7 +273,7 @@ kafka:
 			defer kcancel()
 			cmd := exec.CommandContext(kctx, kcat, append([]string{"-b", p.kafka, "-X", "security.protocol=SASL_SSL",
 				"-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=root", "-X", "sasl.password=" + password,
-				"-X", "ssl.ca.location=" + ca.pemFile}, args...)...)
+				"-X", "ssl.ca.location=" + ca.PEMFile}, args...)...)
 			cmd.Stdin = strings.NewReader(stdin)
 			out, err := cmd.CombinedOutput()
 			return string(out), err
@@ -386,7 +306,7 @@ kafka:
 		java := func(args ...string) (string, int) {
 			jctx, jcancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer jcancel()
-			out, err := exec.CommandContext(jctx, "java", append([]string{"-cp", classes + ":" + classpath, "SaslClient", p.kafka, ca.pemFile}, args...)...).CombinedOutput()
+			out, err := exec.CommandContext(jctx, "java", append([]string{"-cp", classes + ":" + classpath, "SaslClient", p.kafka, ca.PEMFile}, args...)...).CombinedOutput()
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
 				return string(out), exit.ExitCode()
@@ -411,19 +331,19 @@ kafka:
 
 	t.Run("SIGHUP reloads certificates and users", func(t *testing.T) {
 		for _, addr := range []string{p.kafka, p.admin} {
-			if s, err := servedSerial(addr, ca.pool); err != nil || s != 100 {
+			if s, err := servedSerial(addr, ca.Pool); err != nil || s != 100 {
 				t.Fatalf("%s serves serial %d (%v), want 100", addr, s, err)
 			}
 		}
-		ca.issue(t, certFile, keyFile, 101, false)
-		writeFileAtomic(t, usersFile, []byte(users+fmt.Sprintf("  - name: late\n    password: %s\n", latePassword)))
+		ca.Issue(t, certFile, keyFile, 101, false)
+		testsvc.WriteFileAtomic(t, usersFile, []byte(users+fmt.Sprintf("  - name: late\n    password: %s\n", latePassword)))
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for _, addr := range []string{p.kafka, p.admin} {
 			for {
-				s, err := servedSerial(addr, ca.pool)
+				s, err := servedSerial(addr, ca.Pool)
 				if err == nil && s == 101 {
 					break
 				}
@@ -470,11 +390,11 @@ kafka:
 // CA signed.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir)
+	ca := testsvc.NewCA(t, dir)
 	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
-	ca.issue(t, certFile, keyFile, 7, false)
-	clientCert := ca.issue(t, filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"), 8, true)
-	tlsKeys := []string{"cert_file=" + certFile, "key_file=" + keyFile, "client_ca_file=" + ca.pemFile}
+	ca.Issue(t, certFile, keyFile, 7, false)
+	clientCert := ca.Issue(t, filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"), 8, true)
+	tlsKeys := []string{"cert_file=" + certFile, "key_file=" + keyFile, "client_ca_file=" + ca.PEMFile}
 	var sets []string
 	for _, k := range tlsKeys {
 		sets = append(sets, "kafka.tls."+k, "admin_tls."+k)
@@ -491,7 +411,7 @@ func TestMutualTLS(t *testing.T) {
 		{"without", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tlsCfg := &tls.Config{RootCAs: ca.pool, Certificates: tc.certs}
+			tlsCfg := &tls.Config{RootCAs: ca.Pool, Certificates: tc.certs}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka), kgo.DialTLSConfig(tlsCfg), kgo.RequestRetries(0), kgo.RetryTimeout(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
