@@ -12,8 +12,8 @@ import (
 // Metrics counts what every instrumented Bucket does, labelled by backend
 // and operation. Create one per registry and Instrument each bucket with it.
 type Metrics struct {
-	ops      *prometheus.CounterVec
-	failures *prometheus.CounterVec
+	ops       *prometheus.CounterVec
+	failures  *prometheus.CounterVec
 	bytes     *prometheus.CounterVec
 	conflicts *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
@@ -62,7 +62,7 @@ func (m *Metrics) Instrument(b Bucket) Bucket {
 
 type opMetrics struct {
 	ops, failures, bytes, conflicts prometheus.Counter
-	duration             prometheus.Observer
+	duration                        prometheus.Observer
 }
 
 type instrumented struct {
