@@ -52,7 +52,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			f.FailNth(objstore.OpStat, 1, nil)
 		}, catalog.Sealed, 0, false},
 		{"manifest write fails", func(t *testing.T, r *rig, f *faulty.Bucket) {
-			f.FailNth(objstore.OpUpload, 2, nil) // 1: the object, 2: the manifest
+			f.FailNth(objstore.OpUploadIf, 1, nil) // the manifest
 		}, catalog.Sealed, 1, false}, // the object stays until the retry replaces it
 		{"died after marking uploading", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			s := firstSegment(t, r)
