@@ -68,12 +68,12 @@ type RunSummary struct {
 	Adopted []UploadSummary `json:"adopted,omitempty"`
 	// ClaimsLost counts shards whose next segment another node was tiering
 	// (claimed): they wait for the next run.
-	ClaimsLost     int   `json:"claims_lost,omitempty"`
-	Bytes          int64 `json:"bytes"`
-	DroppedLocal   int             `json:"dropped_local"`
-	Expired        int             `json:"expired"`
-	OrphansDeleted int             `json:"orphans_deleted"`
-	Errors         []RunError      `json:"errors"`
+	ClaimsLost     int        `json:"claims_lost,omitempty"`
+	Bytes          int64      `json:"bytes"`
+	DroppedLocal   int        `json:"dropped_local"`
+	Expired        int        `json:"expired"`
+	OrphansDeleted int        `json:"orphans_deleted"`
+	Errors         []RunError `json:"errors"`
 }
 
 // Step names the part of a run a failure happened in.
