@@ -433,7 +433,8 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// lease is the current session's lease, 0 between sessions (tests).
+// lease is the current session's lease, 0 between sessions: what claims
+// are held under (claims.go).
 func (m *Member) lease() clientv3.LeaseID {
 	m.mu.Lock()
 	defer m.mu.Unlock()

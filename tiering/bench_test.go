@@ -275,7 +275,8 @@ func BenchmarkTieringConvert1GiB(b *testing.B) {
 		Reference: "budget", ReferenceValue: 256, Target: "<= 1.00", Runs: runs})
 
 	// An upload commits the segment as cold; each run starts from the
-	// catalog as it was before the first.
+	// catalog as it was before the first, and without the manifest entry
+	// (which would make the next run adopt the object instead of uploading).
 	e.SyncEvents()
 	sh, _ := cat.Shard("conv-0")
 	before, _ := cat.Segments("conv-0")
@@ -288,9 +289,12 @@ func BenchmarkTieringConvert1GiB(b *testing.B) {
 			if err := cat.Restore(sh, before); err != nil {
 				b.Fatal(err)
 			}
+			if err := sb.Delete(ctx, Location{"conv", 0}.ManifestKey(job.Prefix)); err != nil {
+				b.Fatal(err)
+			}
 		}
 		t0 := time.Now()
-		up, err := job.upload(ctx, "conv-0", s, nil)
+		up, _, err := job.upload(ctx, "conv-0", s, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,25 +41,27 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 		wantObjects int
 		// crashed: the fault is a process that died; no faulty run follows
 		crashed bool
+		// adopted: segments the clean run finds in the manifest already
+		adopted int
 	}{
 		{"stream cut mid-upload", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			f.CutNextUpload(3000, nil)
-		}, catalog.Sealed, 0, false},
+		}, catalog.Sealed, 0, false, 0},
 		{"upload refused", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			f.FailNth(objstore.OpUpload, 1, nil)
-		}, catalog.Sealed, 0, false},
+		}, catalog.Sealed, 0, false, 0},
 		{"verify cannot stat", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			f.FailNth(objstore.OpStat, 1, nil)
-		}, catalog.Sealed, 0, false},
+		}, catalog.Sealed, 0, false, 0},
 		{"manifest write fails", func(t *testing.T, r *rig, f *faulty.Bucket) {
-			f.FailNth(objstore.OpUpload, 2, nil) // 1: the object, 2: the manifest
-		}, catalog.Sealed, 1, false}, // the object stays until the retry replaces it
+			f.FailNth(objstore.OpUploadIf, 1, nil) // the manifest
+		}, catalog.Sealed, 1, false, 0}, // the object stays until the retry replaces it
 		{"died after marking uploading", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			s := firstSegment(t, r)
 			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
 				c.UploadStarted = time.Now().Add(-time.Hour)
 			})
-		}, catalog.Uploading, 0, true},
+		}, catalog.Uploading, 0, true, 0},
 		{"died after the upload, before the commit", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			// Upload the object the way the job would, then leave the catalog at uploading.
 			s := firstSegment(t, r)
@@ -72,7 +74,27 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
 				c.UploadStarted = time.Now().Add(-time.Hour)
 			})
-		}, catalog.Uploading, 1, true},
+		}, catalog.Uploading, 1, true, 0},
+		{"died after the manifest write, before the commit", func(t *testing.T, r *rig, f *faulty.Bucket) {
+			s := firstSegment(t, r)
+			loc, _ := LocationOf("orders-0")
+			key := loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset)
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(r.job.convert("orders-0", s, pw)) }()
+			if err := f.Bucket.Upload(context.Background(), key, pr); err != nil {
+				t.Fatal(err)
+			}
+			size, err := r.job.verify(context.Background(), key, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.job.addToManifest(context.Background(), "orders-0", loc, key, s, size); err != nil {
+				t.Fatal(err)
+			}
+			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+				c.UploadStarted = time.Now().Add(-time.Hour)
+			})
+		}, catalog.Uploading, 1, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -99,8 +121,8 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 
 			r.job.Policy.LocalRetention = 0
 			r.job.Policy.StaleUpload = time.Nanosecond
-			if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
-				t.Fatalf("clean run: %v %v", err, sum.Errors)
+			if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Adopted) != tc.adopted {
+				t.Fatalf("clean run: %d adopted (want %d), %v %v", len(sum.Adopted), tc.adopted, err, sum.Errors)
 			}
 			segs, _ := r.catalog().Segments("orders-0")
 			for _, s := range segs[:len(segs)-1] {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -45,22 +46,34 @@ type Job struct {
 	// one by default; replication adds remote replicas here).
 	Replicas Replicas
 
-	running sync.Mutex
-	mu      sync.Mutex
-	history []RunSummary
-	failed  map[Step]uint64 // every error since the start, by step
+	// Claims, in a cluster, makes sure one node at a time tiers a segment
+	// several nodes hold; nil on a single node, where there is no one to
+	// share with.
+	Claims Claims
+
+	running    sync.Mutex
+	mu         sync.Mutex
+	history    []RunSummary
+	failed     map[Step]uint64 // every error since the start, by step
+	claimsLost atomic.Uint64
 }
 
 // RunSummary is what one pass did.
 type RunSummary struct {
-	Started        time.Time       `json:"started"`
-	Finished       time.Time       `json:"finished"`
-	Uploaded       []UploadSummary `json:"uploaded"`
-	Bytes          int64           `json:"bytes"`
-	DroppedLocal   int             `json:"dropped_local"`
-	Expired        int             `json:"expired"`
-	OrphansDeleted int             `json:"orphans_deleted"`
-	Errors         []RunError      `json:"errors"`
+	Started  time.Time       `json:"started"`
+	Finished time.Time       `json:"finished"`
+	Uploaded []UploadSummary `json:"uploaded"`
+	// Adopted lists segments whose object was already in the bucket, made
+	// by another node from an identical copy: recorded, not uploaded.
+	Adopted []UploadSummary `json:"adopted,omitempty"`
+	// ClaimsLost counts shards whose next segment another node was tiering
+	// (claimed): they wait for the next run.
+	ClaimsLost     int        `json:"claims_lost,omitempty"`
+	Bytes          int64      `json:"bytes"`
+	DroppedLocal   int        `json:"dropped_local"`
+	Expired        int        `json:"expired"`
+	OrphansDeleted int        `json:"orphans_deleted"`
+	Errors         []RunError `json:"errors"`
 }
 
 // Step names the part of a run a failure happened in.
@@ -127,6 +140,33 @@ func (j *Job) replicas() Replicas {
 	}
 	return LocalReplica{j.Engine}
 }
+
+// Claims makes sure one node at a time tiers a segment that several nodes
+// hold: after a leadership move or with replication, identical copies of
+// one sealed segment sit on several nodes that share the bucket. A segment
+// is named by its shard and offsets, not its number, which each node gives
+// its own segments.
+type Claims interface {
+	// Claim takes the segment for this node; ok is false while another
+	// node holds it. release gives it back. A claim is held under the
+	// claimant's lease, so a node that dies loses its claims when its
+	// lease expires.
+	Claim(ctx context.Context, shard string, startOffset, endOffset uint64) (release func(), ok bool, err error)
+}
+
+// errClaimedElsewhere: another node is tiering the segment; it is not an
+// error of this node's run.
+var errClaimedElsewhere = errors.New("the segment is claimed by another node")
+
+// ErrCopiesDiffer is wrapped by the error of a segment whose offsets the
+// bucket already holds, made from a copy with other bytes than this node's:
+// two nodes' copies of one offset range disagree, which replication must
+// never let happen. The job neither uses that object nor uploads over it.
+var ErrCopiesDiffer = errors.New("copies of the segment differ")
+
+// ClaimsLost counts, since the start, the segments this node left to the
+// node that had claimed them.
+func (j *Job) ClaimsLost() uint64 { return j.claimsLost.Load() }
 
 // ErrRunning is returned by Run while another pass is in progress.
 var ErrRunning = errors.New("a tiering run is already in progress")
@@ -211,12 +251,25 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			}
 			plan := PlanShard(j.now(), segs, j.Policy)
 			for _, s := range plan.Upload {
-				up, err := j.upload(gctx, shard, s, limiter)
+				up, adopted, err := j.upload(gctx, shard, s, limiter)
+				if errors.Is(err, errClaimedElsewhere) {
+					// The claimant uploads it; the next run finds its object
+					// in the manifest and records it. Later segments wait.
+					j.claimsLost.Add(1)
+					j.log().Debug("segment claimed by another node; it waits for the next run", "shard", shard,
+						"segment", s.No, "start_offset", s.StartOffset, "end_offset", s.EndOffset)
+					record(func() { sum.ClaimsLost++ })
+					break
+				}
 				if err != nil {
 					failed(StepUpload, shard, s.No, err)
 					break // later segments wait, so the cold tier stays contiguous
 				}
 				record(func() {
+					if adopted {
+						sum.Adopted = append(sum.Adopted, up)
+						return
+					}
 					sum.Uploaded = append(sum.Uploaded, up)
 					sum.Bytes += up.ObjectBytes
 				})
@@ -273,7 +326,8 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		j.history = j.history[len(j.history)-20:]
 	}
 	j.mu.Unlock()
-	j.log().Info("tiering run", "uploaded", len(sum.Uploaded), "bytes", sum.Bytes, "dropped_local", sum.DroppedLocal,
+	j.log().Info("tiering run", "uploaded", len(sum.Uploaded), "adopted", len(sum.Adopted), "claims_lost", sum.ClaimsLost,
+		"bytes", sum.Bytes, "dropped_local", sum.DroppedLocal,
 		"orphans_deleted", sum.OrphansDeleted, "errors", len(sum.Errors), "took", sum.Finished.Sub(sum.Started))
 	return sum, nil
 }
@@ -290,13 +344,36 @@ const (
 // key, verifies the object, records it in the bucket manifest and commits
 // it in the catalog. Until the commit the segment is not cold: a crash at
 // any step leaves it sealed or uploading, and the next run does it again
-// over the same key.
-func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limiter *rate.Limiter) (UploadSummary, error) {
+// over the same key. In a cluster it first claims the segment
+// (errClaimedElsewhere if another node has), and an object another node
+// already tiered from an identical copy is adopted instead (adopted true).
+func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limiter *rate.Limiter) (up UploadSummary, adopted bool, err error) {
 	loc, err := LocationOf(shard)
 	if err != nil {
-		return UploadSummary{}, err
+		return UploadSummary{}, false, err
 	}
 	key := loc.ObjectKey(j.Prefix, s.StartOffset, s.EndOffset)
+	mkey := loc.ManifestKey(j.Prefix)
+	if j.Claims != nil {
+		release, ok, err := j.Claims.Claim(ctx, shard, s.StartOffset, s.EndOffset)
+		if err != nil {
+			return UploadSummary{}, false, fmt.Errorf("claiming offsets %d to %d: %w", s.StartOffset, s.EndOffset, err)
+		}
+		if !ok {
+			return UploadSummary{}, false, errClaimedElsewhere
+		}
+		defer release() // after the manifest and the catalog say where the object is
+	}
+	// Another node may have tiered its copy of these offsets already (or
+	// this node's run died after its manifest write).
+	m, err := readManifest(ctx, j.Bucket, mkey)
+	if err != nil {
+		return UploadSummary{}, false, err
+	}
+	if e, ok := m.entry(s.StartOffset, s.EndOffset); ok {
+		up, err := j.adopt(ctx, shard, s, mkey, e)
+		return up, true, err
+	}
 	if s.State == catalog.Uploading {
 		// A run died mid-upload: drop any parts it left before trying again
 		// (a failure here only leaves parts behind; the upload goes on).
@@ -307,13 +384,13 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Uploading, func(c *catalog.Segment) {
 		c.ObjectKey, c.UploadStarted = key, j.now().UTC()
 	}); err != nil {
-		return UploadSummary{}, err
+		return UploadSummary{}, false, err
 	}
-	abandon := func(err error) (UploadSummary, error) {
+	abandon := func(err error) (UploadSummary, bool, error) {
 		if _, terr := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); terr != nil {
 			err = errors.Join(err, fmt.Errorf("returning the segment to sealed: %w", terr))
 		}
-		return UploadSummary{}, err
+		return UploadSummary{}, false, err
 	}
 
 	pr, pw := io.Pipe()
@@ -342,14 +419,49 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}); err != nil {
 		if errors.Is(err, catalog.ErrNotFound) {
 			// The shard was deleted while its segment was on the way up: what
-			// this upload wrote must not outlive it.
+			// this upload wrote must not outlive it. Only its own entry leaves
+			// the manifest: others may be other nodes'.
 			j.Bucket.Delete(ctx, key)
-			j.Bucket.Delete(ctx, loc.ManifestKey(j.Prefix))
+			updateManifest(ctx, j.Bucket, mkey, func(m *Manifest) (bool, error) { return m.remove(key), nil })
+		}
+		return UploadSummary{}, false, err
+	}
+	j.log().Info("segment tiered", "shard", shard, "segment", s.No, "key", key, "records", s.Records, "bytes", size)
+	return UploadSummary{Shard: shard, Segment: s.No, Key: key, Records: s.Records, ObjectBytes: size}, false, nil
+}
+
+// adopt records as the segment's cold copy the object the manifest lists
+// for exactly its offsets, made from another copy of it (another node's,
+// or this node's in a run that died before its catalog commit): nothing is
+// converted or uploaded. The copies must be the same bytes: the entry's
+// checksum, size and record count must be this segment's, and the object's
+// footer must describe it (as after an upload).
+func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey string, e ManifestEntry) (UploadSummary, error) {
+	if e.SegmentChecksum != s.Checksum || e.SegmentBytes != s.Size || e.Records != s.Records {
+		return UploadSummary{}, fmt.Errorf("manifest %s lists %s for offsets %d to %d, made from a copy of %d bytes, %d records, crc32c %08x; "+
+			"this node's copy was sealed with %d bytes, %d records, crc32c %08x: the copies differ, so this node neither uses that object nor uploads over it: %w",
+			mkey, e.Key, e.StartOffset, e.EndOffset, e.SegmentBytes, e.Records, e.SegmentChecksum, s.Size, s.Records, s.Checksum, ErrCopiesDiffer)
+	}
+	size, err := j.verify(ctx, e.Key, s)
+	if err != nil {
+		return UploadSummary{}, fmt.Errorf("the object %s already tiered for these offsets: %w", e.Key, err)
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Uploading, func(c *catalog.Segment) {
+		c.ObjectKey, c.UploadStarted = e.Key, j.now().UTC()
+	}); err != nil {
+		return UploadSummary{}, err
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
+		c.ObjectKey, c.ObjectSize, c.TieredAt = e.Key, size, j.now().UTC()
+	}); err != nil {
+		if _, terr := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); terr != nil && !errors.Is(terr, catalog.ErrNotFound) {
+			err = errors.Join(err, fmt.Errorf("returning the segment to sealed: %w", terr))
 		}
 		return UploadSummary{}, err
 	}
-	j.log().Info("segment tiered", "shard", shard, "segment", s.No, "key", key, "records", s.Records, "bytes", size)
-	return UploadSummary{Shard: shard, Segment: s.No, Key: key, Records: s.Records, ObjectBytes: size}, nil
+	j.log().Info("segment already tiered from an identical copy; its object recorded", "shard", shard, "segment", s.No,
+		"key", e.Key, "records", s.Records, "bytes", size)
+	return UploadSummary{Shard: shard, Segment: s.No, Key: e.Key, Records: s.Records, ObjectBytes: size}, nil
 }
 
 // convert streams the local copy into Parquet, and fails (so the upload
@@ -406,18 +518,17 @@ func (j *Job) verify(ctx context.Context, key string, s catalog.Segment) (int64,
 	return a.Size, nil
 }
 
-// Manifests are read-modify-written; shards run one at a time per shard.
+// addToManifest records the object in the shard's manifest, beside the
+// entries other nodes write at the same time (updateManifest).
 func (j *Job) addToManifest(ctx context.Context, shard string, loc Location, key string, s catalog.Segment, size int64) error {
-	mkey := loc.ManifestKey(j.Prefix)
-	m, err := readManifest(ctx, j.Bucket, mkey)
-	if err != nil {
-		return err
-	}
-	m.Version, m.Shard, m.Topic, m.Partition = 1, shard, loc.Topic, loc.Partition
-	m.put(ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
+	e := ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
 		MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
-		SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: size})
-	return writeManifest(ctx, j.Bucket, mkey, m)
+		SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: size}
+	return updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+		m.Version, m.Shard, m.Topic, m.Partition = 1, shard, loc.Topic, loc.Partition
+		m.put(e)
+		return true, nil
+	})
 }
 
 // catchUp finishes what a crash interrupted after the catalog changed and
@@ -492,13 +603,10 @@ func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error
 		if err != nil {
 			return err
 		}
-		mkey := loc.ManifestKey(j.Prefix)
-		m, err := readManifest(ctx, j.Bucket, mkey)
-		if err != nil {
-			return err
-		}
-		m.remove(s.ObjectKey)
-		if err := writeManifest(ctx, j.Bucket, mkey, m); err != nil {
+		key := s.ObjectKey
+		if err := updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+			return m.remove(key), nil
+		}); err != nil {
 			return err
 		}
 	}
@@ -506,9 +614,11 @@ func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error
 	return nil
 }
 
-// sweepOrphans deletes Parquet objects under the prefix that no catalog
-// entry names and that are older than the grace period: the leftovers of an
-// upload whose run died before it recorded the object.
+// sweepOrphans deletes Parquet objects under the prefix that neither a
+// catalog entry nor a manifest names and that are older than the grace
+// period: the leftovers of an upload whose run died before it recorded the
+// object. The manifests count because, in a cluster, this node's catalog
+// holds only its own segments, and the bucket is every node's.
 func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 	grace := j.OrphanGrace
 	if grace <= 0 {
@@ -534,15 +644,37 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 	if j.Prefix != "" {
 		prefix = strings.TrimSuffix(j.Prefix, "/") + "/"
 	}
-	var orphans []string
+	var candidates, manifests []string
 	err = j.Bucket.List(ctx, prefix, func(a objstore.Attrs) error {
-		if strings.HasSuffix(a.Name, ".parquet") && !known[a.Name] && j.now().Sub(a.ModTime) > grace {
-			orphans = append(orphans, a.Name)
+		switch {
+		case strings.HasSuffix(a.Name, "/"+manifestName):
+			manifests = append(manifests, a.Name)
+		case strings.HasSuffix(a.Name, ".parquet") && !known[a.Name] && j.now().Sub(a.ModTime) > grace:
+			candidates = append(candidates, a.Name)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
+	}
+	if len(candidates) > 0 {
+		// Read after the listing: an object listed as unknown that a
+		// manifest took in meanwhile is then known.
+		for _, mkey := range manifests {
+			m, err := readManifest(ctx, j.Bucket, mkey)
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range m.Objects {
+				known[e.Key] = true
+			}
+		}
+	}
+	var orphans []string
+	for _, c := range candidates {
+		if !known[c] {
+			orphans = append(orphans, c)
+		}
 	}
 	for _, o := range orphans {
 		if err := j.Bucket.Delete(ctx, o); err != nil {

@@ -46,8 +46,10 @@ func (l Location) ObjectKey(prefix string, start, end uint64) string {
 // ManifestKey is the shard's manifest; the leading underscore makes Spark,
 // Hive and DuckDB skip it.
 func (l Location) ManifestKey(prefix string) string {
-	return l.Dir(prefix) + "/_strata_manifest.json"
+	return l.Dir(prefix) + "/" + manifestName
 }
+
+const manifestName = "_strata_manifest.json"
 
 // ForgetShard returns the engine's listener for deleted shards: it removes
 // everything under the shard's folder in the bucket, its objects and its

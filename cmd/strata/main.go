@@ -25,6 +25,7 @@ import (
 	"strata/api/kafka"
 	"strata/cluster"
 	"strata/engine/segment"
+	"strata/tiering"
 )
 
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
@@ -207,10 +208,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job, err := startTiering(ctx, cfg, store.SegmentEngine(), cat, cold, reg, log)
-	if err != nil {
-		return err
-	}
+	job := newTiering(cfg, store.SegmentEngine(), cat, cold, reg, log)
 	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
@@ -251,6 +249,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
 		go handOver(bg, member, store.SegmentEngine(), rolled, log.With("component", "cluster"))
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
+	}
+	var claims tiering.Claims // nil: this node alone tiers its segments
+	if member != nil {
+		claims = member
+	}
+	if err := startTiering(ctx, cfg, job, claims, log); err != nil {
+		ln.Close()
+		kln.Close()
+		return err
 	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})

@@ -14,9 +14,9 @@ import (
 	"strata/tiering/objstore"
 )
 
-// startTiering wires the cold reader into the engine and, when enabled,
-// schedules the tiering job.
-func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) (*tiering.Job, error) {
+// newTiering wires the cold reader into the engine and makes the tiering
+// job; scheduleTiering starts it, once the job has what the cluster gives it.
+func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) *tiering.Job {
 	t := cfg.Tiering
 	reader := tiering.NewColdReader(cat, cold, int64(t.CacheBytes))
 	e.SetColdSource(reader)
@@ -38,12 +38,22 @@ func startTiering(ctx context.Context, cfg *Config, e *segment.Engine, cat catal
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
 	}
 	reg.MustRegister(newTierCollector(e, cat, reader, job))
-	if t.Enabled {
-		if _, err := scheduleTiering(ctx, job, t.Schedule, log.With("component", "tiering")); err != nil {
-			return nil, err
-		}
-		log.Info("tiering scheduled", "schedule", t.Schedule, "min_sealed_age", time.Duration(t.MinSealedAge),
-			"local_retention", time.Duration(t.LocalRetention))
+	return job
+}
+
+// startTiering schedules the job, when tiering is enabled. In a cluster the
+// job first gets the node's claims (claims non-nil): the bucket is shared,
+// and nodes holding copies of one segment must not tier it twice.
+func startTiering(ctx context.Context, cfg *Config, job *tiering.Job, claims tiering.Claims, log *slog.Logger) error {
+	job.Claims = claims
+	t := cfg.Tiering
+	if !t.Enabled {
+		return nil
 	}
-	return job, nil
+	if _, err := scheduleTiering(ctx, job, t.Schedule, log.With("component", "tiering")); err != nil {
+		return err
+	}
+	log.Info("tiering scheduled", "schedule", t.Schedule, "min_sealed_age", time.Duration(t.MinSealedAge),
+		"local_retention", time.Duration(t.LocalRetention), "claims", claims != nil)
+	return nil
 }

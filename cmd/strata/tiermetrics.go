@@ -18,7 +18,7 @@ type tierCollector struct {
 	cold *tiering.ColdReader
 	job  *tiering.Job
 
-	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures *prometheus.Desc
+	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures, claimsLost *prometheus.Desc
 }
 
 func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
@@ -37,11 +37,12 @@ func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.Cold
 		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
 		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
 		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep).", "step"),
+		claimsLost: d("strata_tiering_claims_lost_total", "Segments this node left to the tiering of another node that had claimed them (cluster only; not errors)."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures, c.claimsLost} {
 		ch <- d
 	}
 }
@@ -105,4 +106,5 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	for step, n := range c.job.Failures() {
 		k(c.failures, int64(n), string(step))
 	}
+	k(c.claimsLost, int64(c.job.ClaimsLost()))
 }

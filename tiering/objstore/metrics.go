@@ -12,10 +12,11 @@ import (
 // Metrics counts what every instrumented Bucket does, labelled by backend
 // and operation. Create one per registry and Instrument each bucket with it.
 type Metrics struct {
-	ops      *prometheus.CounterVec
-	failures *prometheus.CounterVec
-	bytes    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	ops       *prometheus.CounterVec
+	failures  *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	conflicts *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
 }
 
 // NewMetrics registers the object-store metrics with reg.
@@ -32,7 +33,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, labels),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_objstore_bytes_total",
-			Help: "Bytes uploaded (operation=upload) and read (operation=read_at).",
+			Help: "Bytes uploaded (operation=upload, upload_if) and read (operation=read_at, read_versioned).",
+		}, labels),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_objstore_preconditions_failed_total",
+			Help: "Conditional writes refused because the object had changed since it was read (another writer won; the caller re-reads). Not failures.",
 		}, labels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "strata_objstore_operation_duration_seconds",
@@ -40,24 +45,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5ms .. ~65s
 		}, labels),
 	}
-	reg.MustRegister(m.ops, m.failures, m.bytes, m.duration)
+	reg.MustRegister(m.ops, m.failures, m.bytes, m.conflicts, m.duration)
 	return m
 }
 
 // Instrument returns b with every operation counted and timed.
 func (m *Metrics) Instrument(b Bucket) Bucket {
 	i := &instrumented{Bucket: b, ops: map[Op]opMetrics{}}
-	for _, op := range []Op{OpUpload, OpReadAt, OpStat, OpList, OpDelete, OpCheck, OpAbort, OpSweep} {
+	for _, op := range Ops {
 		l := prometheus.Labels{"backend": b.Kind(), "operation": string(op)}
 		// Children are looked up once here, not on every read.
-		i.ops[op] = opMetrics{m.ops.With(l), m.failures.With(l), m.bytes.With(l), m.duration.With(l)}
+		i.ops[op] = opMetrics{m.ops.With(l), m.failures.With(l), m.bytes.With(l), m.conflicts.With(l), m.duration.With(l)}
 	}
 	return i
 }
 
 type opMetrics struct {
-	ops, failures, bytes prometheus.Counter
-	duration             prometheus.Observer
+	ops, failures, bytes, conflicts prometheus.Counter
+	duration                        prometheus.Observer
 }
 
 type instrumented struct {
@@ -72,7 +77,11 @@ func (i *instrumented) observe(op Op, start time.Time, n int64, err error) {
 	if n > 0 {
 		m.bytes.Add(float64(n))
 	}
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, io.EOF) {
+	switch {
+	case err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, io.EOF):
+	case errors.Is(err, ErrPreconditionFailed):
+		m.conflicts.Inc()
+	default:
 		m.failures.Inc()
 	}
 }
@@ -87,6 +96,25 @@ func (i *instrumented) Upload(ctx context.Context, name string, r io.Reader) err
 	err := i.Bucket.Upload(ctx, name, rd)
 	i.observe(OpUpload, start, cr.n, err)
 	return err
+}
+
+func (i *instrumented) UploadIf(ctx context.Context, name string, r io.Reader, match Version) error {
+	start := time.Now()
+	cr := &countingReader{r: r}
+	var rd io.Reader = cr
+	if s, ok := r.(io.ReadSeeker); ok {
+		rd = &countingReadSeeker{countingReader: cr, s: s}
+	}
+	err := i.Bucket.UploadIf(ctx, name, rd, match)
+	i.observe(OpUploadIf, start, cr.n, err)
+	return err
+}
+
+func (i *instrumented) ReadVersioned(ctx context.Context, name string) ([]byte, Version, error) {
+	start := time.Now()
+	data, v, err := i.Bucket.ReadVersioned(ctx, name)
+	i.observe(OpReadVersioned, start, int64(len(data)), err)
+	return data, v, err
 }
 
 func (i *instrumented) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {

@@ -57,11 +57,56 @@ type Bucket interface {
 	// returns 0.
 	SweepTemp(ctx context.Context, olderThan time.Duration) (int, error)
 
+	// ReadVersioned reads a whole small object (at most MaxConditionalSize
+	// bytes) together with the Version of exactly the bytes it returns, for
+	// a later UploadIf. A missing object is ErrNotFound (write it back with
+	// Absent).
+	ReadVersioned(ctx context.Context, name string) ([]byte, Version, error)
+
+	// UploadIf stores what r yields under name only if the object is still
+	// at version match, or, with match Absent, only if there is none. Of
+	// several writers that read the same version, exactly one succeeds; the
+	// others get an error wrapping ErrPreconditionFailed, re-read and try
+	// again. It is for small objects several writers read-modify-write (the
+	// tiering manifests): at most MaxConditionalSize bytes, and as atomic
+	// as Upload. The condition and the write are one step against every
+	// other UploadIf of the name; a plain Upload or Delete of the same name
+	// is not guaranteed to be ordered with them on every backend, so a name
+	// is written either always conditionally or never.
+	//
+	// A conditional write that failed on the way back (a timeout) may have
+	// happened: a retry then finds its precondition failed. Callers that
+	// re-read and re-apply their change after ErrPreconditionFailed must
+	// make that change idempotent.
+	UploadIf(ctx context.Context, name string, r io.Reader, match Version) error
+
 	// Kind names the backend ("s3", "hdfs", "local") for logs and metrics.
 	Kind() string
 
 	Close() error
 }
+
+// The conditional write (ReadVersioned, UploadIf) is part of Bucket, not an
+// optional interface found by type assertion: every backend must have it,
+// since several nodes update one shard's manifest, and the decorators must
+// see it, to count it and to never retry a failed precondition. An optional
+// interface would vanish behind a decorator that does not know it, or be
+// passed through uncounted by one that embeds Bucket.
+
+// Version names one stored state of an object, for UploadIf. It is opaque,
+// and only meaningful to the backend that issued it: S3's ETag (MD5 of the
+// content for a single PUT), HDFS's inode id (unique in the namespace, never
+// reused, new at every upload), or the SHA-256 of a local file's content.
+// Each compares the stored state exactly, with no ABA: a token never comes
+// back for different bytes.
+type Version string
+
+// Absent, as UploadIf's condition, means "only if no object has the name".
+const Absent Version = ""
+
+// MaxConditionalSize bounds the objects ReadVersioned and UploadIf take:
+// they are read-modify-written whole, in memory.
+const MaxConditionalSize = 64 << 20
 
 // Attrs describes a stored object.
 type Attrs struct {
@@ -85,7 +130,13 @@ const (
 	// OpAbort and OpSweep clean up after interrupted uploads.
 	OpAbort Op = "abort_incomplete"
 	OpSweep Op = "sweep_temp"
+	// OpReadVersioned and OpUploadIf are the conditional write's two halves.
+	OpReadVersioned Op = "read_versioned"
+	OpUploadIf      Op = "upload_if"
 )
+
+// Ops lists every operation, for decorators that set something up per op.
+var Ops = []Op{OpUpload, OpReadAt, OpStat, OpList, OpDelete, OpCheck, OpAbort, OpSweep, OpReadVersioned, OpUploadIf}
 
 // ErrNotFound is wrapped by every error that reports a missing object.
 var ErrNotFound = errors.New("object not found")
@@ -94,6 +145,34 @@ var ErrNotFound = errors.New("object not found")
 // errors.Is(err, ErrNotFound).
 func NotFound(kind, name string) error {
 	return fmt.Errorf("%s: %q: %w", kind, name, ErrNotFound)
+}
+
+// ErrPreconditionFailed is wrapped by the error of an UploadIf whose
+// condition did not hold: the object changed (or appeared, or went) since
+// its version was read. The caller re-reads and tries again.
+var ErrPreconditionFailed = errors.New("precondition failed: the object is not at the version the write was based on")
+
+// PreconditionFailed returns an error that names the object and the version
+// the write expected, and satisfies errors.Is(err, ErrPreconditionFailed).
+func PreconditionFailed(kind, name string, match Version) error {
+	want := "absent"
+	if match != Absent {
+		want = "at version " + string(match)
+	}
+	return fmt.Errorf("%s: %q: conditional write expected it %s: %w", kind, name, want, ErrPreconditionFailed)
+}
+
+// ReadSmall reads what r yields for a conditional write, refusing more than
+// MaxConditionalSize bytes.
+func ReadSmall(ctx context.Context, kind, name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(ContextReader(ctx, r), MaxConditionalSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s upload %q: %w", kind, name, err)
+	}
+	if len(data) > MaxConditionalSize {
+		return nil, fmt.Errorf("%s upload %q: a conditional write takes at most %d bytes", kind, name, MaxConditionalSize)
+	}
+	return data, nil
 }
 
 // ErrInvalidName is wrapped by every error that refuses an object name.

@@ -69,6 +69,8 @@ func TestIsTransient(t *testing.T) {
 		{objstore.ValidateName(""), false},
 		{context.Canceled, false},
 		{errors.New("access denied"), false},
+		{objstore.PreconditionFailed("s3", "x", "etag"), false},
+		{objstore.Transient(objstore.PreconditionFailed("s3", "x", objstore.Absent)), false},
 	} {
 		if got := objstore.IsTransient(tc.err); got != tc.want {
 			t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
@@ -140,6 +142,38 @@ func TestRetriedUploadRewinds(t *testing.T) {
 	}
 }
 
+// A failed precondition is the answer, not a failure: retrying the same
+// write could only fail again (or, worse, succeed on a later version it was
+// not based on, if the backend's token came back). A transient failure of a
+// conditional write is retried like an upload's.
+func TestConditionalWriteRetries(t *testing.T) {
+	ctx := context.Background()
+	f := newFaulty(t)
+	b := objstore.WithRetries(f, fast)
+	f.FailNth(objstore.OpUploadIf, 1, objstore.PreconditionFailed("local", "obj", objstore.Absent))
+	err := b.UploadIf(ctx, "obj", strings.NewReader("x"), objstore.Absent)
+	if !errors.Is(err, objstore.ErrPreconditionFailed) || f.Calls(objstore.OpUploadIf) != 1 {
+		t.Fatalf("a failed precondition: err %v after %d tries; want it after 1", err, f.Calls(objstore.OpUploadIf))
+	}
+	f.FailNth(objstore.OpUploadIf, 1, syscall.ECONNRESET)
+	if err := b.UploadIf(ctx, "obj", strings.NewReader("x"), objstore.Absent); err != nil {
+		t.Fatalf("UploadIf after one transient failure: %v", err)
+	}
+	if f.Calls(objstore.OpUploadIf) != 3 {
+		t.Fatalf("UploadIf tried %d times in all, want 3 (1 refused, 1 transient, 1 written)", f.Calls(objstore.OpUploadIf))
+	}
+	// Its own earlier write makes a repeat fail its precondition: the real
+	// backend's answer, passed through untouched.
+	err = b.UploadIf(ctx, "obj", strings.NewReader("y"), objstore.Absent)
+	if !errors.Is(err, objstore.ErrPreconditionFailed) || f.Calls(objstore.OpUploadIf) != 4 {
+		t.Fatalf("UploadIf(absent) of an existing object: err %v after %d tries in all, want the refusal after 4", err, f.Calls(objstore.OpUploadIf))
+	}
+	f.FailNth(objstore.OpReadVersioned, 1, syscall.ECONNRESET)
+	if data, v, err := b.ReadVersioned(ctx, "obj"); err != nil || string(data) != "x" || v == objstore.Absent {
+		t.Fatalf("ReadVersioned after one transient failure: %q, %q, %v", data, v, err)
+	}
+}
+
 func TestUnseekableUploadIsNotRetried(t *testing.T) {
 	f := newFaulty(t)
 	f.CutNextUpload(10, objstore.Transient(faulty.ErrInjected))
@@ -199,6 +233,9 @@ func TestMetrics(t *testing.T) {
 	b.Stat(ctx, "missing") // not found: counted, not a failure
 	f.FailNth(objstore.OpDelete, 1, nil)
 	b.Delete(ctx, "obj")
+	b.UploadIf(ctx, "cas", strings.NewReader("ab"), objstore.Absent)
+	b.UploadIf(ctx, "cas", strings.NewReader("ab"), objstore.Absent) // refused: a conflict, not a failure
+	b.ReadVersioned(ctx, "cas")
 
 	for _, tc := range []struct {
 		metric, op string
@@ -213,6 +250,12 @@ func TestMetrics(t *testing.T) {
 		{"strata_objstore_bytes_total", "read_at", 3},
 		{"strata_objstore_operation_failures_total", "stat", 0},
 		{"strata_objstore_operation_failures_total", "delete", 1},
+		{"strata_objstore_operations_total", "upload_if", 2},
+		{"strata_objstore_bytes_total", "upload_if", 4},
+		{"strata_objstore_operation_failures_total", "upload_if", 0},
+		{"strata_objstore_preconditions_failed_total", "upload_if", 1},
+		{"strata_objstore_operations_total", "read_versioned", 1},
+		{"strata_objstore_bytes_total", "read_versioned", 2},
 	} {
 		if got := metricValue(t, reg, tc.metric, tc.op); got != tc.want {
 			t.Errorf("%s{operation=%q} = %v, want %v", tc.metric, tc.op, got, tc.want)

@@ -28,9 +28,12 @@ func Transient(err error) error {
 
 // IsTransient says whether retrying might succeed: errors a backend marked
 // Transient, and network failures (refused, reset, timed out). Not-found,
-// invalid names, bad credentials and cancellations are final.
+// invalid names, bad credentials and cancellations are final, and so is a
+// failed precondition: the object changed, and only the caller, reading it
+// again, can make a write that may succeed.
 func IsTransient(err error) bool {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidName) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidName) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, ErrPreconditionFailed) {
 		return false
 	}
 	var t transientError
@@ -90,7 +93,7 @@ type retrying struct {
 
 func (r *retrying) do(ctx context.Context, op Op, canRetry bool, rewind func() error, f func(context.Context) error) error {
 	timeout := r.p.Timeout
-	if op == OpUpload {
+	if op == OpUpload || op == OpUploadIf {
 		timeout = r.p.UploadTimeout
 	}
 	delay := r.p.BaseDelay
@@ -137,6 +140,34 @@ func (r *retrying) Upload(ctx context.Context, name string, rd io.Reader) error 
 	return r.do(ctx, OpUpload, ok, rewind, func(ctx context.Context) error {
 		return r.Bucket.Upload(ctx, name, rd)
 	})
+}
+
+// UploadIf is retried, like Upload, only on transient failures and when
+// its stream can rewind; never on a failed precondition. A try that timed out
+// may have written: the retry then fails its precondition, and the caller
+// re-reads (see Bucket.UploadIf).
+func (r *retrying) UploadIf(ctx context.Context, name string, rd io.Reader, match Version) error {
+	seeker, ok := rd.(io.Seeker)
+	var start int64
+	if ok {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			ok = false
+		}
+	}
+	rewind := func() error { _, err := seeker.Seek(start, io.SeekStart); return err }
+	return r.do(ctx, OpUploadIf, ok, rewind, func(ctx context.Context) error {
+		return r.Bucket.UploadIf(ctx, name, rd, match)
+	})
+}
+
+func (r *retrying) ReadVersioned(ctx context.Context, name string) (data []byte, v Version, err error) {
+	err = r.do(ctx, OpReadVersioned, true, nil, func(ctx context.Context) error {
+		var e error
+		data, v, e = r.Bucket.ReadVersioned(ctx, name)
+		return e
+	})
+	return data, v, err
 }
 
 func (r *retrying) ReadAt(ctx context.Context, name string, p []byte, off int64) (n int, err error) {

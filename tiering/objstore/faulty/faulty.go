@@ -109,6 +109,29 @@ func (f *Bucket) Upload(ctx context.Context, name string, r io.Reader) error {
 	return f.Bucket.Upload(ctx, name, r)
 }
 
+// UploadIf faults like Upload (the cut included), and otherwise reaches the
+// backend's own conditional write.
+func (f *Bucket) UploadIf(ctx context.Context, name string, r io.Reader, match objstore.Version) error {
+	if err := f.enter(ctx, objstore.OpUploadIf); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	cutAt, cutErr := f.cutAt, f.cutErr
+	f.cutAt = -1
+	f.mu.Unlock()
+	if cutAt >= 0 {
+		r = &cutReader{r: r, left: cutAt, err: cutErr}
+	}
+	return f.Bucket.UploadIf(ctx, name, r, match)
+}
+
+func (f *Bucket) ReadVersioned(ctx context.Context, name string) ([]byte, objstore.Version, error) {
+	if err := f.enter(ctx, objstore.OpReadVersioned); err != nil {
+		return nil, "", err
+	}
+	return f.Bucket.ReadVersioned(ctx, name)
+}
+
 type cutReader struct {
 	r    io.Reader
 	left int64

@@ -3,8 +3,10 @@
 package hdfs
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"os/user"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -130,19 +133,34 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err erro
 	if err := objstore.ValidateName(name); err != nil {
 		return err
 	}
+	tmp, err := b.stage(ctx, name, r)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			b.client.Remove(tmp)
+		}
+	}()
+	return b.rename(name, tmp)
+}
+
+// stage writes what r yields to a new file under TempDir, closed, and
+// returns its path; on failure it leaves nothing.
+func (b *Bucket) stage(ctx context.Context, name string, r io.Reader) (tmp string, err error) {
 	if err := b.fetchDefaults(); err != nil {
-		return b.wrap("upload", name, err)
+		return "", b.wrap("upload", name, err)
 	}
 	tmpDir := b.path(objstore.TempDir)
 	if err := b.client.MkdirAll(tmpDir, 0o755); err != nil {
-		return b.wrap("upload", name, err)
+		return "", b.wrap("upload", name, err)
 	}
 	var rnd [12]byte
 	rand.Read(rnd[:])
-	tmp := tmpDir + "/upload-" + hex.EncodeToString(rnd[:])
+	tmp = tmpDir + "/upload-" + hex.EncodeToString(rnd[:])
 	w, err := b.client.Create(tmp)
 	if err != nil {
-		return b.wrap("upload", name, err)
+		return "", b.wrap("upload", name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -151,20 +169,228 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err erro
 	}()
 	if _, err = io.Copy(w, objstore.ContextReader(ctx, r)); err != nil {
 		w.Close()
-		return b.wrap("upload", name, err)
+		return "", b.wrap("upload", name, err)
 	}
 	if err = closeWriter(ctx, w); err != nil {
-		return b.wrap("upload", name, err)
+		return "", b.wrap("upload", name, err)
 	}
+	return tmp, nil
+}
+
+// rename moves a staged file into place, replacing what is there.
+func (b *Bucket) rename(name, tmp string) error {
 	dst := b.path(name)
-	if err = b.client.MkdirAll(path.Dir(dst), 0o755); err != nil {
+	if err := b.client.MkdirAll(path.Dir(dst), 0o755); err != nil {
 		return b.wrap("upload", name, err)
 	}
-	if err = b.client.Rename(tmp, dst); err != nil {
-		return b.wrap("upload", name, err)
-	}
+	err := b.client.Rename(tmp, dst)
 	b.readers.Invalidate(name)
+	if err != nil {
+		return b.wrap("upload", name, err)
+	}
 	return nil
+}
+
+// The conditional write on HDFS.
+//
+// A version is the file's inode id (HdfsFileStatus.fileId): the NameNode
+// gives every file a new one from a counter and never reuses it, and an
+// upload renames a new staged file into place, so the id names exactly one
+// content. The NameNode has no "rename if the target is still inode X", and
+// colinmarc/hdfs's Rename always overwrites, so the compare and the rename
+// are made one step by a lock the NameNode itself arbitrates: the write
+// lease on a small lock file per object name (TempDir/locks/{hash of the
+// name}). Appending to a file takes its lease; while one client holds it,
+// every other Append (also from the same client) fails with
+// AlreadyBeingCreatedException, and closing the file gives it back. A holder
+// that dies stops renewing the lease, and the NameNode lets the next Append
+// recover it after its soft limit (60 s): a dead writer holds the others up
+// that long, never for good. A live writer holds the lock only for a stat
+// and a rename. What a lease cannot rule out, no lock can: a writer frozen
+// (GC, SIGSTOP) past the soft limit between its compare and its rename.
+
+// lockDir, under TempDir, holds the lock files; SweepTemp leaves it alone.
+const lockDir = "locks"
+
+// lockWait bounds the wait for a name's lock: past a dead holder's lease
+// soft limit (60 s) with room for its recovery.
+const lockWait = 2 * time.Minute
+
+// ReadVersioned stats the file, reads it, and stats it again: the same inode
+// id before and after means the bytes are that version's (ids never recur).
+func (b *Bucket) ReadVersioned(ctx context.Context, name string) ([]byte, objstore.Version, error) {
+	if err := objstore.ValidateName(name); err != nil {
+		return nil, "", err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
+		before, err := b.version(name)
+		if err != nil {
+			return nil, "", err
+		}
+		data, err := b.readSmall(name)
+		if err != nil {
+			return nil, "", err
+		}
+		after, err := b.version(name)
+		if err == nil && after == before {
+			return data, before, nil
+		}
+		if attempt == 5 {
+			return nil, "", fmt.Errorf("hdfs read %q at %s: replaced during every one of %d reads", name, b.where(), attempt+1)
+		}
+	}
+}
+
+func (b *Bucket) readSmall(name string) ([]byte, error) {
+	f, err := b.client.Open(b.path(name))
+	if err != nil {
+		return nil, b.wrap("read", name, err)
+	}
+	defer f.Close()
+	if f.Stat().IsDir() {
+		return nil, objstore.NotFound("hdfs", name)
+	}
+	if f.Stat().Size() > objstore.MaxConditionalSize {
+		return nil, fmt.Errorf("hdfs read %q: %d bytes, more than a versioned read takes (%d)", name, f.Stat().Size(), objstore.MaxConditionalSize)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, b.wrap("read", name, err)
+	}
+	return data, nil
+}
+
+// version is the object's inode id; ErrNotFound when there is none.
+func (b *Bucket) version(name string) (objstore.Version, error) {
+	fi, err := b.client.Stat(b.path(name))
+	if err != nil {
+		return "", b.wrap("stat", name, err)
+	}
+	st, ok := fi.Sys().(*hdfsclient.FileStatus)
+	if fi.IsDir() || !ok {
+		return "", objstore.NotFound("hdfs", name)
+	}
+	return objstore.Version(strconv.FormatUint(st.GetFileId(), 10)), nil
+}
+
+// check says whether the object is at version match (or absent, for
+// Absent).
+func (b *Bucket) check(name string, match objstore.Version) error {
+	cur, err := b.version(name)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		if match == objstore.Absent {
+			return nil
+		}
+	case err != nil:
+		return err
+	case match != objstore.Absent && cur == match:
+		return nil
+	}
+	return objstore.PreconditionFailed("hdfs", name, match)
+}
+
+// UploadIf stages the new content, then compares and renames under the
+// name's lock (see above).
+func (b *Bucket) UploadIf(ctx context.Context, name string, r io.Reader, match objstore.Version) (err error) {
+	if err := objstore.ValidateName(name); err != nil {
+		return err
+	}
+	data, err := objstore.ReadSmall(ctx, "hdfs", name, r)
+	if err != nil {
+		return err
+	}
+	// A writer that is behind already needs neither a staged file nor the lock.
+	if err := b.check(name, match); err != nil {
+		return err
+	}
+	tmp, err := b.stage(ctx, name, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			b.client.Remove(tmp)
+		}
+	}()
+	unlock, err := b.lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := b.check(name, match); err != nil {
+		return err
+	}
+	return b.rename(name, tmp)
+}
+
+// lock takes the write lease on name's lock file, creating the file the
+// first time, and waits (up to lockWait) while another writer holds it.
+func (b *Bucket) lock(ctx context.Context, name string) (unlock func(), err error) {
+	dir := b.path(objstore.TempDir) + "/" + lockDir
+	if err := b.client.MkdirAll(dir, 0o755); err != nil {
+		return nil, b.wrap("lock", name, err)
+	}
+	sum := sha256.Sum256([]byte(name))
+	file := dir + "/" + hex.EncodeToString(sum[:16])
+	deadline := time.Now().Add(lockWait)
+	delay := 10 * time.Millisecond
+	for {
+		w, err := b.client.Append(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			w, err = b.client.Create(file) // also holds the lease until closed
+		}
+		if err == nil {
+			return func() { release(w) }, nil
+		}
+		if !lockBusy(err) {
+			return nil, b.wrap("lock", name, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("hdfs upload %q at %s: its lock %s was held by another writer for %s: %w", name, b.where(), file, lockWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// lockBusy: another writer holds the lease, is creating the file, or a
+// dead holder's lease is being recovered.
+func lockBusy(err error) bool {
+	if errors.Is(err, fs.ErrExist) {
+		return true
+	}
+	var remote hdfsclient.Error
+	if errors.As(err, &remote) {
+		switch remote.Exception() {
+		case "org.apache.hadoop.hdfs.protocol.AlreadyBeingCreatedException",
+			"org.apache.hadoop.hdfs.protocol.RecoveryInProgressException":
+			return true
+		}
+	}
+	return false
+}
+
+// release closes the lock file, which gives its lease back. Our client
+// renews its leases for as long as it lives, so a release that never
+// reaches the NameNode would hold the others up until this process exits:
+// it is tried for a while.
+func release(w *hdfsclient.FileWriter) {
+	delay := 50 * time.Millisecond
+	for i := 0; i < 10; i++ {
+		if err := w.Close(); err == nil || errors.Is(err, fs.ErrClosed) {
+			return
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 5*time.Second)
+	}
 }
 
 // closeWriter retries Close while the NameNode reports the last block still
@@ -323,6 +549,9 @@ func (b *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, e
 	}
 	n := 0
 	for _, e := range entries {
+		if e.Name() == lockDir {
+			continue // its files are locks, not uploads
+		}
 		if time.Since(e.ModTime()) > olderThan && b.client.Remove(b.path(objstore.TempDir)+"/"+e.Name()) == nil {
 			n++
 		}

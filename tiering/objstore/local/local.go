@@ -3,8 +3,10 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -74,13 +76,23 @@ func (b *Bucket) path(name string) string {
 
 // Upload writes a temporary file, fsyncs it, renames it into place and
 // fsyncs the folder, so a crash leaves either the old object or the new one.
-func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err error) {
+func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) error {
 	if err := objstore.ValidateName(name); err != nil {
 		return err
 	}
+	tmp, err := b.stage(ctx, name, r)
+	if err != nil {
+		return err
+	}
+	return b.publish(name, tmp, nil)
+}
+
+// stage writes what r yields to a new file under TempDir, fsynced and
+// closed, and returns its path; on failure it leaves nothing.
+func (b *Bucket) stage(ctx context.Context, name string, r io.Reader) (path string, err error) {
 	tmp, err := os.CreateTemp(filepath.Join(b.root, objstore.TempDir), "upload-*")
 	if err != nil {
-		return fmt.Errorf("local upload %q: %w", name, err)
+		return "", fmt.Errorf("local upload %q: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -89,26 +101,145 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) (err erro
 		}
 	}()
 	if _, err = io.Copy(tmp, objstore.ContextReader(ctx, r)); err != nil {
-		return fmt.Errorf("local upload %q: %w", name, err)
+		return "", fmt.Errorf("local upload %q: %w", name, err)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("local upload %q: fsync: %w", name, err)
+		return "", fmt.Errorf("local upload %q: fsync: %w", name, err)
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("local upload %q: %w", name, err)
+		return "", fmt.Errorf("local upload %q: %w", name, err)
 	}
+	return tmp.Name(), nil
+}
+
+// publish renames a staged file into place under the bucket's write lock,
+// once check (if given) approves of the object there now; the staged file
+// is gone either way.
+func (b *Bucket) publish(name, tmp string, check func() error) (err error) {
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
 	dst := b.path(name)
 	if err = os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("local upload %q: %w", name, err)
 	}
-	if err = os.Rename(tmp.Name(), dst); err != nil {
+	unlock, err := b.lock()
+	if err != nil {
 		return fmt.Errorf("local upload %q: %w", name, err)
 	}
+	if check != nil {
+		if err = check(); err != nil {
+			unlock()
+			return err
+		}
+	}
+	err = os.Rename(tmp, dst)
 	b.files.Invalidate(name)
+	unlock()
+	if err != nil {
+		return fmt.Errorf("local upload %q: %w", name, err)
+	}
 	if err = syncDir(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("local upload %q: fsync folder: %w", name, err)
 	}
 	return nil
+}
+
+// lockFile, in TempDir, is the bucket's write lock: every rename into
+// place and every delete holds it (an flock, so it also excludes other
+// processes on this machine sharing the folder, and a dead holder's lock
+// goes with its process). It is held only for a compare and a rename, never
+// for a copy.
+const lockFile = "write.lock"
+
+func (b *Bucket) lock() (unlock func(), err error) {
+	// A new open file each time: flock excludes open files, not processes,
+	// so goroutines sharing one descriptor would not exclude each other.
+	f, err := os.OpenFile(filepath.Join(b.root, objstore.TempDir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// version is a local object's Version: the SHA-256 of its content. A
+// content hash, not the file's identity: an inode number comes back for
+// other bytes once freed, and mtimes are coarser than back-to-back writes.
+func version(data []byte) objstore.Version {
+	sum := sha256.Sum256(data)
+	return objstore.Version("sha256:" + hex.EncodeToString(sum[:]))
+}
+
+// ReadVersioned reads the file through one open descriptor (one inode:
+// the bytes of one version, whatever is renamed over it meanwhile).
+func (b *Bucket) ReadVersioned(ctx context.Context, name string) ([]byte, objstore.Version, error) {
+	if err := objstore.ValidateName(name); err != nil {
+		return nil, "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	data, err := b.readSmall(name)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, version(data), nil
+}
+
+func (b *Bucket) readSmall(name string) ([]byte, error) {
+	f, err := b.openFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, objstore.MaxConditionalSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("local read %q: %w", name, err)
+	}
+	if len(data) > objstore.MaxConditionalSize {
+		return nil, fmt.Errorf("local read %q: more than a versioned read takes (%d bytes)", name, objstore.MaxConditionalSize)
+	}
+	return data, nil
+}
+
+// UploadIf stages the new content, then, under the bucket's write lock,
+// hashes the object there now and renames only if it is still the version
+// read (or still absent).
+func (b *Bucket) UploadIf(ctx context.Context, name string, r io.Reader, match objstore.Version) error {
+	if err := objstore.ValidateName(name); err != nil {
+		return err
+	}
+	data, err := objstore.ReadSmall(ctx, "local", name, r)
+	if err != nil {
+		return err
+	}
+	tmp, err := b.stage(ctx, name, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	return b.publish(name, tmp, func() error {
+		cur, err := b.readSmall(name)
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+			if match == objstore.Absent {
+				return nil
+			}
+		case err != nil:
+			return err
+		case match != objstore.Absent && version(cur) == match:
+			return nil
+		}
+		return objstore.PreconditionFailed("local", name, match)
+	})
 }
 
 func syncDir(dir string) error {
@@ -206,8 +337,13 @@ func (b *Bucket) Delete(ctx context.Context, name string) error {
 	if err := objstore.ValidateName(name); err != nil {
 		return err
 	}
-	err := os.Remove(b.path(name))
+	unlock, err := b.lock()
+	if err != nil {
+		return fmt.Errorf("local delete %q: %w", name, err)
+	}
+	err = os.Remove(b.path(name))
 	b.files.Invalidate(name)
+	unlock()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("local delete %q: %w", name, err)
 	}
@@ -239,6 +375,9 @@ func (b *Bucket) SweepTemp(ctx context.Context, olderThan time.Duration) (int, e
 	}
 	n := 0
 	for _, e := range entries {
+		if e.Name() == lockFile {
+			continue // removing it under a holder would let a second one in
+		}
 		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > olderThan {
 			if os.Remove(filepath.Join(dir, e.Name())) == nil {
 				n++

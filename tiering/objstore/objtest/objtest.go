@@ -49,6 +49,9 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
 		{"FailedUploadKeepsOld", testFailedUploadKeepsOld},
 		{"CancelledUpload", testCancelledUpload},
 		{"CleanupAfterInterruptedUploads", testCleanup},
+		{"ConditionalCreate", testConditionalCreate},
+		{"ConditionalUpdate", testConditionalUpdate},
+		{"ConditionalIncrementsLoseNothing", testConcurrentIncrements},
 		{"Check", func(t *testing.T, b objstore.Bucket) {
 			if err := b.Check(context.Background()); err != nil {
 				t.Fatalf("Check on a working bucket: %v", err)
@@ -357,9 +360,11 @@ func testInvalidNames(t *testing.T, b objstore.Bucket) {
 	bad := []string{"", "/abs", "a/../b", "..", "a/./b", "nul\x00byte", "a//b", "dir/", strings.Repeat("n", 1025), objstore.TempDir + "/x"}
 	for _, name := range bad {
 		checks := map[string]error{
-			"Upload": b.Upload(ctx(t), name, strings.NewReader("x")),
-			"Delete": b.Delete(ctx(t), name),
+			"Upload":   b.Upload(ctx(t), name, strings.NewReader("x")),
+			"UploadIf": b.UploadIf(ctx(t), name, strings.NewReader("x"), objstore.Absent),
+			"Delete":   b.Delete(ctx(t), name),
 		}
+		_, _, checks["ReadVersioned"] = b.ReadVersioned(ctx(t), name)
 		_, checks["Stat"] = b.Stat(ctx(t), name)
 		_, checks["ReadAt"] = b.ReadAt(ctx(t), name, make([]byte, 1), 0)
 		for op, err := range checks {
@@ -498,4 +503,152 @@ func testCleanup(t *testing.T, b objstore.Bucket) {
 	if got := mustRead(t, b, "kept"); string(got) != "finished" {
 		t.Fatalf("after the clean-up the object reads %q", got)
 	}
+}
+
+func readVersioned(t *testing.T, b objstore.Bucket, name string) ([]byte, objstore.Version) {
+	t.Helper()
+	data, v, err := b.ReadVersioned(ctx(t), name)
+	if err != nil {
+		t.Fatalf("ReadVersioned(%q): %v", name, err)
+	}
+	if v == objstore.Absent {
+		t.Fatalf("ReadVersioned(%q) gave no version", name)
+	}
+	return data, v
+}
+
+func wantPrecondition(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, objstore.ErrPreconditionFailed) {
+		t.Fatalf("%s: err %v, want ErrPreconditionFailed", what, err)
+	}
+}
+
+// Create-if-absent succeeds once; the second writer is refused and the
+// first one's bytes stay.
+func testConditionalCreate(t *testing.T, b objstore.Bucket) {
+	if _, _, err := b.ReadVersioned(ctx(t), "cas/new"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("ReadVersioned of a missing object: err %v, want ErrNotFound", err)
+	}
+	if err := b.UploadIf(ctx(t), "cas/new", strings.NewReader("first"), objstore.Absent); err != nil {
+		t.Fatalf("UploadIf(absent) of a new name: %v", err)
+	}
+	err := b.UploadIf(ctx(t), "cas/new", strings.NewReader("second"), objstore.Absent)
+	wantPrecondition(t, "UploadIf(absent) of an existing object", err)
+	if !strings.Contains(err.Error(), "cas/new") {
+		t.Errorf("the refusal %q does not name the object", err)
+	}
+	if got, _ := readVersioned(t, b, "cas/new"); string(got) != "first" {
+		t.Fatalf("after a refused create the object reads %q, want %q", got, "first")
+	}
+	// Once deleted, the name is absent again.
+	if err := b.Delete(ctx(t), "cas/new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UploadIf(ctx(t), "cas/new", strings.NewReader("third"), objstore.Absent); err != nil {
+		t.Fatalf("UploadIf(absent) after Delete: %v", err)
+	}
+	if got := list(t, b, "cas/"); strings.Join(got, " ") != "cas/new" {
+		t.Fatalf("List after conditional writes = %q, want [cas/new]", got)
+	}
+}
+
+// Update-if-version succeeds with the version read and fails with a stale
+// one, whoever made it stale (a conditional write, a plain upload, a delete).
+func testConditionalUpdate(t *testing.T, b objstore.Bucket) {
+	upload(t, b, "cas/obj", []byte("v1"))
+	got, v1 := readVersioned(t, b, "cas/obj")
+	if string(got) != "v1" {
+		t.Fatalf("ReadVersioned = %q, want v1", got)
+	}
+	if _, again := readVersioned(t, b, "cas/obj"); again != v1 {
+		t.Fatalf("two reads of an unchanged object gave versions %q and %q", v1, again)
+	}
+	if err := b.UploadIf(ctx(t), "cas/obj", strings.NewReader("v2"), v1); err != nil {
+		t.Fatalf("UploadIf with the current version: %v", err)
+	}
+	got, v2 := readVersioned(t, b, "cas/obj")
+	if string(got) != "v2" || v2 == v1 {
+		t.Fatalf("after the update: %q at version %q (was %q)", got, v2, v1)
+	}
+	wantPrecondition(t, "UploadIf with a stale version", b.UploadIf(ctx(t), "cas/obj", strings.NewReader("v3-stale"), v1))
+	wantPrecondition(t, "UploadIf(absent) of an existing object", b.UploadIf(ctx(t), "cas/obj", strings.NewReader("v3-absent"), objstore.Absent))
+	if got, _ := readVersioned(t, b, "cas/obj"); string(got) != "v2" {
+		t.Fatalf("refused writes changed the object: %q", got)
+	}
+	// Also stale after a plain upload and after a delete.
+	upload(t, b, "cas/obj", []byte("v3"))
+	wantPrecondition(t, "UploadIf after a plain Upload replaced the version", b.UploadIf(ctx(t), "cas/obj", strings.NewReader("x"), v2))
+	_, v3 := readVersioned(t, b, "cas/obj")
+	if err := b.Delete(ctx(t), "cas/obj"); err != nil {
+		t.Fatal(err)
+	}
+	wantPrecondition(t, "UploadIf of a deleted object", b.UploadIf(ctx(t), "cas/obj", strings.NewReader("x"), v3))
+	if _, err := b.Stat(ctx(t), "cas/obj"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("a refused write brought a deleted object back: Stat err %v", err)
+	}
+	// The plain reads see what a conditional write wrote.
+	if err := b.UploadIf(ctx(t), "cas/obj", strings.NewReader("v4"), objstore.Absent); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRead(t, b, "cas/obj"); string(got) != "v4" {
+		t.Fatalf("ReadAll after UploadIf = %q, want v4", got)
+	}
+}
+
+// Many writers read-modify-write one counter, retrying on a failed
+// precondition: every increment lands (no lost update), each exactly once.
+func testConcurrentIncrements(t *testing.T, b objstore.Bucket) {
+	const writers, each = 6, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	var conflicts sync.Map
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				for attempt := 0; ; attempt++ {
+					data, v, err := b.ReadVersioned(context.Background(), "cas/counter")
+					n := 0
+					switch {
+					case errors.Is(err, objstore.ErrNotFound):
+						v = objstore.Absent
+					case err != nil:
+						errs <- fmt.Errorf("writer %d: ReadVersioned: %v", g, err)
+						return
+					default:
+						if _, err := fmt.Sscan(string(data), &n); err != nil {
+							errs <- fmt.Errorf("writer %d: counter reads %q", g, data)
+							return
+						}
+					}
+					err = b.UploadIf(context.Background(), "cas/counter", strings.NewReader(fmt.Sprint(n+1)), v)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, objstore.ErrPreconditionFailed) || attempt > 200 {
+						errs <- fmt.Errorf("writer %d: UploadIf after %d attempts: %v", g, attempt+1, err)
+						return
+					}
+					conflicts.Store(g, true)
+					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if got := string(mustRead(t, b, "cas/counter")); got != fmt.Sprint(writers*each) {
+		t.Fatalf("%d writers made %d increments each; the counter reads %s", writers, each, got)
+	}
+	n := 0
+	conflicts.Range(func(any, any) bool { n++; return true })
+	t.Logf("%d of %d writers had a write refused and retried", n, writers)
 }

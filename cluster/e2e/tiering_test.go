@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"strata/internal/testsvc"
+)
+
+// tierRun asks node id for a tiering run and returns what it did.
+func (c *cluster) tierRun(id int32) (summary struct {
+	Uploaded []struct {
+		Key string `json:"key"`
+	} `json:"uploaded"`
+	ClaimsLost     int               `json:"claims_lost"`
+	OrphansDeleted int               `json:"orphans_deleted"`
+	Errors         []json.RawMessage `json:"errors"`
+}) {
+	c.t.Helper()
+	resp, err := http.Post("http://"+c.nodes[id].Admin+"/v1/tiering/run", "application/json", nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &summary) != nil || len(summary.Errors) > 0 {
+		c.t.Fatalf("tiering run on node %d: %d %s", id, resp.StatusCode, body)
+	}
+	return summary
+}
+
+// Two nodes share one cold tier (here one local folder, so the local
+// bucket's lock is shared between processes). Each tiers the partitions
+// it leads, through its claims in etcd: a segment another node claimed
+// waits, counted, without an error. Each node's orphan sweep, with no
+// grace, leaves the objects of the other's partitions, which its own
+// catalog does not know (the manifests name them), and every record reads
+// back from the cold tier through either node.
+func TestNodesShareTheColdTier(t *testing.T) {
+	shared := t.TempDir()
+	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
+		sets: []string{"tiering.enabled=true", "tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s",
+			"tiering.orphan_grace=1ms", "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "cold.local.dir=" + shared}}
+	c.add(1)
+	c.add(2)
+	createTopic(t, c.client(1), "orders", 2)
+	leaders := c.leaders(1, "orders", func(brokers int, l []int32) bool { return brokers == 2 && allLed(brokers, l) && l[0] != l[1] })
+	// In several rounds: a segment rolls at an append after it is full.
+	want := map[int32][]string{}
+	for round := range 6 {
+		for p, vs := range c.produce(2, "orders", []int32{0, 1}, 50, fmt.Sprintf("t%d", round)) {
+			want[p] = append(want[p], vs...)
+		}
+	}
+
+	// A node that died holding a claim on partition 0's first segment:
+	// its leader skips it while the claim lives.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, c.pfx+"/claims/orders-0/"+fmt.Sprintf("%020d", 0), `{"node":9}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if sum := c.tierRun(leaders[0]); sum.ClaimsLost != 1 || len(sum.Uploaded) != 0 {
+		t.Fatalf("node %d's run while a dead node claims partition 0's first segment: %+v; want that partition skipped, one claim lost", leaders[0], sum)
+	}
+	resp, err := http.Get("http://" + c.nodes[leaders[0]].Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\nstrata_tiering_claims_lost_total 1\n") {
+		t.Fatalf("node %d's /metrics lacks strata_tiering_claims_lost_total 1", leaders[0])
+	}
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	uploaded := map[string]bool{}
+	for _, id := range []int32{1, 2, 1, 2} {
+		sum := c.tierRun(id)
+		if sum.OrphansDeleted != 0 {
+			t.Fatalf("node %d's orphan sweep deleted %d objects: the other node's", id, sum.OrphansDeleted)
+		}
+		for _, u := range sum.Uploaded {
+			uploaded[u.Key] = true
+		}
+	}
+	var objects []string
+	for p := range 2 {
+		dir := filepath.Join(shared, "topic=orders", fmt.Sprintf("partition=%d", p))
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parquets := 0
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".parquet") {
+				parquets++
+				objects = append(objects, fmt.Sprintf("topic=orders/partition=%d/%s", p, e.Name()))
+			}
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "_strata_manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct{ Objects []struct{ Key string } }
+		if err := json.Unmarshal(raw, &m); err != nil || len(m.Objects) != parquets || parquets < 2 {
+			t.Fatalf("partition %d: %d objects, the manifest lists %d (%v); want several, each listed", p, parquets, len(m.Objects), err)
+		}
+	}
+	if len(objects) != len(uploaded) {
+		t.Fatalf("%d objects in the shared folder, %d uploaded", len(objects), len(uploaded))
+	}
+	for id := range c.nodes {
+		got := c.consume(id, "orders", 600)
+		for p := range int32(2) {
+			if strings.Join(got[p], ",") != strings.Join(want[p], ",") {
+				t.Fatalf("partition %d read through node %d differs from what was produced", p, id)
+			}
+		}
+	}
+}
