@@ -52,6 +52,7 @@ type Job struct {
 	Claims Claims
 
 	running    sync.Mutex
+	closing    sync.Once
 	mu         sync.Mutex
 	history    []RunSummary
 	failed     map[Step]uint64 // every error since the start, by step
@@ -208,7 +209,8 @@ func (j *Job) History() []RunSummary {
 // is recorded and the pass goes on with the others.
 // Close waits for a run in progress to end and refuses later ones
 // (ErrRunning): the storage a run uses can then be closed under it.
-func (j *Job) Close() { j.running.Lock() }
+// It may be called more than once.
+func (j *Job) Close() { j.closing.Do(j.running.Lock) }
 
 func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	if !j.running.TryLock() {

@@ -245,7 +245,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
-		defer member.Close() // resigns and revokes the lease: others see this node go at once
+		defer func() {
+			// A tiering run finishes first, while its claims (under this
+			// node's lease) still hold; then the lease is revoked, and
+			// others see this node go at once.
+			job.Close()
+			member.Close()
+		}()
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
 		go handOver(bg, member, store.SegmentEngine(), rolled, log.With("component", "cluster"))
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
