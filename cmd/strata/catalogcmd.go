@@ -47,6 +47,13 @@ func catalogCmd(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Cluster.Enabled() {
+		// Its catalog is in etcd, beside other nodes' parts of the same
+		// partitions, whose objects share the bucket: a rebuild from the
+		// bucket would claim them, and a local catalog would bar the folder
+		// from the cluster (docs/cluster.md).
+		return fmt.Errorf("strata catalog %s: a cluster node's catalog is in etcd; use GET /v1/cluster and /v1/shards on the running node", args[0])
+	}
 	dir := filepath.Join(cfg.DataDir, "catalog")
 	switch args[0] {
 	case "ls":

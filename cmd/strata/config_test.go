@@ -156,3 +156,20 @@ func TestClusterFolderIsOneNodes(t *testing.T) {
 		t.Fatalf("a cluster node on a single node's folder: %v", err)
 	}
 }
+
+// A cluster node's catalog is in etcd: the offline catalog commands refuse
+// it, rather than making a local catalog that would bar its folder from the
+// cluster.
+func TestCatalogCommandsRefuseAClusterNode(t *testing.T) {
+	dir := t.TempDir()
+	for _, cmd := range []string{"ls", "rebuild"} {
+		var out strings.Builder
+		err := catalogCmd([]string{cmd, "--set", "data_dir=" + dir, "--set", "cluster.etcd_endpoints=127.0.0.1:2379", "--set", "node.id=1"}, &out)
+		if err == nil || !strings.Contains(err.Error(), "etcd") {
+			t.Errorf("strata catalog %s on a cluster node: %v, want a refusal naming etcd", cmd, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "catalog")); err == nil {
+			t.Errorf("strata catalog %s made a local catalog in a cluster node's folder", cmd)
+		}
+	}
+}
