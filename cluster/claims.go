@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strata/engine/store"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,17 +52,35 @@ func (m *Member) Claim(ctx context.Context, shard string, startOffset, endOffset
 		return nil, false, ErrNotLive
 	}
 	val, _ := json.Marshal(claim{Node: m.cfg.Self.ID, EndOffset: endOffset, Claimed: time.Now().UTC()})
-	return takeClaim(ctx, m.cli, m.keys.claim(shard, startOffset), string(val), lease)
+	// A shard made for a cluster topic is tiered only while that topic
+	// lives: once it is deleted (and maybe made again), its objects would
+	// land where the controller is clearing the old topic's, or where the
+	// new topic's belong.
+	var guards []clientv3.Cmp
+	if tp, ok := store.ParseShard(shard); ok {
+		marker, err := m.cli.Get(ctx, m.shardKeys().of(shard))
+		if err != nil {
+			return nil, false, fmt.Errorf("cluster: claiming a segment of %s: %w", shard, err)
+		}
+		if len(marker.Kvs) == 1 {
+			inc, err := strconv.ParseInt(string(marker.Kvs[0].Value), 10, 64)
+			if err != nil {
+				return nil, false, fmt.Errorf("cluster: claiming a segment of %s: its shard record %q: %w", shard, marker.Kvs[0].Value, err)
+			}
+			guards = append(guards, clientv3.Compare(clientv3.CreateRevision(m.keys.topic(tp.Topic)), "=", inc))
+		}
+	}
+	return takeClaim(ctx, m.cli, m.keys.claim(shard, startOffset), string(val), lease, guards...)
 }
 
 // takeClaim puts key under lease if it is absent. A key already under the
 // same lease is this node's own, left by a release that did not reach etcd:
 // it is taken again.
-func takeClaim(ctx context.Context, cli *clientv3.Client, key, val string, lease clientv3.LeaseID) (release func(), ok bool, err error) {
+func takeClaim(ctx context.Context, cli *clientv3.Client, key, val string, lease clientv3.LeaseID, guards ...clientv3.Cmp) (release func(), ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, guards...)...).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(key)).
 		Commit()

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,12 +130,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer gets the cluster's metrics; nil: none.
 	Registerer prometheus.Registerer
+	// ClearTopic removes what a deleted topic left outside etcd (its
+	// objects in the shared bucket); the controller calls it, and the name
+	// can be used again once it returns nil. Nil: nothing to clear.
+	ClearTopic func(ctx context.Context, topic string, partitions int32) error
 }
 
 var (
 	// ErrNodeIDTaken: another live node is registered with this id.
 	ErrNodeIDTaken = errors.New("cluster: node id taken by a live node")
-	// ErrTopicExists: CreateTopic of a topic that exists.
+	// ErrTopicExists: CreateTopic of a topic that exists, or whose
+	// deletion is still being cleared (Kafka: "marked for deletion").
 	ErrTopicExists = errors.New("cluster: topic exists")
 	// ErrUnknownTopic: DeleteTopic of a topic that does not exist.
 	ErrUnknownTopic = errors.New("cluster: unknown topic")
@@ -162,6 +168,8 @@ func (k keys) topic(name string) string        { return k.topics() + name }
 func (k keys) partitions() string              { return k.prefix + "/partitions/" }
 func (k keys) topicPartitions(t string) string { return k.partitions() + t + "/" }
 func (k keys) loads() string                   { return k.prefix + "/loads/" }
+func (k keys) deletions() string               { return k.prefix + "/deleting/" }
+func (k keys) deletion(topic string) string    { return k.deletions() + topic }
 func (k keys) load(id int32) string            { return k.loads() + strconv.Itoa(int(id)) }
 
 // partition's number is zero-padded so a topic's partitions list in order.

@@ -35,6 +35,9 @@ func (m *Member) control(ctx context.Context, t term) error {
 	// costs a refused write (each is a compare-and-swap) and a new plan
 	// when the view catches up, never a wrong record.
 	var lastProblems string
+	termCtx, endTerm := context.WithCancel(ctx)
+	defer endTerm()
+	go m.clearDeletions(termCtx, t)
 	for {
 		m.mu.Lock()
 		changed := m.changed

@@ -385,13 +385,18 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 	val, _ := json.Marshal(t)
 	key := m.keys.topic(name)
 	resp, err := m.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(m.keys.deletion(name)), "=", 0)).
 		Then(clientv3.OpPut(key, string(val))).
+		Else(clientv3.OpGet(m.keys.deletion(name))).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: creating topic %s: %w", name, err)
 	}
 	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+			return fmt.Errorf("%w: %s is marked for deletion: its objects are being removed from the bucket; try again shortly", ErrTopicExists, name)
+		}
 		return fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
 	m.log.Info("cluster: topic created", "topic", name, "partitions", partitions, "replication_factor", rf)
@@ -399,24 +404,43 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 }
 
 // DeleteTopic removes a topic and its partitions' records in one
-// transaction.
+// transaction, which also marks the name as being deleted: the controller
+// clears what the topic left in the bucket (Config.ClearTopic), and until
+// then the name cannot be created again, so no object of the old topic is
+// ever read as the new one's.
 func (m *Member) DeleteTopic(ctx context.Context, name string) error {
 	if !validTopic(name) {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	key := m.keys.topic(name)
-	resp, err := m.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.topicPartitions(name), clientv3.WithPrefix())).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("cluster: deleting topic %s: %w", name, err)
+	for {
+		got, err := m.cli.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("cluster: deleting topic %s: %w", name, err)
+		}
+		if len(got.Kvs) == 0 {
+			return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		}
+		var t Topic
+		if err := json.Unmarshal(got.Kvs[0].Value, &t); err != nil {
+			return fmt.Errorf("cluster: deleting topic %s: its record: %w", name, err)
+		}
+		mark, _ := json.Marshal(deletion{Partitions: t.Partitions, Incarnation: got.Kvs[0].CreateRevision, Deleted: time.Now().UTC()})
+		resp, err := m.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).
+			Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.topicPartitions(name), clientv3.WithPrefix()),
+				clientv3.OpPut(m.keys.deletion(name), string(mark))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: deleting topic %s: %w", name, err)
+		}
+		if resp.Succeeded {
+			m.log.Info("cluster: topic deleted", "topic", name)
+			return nil
+		}
+		// Changed between the read and the write (its partitions grew):
+		// read it again.
 	}
-	if !resp.Succeeded {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
-	}
-	m.log.Info("cluster: topic deleted", "topic", name)
-	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

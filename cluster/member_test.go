@@ -831,3 +831,79 @@ func TestReportLoad(t *testing.T) {
 		return !ok
 	})
 }
+
+// A deleted topic's name stays taken until the controller has cleared what
+// the topic left in the bucket (ClearTopic; a failure is retried), so no
+// object of the old topic is read as the new one's; and a node's shard made
+// for the old topic claims no segment to tier once the topic is gone.
+func TestDeletedTopicIsClearedBeforeItsNameIsFree(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(1)
+	var mu sync.Mutex
+	var calls []string
+	fail, hold := true, make(chan struct{})
+	cfg.ClearTopic = func(ctx context.Context, topic string, partitions int32) error {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%s/%d", topic, partitions))
+		f := fail
+		fail = false
+		mu.Unlock()
+		if f {
+			return errors.New("the bucket is away")
+		}
+		select {
+		case <-hold:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := Join(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.CreateTopic(ctx, "t", 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, m, 5*time.Second, "t is not placed", placed(m, "t", 3))
+	inc := m.Topics()["t"].Incarnation
+	if _, err := h.cli.Put(ctx, m.shardKeys().of("t-0"), fmt.Sprint(inc)); err != nil {
+		t.Fatal(err)
+	}
+	if release, ok, err := m.Claim(ctx, "t-0", 0, 99); err != nil || !ok {
+		t.Fatalf("claiming a segment of a live topic: %v %v", ok, err)
+	} else {
+		release()
+	}
+
+	if err := m.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.Claim(ctx, "t-0", 100, 199); err != nil || ok {
+		t.Errorf("a segment of a deleted topic's shard was claimed for tiering (%v, %v)", ok, err)
+	}
+	err = m.CreateTopic(ctx, "t", 1, 1)
+	if !errors.Is(err, ErrTopicExists) || !strings.Contains(err.Error(), "marked for deletion") {
+		t.Fatalf("creating t while its objects are cleared: %v; want ErrTopicExists, marked for deletion", err)
+	}
+	waitLog(t, h.logs, "the failed clearing", "clearing a deleted topic's objects", "the bucket is away")
+	close(hold) // the retry, 10s later, succeeds
+	deadline := time.Now().Add(20 * time.Second)
+	for err = m.CreateTopic(ctx, "t", 1, 1); errors.Is(err, ErrTopicExists); err = m.CreateTopic(ctx, "t", 1, 1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("t's name is still taken 20s after its deletion: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, []string{"t/3", "t/3"}) {
+		t.Errorf("ClearTopic calls %v, want t/3 failing, then t/3 again", calls)
+	}
+}

@@ -25,7 +25,7 @@ import (
 // never deleted on a guess: a wrong etcd prefix must not empty a data
 // folder.
 func (m *Member) KeepShards(ctx context.Context, st store.Store, log *slog.Logger) {
-	k := shardKeys{prefix: m.keys.prefix + "/node/" + strconv.Itoa(int(m.Self().ID)) + "/shards/"}
+	k := m.shardKeys()
 	warned := map[string]bool{}
 	for {
 		changed := m.Changed()
@@ -57,6 +57,12 @@ func createShard(ctx context.Context, st store.Store, shard string, start int64)
 }
 
 type shardKeys struct{ prefix string }
+
+// shardKeys are this node's records of the topic incarnation each of its
+// shards was made for.
+func (m *Member) shardKeys() shardKeys {
+	return shardKeys{prefix: m.keys.prefix + "/node/" + strconv.Itoa(int(m.Self().ID)) + "/shards/"}
+}
 
 func (k shardKeys) of(shard string) string { return k.prefix + shard }
 

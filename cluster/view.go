@@ -26,6 +26,7 @@ const (
 	rangeTopics
 	rangePartitions
 	rangeLoads
+	rangeDeletions
 	numRanges
 )
 
@@ -51,13 +52,14 @@ type view struct {
 	topics      map[string]topicRec
 	partitions  map[TopicPartition]partitionRec
 	loads       map[int32]int64 // bytes each node keeps, as it last reported
+	deletions   map[string]deletionRec
 	// revs holds, per range, the revision up to which it is known.
 	revs [numRanges]int64
 }
 
 func newView() view {
 	return view{nodes: map[int32]Node{}, nodeLeases: map[int32]int64{}, controllers: map[string]controllerRec{},
-		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}, loads: map[int32]int64{}}
+		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}, loads: map[int32]int64{}, deletions: map[string]deletionRec{}}
 }
 
 func (v *view) controller() int32 {
@@ -71,7 +73,7 @@ func (v *view) controller() int32 {
 }
 
 func (k keys) ranges() [numRanges]string {
-	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions(), k.loads()}
+	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions(), k.loads(), k.deletions()}
 }
 
 // apply folds one key's new value (nil: deleted) into the view.
@@ -145,6 +147,17 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 			return fmt.Errorf("load key %q: %v", key, err)
 		}
 		v.loads[int32(id)] = l.Bytes
+	case rangeDeletions:
+		name := strings.TrimPrefix(key, k.deletions())
+		if deleted {
+			delete(v.deletions, name)
+			return nil
+		}
+		var d deletion
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return fmt.Errorf("deletion key %q: %v", key, err)
+		}
+		v.deletions[name] = deletionRec{deletion: d, modRev: kv.ModRevision}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -138,5 +141,57 @@ func TestNodesShareTheColdTier(t *testing.T) {
 				t.Fatalf("partition %d read through node %d differs from what was produced", p, id)
 			}
 		}
+	}
+
+	// Deleted, the topic's objects leave the shared bucket (the controller
+	// clears them once), and a topic made again under the name tiers and
+	// reads only its own records.
+	adm := kadm.NewClient(c.client(2))
+	if resp, err := adm.DeleteTopics(ctx, "orders"); err != nil || resp.Error() != nil {
+		t.Fatalf("delete orders: %v %v", err, resp.Error())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left []string
+		filepath.WalkDir(filepath.Join(shared, "topic=orders"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				left = append(left, path)
+			}
+			return nil
+		})
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after orders was deleted, the shared bucket still holds %v", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		resp, err := adm.CreateTopic(ctx, 2, 1, nil, "orders")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if time.Now().After(deadline) || (err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists)) {
+			t.Fatalf("create orders again: %v %v", err, resp.Err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.leaders(1, "orders", func(brokers int, l []int32) bool { return allLed(brokers, l) })
+	again := map[int32][]string{}
+	for round := range 3 {
+		for p, vs := range c.produce(1, "orders", []int32{0, 1}, 50, fmt.Sprintf("again%d", round)) {
+			again[p] = append(again[p], vs...)
+		}
+	}
+	n := 0
+	for _, id := range []int32{1, 2} {
+		n += len(c.tierRun(id).Uploaded)
+	}
+	if n == 0 {
+		t.Fatal("the topic made again tiered nothing: the test would prove nothing")
+	}
+	if got := c.consume(1, "orders", 300); !equalParts(got, again) {
+		t.Fatalf("the topic made again reads %v records per partition, want only its own %v", counts(got), counts(again))
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"strata/cluster"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/tiering"
+	"strata/tiering/objstore"
 )
 
 // meta is where a node keeps its metadata: Pebble in the data folder on a
@@ -99,14 +101,25 @@ func nodePrefix(cfg *Config) string {
 
 // joinCluster registers this node, listening for Kafka at kafkaAddr, and
 // returns the view the Kafka front end answers from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
-		Logger: log.With("component", "cluster"), Registerer: reg}
+		Logger: log.With("component", "cluster"), Registerer: reg,
+		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
+			// The bucket is shared: a deleted topic's objects are every
+			// node's, so the controller clears them, once.
+			forget := tiering.ForgetShard(cold, cfg.Tiering.Prefix, log.With("component", "tiering"))
+			for p := int32(0); p < partitions; p++ {
+				if err := forget(ctx, store.ShardName(topic, p)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
 	// A node restarted within a session TTL of its crash finds its old
 	// registration still alive: wait for the lease to expire.
 	deadline := time.Now().Add(2*time.Duration(cfg.Cluster.SessionTTL) + 5*time.Second)

@@ -80,7 +80,7 @@ func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions i
 	err := c.m.CreateTopic(ctx, topic, partitions, rf)
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
-		return kafka.ErrTopicExists
+		return fmt.Errorf("%w (%v)", kafka.ErrTopicExists, err)
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
 		return &kafka.InvalidReplicationError{Factor: rf, Why: fmt.Sprintf("%d live brokers", len(c.m.Nodes()))}
 	}

@@ -102,10 +102,10 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 
 // listener keeps the catalog in step with the engine and clears a deleted
 // shard's objects from the bucket; in a cluster the bucket is shared and a
-// topic's objects can be another node's (a topic deleted and made again
-// while this node was away), so a node's shard deletion leaves them. In a
-// cluster it also tells rolled of each roll: the moment a partition may be
-// handed to another node.
+// topic's objects are every node's, so the controller clears a deleted
+// topic's (cluster.Config.ClearTopic) and a node's shard deletion leaves
+// them. In a cluster it also tells rolled of each roll: the moment a
+// partition may be handed to another node.
 func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled chan<- string, log *slog.Logger) segment.EventListener {
 	l := tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)
 	if cfg.Cluster.Enabled() {
