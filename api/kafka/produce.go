@@ -167,6 +167,11 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		b := in.batches[0]
 		key := seqKey{b.ProducerID, in.shard}
 		unlock, err := s.seqs.lock(ctx, s.store, key)
+		if errors.Is(err, store.ErrUnknownShard) {
+			// Placed here a moment ago, its shard not made yet: the client
+			// retries, as it does an append to a missing shard.
+			return kerr.UnknownTopicOrPartition.Code, -1
+		}
 		if err != nil {
 			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
 			return kerr.UnknownServerError.Code, -1

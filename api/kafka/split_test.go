@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strconv"
@@ -162,5 +163,41 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 	}
 	if p := fetch(120); p.ErrorCode != 0 || len(p.RecordBatches) == 0 || p.HighWatermark != 150 {
 		t.Errorf("fetching the leader's own part with node 1 down: error %d, %d bytes, high watermark %d", p.ErrorCode, len(p.RecordBatches), p.HighWatermark)
+	}
+}
+
+// A partition placed on this node a moment ago, its shard not made yet:
+// an idempotent produce answers UNKNOWN_TOPIC_OR_PARTITION, which clients
+// retry, not UNKNOWN_SERVER_ERROR, which they give up on.
+func TestIdempotentProduceBeforeTheShardExists(t *testing.T) {
+	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu := &sync.Mutex{}
+	srv := New(e, Config{Logger: quiet, Cluster: twoNodes{self: 2, mu: mu, addrs: map[int32]string{}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()); e.Close() })
+
+	// One record from producer 7, epoch 0, sequence 0.
+	batch := encodeBatch(nil, []record.Record{{Value: []byte("v")}})
+	binary.BigEndian.PutUint64(batch[43:], 7) // producer id
+	binary.BigEndian.PutUint16(batch[51:], 0) // producer epoch
+	binary.BigEndian.PutUint32(batch[53:], 0) // first sequence
+	binary.BigEndian.PutUint32(batch[17:], crcOf(batch[21:]))
+	req := produceRequest("t", batch)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := client(t, ln.Addr().String())
+	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("idempotent produce before the shard exists: error %d, want UNKNOWN_TOPIC_OR_PARTITION", code)
 	}
 }
