@@ -83,8 +83,8 @@ type produceInput struct {
 	topic     string
 	partition int32
 	shard     string
-	recs    []record.Record
-	batches []kmsg.RecordBatch
+	recs      []record.Record
+	batches   []kmsg.RecordBatch
 }
 
 // decodePartition checks one partition's batches against the topic's

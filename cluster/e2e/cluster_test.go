@@ -152,6 +152,28 @@ func (c *cluster) consume(via int32, topic string, want int) map[int32][]string 
 	return out
 }
 
+// recreate creates a topic deleted a moment ago: its name is taken until
+// the controller has cleared its objects from the bucket, and Kafka
+// clients see TOPIC_ALREADY_EXISTS meanwhile, as from Kafka.
+func recreate(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, kerr.TopicAlreadyExists) || ctx.Err() != nil {
+			t.Fatalf("create topic %s again: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -599,7 +621,7 @@ func TestRecreatedTopicStartsEmpty(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "re"); err != nil {
 		t.Fatal(err)
 	}
-	createTopic(t, c.client(1), "re", 2)
+	recreate(t, c.client(1), "re", 2)
 	c.leaders(1, "re", func(brokers int, l []int32) bool { return brokers == 1 && allLed(brokers, l) })
 	c.nodes[2].Restart()
 	c.leaders(1, "re", func(brokers int, l []int32) bool { return brokers == 2 })

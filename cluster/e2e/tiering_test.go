@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -167,16 +165,7 @@ func TestNodesShareTheColdTier(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for {
-		resp, err := adm.CreateTopic(ctx, 2, 1, nil, "orders")
-		if err == nil && resp.Err == nil {
-			break
-		}
-		if time.Now().After(deadline) || (err == nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists)) {
-			t.Fatalf("create orders again: %v %v", err, resp.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	recreate(t, c.client(2), "orders", 2)
 	c.leaders(1, "orders", func(brokers int, l []int32) bool { return allLed(brokers, l) })
 	again := map[int32][]string{}
 	for round := range 3 {
