@@ -46,13 +46,15 @@ func newMemberID(clientID string) string {
 // do answers a group request, when the coordinator does: a JoinGroup once
 // its rebalance completes. If ctx ends first (the client went away), the
 // coordinator is told, and answers the request itself.
-func (g *groupServer) do(ctx context.Context, cl clientInfo, req kmsg.Request) kmsg.Response {
+// committed names the groups with committed offsets, for the requests
+// that show or delete groups (groupInput.Committed).
+func (g *groupServer) do(ctx context.Context, cl clientInfo, req kmsg.Request, committed map[string]bool) kmsg.Response {
 	answer := make(chan kmsg.Response, 1)
 	g.mu.Lock()
 	g.lastID++
 	id := g.lastID
 	g.waiting[id] = answer
-	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Req: req, Client: cl.id, Host: cl.host}))
+	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Req: req, Client: cl.id, Host: cl.host, Committed: committed}))
 	g.mu.Unlock()
 	select {
 	case resp := <-answer:

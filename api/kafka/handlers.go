@@ -91,9 +91,11 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		if resp := s.notCoordinator(r); resp != nil {
 			return resp
 		}
-		return s.groups.do(ctx, cl, r)
+		return s.groups.do(ctx, cl, r, nil)
 	case *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
-		return s.groups.do(ctx, cl, r)
+		return s.groupAdmin(ctx, cl, r)
+	case *kmsg.DeleteGroupsRequest, *kmsg.OffsetDeleteRequest:
+		return s.groupAdmin(ctx, cl, r)
 	case *kmsg.OffsetCommitRequest:
 		return s.offsetCommit(r)
 	case *kmsg.OffsetFetchRequest:
