@@ -157,7 +157,7 @@ func (a *Adapter) MaxTimestamp(ctx context.Context, shard string) (int64, bool, 
 
 // LocalBytes is the bytes a shard keeps on this node's disk, in whichever
 // engine holds it (DescribeLogDirs).
-func (a *Adapter) LocalBytes(ctx context.Context, shard string) (int64, error) {
+func (a *Adapter) LocalBytes(shard string) (int64, error) {
 	s, ok := a.route(shard).(interface{ LocalBytes(string) (int64, error) })
 	if !ok {
 		return 0, fmt.Errorf("shard %s: its engine does not measure its size", shard)
