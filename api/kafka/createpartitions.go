@@ -13,7 +13,7 @@ import (
 // createPartitions answers CreatePartitions as Kafka does: each topic
 // grows to its count, the new partitions empty and the others untouched;
 // a count that does not grow the topic is INVALID_PARTITIONS, a topic named
-// twice INVALID_REQUEST, an assignment that does not list one replica set
+// twice INVALID_REQUEST (once), an assignment that does not list one replica set
 // per new partition, of live brokers, INVALID_REPLICA_ASSIGNMENT (strata
 // places partitions itself: a valid assignment is checked, not followed).
 func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsRequest) kmsg.Response {
@@ -24,12 +24,18 @@ func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsR
 		seen[t.Topic]++
 	}
 	for _, t := range r.Topics {
+		if seen[t.Topic] < 0 {
+			continue // a topic named twice is answered once, as Kafka answers it
+		}
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		code, msg := s.createPartitionsOf(ctx, t, topics, err, seen[t.Topic] > 1, r.ValidateOnly)
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = &msg
+		}
+		if seen[t.Topic] > 1 {
+			seen[t.Topic] = -1
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -38,7 +44,7 @@ func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsR
 
 func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitionsRequestTopic, topics map[string]int32, topicsErr error, twice, validateOnly bool) (int16, string) {
 	if twice {
-		return kerr.InvalidRequest.Code, "Duplicate topic in request."
+		return kerr.InvalidRequest.Code, "Duplicate topic name."
 	}
 	if topicsErr != nil {
 		s.log.Error("kafka: create partitions: listing topics", "err", topicsErr)

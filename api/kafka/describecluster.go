@@ -19,9 +19,10 @@ func (s *Server) describeCluster(r *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = 1
 	if r.Version >= 1 && r.EndpointType != 1 {
-		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		resp.ErrorCode = kerr.MismatchedEndpointType.Code
 		msg := "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
 		if r.EndpointType != 2 {
+			resp.ErrorCode = kerr.UnsupportedEndpointType.Code
 			msg = fmt.Sprintf("Unsupported endpoint type %d", r.EndpointType)
 		}
 		resp.ErrorMessage = &msg

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -142,7 +143,12 @@ func (c *coordinator) Step(now time.Time, in groupInput) groupEffects {
 	case *kmsg.DescribeGroupsRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 		for _, name := range r.Groups {
-			resp.Groups = append(resp.Groups, c.describe(name, in.Committed[name]))
+			d := c.describe(name, in.Committed[name])
+			if d.State == "Dead" && r.Version >= 6 { // KIP-1043: v6 says so with an error
+				msg := fmt.Sprintf("Group %s not found.", name)
+				d.ErrorCode, d.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			}
+			resp.Groups = append(resp.Groups, d)
 		}
 		c.answer(in.ID, resp)
 	case *kmsg.ListGroupsRequest:

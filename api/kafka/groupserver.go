@@ -104,6 +104,13 @@ func (g *groupServer) close() {
 	g.timer.Stop()
 }
 
+func (g *groupServer) hasMembers(group string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr := g.sm.groups[group]
+	return gr != nil && len(gr.members) > 0
+}
+
 func (g *groupServer) commitCheck(group, memberID string, generation int32) int16 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -135,7 +142,10 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := errNone
-	if r.Generation >= 0 || r.MemberID != "" { // a group member's commit; -1 is a consumer without a group
+	// A group member's commit, or one from outside the group (generation
+	// -1: an admin, or a consumer without a group), which Kafka takes only
+	// while the group has no members.
+	if r.Generation >= 0 || r.MemberID != "" || s.groups.hasMembers(r.Group) {
 		code = s.groups.commitCheck(r.Group, r.MemberID, r.Generation)
 		if !s.coordinates(r.Group) {
 			code = kerr.NotCoordinator.Code

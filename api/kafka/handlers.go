@@ -28,7 +28,7 @@ var supportedVersions = map[int16]versionRange{
 	12: {0, 4},  // Heartbeat
 	13: {0, 5},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
-	15: {0, 5},  // DescribeGroups
+	15: {0, 6},  // DescribeGroups
 	16: {0, 4},  // ListGroups
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics
