@@ -157,6 +157,19 @@ var (
 	errConflict = errors.New("cluster: placement write conflicts with a newer record")
 )
 
+// PartitionCountError refuses a CreatePartitions that would not grow the
+// topic (it wraps ErrInvalidPartitions).
+type PartitionCountError struct {
+	Topic      string
+	Has, Asked int32
+}
+
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("%v: topic %s has %d partitions; %d would not be an increase", ErrInvalidPartitions, e.Topic, e.Has, e.Asked)
+}
+
+func (e *PartitionCountError) Unwrap() error { return ErrInvalidPartitions }
+
 // keys builds the cluster's etcd keys under one prefix.
 type keys struct{ prefix string }
 

@@ -403,6 +403,50 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 	return nil
 }
 
+// CreatePartitions grows a topic to count partitions: the topic record
+// gets the new count with a compare-and-swap on the revision it was read
+// at (a concurrent change, or a delete and create, makes it read again),
+// and the controller places the new partitions as it places a new topic's
+// (Place places any topic's missing partitions). Existing partitions are
+// not touched.
+func (m *Member) CreatePartitions(ctx context.Context, name string, count int32) error {
+	if !validTopic(name) {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	key := m.keys.topic(name)
+	for {
+		resp, err := m.cli.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("cluster: reading topic %s: %w", name, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		}
+		kv := resp.Kvs[0]
+		var t Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			return fmt.Errorf("cluster: topic %s: %w", name, err)
+		}
+		if count <= t.Partitions {
+			return &PartitionCountError{Topic: name, Has: t.Partitions, Asked: count}
+		}
+		from := t.Partitions
+		t.Partitions = count
+		val, _ := json.Marshal(t)
+		txn, err := m.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: growing topic %s: %w", name, err)
+		}
+		if txn.Succeeded {
+			m.log.Info("cluster: partitions created", "topic", name, "from", from, "to", count)
+			return nil
+		}
+	}
+}
+
 // DeleteTopic removes a topic and its partitions' records in one
 // transaction, which also marks the name as being deleted: the controller
 // clears what the topic left in the bucket (Config.ClearTopic), and until

@@ -155,6 +155,16 @@ func (a *Adapter) MaxTimestamp(ctx context.Context, shard string) (int64, bool, 
 	return ts, found, nil
 }
 
+// LocalBytes is the bytes a shard keeps on this node's disk, in whichever
+// engine holds it (DescribeLogDirs).
+func (a *Adapter) LocalBytes(shard string) (int64, error) {
+	s, ok := a.route(shard).(interface{ LocalBytes(string) (int64, error) })
+	if !ok {
+		return 0, fmt.Errorf("shard %s: its engine does not measure its size", shard)
+	}
+	return s.LocalBytes(shard)
+}
+
 func (a *Adapter) Watermarks(ctx context.Context, shard string) (uint64, uint64, error) {
 	return a.route(shard).Watermarks(ctx, shard)
 }

@@ -135,6 +135,78 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		resp.Topics = append(resp.Topics, denied...)
 		return resp, nil
 
+	case *kmsg.CreatePartitionsRequest:
+		var denied []kmsg.CreatePartitionsResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
+			func(t kmsg.CreatePartitionsRequestTopic) {
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, topicDenied, deniedMessage(OpAdmin)
+				denied = append(denied, rt)
+			})
+		s.logDenied(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.CreatePartitionsResponse)
+		resp.Topics = append(resp.Topics, denied...)
+		return resp, nil
+
+	case *kmsg.DeleteGroupsRequest:
+		// Groups are not named by topic: deleting one takes admin on some topic.
+		if !p.any(OpAdmin) {
+			resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+			for _, g := range r.Groups {
+				resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied})
+			}
+			s.logDenied(ss, r, len(r.Groups))
+			return resp, nil
+		}
+		return s.handle(r, cl), nil
+
+	case *kmsg.OffsetDeleteRequest:
+		if !p.any(OpAdmin) {
+			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+			resp.ErrorCode = groupDenied
+			return resp, nil
+		}
+		var denied []kmsg.OffsetDeleteResponseTopic
+		r.Topics = keep(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
+			func(t kmsg.OffsetDeleteRequestTopic) {
+				rt := kmsg.NewOffsetDeleteResponseTopic()
+				rt.Topic = t.Topic
+				for _, tp := range t.Partitions {
+					rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteResponseTopicPartition{Partition: tp.Partition, ErrorCode: topicDenied})
+				}
+				denied = append(denied, rt)
+			})
+		s.logDenied(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.OffsetDeleteResponse)
+		if resp.ErrorCode == errNone {
+			resp.Topics = append(resp.Topics, denied...)
+		}
+		return resp, nil
+
+	case *kmsg.DescribeLogDirsRequest:
+		// Where a node keeps its data and how much is the cluster's view.
+		if !p.cluster() {
+			resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+			resp.ErrorCode = clusterDenied
+			return resp, nil
+		}
+		return s.handle(r, cl), nil
+
+	case *kmsg.DescribeProducersRequest:
+		var denied []kmsg.DescribeProducersRequestTopic
+		r.Topics = keep(r.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
+			func(t kmsg.DescribeProducersRequestTopic) { denied = append(denied, t) })
+		resp := s.handle(r, cl).(*kmsg.DescribeProducersResponse)
+		resp.Topics = append(resp.Topics, eachPartition[kmsg.DescribeProducersResponseTopic](denied, func(_ string, part int32) kmsg.DescribeProducersResponseTopicPartition {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = part, topicDenied
+			return rp
+		})...)
+		return resp, nil
+
+	case *kmsg.DescribeClusterRequest:
+		return s.handle(r, cl), nil // what Metadata shows every user
+
 	case *kmsg.InitProducerIDRequest:
 		if !p.any(OpProduce) {
 			resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)

@@ -33,6 +33,10 @@ type Cluster interface {
 	CreateTopic(ctx context.Context, topic string, partitions int32, replicationFactor int16) error
 	// DeleteTopic deletes a topic (ErrUnknownTopic if it does not exist).
 	DeleteTopic(ctx context.Context, topic string) error
+	// CreatePartitions grows a topic to count partitions, the new ones
+	// empty (ErrUnknownTopic; an *InvalidPartitionsError if count is not
+	// more than it has).
+	CreatePartitions(ctx context.Context, topic string, count int32) error
 	// Coordinator is the node that coordinates a group.
 	Coordinator(group string) Broker
 }
@@ -78,6 +82,21 @@ type InvalidReplicationError struct {
 
 func (e *InvalidReplicationError) Error() string {
 	return fmt.Sprintf("replication factor %d: %s", e.Factor, e.Why)
+}
+
+// InvalidPartitionsError refuses a partition count that does not grow a
+// topic: Has is what it has.
+type InvalidPartitionsError struct {
+	Topic      string
+	Has, Asked int32
+}
+
+// Error is Kafka's message for it.
+func (e *InvalidPartitionsError) Error() string {
+	if e.Asked == e.Has {
+		return fmt.Sprintf("Topic already has %d partition(s).", e.Has)
+	}
+	return fmt.Sprintf("The topic %s currently has %d partition(s); %d would not be an increase.", e.Topic, e.Has, e.Asked)
 }
 
 // Broker is one node as clients reach it.
@@ -164,6 +183,28 @@ func (n singleNode) DeleteTopic(ctx context.Context, topic string) error {
 	}
 	for p := int32(0); p < parts; p++ {
 		if err := n.s.store.DeleteShard(ctx, store.ShardName(topic, p)); err != nil && !errors.Is(err, store.ErrUnknownShard) {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// CreatePartitions makes the shards of the new partitions; the existing
+// ones are not touched.
+func (n singleNode) CreatePartitions(ctx context.Context, topic string, count int32) error {
+	topics, err := n.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	has, ok := topics[topic]
+	switch {
+	case !ok:
+		return ErrUnknownTopic
+	case count <= has:
+		return &InvalidPartitionsError{Topic: topic, Has: has, Asked: count}
+	}
+	for p := has; p < count; p++ {
+		if err := n.s.store.CreateShard(ctx, store.ShardName(topic, p)); err != nil && !errors.Is(err, store.ErrShardExists) {
 			return fmt.Errorf("partition %d: %w", p, err)
 		}
 	}

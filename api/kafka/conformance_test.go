@@ -30,16 +30,20 @@ type observed struct {
 	FetchPastEnd    string
 	FetchAtEnd      string
 	Committed       map[int32]string
+	Admin           adminObserved
 }
 
 // The same franz-go calls against strata and Apache Kafka (KRaft, one node)
 // give the same answers: offsets, records byte for byte (null and empty
 // keys, null values, headers, timestamps), watermarks, offsets by time,
 // errors on a duplicate topic and on offsets outside the log, and
-// DeleteRecords. Kafka is the reference implementation a client was
-// written against.
+// DeleteRecords; and the admin calls of the Java Admin client and Kafka's
+// CLI (CreatePartitions, DeleteGroups, OffsetDelete, ListGroups and
+// DescribeGroups of a group that lives in its offsets, DescribeProducers,
+// DescribeCluster, DescribeLogDirs). Kafka is the reference implementation
+// a client was written against.
 func TestSameAnswersAsApacheKafka(t *testing.T) {
-	strataAddr, _ := startServer(t, Config{})
+	strataAddr, _ := startServer(t, Config{LogDir: t.TempDir()})
 	got := map[string]observed{}
 	for name, addr := range map[string]string{"strata": strataAddr, "kafka": testsvc.StartKafka(t)} {
 		got[name] = observe(t, addr, fmt.Sprintf("conformance-%d", time.Now().UnixNano()))
@@ -56,6 +60,34 @@ func TestSameAnswersAsApacheKafka(t *testing.T) {
 		CreateAgain: kerr.TopicAlreadyExists.Message, AfterDelete: map[int32]int64{0: 4, 1: 0},
 		FetchDeleted: kerr.OffsetOutOfRange.Message, FetchPastEnd: kerr.OffsetOutOfRange.Message, FetchAtEnd: "",
 		Committed: map[int32]string{0: `5 "checkpoint"`},
+		Admin: adminObserved{
+			GrowValidateOnly: "ok", Grow: "ok",
+			GrowSame:          "INVALID_PARTITIONS: Topic already has 2 partition(s).",
+			GrowLess:          "INVALID_PARTITIONS: The topic {topic} currently has 2 partition(s); 1 would not be an increase.",
+			GrowUnknown:       "UNKNOWN_TOPIC_OR_PARTITION",
+			GrowTwice:         "INVALID_REQUEST: Duplicate topic name.",
+			GrowBadAssignment: "INVALID_REPLICA_ASSIGNMENT: Replica assignment is invalid.",
+			// The new partitions start empty; the old ones keep their records.
+			AfterGrowStart: map[int32]int64{0: 4, 1: 0, 2: 0, 3: 0}, AfterGrowEnd: map[int32]int64{0: 6, 1: 6, 2: 0, 3: 0},
+			ProducedToNew:            []int64{0, 0},
+			ListedCommitted:          `Empty type=""`,
+			DescribedCommitted:       `ok Empty type="" members=0`,
+			OffsetDeleteUnknownGroup: "GROUP_ID_NOT_FOUND",
+			OffsetDeleteUnknownTopic: "p0 UNKNOWN_TOPIC_OR_PARTITION, p1 UNKNOWN_TOPIC_OR_PARTITION",
+			CommitWhileMember:        "UNKNOWN_MEMBER_ID: The coordinator is not aware of this member.",
+			OffsetDeleteSubscribed:   "p0 GROUP_SUBSCRIBED_TO_TOPIC, p1 GROUP_SUBSCRIBED_TO_TOPIC",
+			DeleteNonEmpty:           "NON_EMPTY_GROUP",
+			OffsetDeleteAfterLeave:   "p0 ok, p1 ok",
+			DeleteGroup:              "ok", DeleteAgain: "GROUP_ID_NOT_FOUND", ListedAfterDelete: "not listed",
+			DescribeGone: `GROUP_ID_NOT_FOUND: Group {topic}-admin not found. Dead type="" members=0`,
+			Producers: map[int32]string{
+				0: "ok id>=0:true epoch=0 last_seq=5 last_ts=1700000000011 coordinator_epoch=-1 txn_start=-1",
+				1: "ok id>=0:true epoch=0 last_seq=5 last_ts=1700000000011 coordinator_epoch=-1 txn_start=-1",
+			},
+			Cluster:            "ok id=true brokers=1 dialed=true controller_is_broker=true",
+			ControllerEndpoint: "MISMATCHED_ENDPOINT_TYPE: The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+			LogDirs:            "1 dirs: p0 size>0:true lag=0 future=false, p1 size>0:true lag=0 future=false, p2 size>0:true lag=0 future=false, p3 size>0:true lag=0 future=false",
+		},
 	}
 	want.Consumed = s.Consumed
 	if !reflect.DeepEqual(s, want) {
@@ -163,6 +195,8 @@ func observe(t *testing.T, addr, topic string) observed {
 	}
 	o.Committed = map[int32]string{}
 	fetched.Each(func(r kadm.OffsetResponse) { o.Committed[r.Partition] = fmt.Sprintf("%d %q", r.At, r.Metadata) })
+
+	o.Admin = observeAdmin(ctx, t, c, adm, addr, topic)
 	return o
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -57,6 +58,10 @@ type groupInput struct {
 	Req          kmsg.Request
 	Client, Host string // who sent Req: DescribeGroups shows them
 	Gone         bool
+	// Committed names the groups with committed offsets (the server reads
+	// them from its OffsetStore first): Kafka shows such a group, its
+	// members gone or never joined, as Empty, and deletes it.
+	Committed map[string]bool
 }
 
 // groupEffects is what a Step or Tick asks for: answers to send, and when
@@ -138,16 +143,20 @@ func (c *coordinator) Step(now time.Time, in groupInput) groupEffects {
 	case *kmsg.DescribeGroupsRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 		for _, name := range r.Groups {
-			resp.Groups = append(resp.Groups, c.describe(name))
+			d := c.describe(name, in.Committed[name])
+			if d.State == "Dead" && r.Version >= 6 { // KIP-1043: v6 says so with an error
+				msg := fmt.Sprintf("Group %s not found.", name)
+				d.ErrorCode, d.ErrorMessage = kerr.GroupIDNotFound.Code, &msg
+			}
+			resp.Groups = append(resp.Groups, d)
 		}
 		c.answer(in.ID, resp)
 	case *kmsg.ListGroupsRequest:
-		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-		for _, name := range slices.Sorted(maps.Keys(c.groups)) {
-			g := c.groups[name]
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: name, ProtocolType: g.protocolType, GroupState: g.state.String()})
-		}
-		c.answer(in.ID, resp)
+		c.answer(in.ID, c.list(r, in.Committed))
+	case *kmsg.DeleteGroupsRequest:
+		c.answer(in.ID, c.deleteGroups(r, in.Committed))
+	case *kmsg.OffsetDeleteRequest:
+		c.answer(in.ID, c.offsetDelete(r, in.Committed))
 	default:
 		c.answer(in.ID, in.Req.ResponseKind())
 	}
@@ -587,13 +596,17 @@ func (c *coordinator) leave(now time.Time, r *kmsg.LeaveGroupRequest) *kmsg.Leav
 	return resp
 }
 
-// describe returns what DescribeGroups shows of a group.
-func (c *coordinator) describe(name string) kmsg.DescribeGroupsResponseGroup {
+// describe returns what DescribeGroups shows of a group: one with
+// committed offsets only is Empty.
+func (c *coordinator) describe(name string, committed bool) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = name
 	g := c.groups[name]
 	if g == nil {
 		d.State = "Dead"
+		if committed {
+			d.State = groupEmpty.String()
+		}
 		return d
 	}
 	d.State, d.ProtocolType, d.Protocol = g.state.String(), g.protocolType, g.protocol

@@ -157,13 +157,17 @@ func TestConsumerGroup(t *testing.T) {
 //	heartbeat member=ID gen=G
 //	leave member=ID[,ID…] [version=3]
 //	commit member=ID gen=G                    may the member commit offsets now
-//	describe | list
+//	describe [committed] | list [committed=G,…] [states=S,…]
+//	delete [committed]                        DeleteGroups
+//	offsetdelete topics=T,… [committed]       OffsetDelete, partition 0 of each topic
 //	gone req=N                                the client of request #N went away
 //	tick [+D]                                 the clock moves D (to the next Tick without); every Tick due on the way runs
 //	close                                     the server shuts down
 //
 // Every command takes group=G (g). Member ids are the client id and a
-// count: the first id handed to client a is a-1.
+// count: the first id handed to client a is a-1. A join with topics=T,…
+// subscribes to them (a consumer's protocol metadata); committed says the
+// group has committed offsets (the OffsetStore, which the server reads).
 func TestGroupScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/groups", func(t *testing.T, path string) {
 		h := &groupHarness{labels: map[uint64]string{}, ids: map[string]int{}}
@@ -219,7 +223,13 @@ func (h *groupHarness) run(t *testing.T, d *datadriven.TestData) string {
 		r.SessionTimeoutMillis = int32(duration("session", "10s") / time.Millisecond)
 		r.RebalanceTimeoutMillis = int32(duration("rebalance", "5s") / time.Millisecond)
 		for _, p := range strings.Split(arg("protocols", "range"), ",") {
-			r.Protocols = append(r.Protocols, kmsg.JoinGroupRequestProtocol{Name: p, Metadata: []byte(p)})
+			meta := []byte(p)
+			if topics := arg("topics", ""); topics != "" {
+				sub := kmsg.NewConsumerMemberMetadata()
+				sub.Topics = strings.Split(topics, ",")
+				meta = sub.AppendTo(nil)
+			}
+			r.Protocols = append(r.Protocols, kmsg.JoinGroupRequestProtocol{Name: p, Metadata: meta})
 		}
 		client := arg("client", strings.Split(member, "-")[0])
 		h.send("join "+cmp.Or(member, client), groupInput{Req: r, Client: client, Host: "/10.0.0.1"})
@@ -249,9 +259,31 @@ func (h *groupHarness) run(t *testing.T, d *datadriven.TestData) string {
 	case "describe":
 		r := kmsg.NewPtrDescribeGroupsRequest()
 		r.Groups = []string{group}
-		h.send("describe", groupInput{Req: r})
+		h.send("describe", groupInput{Req: r, Committed: map[string]bool{group: d.HasArg("committed")}})
 	case "list":
-		h.send("list", groupInput{Req: kmsg.NewPtrListGroupsRequest()})
+		r := kmsg.NewPtrListGroupsRequest()
+		r.Version = 4
+		if states := arg("states", ""); states != "" {
+			r.StatesFilter = strings.Split(states, ",")
+		}
+		committed := map[string]bool{}
+		if c := arg("committed", ""); c != "" {
+			for _, g := range strings.Split(c, ",") {
+				committed[g] = true
+			}
+		}
+		h.send("list", groupInput{Req: r, Committed: committed})
+	case "delete":
+		r := kmsg.NewPtrDeleteGroupsRequest()
+		r.Groups = []string{group}
+		h.send("delete "+group, groupInput{Req: r, Committed: map[string]bool{group: d.HasArg("committed")}})
+	case "offsetdelete":
+		r := kmsg.NewPtrOffsetDeleteRequest()
+		r.Group = group
+		for _, topic := range strings.Split(arg("topics", ""), ",") {
+			r.Topics = append(r.Topics, kmsg.OffsetDeleteRequestTopic{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}})
+		}
+		h.send("offsetdelete "+group, groupInput{Req: r, Committed: map[string]bool{group: d.HasArg("committed")}})
 	case "commit":
 		fmt.Fprintf(&h.out, "commit %s: %s\n", member, codeName(h.c.commitCheck(group, member, int32(number("gen", "0")))))
 	case "gone":
@@ -338,7 +370,7 @@ func showAnswer(resp kmsg.Response) string {
 		if len(r.Members) > 0 {
 			var ids []string
 			for _, m := range r.Members {
-				ids = append(ids, fmt.Sprintf("%s(%s)", m.MemberID, m.ProtocolMetadata))
+				ids = append(ids, fmt.Sprintf("%s(%s)", m.MemberID, showMetadata(m.ProtocolMetadata)))
 			}
 			s += " members=" + strings.Join(ids, ",")
 		}
@@ -375,7 +407,24 @@ func showAnswer(resp kmsg.Response) string {
 	case *kmsg.ListGroupsResponse:
 		var each []string
 		for _, g := range r.Groups {
-			each = append(each, g.Group+" "+g.GroupState)
+			each = append(each, g.Group+" "+g.GroupState+" type="+cmp.Or(g.ProtocolType, `""`))
+		}
+		return cmp.Or(strings.Join(each, ", "), "no groups")
+	case *kmsg.DeleteGroupsResponse:
+		var each []string
+		for _, g := range r.Groups {
+			each = append(each, g.Group+" "+codeName(g.ErrorCode))
+		}
+		return strings.Join(each, ", ")
+	case *kmsg.OffsetDeleteResponse:
+		if r.ErrorCode != errNone {
+			return codeName(r.ErrorCode)
+		}
+		var each []string
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				each = append(each, fmt.Sprintf("%s/%d %s", t.Topic, p.Partition, codeName(p.ErrorCode)))
+			}
 		}
 		return strings.Join(each, ", ")
 	}
@@ -423,4 +472,14 @@ func TestJoinEndsWhenTheClientGoes(t *testing.T) {
 			t.Fatalf("10s after its client went away the group is %s with %d members (the join would wait a minute)", s, n)
 		}
 	}
+}
+
+// showMetadata is a member's protocol metadata: the scripts' own text, or
+// a consumer's subscription.
+func showMetadata(b []byte) string {
+	var sub kmsg.ConsumerMemberMetadata
+	if len(b) > 2 && b[0] == 0 && sub.ReadFrom(b) == nil {
+		return "topics=" + strings.Join(sub.Topics, ",")
+	}
+	return string(b)
 }

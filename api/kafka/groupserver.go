@@ -46,13 +46,15 @@ func newMemberID(clientID string) string {
 // do answers a group request, when the coordinator does: a JoinGroup once
 // its rebalance completes. If ctx ends first (the client went away), the
 // coordinator is told, and answers the request itself.
-func (g *groupServer) do(ctx context.Context, cl clientInfo, req kmsg.Request) kmsg.Response {
+// committed names the groups with committed offsets, for the requests
+// that show or delete groups (groupInput.Committed).
+func (g *groupServer) do(ctx context.Context, cl clientInfo, req kmsg.Request, committed map[string]bool) kmsg.Response {
 	answer := make(chan kmsg.Response, 1)
 	g.mu.Lock()
 	g.lastID++
 	id := g.lastID
 	g.waiting[id] = answer
-	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Req: req, Client: cl.id, Host: cl.host}))
+	g.apply(g.sm.Step(time.Now(), groupInput{ID: id, Req: req, Client: cl.id, Host: cl.host, Committed: committed}))
 	g.mu.Unlock()
 	select {
 	case resp := <-answer:
@@ -102,6 +104,13 @@ func (g *groupServer) close() {
 	g.timer.Stop()
 }
 
+func (g *groupServer) hasMembers(group string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr := g.sm.groups[group]
+	return gr != nil && len(gr.members) > 0
+}
+
 func (g *groupServer) commitCheck(group, memberID string, generation int32) int16 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -133,7 +142,10 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := errNone
-	if r.Generation >= 0 || r.MemberID != "" { // a group member's commit; -1 is a consumer without a group
+	// A group member's commit, or one from outside the group (generation
+	// -1: an admin, or a consumer without a group), which Kafka takes only
+	// while the group has no members.
+	if r.Generation >= 0 || r.MemberID != "" || s.groups.hasMembers(r.Group) {
 		code = s.groups.commitCheck(r.Group, r.MemberID, r.Generation)
 		if !s.coordinates(r.Group) {
 			code = kerr.NotCoordinator.Code

@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync"
 
 	"strata/engine/store"
@@ -42,6 +44,7 @@ type producerState struct {
 	epoch   int16
 	lastSeq int32
 	recent  []seqRange // oldest first, at most recentBatches
+	lastTS  int64      // the largest timestamp of its last batch (DescribeProducers)
 }
 
 type verdict int
@@ -130,28 +133,70 @@ func newSequences() *sequences {
 // write to it since the start, then locks key for a check and an append.
 func (q *sequences) lock(ctx context.Context, st store.Store, key seqKey) (unlock func(), err error) {
 	q.mu.Lock()
-	l := q.loaded[key.shard]
-	if l == nil {
-		l = &loading{}
-		q.loaded[key.shard] = l
-	}
 	w := q.writing[key]
 	if w == nil {
 		w = &sync.Mutex{}
 		q.writing[key] = w
 	}
 	q.mu.Unlock()
-	l.once.Do(func() { l.err = q.rebuild(ctx, st, key.shard) })
-	if l.err != nil {
-		q.mu.Lock()
-		if q.loaded[key.shard] == l {
-			delete(q.loaded, key.shard) // try again on the next write
-		}
-		q.mu.Unlock()
-		return nil, l.err
+	if err := q.load(ctx, st, key.shard); err != nil {
+		return nil, err
 	}
 	w.Lock()
 	return w.Unlock, nil
+}
+
+// load rebuilds shard's state from its log, once after the start.
+func (q *sequences) load(ctx context.Context, st store.Store, shard string) error {
+	q.mu.Lock()
+	l := q.loaded[shard]
+	if l == nil {
+		l = &loading{}
+		q.loaded[shard] = l
+	}
+	q.mu.Unlock()
+	l.once.Do(func() { l.err = q.rebuild(ctx, st, shard) })
+	if l.err != nil {
+		q.mu.Lock()
+		if q.loaded[shard] == l {
+			delete(q.loaded, shard) // try again on the next write
+		}
+		q.mu.Unlock()
+	}
+	return l.err
+}
+
+// activeProducer is what DescribeProducers shows of a producer on a
+// partition.
+type activeProducer struct {
+	id       int64
+	epoch    int16
+	lastSeq  int32
+	lastTS   int64
+	lastBase int64
+}
+
+// producers lists the idempotent producers known on shard, by id, loading
+// its state from the log first if no write has since the start.
+func (q *sequences) producers(ctx context.Context, st store.Store, shard string) ([]activeProducer, error) {
+	if err := q.load(ctx, st, shard); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []activeProducer
+	for k, ps := range q.state {
+		if k.shard != shard {
+			continue
+		}
+		p := activeProducer{id: k.pid, epoch: ps.epoch, lastSeq: ps.lastSeq, lastTS: ps.lastTS, lastBase: -1}
+		if n := len(ps.recent); n > 0 {
+			p.lastBase = ps.recent[n-1].base
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b activeProducer) int { return cmp.Compare(a.id, b.id) })
+	return out, nil
 }
 
 func (q *sequences) get(key seqKey) *producerState {
@@ -160,7 +205,7 @@ func (q *sequences) get(key seqKey) *producerState {
 	return q.state[key]
 }
 
-func (q *sequences) put(key seqKey, epoch int16, first, last int32, base int64) {
+func (q *sequences) put(key seqKey, epoch int16, first, last int32, base, maxTS int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.state[key]
@@ -169,6 +214,7 @@ func (q *sequences) put(key seqKey, epoch int16, first, last int32, base int64) 
 		q.state[key] = st
 	}
 	st.record(epoch, first, last, base)
+	st.lastTS = maxTS
 }
 
 // forget drops what is known of shard's producers: the shard was deleted.
@@ -198,6 +244,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		epoch       int16
 		first, last int32
 		base, end   int64
+		maxTS       int64
 	}
 	runs := map[int64][]run{}
 	for off := from; off < high; {
@@ -216,8 +263,9 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 			rs := runs[pid]
 			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && seqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
 				rs[n-1].last, rs[n-1].end = seq, int64(r.Offset)
+				rs[n-1].maxTS = max(rs[n-1].maxTS, r.Timestamp)
 			} else {
-				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset)})
+				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset), maxTS: r.Timestamp})
 			}
 			runs[pid] = rs
 		}
@@ -229,6 +277,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		ps := &producerState{}
 		for _, r := range rs {
 			ps.record(r.epoch, r.first, r.last, r.base)
+			ps.lastTS = r.maxTS
 		}
 		q.state[seqKey{pid, shard}] = ps
 	}

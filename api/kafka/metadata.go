@@ -16,7 +16,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
 	}
 	resp.ControllerID = s.cluster.Controller()
-	cluster := "strata"
+	cluster := clusterID
 	resp.ClusterID = &cluster
 	topics, _ := s.topics(ctx)
 	var names []string

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"strata/catalog/offsets"
@@ -14,6 +16,13 @@ type OffsetStore interface {
 	Commit(group string, positions map[string]map[int32]offsets.Committed) error
 	// Group returns every position group has committed, by topic and partition.
 	Group(group string) (map[string]map[int32]offsets.Committed, error)
+	// Delete removes the named partitions' positions of group (OffsetDelete).
+	Delete(group string, partitions map[string][]int32) error
+	// DeleteGroup removes every position group has committed (DeleteGroups).
+	DeleteGroup(group string) error
+	// Groups lists the groups with committed positions, in order: a group
+	// whose members are gone is still listed, as Kafka lists it, Empty.
+	Groups() ([]string, error)
 }
 
 // memoryOffsets serves a Server given no store: positions last as long as
@@ -56,4 +65,35 @@ func (m *memoryOffsets) Group(group string) (map[string]map[int32]offsets.Commit
 		}
 	}
 	return out, nil
+}
+
+func (m *memoryOffsets) Delete(group string, partitions map[string][]int32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[group]
+	for topic, parts := range partitions {
+		for _, p := range parts {
+			delete(g[topic], p)
+		}
+		if len(g[topic]) == 0 {
+			delete(g, topic)
+		}
+	}
+	if len(g) == 0 {
+		delete(m.groups, group)
+	}
+	return nil
+}
+
+func (m *memoryOffsets) DeleteGroup(group string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.groups, group)
+	return nil
+}
+
+func (m *memoryOffsets) Groups() ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.groups)), nil
 }

@@ -193,7 +193,7 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		// connection would be appended again.
 		code, base := s.appendRecords(context.WithoutCancel(ctx), in.shard, in.recs)
 		if code == errNone {
-			s.seqs.put(key, b.ProducerEpoch, first, last, base)
+			s.seqs.put(key, b.ProducerEpoch, first, last, base, maxTimestamp(in.recs))
 		}
 		return code, base
 	}
@@ -211,4 +211,12 @@ func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.
 	}
 	s.appended.wake(shard)
 	return errNone, int64(base)
+}
+
+func maxTimestamp(recs []record.Record) int64 {
+	ts := int64(-1)
+	for _, r := range recs {
+		ts = max(ts, r.Timestamp)
+	}
+	return ts
 }

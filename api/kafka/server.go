@@ -74,6 +74,9 @@ type Config struct {
 	// GroupMaxRebalanceWait caps how long a rebalance waits for members to
 	// rejoin, whatever timeout they ask for (5m).
 	GroupMaxRebalanceWait time.Duration
+	// LogDir is the folder DescribeLogDirs names: the data folder, where
+	// each shard's local segments are.
+	LogDir string
 	// Cluster says who serves what; nil is this node alone.
 	Cluster Cluster
 	// PeerOpts configure the client a leader reads other nodes' parts of a

@@ -48,6 +48,7 @@ func (c twoNodes) Partition(topic string, p int32) (PartitionInfo, bool) {
 }
 func (c twoNodes) CreateTopic(context.Context, string, int32, int16) error { return nil }
 func (c twoNodes) DeleteTopic(context.Context, string) error               { return nil }
+func (c twoNodes) CreatePartitions(context.Context, string, int32) error   { return nil }
 func (c twoNodes) Coordinator(string) Broker                               { return c.Brokers()[0] }
 func (c twoNodes) Parts(topic string, p int32) []LogPart {
 	return []LogPart{{Start: 0, Node: 1}, {Start: 100, Node: 2}}

@@ -87,3 +87,70 @@ func (e *Etcd) Group(group string) (map[string]map[int32]Committed, error) {
 	pos, _, err := e.read(ctx, group)
 	return pos, err
 }
+
+// Delete removes the named partitions' positions of group (Kafka's
+// OffsetDelete), with the same compare-and-swap as Commit; a group left
+// with none loses its key.
+func (e *Etcd) Delete(group string, partitions map[string][]int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	key := e.prefix + group
+	for {
+		pos, rev, err := e.read(ctx, group)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			return nil
+		}
+		for topic, parts := range partitions {
+			for _, p := range parts {
+				delete(pos[topic], p)
+			}
+			if len(pos[topic]) == 0 {
+				delete(pos, topic)
+			}
+		}
+		op := clientv3.OpDelete(key)
+		if len(pos) > 0 {
+			v, err := json.Marshal(pos)
+			if err != nil {
+				return err
+			}
+			op = clientv3.OpPut(key, string(v))
+		}
+		resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
+		if err != nil {
+			return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+	}
+}
+
+// DeleteGroup removes every position group has committed (Kafka's
+// DeleteGroups).
+func (e *Etcd) DeleteGroup(group string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	if _, err := e.c.Delete(ctx, e.prefix+group); err != nil {
+		return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+	}
+	return nil
+}
+
+// Groups lists the groups with committed positions, in order.
+func (e *Etcd) Groups() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	resp, err := e.c.Get(ctx, e.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("listing groups with committed offsets: %w", err)
+	}
+	out := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key[len(e.prefix):]))
+	}
+	return out, nil
+}

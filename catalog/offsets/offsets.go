@@ -5,6 +5,7 @@
 package offsets
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -124,4 +125,48 @@ func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// Delete removes the named partitions' positions of group, in one synced
+// batch (Kafka's OffsetDelete).
+func (o *Store) Delete(group string, partitions map[string][]int32) error {
+	b := o.db.NewBatch()
+	defer b.Close()
+	for topic, parts := range partitions {
+		for _, p := range parts {
+			if err := b.Delete(offsetKey(group, topic, p), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// DeleteGroup removes every position group has committed (Kafka's
+// DeleteGroups).
+func (o *Store) DeleteGroup(group string) error {
+	prefix := []byte("o/" + group + "\x00")
+	return o.db.DeleteRange(prefix, append(prefix[:len(prefix)-1:len(prefix)-1], 1), pebble.Sync)
+}
+
+// Groups lists the groups with committed positions, in order. It skips
+// from one group to the next rather than reading every position.
+func (o *Store) Groups() ([]string, error) {
+	it, err := o.db.NewIter(&pebble.IterOptions{LowerBound: []byte("o/"), UpperBound: []byte("o0")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []string
+	for valid := it.First(); valid; {
+		rest := it.Key()[2:]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("committed offsets: bad key %q", it.Key())
+		}
+		group := string(rest[:i])
+		out = append(out, group)
+		valid = it.SeekGE([]byte("o/" + group + "\x01"))
+	}
+	return out, it.Error()
 }

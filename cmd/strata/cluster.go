@@ -245,19 +245,11 @@ func localBytes(ctx context.Context, e *segment.Engine) (int64, error) {
 	}
 	var n int64
 	for _, sh := range shards {
-		segs, err := e.Segments(sh)
+		b, err := e.LocalBytes(sh)
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		for _, s := range segs {
-			switch s.State {
-			case segment.SegmentSealed:
-				n += s.Size
-			case segment.SegmentActive:
-				b, _ := e.ActiveBytes(sh)
-				n += b
-			}
-		}
+		n += b
 	}
 	return n, nil
 }

@@ -95,6 +95,18 @@ func (c clusterView) DeleteTopic(ctx context.Context, topic string) error {
 	return err
 }
 
+func (c clusterView) CreatePartitions(ctx context.Context, topic string, count int32) error {
+	err := c.m.CreatePartitions(ctx, topic, count)
+	var perr *cluster.PartitionCountError
+	switch {
+	case errors.Is(err, cluster.ErrUnknownTopic):
+		return kafka.ErrUnknownTopic
+	case errors.As(err, &perr):
+		return &kafka.InvalidPartitionsError{Topic: topic, Has: perr.Has, Asked: perr.Asked}
+	}
+	return err
+}
+
 // Coordinator picks a group's node by rendezvous hashing over the live
 // nodes: when a node joins or leaves, only the groups it wins or held move,
 // not most of them as with a hash modulo the node count.

@@ -518,3 +518,14 @@ func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
 }
+
+// LocalBytes estimates the bytes a shard's records take on disk, from
+// Pebble's tables (memtables not yet flushed are not counted).
+func (s *Store) LocalBytes(name string) (int64, error) {
+	if _, err := s.shard(name); err != nil {
+		return 0, err
+	}
+	prefix := index.Prefix(kindRecord, name)
+	n, err := s.db.EstimateDiskUsage(prefix, index.UpperBound(prefix))
+	return int64(n), err
+}

@@ -930,3 +930,27 @@ func (e *Engine) ActiveBytes(name string) (int64, error) {
 	}
 	return v.activeLen, nil
 }
+
+// LocalBytes is the bytes of a shard's segments on this node's disk: the
+// sealed segments not yet dropped after tiering, and the active one's
+// durable length (Kafka's DescribeLogDirs size; the cluster's load).
+func (e *Engine) LocalBytes(name string) (int64, error) {
+	segs, err := e.Segments(name)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, s := range segs {
+		switch s.State {
+		case SegmentSealed:
+			n += s.Size
+		case SegmentActive:
+			b, err := e.ActiveBytes(name)
+			if err != nil {
+				return 0, err
+			}
+			n += b
+		}
+	}
+	return n, nil
+}

@@ -344,3 +344,35 @@ func logField(line, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// Classpath resolves scripts/NAME/pom.xml with Maven (scripts/jars, which
+// caches the result) and returns its classpath; the test fails if it
+// cannot be had.
+func Classpath(t testing.TB, name string) string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("testsvc: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run downloads
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "jars"), name)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("testsvc: scripts/jars %s: %v\n%s", name, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Java returns the java command the Apache Kafka peer runs with
+// (scripts/services: the one on PATH); the test fails without one.
+func Java(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("testsvc: no java on PATH (the Kafka peer and Kafka's tools need one): %v", err)
+	}
+	return p
+}
