@@ -115,7 +115,7 @@ var Keys = []Key{
 	{Name: "min.insync.replicas", Type: Int, Default: "1", Broker: "min.insync.replicas", DefaultSynonym: true, min: 1, max: math.MaxInt32,
 		Honoured: "stored and validated; strata keeps one copy of each partition until replication lands",
 		Doc:      "The fewest in-sync replicas an acks=all write needs."},
-	{Name: "remote.storage.enable", Type: Boolean, Default: "false", Broker: "remote.log.storage.system.enable", DefaultSynonym: true,
+	{Name: "remote.storage.enable", Type: Boolean, Default: "false", Broker: "remote.log.storage.system.enable",
 		Honoured: "true: the tiering job uploads the topic's sealed segments; false: the topic never tiers",
 		Doc:      "Whether the topic's sealed segments are uploaded to the cold tier (KIP-405). It can be true only when the broker tiers (tiering.enabled); a topic that does not say follows tiering.enabled."},
 	{Name: "retention.bytes", Type: Long, Default: "-1", Broker: "log.retention.bytes", DefaultSynonym: true, min: -1, max: math.MaxInt64,
@@ -244,15 +244,9 @@ func Check(o Overrides, b Broker) error {
 	if v, ok := o["remote.storage.enable"]; ok && parseBool(v) && b["remote.storage.enable"] != "true" {
 		return &Error{Key: "remote.storage.enable", Value: v, Message: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."}
 	}
-	r := Resolve(o, b)
-	if r.RetentionMs >= 0 && r.LocalRetentionMs > r.RetentionMs && o["local.retention.ms"] != "" {
-		return &Error{Key: "local.retention.ms", Value: o["local.retention.ms"],
-			Why: fmt.Sprintf("Value must not be more than retention.ms property value: %d", r.RetentionMs)}
-	}
-	if r.RetentionBytes >= 0 && r.LocalRetentionBytes > r.RetentionBytes && o["local.retention.bytes"] != "" {
-		return &Error{Key: "local.retention.bytes", Value: o["local.retention.bytes"],
-			Why: fmt.Sprintf("Value must not be more than retention.bytes property value: %d", r.RetentionBytes)}
-	}
+	// Kafka 4.4 takes a local.retention.ms or .bytes above retention.ms
+	// or .bytes at CreateTopics and AlterConfigs; so does strata: the
+	// whole log's bound expires the segment first, local or not.
 	return nil
 }
 

@@ -148,8 +148,7 @@ func (s *Server) describeConfigs(ctx context.Context, r *kmsg.DescribeConfigsReq
 			}
 			if _, ok := topics[res.ResourceName]; !ok {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				msg := fmt.Sprintf("The topic '%s' does not exist.", res.ResourceName)
-				rr.ErrorMessage = &msg
+				rr.ErrorMessage = new(string) // Kafka says nothing more
 				break
 			}
 			entries = topicconfig.Describe(s.cluster.TopicConfigs(res.ResourceName), s.cfg.TopicDefaults)
@@ -377,7 +376,7 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 			delete(cur, op.Name)
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 			if k.Type != topicconfig.List {
-				return nil, &topicconfig.Error{Key: op.Name, Message: fmt.Sprintf("Config value append is not allowed for config key: %s", op.Name)}
+				return nil, &topicconfig.Error{Key: op.Name, Message: fmt.Sprintf("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)}
 			}
 			list, _ := topicconfig.Value(k, cur, nil)
 			items := splitComma(list)

@@ -30,6 +30,7 @@ type observed struct {
 	FetchPastEnd    string
 	FetchAtEnd      string
 	Committed       map[int32]string
+	Configs         observedConfigs
 }
 
 // The same franz-go calls against strata and Apache Kafka (KRaft, one node)
@@ -58,6 +59,7 @@ func TestSameAnswersAsApacheKafka(t *testing.T) {
 		Committed: map[int32]string{0: `5 "checkpoint"`},
 	}
 	want.Consumed = s.Consumed
+	want.Configs = s.Configs
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("both brokers answered, but not as expected:\n got: %+v\nwant: %+v", s, want)
 	}
@@ -163,6 +165,7 @@ func observe(t *testing.T, addr, topic string) observed {
 	}
 	o.Committed = map[int32]string{}
 	fetched.Each(func(r kadm.OffsetResponse) { o.Committed[r.Partition] = fmt.Sprintf("%d %q", r.At, r.Metadata) })
+	o.Configs = observeConfigs(ctx, t, c, addr, topic)
 	return o
 }
 

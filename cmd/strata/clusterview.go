@@ -71,13 +71,13 @@ func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool
 	return info, true
 }
 
-func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
+func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
 	if rf > 1 {
 		// Placement would list followers that hold nothing, and a failover
 		// would hand the partition to one of them empty (issue #13).
 		return &kafka.InvalidReplicationError{Factor: rf, Why: "strata does not replicate partitions yet; use 1"}
 	}
-	err := c.m.CreateTopic(ctx, topic, partitions, rf)
+	err := c.m.CreateTopicWithConfigs(ctx, topic, partitions, rf, configs)
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
 		return kafka.ErrTopicExists
@@ -89,6 +89,22 @@ func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions i
 
 func (c clusterView) DeleteTopic(ctx context.Context, topic string) error {
 	err := c.m.DeleteTopic(ctx, topic)
+	if errors.Is(err, cluster.ErrUnknownTopic) {
+		return kafka.ErrUnknownTopic
+	}
+	return err
+}
+
+// TopicConfigs are the configs in the topic's etcd record, as this node's
+// view has them.
+func (c clusterView) TopicConfigs(topic string) map[string]string {
+	t, _ := c.m.Topic(topic)
+	return t.Configs
+}
+
+// AlterTopicConfigs rewrites the topic's etcd record by compare-and-swap.
+func (c clusterView) AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error {
+	_, err := c.m.AlterTopicConfigs(ctx, topic, change)
 	if errors.Is(err, cluster.ErrUnknownTopic) {
 		return kafka.ErrUnknownTopic
 	}

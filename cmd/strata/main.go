@@ -24,7 +24,6 @@ import (
 	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/cluster"
-	"strata/engine/segment"
 	"strata/tiering"
 )
 
@@ -179,12 +178,18 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	defer md.Close() // after storage: the engine's last events reach the catalog
 	cat := md.cat
+	topics := &topicView{broker: topicDefaults(cfg)}
+	if !cfg.Cluster.Enabled() {
+		if topics.local, err = kafka.NewCatalogTopics(cat); err != nil {
+			return err
+		}
+	}
 	// A single node's folder from before the engine kept its manifest has
 	// its segments in its own catalog; a cluster node's catalog is in etcd
 	// and never predates the manifest.
 	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
 	rolled := make(chan string, 1024) // in a cluster: shards the engine rolled
-	store, err := openStorage(cfg, cold, cat, rolled, log)
+	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}
@@ -208,13 +213,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job := newTiering(cfg, store.SegmentEngine(), cat, cold, reg, log)
+	job := newTiering(cfg, store.SegmentEngine(), cat, cold, topics, reg, log)
 	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
-		policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.Retention.MaxAge), MaxBytes: int64(cfg.Retention.MaxBytes)}
-		go store.SegmentEngine().RetainLoop(bg, policy, time.Duration(cfg.Retention.Interval))
+		go store.SegmentEngine().RetainLoopBy(bg, topics.retention, time.Duration(cfg.Retention.Interval))
 	}
 
 	sec, err := openSecurity(ctx, cfg, log)
@@ -245,6 +249,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
+		topics.member.Store(member)
 		defer func() {
 			// A tiering run finishes first, while its claims (under this
 			// node's lease) still hold; then the lease is revoked, and
@@ -271,16 +276,16 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
 
-	topicMax := map[string]int32{}
-	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
-		topicMax[topic] = int32(v)
+	var topicStore kafka.TopicStore // a cluster keeps them in etcd, through its view
+	if topics.local != nil {
+		topicStore = topics.local
 	}
 	ksrv := kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
 		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
 		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
 		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
-		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicMaxMessageBytes: topicMax,
+		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topics.broker, Topics: topicStore,
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
