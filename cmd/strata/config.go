@@ -119,15 +119,15 @@ type KafkaConfig struct {
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`
 	// Resource bounds: docs/config.md says what each protects.
-	MaxControlRequestBytes  Bytes            `yaml:"max_control_request_bytes"`
-	MaxInflightRequestBytes Bytes            `yaml:"max_inflight_request_bytes"`
-	MaxInflatedRequestBytes Bytes            `yaml:"max_inflated_request_bytes"`
-	MaxMessageBytes         Bytes            `yaml:"max_message_bytes"`
-	MaxPartitions           int              `yaml:"max_partitions"`
-	MaxPartitionsPerTopic   int              `yaml:"max_partitions_per_topic"`
-	MaxConnections          int              `yaml:"max_connections"`
-	MaxConnectionsPerIP     int              `yaml:"max_connections_per_ip"`
-	FrameTimeout            Duration         `yaml:"frame_timeout"`
+	MaxControlRequestBytes  Bytes    `yaml:"max_control_request_bytes"`
+	MaxInflightRequestBytes Bytes    `yaml:"max_inflight_request_bytes"`
+	MaxInflatedRequestBytes Bytes    `yaml:"max_inflated_request_bytes"`
+	MaxMessageBytes         Bytes    `yaml:"max_message_bytes"`
+	MaxPartitions           int      `yaml:"max_partitions"`
+	MaxPartitionsPerTopic   int      `yaml:"max_partitions_per_topic"`
+	MaxConnections          int      `yaml:"max_connections"`
+	MaxConnectionsPerIP     int      `yaml:"max_connections_per_ip"`
+	FrameTimeout            Duration `yaml:"frame_timeout"`
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -135,12 +135,12 @@ type KafkaConfig struct {
 
 // EngineConfig picks storage engines and how they write.
 type EngineConfig struct {
-	Default          string            `yaml:"default"` // segment, memory or pebble
-	Fsync            string            `yaml:"fsync"`   // batch, interval or none
-	FsyncInterval    Duration          `yaml:"fsync_interval"`
-	IOWorkers        int               `yaml:"io_workers"`
-	IndexInterval    int               `yaml:"index_interval"`
-	MemoryMaxRecords int               `yaml:"memory_max_records"`
+	Default          string   `yaml:"default"` // segment, memory or pebble
+	Fsync            string   `yaml:"fsync"`   // batch, interval or none
+	FsyncInterval    Duration `yaml:"fsync_interval"`
+	IOWorkers        int      `yaml:"io_workers"`
+	IndexInterval    int      `yaml:"index_interval"`
+	MemoryMaxRecords int      `yaml:"memory_max_records"`
 }
 
 // SegmentConfig is the segment engine's roll and seal policy.
