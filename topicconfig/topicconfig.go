@@ -117,7 +117,7 @@ var Keys = []Key{
 		Doc:      "The fewest in-sync replicas an acks=all write needs."},
 	{Name: "remote.storage.enable", Type: Boolean, Default: "false", Broker: "remote.log.storage.system.enable",
 		Honoured: "true: the tiering job uploads the topic's sealed segments; false: the topic never tiers",
-		Doc:      "Whether the topic's sealed segments are uploaded to the cold tier (KIP-405). It can be true only when the broker tiers (tiering.enabled); a topic that does not say follows tiering.enabled."},
+		Doc:      "Whether the topic's sealed segments are uploaded to the cold tier (KIP-405). strata always has a cold tier, so its broker says true and topics tier unless they say false; tiering.enabled only schedules the job."},
 	{Name: "retention.bytes", Type: Long, Default: "-1", Broker: "log.retention.bytes", DefaultSynonym: true, min: -1, max: math.MaxInt64,
 		Honoured: "the oldest segments go from every tier while a partition's whole log (local and cold) is over it",
 		Doc:      "The most bytes a partition's whole log keeps, local and cold together (KIP-405); the oldest segments are deleted past it. -1: no bound."},

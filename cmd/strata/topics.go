@@ -26,19 +26,20 @@ func topicDefaults(cfg *Config) topicconfig.Broker {
 		segmentMs = strconv.FormatInt(ms(cfg.Segment.MaxAge), 10)
 	}
 	b := topicconfig.Broker{
-		"max.message.bytes":              strconv.FormatInt(int64(cfg.Kafka.MaxMessageBytes), 10),
-		"segment.bytes":                  strconv.FormatInt(min(int64(cfg.Segment.MaxBytes), math.MaxInt32), 10),
-		"segment.ms":                     segmentMs,
-		"retention.ms":                   topicconfig.Unbounded(ms(cfg.Retention.MaxAge)),
-		"retention.bytes":                topicconfig.Unbounded(int64(cfg.Retention.MaxBytes)),
-		"remote.storage.enable":          strconv.FormatBool(cfg.Tiering.Enabled),
+		"max.message.bytes": strconv.FormatInt(int64(cfg.Kafka.MaxMessageBytes), 10),
+		"segment.bytes":     strconv.FormatInt(min(int64(cfg.Segment.MaxBytes), math.MaxInt32), 10),
+		"segment.ms":        segmentMs,
+		"retention.ms":      topicconfig.Unbounded(ms(cfg.Retention.MaxAge)),
+		"retention.bytes":   topicconfig.Unbounded(int64(cfg.Retention.MaxBytes)),
+		// strata always has a cold tier (tiering.enabled only schedules the
+		// job; strata tier run works either way): topics tier unless they
+		// say remote.storage.enable=false.
+		"remote.storage.enable":          "true",
 		"strata.engine":                  cfg.Engine.Default,
 		"strata.parquet.codec":           cfg.Tiering.Codec,
 		"strata.parquet.row.group.bytes": strconv.FormatInt(int64(cfg.Tiering.RowGroupBytes), 10),
 	}
-	if cfg.Tiering.Enabled {
-		b["local.retention.ms"] = strconv.FormatInt(ms(cfg.Tiering.LocalRetention), 10)
-	}
+	b["local.retention.ms"] = strconv.FormatInt(ms(cfg.Tiering.LocalRetention), 10)
 	for name, v := range b {
 		if k, _ := topicconfig.Lookup(name); v == k.Default {
 			delete(b, name)
