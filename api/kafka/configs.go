@@ -406,3 +406,52 @@ func splitComma(v string) []string {
 	}
 	return out
 }
+
+// DescribeTopicConfigs is a topic's configs as DescribeConfigs shows them
+// (the admin API's view); ErrUnknownTopic if it does not exist.
+func (s *Server) DescribeTopicConfigs(ctx context.Context, topic string) (partitions int32, entries []topicconfig.Entry, err error) {
+	topics, err := s.topics(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, ok := topics[topic]
+	if !ok {
+		return 0, nil, ErrUnknownTopic
+	}
+	return n, topicconfig.Describe(s.cluster.TopicConfigs(topic), s.cfg.TopicDefaults), nil
+}
+
+// AlterTopicConfigs sets and deletes some of a topic's configs, as
+// IncrementalAlterConfigs does, with the same checks: an invalid value is a
+// *topicconfig.Error, a topic that does not exist ErrUnknownTopic.
+func (s *Server) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string, remove []string) error {
+	var ops []kmsg.IncrementalAlterConfigsRequestResourceConfig
+	for k, v := range set {
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Op, op.Value = k, kmsg.IncrementalAlterConfigOpSet, &v
+		ops = append(ops, op)
+	}
+	for _, k := range remove {
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Op = k, kmsg.IncrementalAlterConfigOpDelete
+		ops = append(ops, op)
+	}
+	code, msg := s.alterOne(ctx, kmsg.ConfigResourceTypeTopic, topic, false,
+		func(cur topicconfig.Overrides) (topicconfig.Overrides, error) { return incremental(cur, ops) })
+	switch code {
+	case errNone:
+		return nil
+	case kerr.UnknownTopicOrPartition.Code:
+		return ErrUnknownTopic
+	case kerr.InvalidConfig.Code, kerr.InvalidRequest.Code:
+		return &topicconfig.Error{Key: topic, Message: deref(msg)}
+	}
+	return fmt.Errorf("altering %s's configs: %s %s", topic, kerr.ErrorForCode(code), deref(msg))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -67,7 +67,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		{"retention.ms", "1000", "local.retention.ms", "2000"},
 	} {
 		rt := create(fmt.Sprintf("%s-bad%d", topic, i), bad...)
-		o.CreateRefused[fmt.Sprint(bad)] = fmt.Sprintf("%d %s parts=%d", rt.ErrorCode, deref(rt.ErrorMessage), rt.NumPartitions)
+		o.CreateRefused[fmt.Sprint(bad)] = fmt.Sprintf("%d %s parts=%d", rt.ErrorCode, derefNull(rt.ErrorMessage), rt.NumPartitions)
 	}
 	rt := create(topic+"-cfg", "retention.ms", "3600000", "segment.bytes", "2000000", "message.timestamp.type", "LogAppendTime")
 	if rt.ErrorCode != 0 || rt.NumPartitions != 1 || rt.ReplicationFactor != 1 || rt.Configs == nil {
@@ -75,7 +75,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 	}
 	for _, cfg := range rt.Configs {
 		if cfg.Source == int8(kmsg.ConfigSourceDynamicTopicConfig) {
-			o.Created = append(o.Created, fmt.Sprintf("%s=%s ro=%t sensitive=%t", cfg.Name, deref(cfg.Value), cfg.ReadOnly, cfg.IsSensitive))
+			o.Created = append(o.Created, fmt.Sprintf("%s=%s ro=%t sensitive=%t", cfg.Name, derefNull(cfg.Value), cfg.ReadOnly, cfg.IsSensitive))
 		}
 	}
 	slices.Sort(o.Created)
@@ -95,12 +95,12 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		for _, cfg := range resp.Resources[0].Configs {
 			var syns []string
 			for _, s := range cfg.ConfigSynonyms {
-				syns = append(syns, fmt.Sprintf("%s=%s/%s", s.Name, deref(s.Value), s.Source))
+				syns = append(syns, fmt.Sprintf("%s=%s/%s", s.Name, derefNull(s.Value), s.Source))
 			}
-			out = append(out, fmt.Sprintf("%s=%s %s %s ro=%t sensitive=%t synonyms=%v", cfg.Name, deref(cfg.Value), cfg.Source, cfg.ConfigType, cfg.ReadOnly, cfg.IsSensitive, syns))
+			out = append(out, fmt.Sprintf("%s=%s %s %s ro=%t sensitive=%t synonyms=%v", cfg.Name, derefNull(cfg.Value), cfg.Source, cfg.ConfigType, cfg.ReadOnly, cfg.IsSensitive, syns))
 		}
 		slices.Sort(out)
-		return out, fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, deref(resp.Resources[0].ErrorMessage))
+		return out, fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, derefNull(resp.Resources[0].ErrorMessage))
 	}
 	o.Described, _ = describe(topic + "-cfg")
 	_, o.UnknownTopic = describe(topic + "-nosuch")
@@ -149,7 +149,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		}
 		var out []string
 		for _, r := range resp.Resources {
-			out = append(out, strings.ReplaceAll(fmt.Sprintf("%s %d %s", r.ResourceName, r.ErrorCode, deref(r.ErrorMessage)), topic, "T"))
+			out = append(out, strings.ReplaceAll(fmt.Sprintf("%s %d %s", r.ResourceName, r.ErrorCode, derefNull(r.ErrorMessage)), topic, "T"))
 		}
 		return out
 	}
@@ -190,7 +190,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		if err != nil || len(resp.Resources) != 1 {
 			t.Fatalf("%s: alter configs: %v", addr, err)
 		}
-		return strings.ReplaceAll(fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, deref(resp.Resources[0].ErrorMessage)), topic, "T")
+		return strings.ReplaceAll(fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, derefNull(resp.Resources[0].ErrorMessage)), topic, "T")
 	}
 	o.AlterErrs = append(o.AlterErrs, alter(topic+"-cfg", "max.message.bytes", "5000"))
 	o.AfterAlter, _ = describe(topic + "-cfg")
@@ -210,12 +210,6 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 	return o
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return "<null>"
-	}
-	return *s
-}
 
 func waitLeaders1(ctx context.Context, t *testing.T, c *kgo.Client, topic string) {
 	for {
@@ -233,4 +227,11 @@ func waitLeaders1(ctx context.Context, t *testing.T, c *kgo.Client, topic string
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func derefNull(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
 }

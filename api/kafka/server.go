@@ -148,7 +148,7 @@ func New(s store.Store, cfg Config) *Server {
 		cfg.MaxInflatedBytes = 128 << 20
 	}
 	cfg.TopicDefaults = maps.Clone(cfg.TopicDefaults)
-	if _, ok := cfg.TopicDefaults["max.message.bytes"]; !ok && cfg.MaxMessageBytes > 0 {
+	if _, ok := cfg.TopicDefaults["max.message.bytes"]; !ok && cfg.MaxMessageBytes > 0 && cfg.MaxMessageBytes != 1048588 {
 		if cfg.TopicDefaults == nil {
 			cfg.TopicDefaults = topicconfig.Broker{}
 		}

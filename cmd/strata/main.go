@@ -35,6 +35,8 @@ Usage:
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
   strata catalog ddl --topic T --location URI            print a Hive CREATE EXTERNAL TABLE for a topic's objects
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
+  strata topic describe T [--admin-addr HOST:PORT]       a topic's configs (with sources), partitions and bytes per tier
+  strata topic alter T --set key=value [--delete key]    change a topic's configs (docs/config.md, "Topic configs")
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE                               print every record of a segment file
   strata segment verify DIR                              check a shard folder's segments offline
@@ -58,6 +60,8 @@ func main() {
 		err = catalogCmd(os.Args[2:], os.Stdout)
 	case "tier":
 		err = tierCmd(os.Args[2:], os.Stdout)
+	case "topic":
+		err = topicCmd(os.Args[2:], os.Stdout)
 	case "bench":
 		err = benchCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
@@ -270,12 +274,6 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		kln.Close()
 		return err
 	}
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 2)
-	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
-
 	var topicStore kafka.TopicStore // a cluster keeps them in etcd, through its view
 	if topics.local != nil {
 		topicStore = topics.local
@@ -293,6 +291,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth,
 	})
+	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
+
 	go func() { served <- ksrv.Serve(sec.kafkaListener(kln, log.With("component", "kafka"))) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
