@@ -210,7 +210,6 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 	return o
 }
 
-
 func waitLeaders1(ctx context.Context, t *testing.T, c *kgo.Client, topic string) {
 	for {
 		req := kmsg.NewPtrMetadataRequest()
