@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -152,4 +154,50 @@ func regexpLine(text, pattern string) bool {
 		}
 	}
 	return false
+}
+
+// The Java Admin client (kafka-clients, as Spark, Connect and Flink use it)
+// creates a topic with configs and reads the configs CreateTopics answers,
+// describes them with their sources and synonyms, alters them
+// incrementally, is refused an invalid value, and describes the broker.
+func TestJavaAdminClientTopicConfigs(t *testing.T) {
+	s := startServe(t, "segment.max_bytes=8MiB")
+	cp, err := exec.Command("../../scripts/jars", "kafka").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		errors.As(err, &exit)
+		t.Fatalf("scripts/jars kafka: %v\n%s", err, exit.Stderr)
+	}
+	classes := t.TempDir()
+	classpath := strings.TrimSpace(string(cp))
+	if out, err := exec.Command("javac", "-d", classes, "-cp", classpath, "testdata/java/AdminConfigs.java").CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	raw, err := exec.CommandContext(ctx, "java", "-cp", classes+":"+classpath, "AdminConfigs", s.Kafka, "java.configs").CombinedOutput()
+	out := string(raw)
+	if err != nil {
+		t.Fatalf("java AdminConfigs: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"created retention.ms=3600000 DYNAMIC_TOPIC_CONFIG",
+		"created remote.storage.enable=false DYNAMIC_TOPIC_CONFIG",
+		"created max.message.bytes=2000000 DYNAMIC_TOPIC_CONFIG",
+		"created cleanup.policy=delete DEFAULT_CONFIG",
+		"partitions 2 replication 1",
+		"described retention.ms=3600000 DYNAMIC_TOPIC_CONFIG",
+		"described segment.bytes=8388608 STATIC_BROKER_CONFIG",
+		"synonyms segment.bytes 2 log.segment.bytes",
+		"altered segment.ms=60000 DYNAMIC_TOPIC_CONFIG",
+		"altered retention.ms=-1 STATIC_BROKER_CONFIG",
+		"altered remote.storage.enable=false DYNAMIC_TOPIC_CONFIG",
+		"refused: true Invalid value soon for configuration retention.ms: Not a number of type LONG",
+		"broker log.segment.bytes=8388608 STATIC_BROKER_CONFIG",
+		"broker message.max.bytes=1048588 DEFAULT_CONFIG",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("the Java Admin client did not see %q:\n%s", want, out)
+		}
+	}
 }
