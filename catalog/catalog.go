@@ -51,6 +51,17 @@ type Shard struct {
 	Created      time.Time `json:"created"`
 }
 
+// Topic is a topic's record: its configs, the topic's own values over the
+// broker's (strata/topicconfig says what each means). A topic that never
+// had one has no record: it follows the broker's settings.
+type Topic struct {
+	Name    string            `json:"name"`
+	Configs map[string]string `json:"configs,omitempty"`
+	Created time.Time         `json:"created"`
+	// Version counts the record's writes; PutTopic compares it.
+	Version uint64 `json:"version"`
+}
+
 // Segment is one segment file and what is known about it.
 type Segment struct {
 	Shard string `json:"shard"`
@@ -110,5 +121,15 @@ type Catalog interface {
 	DeleteShard(name string) error
 	// SetLowWatermark raises a shard's low watermark (never lowers it).
 	SetLowWatermark(shard string, low uint64) (Shard, error)
+	// PutTopic writes a topic's record if it is still the one read: at
+	// t.Version (0: there is none; ErrExists if there is), else
+	// ErrConflict. It returns the record written, its Version one more.
+	PutTopic(t Topic) (Topic, error)
+	// Topic returns a topic's record; ErrNotFound if it has none.
+	Topic(name string) (Topic, error)
+	// Topics lists every topic record in name order.
+	Topics() ([]Topic, error)
+	// DeleteTopic forgets a topic's record (none is no error).
+	DeleteTopic(name string) error
 	Close() error
 }

@@ -35,6 +35,9 @@ type Topic struct {
 	Partitions        int32     `json:"partitions"`
 	ReplicationFactor int16     `json:"replication_factor"`
 	Created           time.Time `json:"created"`
+	// Configs are the topic's own configs (strata/topicconfig), changed
+	// only by AlterTopicConfigs' compare-and-swap.
+	Configs map[string]string `json:"configs,omitempty"`
 	// Incarnation tells a topic from an earlier one of the same name: its
 	// key's creation revision in etcd (not stored in the value).
 	Incarnation int64 `json:"-"`

@@ -371,6 +371,12 @@ func (m *Member) Leads(topic string, p int32) bool {
 // places its partitions next. The replication factor may not exceed the
 // live nodes.
 func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32, rf int16) error {
+	return m.CreateTopicWithConfigs(ctx, name, partitions, rf, nil)
+}
+
+// CreateTopicWithConfigs is CreateTopic with the topic's configs, written
+// in its record in the same transaction.
+func (m *Member) CreateTopicWithConfigs(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
 	switch {
 	case !validTopic(name):
 		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
@@ -381,7 +387,7 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 	case int(rf) > len(m.Nodes()):
 		return fmt.Errorf("%w: %d, with %d live nodes", ErrInvalidReplicationFactor, rf, len(m.Nodes()))
 	}
-	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Created: time.Now().UTC()}
+	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Created: time.Now().UTC(), Configs: configs}
 	val, _ := json.Marshal(t)
 	key := m.keys.topic(name)
 	resp, err := m.cli.Txn(ctx).
@@ -445,6 +451,59 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 			return nil
 		}
 	}
+}
+
+// Topic is one topic as the view has it.
+func (m *Member) Topic(name string) (Topic, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.view.topics[name]
+	t.Topic.Incarnation = t.createRev
+	return t.Topic, ok
+}
+
+// AlterTopicConfigs changes a topic's configs: change gets the current ones
+// (never to be modified) and returns the new. The record is rewritten only
+// if it is still the one read (a compare-and-swap on its mod revision);
+// when another writer came first, it is read again and change applied
+// again. An error from change is returned as it is.
+func (m *Member) AlterTopicConfigs(ctx context.Context, name string, change func(map[string]string) (map[string]string, error)) (Topic, error) {
+	if !validTopic(name) {
+		return Topic{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	key := m.keys.topic(name)
+	for range 16 {
+		resp, err := m.cli.Get(ctx, key)
+		if err != nil {
+			return Topic{}, fmt.Errorf("cluster: reading topic %s: %w", name, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return Topic{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		}
+		var t Topic
+		if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+			return Topic{}, fmt.Errorf("cluster: topic %s: %w", name, err)
+		}
+		configs, err := change(t.Configs)
+		if err != nil {
+			return Topic{}, err
+		}
+		t.Configs = configs
+		val, _ := json.Marshal(t)
+		txn, err := m.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return Topic{}, fmt.Errorf("cluster: altering topic %s: %w", name, err)
+		}
+		if txn.Succeeded {
+			m.log.Info("cluster: topic configs altered", "topic", name, "configs", configs)
+			t.Incarnation = resp.Kvs[0].CreateRevision
+			return t, nil
+		}
+	}
+	return Topic{}, fmt.Errorf("cluster: topic %s kept changing while its configs were altered", name)
 }
 
 // DeleteTopic removes a topic and its partitions' records in one

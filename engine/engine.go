@@ -30,6 +30,10 @@ type Config struct {
 	Default string
 	// Topics maps a topic name to its engine.
 	Topics map[string]string
+	// TopicEngine, if set, names a topic's engine (its strata.engine
+	// config; "" for Default), over Topics. Every engine is then opened,
+	// since any topic may be created in any of them.
+	TopicEngine func(topic string) string
 	// Segment configures the segment engine; its Dir is the data folder.
 	Segment segment.Config
 	// MemoryMaxRecords bounds each memory shard (1,000,000).
@@ -55,6 +59,9 @@ func Open(cfg Config) (*Adapter, error) {
 		cfg.Default = Segment
 	}
 	used := map[string]bool{Segment: true, cfg.Default: true}
+	if cfg.TopicEngine != nil {
+		used[Memory], used[Pebble] = true, true
+	}
 	for topic, e := range cfg.Topics {
 		used[e] = true
 		if err := store.ValidateTopic(topic); err != nil {
@@ -87,6 +94,11 @@ func Open(cfg Config) (*Adapter, error) {
 
 func (a *Adapter) route(shard string) store.Store {
 	tp, _ := store.ParseShard(shard)
+	if a.cfg.TopicEngine != nil {
+		if e := a.stores[a.cfg.TopicEngine(tp.Topic)]; e != nil {
+			return e
+		}
+	}
 	if e, ok := a.cfg.Topics[tp.Topic]; ok {
 		return a.stores[e]
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"strata/engine/segment"
@@ -128,5 +129,32 @@ func TestUnknownEngine(t *testing.T) {
 	cfg.Topics["x"] = "tape"
 	if _, err := Open(cfg); err == nil {
 		t.Fatal("an unknown engine name was accepted")
+	}
+}
+
+// A topic's strata.engine config (TopicEngine) routes its shards over the
+// Topics map and the default.
+func TestTopicEngineHook(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(t.TempDir())
+	cfg.TopicEngine = func(topic string) string {
+		return map[string]string{"kept": Pebble, "fast": Segment}[topic]
+	}
+	a, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, shard := range []string{"kept-0", "fast-0", "other-0"} {
+		if err := a.CreateShard(ctx, shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, _ := a.SegmentEngine().Shards(ctx)
+	if want := []string{"fast-0", "other-0"}; !slices.Equal(names, want) {
+		t.Fatalf("segment engine holds %q, want %q (fast by its config, over the Topics map)", names, want)
+	}
+	if all, _ := a.Shards(ctx); !slices.Equal(all, []string{"fast-0", "kept-0", "other-0"}) {
+		t.Fatalf("the adapter lists %q", all)
 	}
 }

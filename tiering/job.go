@@ -32,6 +32,11 @@ type Job struct {
 	Prefix  string
 	Policy  Policy
 	Parquet parquet.Options
+	// PolicyFor and ParquetFor, if set, give a shard its topic's own
+	// policy and Parquet options (its topic configs), asked at every pass
+	// so a change applies at the next one; else Policy and Parquet.
+	PolicyFor  func(shard string) Policy
+	ParquetFor func(shard string) parquet.Options
 	// Concurrency bounds shards worked on at once (2).
 	Concurrency int
 	// BytesPerSecond caps upload bandwidth across the run (0: no cap).
@@ -251,7 +256,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				failed(StepDropLocal, shard, no, err)
 				return nil
 			}
-			plan := PlanShard(j.now(), segs, j.Policy)
+			policy := j.Policy
+			if j.PolicyFor != nil {
+				policy = j.PolicyFor(shard)
+			}
+			plan := PlanShard(j.now(), segs, policy)
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)
 				if errors.Is(err, errClaimedElsewhere) {
@@ -281,7 +290,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					failed(StepPlan, shard, 0, err)
 					return false
 				}
-				plan = PlanShard(j.now(), segs, j.Policy)
+				plan = PlanShard(j.now(), segs, policy)
 				return true
 			}
 			if len(plan.Upload) > 0 && !replan() {
@@ -470,6 +479,9 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 // publishes nothing) unless the bytes read match the sealed checksum.
 func (j *Job) convert(shard string, s catalog.Segment, out io.Writer) error {
 	opts := j.Parquet
+	if j.ParquetFor != nil {
+		opts = j.ParquetFor(shard)
+	}
 	opts.Metadata = map[string]string{
 		MetaShard:          shard,
 		MetaSegment:        strconv.FormatUint(s.No, 10),

@@ -29,6 +29,13 @@ type Policy struct {
 	// every tier, whether or not they were uploaded (0: no bound).
 	RetentionMaxAge   time.Duration
 	RetentionMaxBytes int64
+	// NoUpload keeps the shard's segments local: its topic says
+	// remote.storage.enable=false. Retention still applies.
+	NoUpload bool
+	// LocalRetentionBytes: while the shard's local segments add up to
+	// more, the oldest uploaded copies go whatever LocalRetention says
+	// (Kafka's local.retention.bytes; 0: no bound).
+	LocalRetentionBytes int64
 }
 
 // Plan is what one run does for one shard.
@@ -68,6 +75,9 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 		}
 		switch s.State {
 		case catalog.Sealed:
+			if p.NoUpload {
+				continue
+			}
 			if now.Sub(s.SealedAt) >= p.MinSealedAge || (p.LocalBytes > 0 && untiered > p.LocalBytes) {
 				plan.Upload = append(plan.Upload, s)
 				untiered -= s.Size
@@ -80,16 +90,24 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 	}
 	// Local copies go oldest first and only while every older segment is
 	// already remote, so the local segments stay one contiguous run.
+	var local int64
+	for _, s := range segs {
+		if s.State.Local() && !expiring[s.No] {
+			local += s.Size
+		}
+	}
 	for _, s := range segs {
 		if s.State == catalog.Remote || s.State == catalog.Deleted {
 			continue
 		}
 		// An expiring local segment still holds its place until it is
 		// gone: the job expires first and plans again.
-		if expiring[s.No] || s.State != catalog.Cold || now.Sub(s.TieredAt) < p.LocalRetention {
+		over := p.LocalRetentionBytes > 0 && local > p.LocalRetentionBytes
+		if expiring[s.No] || s.State != catalog.Cold || (now.Sub(s.TieredAt) < p.LocalRetention && !over) {
 			break
 		}
 		plan.DropLocal = append(plan.DropLocal, s)
+		local -= s.Size
 	}
 	return plan
 }

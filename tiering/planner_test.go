@@ -70,6 +70,19 @@ func TestPlanShard(t *testing.T) {
 		{"an upload under way stops expiry behind it",
 			[]catalog.Segment{old(0, catalog.Uploading, 9*24*time.Hour, 100), old(1, catalog.Sealed, 9*24*time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
 			Policy{RetentionMaxAge: 24 * time.Hour, StaleUpload: 1000 * time.Hour}, []uint64{1}, nil, nil},
+		// A topic's remote.storage.enable=false: nothing is uploaded,
+		// retention still applies.
+		{"remote storage off: nothing uploads, retention still expires",
+			[]catalog.Segment{old(0, catalog.Sealed, 9*24*time.Hour, 100), old(1, catalog.Sealed, 2*time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
+			Policy{NoUpload: true, RetentionMaxAge: 24 * time.Hour}, nil, nil, []uint64{0}},
+		// local.retention.bytes: uploaded copies go, oldest first, while the
+		// local segments are over it, however recent their upload.
+		{"local bytes over local.retention.bytes: the oldest uploaded copies go",
+			[]catalog.Segment{seg(0, catalog.Cold, 0, time.Minute, 100), seg(1, catalog.Cold, 0, time.Minute, 100), seg(2, catalog.Cold, 0, time.Minute, 100), seg(3, catalog.Active, 0, 0, 50)},
+			Policy{LocalRetention: 24 * time.Hour, LocalRetentionBytes: 200}, nil, []uint64{0, 1}, nil},
+		{"local bytes over, but only an un-uploaded copy is left to go: it stays",
+			[]catalog.Segment{seg(0, catalog.Sealed, time.Minute, 0, 500), seg(1, catalog.Active, 0, 0, 50)},
+			Policy{MinSealedAge: time.Hour, LocalRetentionBytes: 100}, nil, nil, nil},
 	} {
 		plan := PlanShard(now, tc.segs, tc.p)
 		if got := nos(plan.Upload); !equal(got, tc.upload) {

@@ -31,6 +31,9 @@ type Config struct {
 	// Cluster is this node's view of its cluster; nil on a single node.
 	Cluster *cluster.Member
 	Job     *tiering.Job
+	// Topics, if set, serves topic configs (GET /v1/topics/{topic},
+	// PATCH /v1/topics/{topic}/configs): the Kafka front end.
+	Topics TopicConfigs
 	// Metrics serves GET /metrics (Prometheus).
 	Metrics http.Handler
 	// Token, when set, is the bearer token every endpoint but the health
@@ -49,6 +52,7 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	}
 	c.storage(mux)
 	c.tiering(ctx, mux)
+	c.topics(mux)
 	return requireToken(c.Token, mux)
 }
 

@@ -266,6 +266,23 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 
 	case *kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 		return s.scramAdmin(&p, r), nil
+
+	case *kmsg.DescribeConfigsRequest, *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
+		// A topic's configs: seen by who may consume it, changed by its
+		// admins; the broker's: by cluster admins.
+		_, describe := r.(*kmsg.DescribeConfigsRequest)
+		cl.denyConfigs = func(kind kmsg.ConfigResourceType, name string) int16 {
+			switch {
+			case kind != kmsg.ConfigResourceTypeTopic:
+				if !p.cluster() {
+					return clusterDenied
+				}
+			case describe && !p.allows(OpConsume, name), !describe && !p.allows(OpAdmin, name):
+				return topicDenied
+			}
+			return errNone
+		}
+		return s.handle(r, cl), nil
 	}
 	return nil, fmt.Errorf("no authorization rule for API %s", kmsg.NameForKey(req.Key()))
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -103,11 +105,15 @@ func TestTopicNameLengths(t *testing.T) {
 // again on its data.
 func TestMessageTooLarge(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{AutoCreateTopics: true, TopicMaxMessageBytes: map[string]int32{"roomy": 8 << 20}}
+	cfg := Config{AutoCreateTopics: true}
 	addr, e, stop := serveDir(t, dir, cfg)
 	c := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(64<<20),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1))
 	ctx := context.Background()
+	roomy := strconv.Itoa(8 << 20)
+	if _, err := kadm.NewClient(c).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &roomy}, "roomy"); err != nil {
+		t.Fatal(err)
+	}
 	produce := func(topic string, size int) error {
 		return c.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: bytes.Repeat([]byte("x"), size)}).FirstErr()
 	}

@@ -28,9 +28,10 @@ type Cluster interface {
 	// none to check) and its replicas and in-sync replicas; ok is false
 	// when the partition does not exist.
 	Partition(topic string, partition int32) (info PartitionInfo, ok bool)
-	// CreateTopic creates a topic (ErrTopicExists if it exists; an
-	// *InvalidReplicationError if the replication factor cannot be met).
-	CreateTopic(ctx context.Context, topic string, partitions int32, replicationFactor int16) error
+	// CreateTopic creates a topic with its configs (checked already; nil:
+	// none) (ErrTopicExists if it exists; an *InvalidReplicationError if
+	// the replication factor cannot be met).
+	CreateTopic(ctx context.Context, topic string, partitions int32, replicationFactor int16, configs map[string]string) error
 	// DeleteTopic deletes a topic (ErrUnknownTopic if it does not exist).
 	DeleteTopic(ctx context.Context, topic string) error
 	// CreatePartitions grows a topic to count partitions, the new ones
@@ -39,6 +40,14 @@ type Cluster interface {
 	CreatePartitions(ctx context.Context, topic string, count int32) error
 	// Coordinator is the node that coordinates a group.
 	Coordinator(group string) Broker
+	// TopicConfigs is a topic's own configs (nil: none), from memory:
+	// Produce asks on every request.
+	TopicConfigs(topic string) map[string]string
+	// AlterTopicConfigs replaces a topic's configs with what change makes
+	// of the current ones (which it must not modify), durably and without
+	// losing a concurrent change (ErrUnknownTopic if the topic does not
+	// exist; an error of change's is returned as it is).
+	AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error
 }
 
 // AppendGuard is implemented by a cluster that moves partitions between
@@ -153,9 +162,21 @@ func (n singleNode) Topics(ctx context.Context) (map[string]int32, error) {
 	return out, nil
 }
 
-func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
+func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
 	if rf > 1 {
 		return &InvalidReplicationError{Factor: rf, Why: "a single node keeps one copy"}
+	}
+	topics, err := n.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := topics[topic]; ok {
+		return ErrTopicExists
+	}
+	// The configs first: the engine a partition is made in is one of them.
+	// A crash before the partitions leaves configs the next create replaces.
+	if err := n.s.topicStore.SetConfigs(topic, func(map[string]string) (map[string]string, error) { return configs, nil }); err != nil {
+		return fmt.Errorf("topic %s: storing its configs: %w", topic, err)
 	}
 	for p := int32(0); p < partitions; p++ {
 		err := n.s.store.CreateShard(ctx, store.ShardName(topic, p))
@@ -186,7 +207,22 @@ func (n singleNode) DeleteTopic(ctx context.Context, topic string) error {
 			return fmt.Errorf("partition %d: %w", p, err)
 		}
 	}
-	return nil
+	return n.s.topicStore.SetConfigs(topic, func(map[string]string) (map[string]string, error) { return nil, nil })
+}
+
+func (n singleNode) TopicConfigs(topic string) map[string]string {
+	return n.s.topicStore.Configs(topic)
+}
+
+func (n singleNode) AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error {
+	topics, err := n.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := topics[topic]; !ok {
+		return ErrUnknownTopic
+	}
+	return n.s.topicStore.SetConfigs(topic, change)
 }
 
 // CreatePartitions makes the shards of the new partitions; the existing

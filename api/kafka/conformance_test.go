@@ -31,6 +31,7 @@ type observed struct {
 	FetchAtEnd      string
 	Committed       map[int32]string
 	Admin           adminObserved
+	Configs         observedConfigs
 }
 
 // The same franz-go calls against strata and Apache Kafka (KRaft, one node)
@@ -90,6 +91,7 @@ func TestSameAnswersAsApacheKafka(t *testing.T) {
 		},
 	}
 	want.Consumed = s.Consumed
+	want.Configs = s.Configs
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("both brokers answered, but not as expected:\n got: %+v\nwant: %+v", s, want)
 	}
@@ -197,6 +199,7 @@ func observe(t *testing.T, addr, topic string) observed {
 	fetched.Each(func(r kadm.OffsetResponse) { o.Committed[r.Partition] = fmt.Sprintf("%d %q", r.At, r.Metadata) })
 
 	o.Admin = observeAdmin(ctx, t, c, adm, addr, topic)
+	o.Configs = observeConfigs(ctx, t, c, addr, topic)
 	return o
 }
 

@@ -36,6 +36,9 @@ var supportedVersions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerId
 	23: {3, 4},  // OffsetForLeaderEpoch
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
+	44: {0, 1},  // IncrementalAlterConfigs
 	17: {0, 1},  // SaslHandshake (v0 is refused: its raw SASL frames are not spoken; librdkafka needs it listed)
 	36: {0, 2},  // SaslAuthenticate
 	50: {0, 0},  // DescribeUserScramCredentials
@@ -66,6 +69,16 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 type clientInfo struct {
 	id, host string
 	ctx      context.Context // ends when the client goes away; nil (tests) is never
+	// denyConfigs, if set, says whether the user may see or change a
+	// config resource (an error code) or not (errNone).
+	denyConfigs func(kmsg.ConfigResourceType, string) int16
+}
+
+func (cl clientInfo) configsAllowed(kind kmsg.ConfigResourceType, name string) int16 {
+	if cl.denyConfigs == nil {
+		return errNone
+	}
+	return cl.denyConfigs(kind, name)
 }
 
 func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
@@ -124,6 +137,12 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 		return s.deleteRecords(ctx, r)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return s.offsetForLeaderEpoch(ctx, r)
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(ctx, r, cl.configsAllowed)
+	case *kmsg.AlterConfigsRequest:
+		return s.alterConfigs(ctx, r, cl.configsAllowed)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, r, cl.configsAllowed)
 	}
 	return unhandled{req.ResponseKind()}
 }

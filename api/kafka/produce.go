@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,6 +46,9 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Respo
 			go func() {
 				defer func() { <-sem; wg.Done() }()
 				rp.ErrorCode, rp.BaseOffset = s.producePartition(ctx, in)
+				if rp.ErrorCode == errNone {
+					rp.LogAppendTime = in.logAppendTime
+				}
 			}()
 		}
 	}
@@ -85,6 +89,9 @@ type produceInput struct {
 	shard     string
 	recs      []record.Record
 	batches   []kmsg.RecordBatch
+	// logAppendTime is the broker's time stamped on every record when the
+	// topic's message.timestamp.type is LogAppendTime (else -1).
+	logAppendTime int64
 }
 
 // decodePartition checks one partition's batches against the topic's
@@ -118,7 +125,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		return produceInput{}, errNone
 	}
 	if _, ok := (*topics)[topic]; !ok && s.cfg.AutoCreateTopics {
-		s.createTopic(ctx, topic, 0, -1)
+		s.createTopic(ctx, topic, 0, -1, nil)
 		*topics, _ = s.topics(ctx)
 	}
 	if partition < 0 || partition >= (*topics)[topic] {
@@ -127,14 +134,18 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	if code := s.leads(topic, partition); code != errNone {
 		return produceInput{}, code
 	}
-	return produceInput{topic: topic, partition: partition, shard: shard, recs: recs, batches: batches}, errNone
+	in := produceInput{topic: topic, partition: partition, shard: shard, recs: recs, batches: batches, logAppendTime: -1}
+	if s.topicConfig(topic).LogAppendTime {
+		in.logAppendTime = time.Now().UnixMilli()
+		for i := range in.recs {
+			in.recs[i].Timestamp = in.logAppendTime
+		}
+	}
+	return in, errNone
 }
 
 func (s *Server) maxMessageBytes(topic string) int32 {
-	if v, ok := s.cfg.TopicMaxMessageBytes[topic]; ok && v > 0 {
-		return v
-	}
-	return s.cfg.MaxMessageBytes
+	return s.topicConfig(topic).MaxMessageBytes
 }
 
 // batchesOver reports whether any record batch in raw is longer than limit

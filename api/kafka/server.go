@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/topicconfig"
 )
 
 // Config tunes the front end.
@@ -46,10 +48,16 @@ type Config struct {
 	// MaxInflatedBytes bounds what one Produce request's batches may
 	// decompress to, all partitions together (128 MiB).
 	MaxInflatedBytes int
-	// MaxMessageBytes is Kafka's max.message.bytes: the largest record
-	// batch a Produce may carry (1048588); TopicMaxMessageBytes overrides it.
-	MaxMessageBytes      int32
-	TopicMaxMessageBytes map[string]int32
+	// MaxMessageBytes is Kafka's message.max.bytes: the largest record
+	// batch a Produce may carry (1048588), unless TopicDefaults or the
+	// topic's max.message.bytes says otherwise.
+	MaxMessageBytes int32
+	// TopicDefaults are the broker's settings topics fall back to (what
+	// strata's config file sets), by topic config name.
+	TopicDefaults topicconfig.Broker
+	// Topics keeps a single node's topic configs; nil keeps them in
+	// memory. A cluster keeps them in its Cluster.
+	Topics TopicStore
 	// MaxPartitions bounds the partitions of the broker (20000) and of one
 	// topic (MaxPartitionsPerTopic, 10000).
 	MaxPartitions         int
@@ -107,12 +115,13 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
-	cluster   Cluster
-	peers     *peers
-	inflight  *budget
-	appended  *hub     // wakes long polls when a partition gets records
-	refusals  sync.Map // log message -> *rate.Sometimes
-	penalties penalties
+	cluster    Cluster
+	topicStore TopicStore
+	peers      *peers
+	inflight   *budget
+	appended   *hub     // wakes long polls when a partition gets records
+	refusals   sync.Map // log message -> *rate.Sometimes
+	penalties  penalties
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -141,8 +150,12 @@ func New(s store.Store, cfg Config) *Server {
 	if cfg.MaxInflatedBytes <= 0 {
 		cfg.MaxInflatedBytes = 128 << 20
 	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 1048588
+	cfg.TopicDefaults = maps.Clone(cfg.TopicDefaults)
+	if _, ok := cfg.TopicDefaults["max.message.bytes"]; !ok && cfg.MaxMessageBytes > 0 && cfg.MaxMessageBytes != 1048588 {
+		if cfg.TopicDefaults == nil {
+			cfg.TopicDefaults = topicconfig.Broker{}
+		}
+		cfg.TopicDefaults["max.message.bytes"] = strconv.Itoa(int(cfg.MaxMessageBytes))
 	}
 	if cfg.MaxPartitions <= 0 {
 		cfg.MaxPartitions = 20000
@@ -182,6 +195,10 @@ func New(s store.Store, cfg Config) *Server {
 		srv.inflight.gauge = cfg.Metrics.setInflight
 	}
 	srv.cluster = cfg.Cluster
+	srv.topicStore = cfg.Topics
+	if srv.topicStore == nil {
+		srv.topicStore = &memoryTopics{}
+	}
 	if srv.cluster == nil {
 		srv.cluster = singleNode{srv}
 	}

@@ -16,7 +16,7 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 
 // createTopic checks a topic against the broker's bounds and creates it
 // through the cluster; rf -1 takes the default.
-func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16) int16 {
+func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) int16 {
 	if err := store.ValidateTopic(topic); err != nil {
 		return kerr.InvalidTopicException.Code
 	}
@@ -34,7 +34,7 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
 		return kerr.PolicyViolation.Code
 	}
-	err := s.cluster.CreateTopic(ctx, topic, partitions, rf)
+	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
 	var rerr *InvalidReplicationError
 	switch {
 	case errors.Is(err, ErrTopicExists):
@@ -46,7 +46,7 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 		s.log.Error("kafka: create topic", "topic", topic, "err", err)
 		return kerr.UnknownServerError.Code
 	}
-	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf)
+	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf, "configs", configs)
 	return errNone
 }
 
@@ -55,15 +55,25 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 	for _, t := range r.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
+		if rt.NumPartitions <= 0 {
+			rt.NumPartitions = s.cfg.DefaultPartitions
+		}
 		if rt.ReplicationFactor <= 0 {
 			rt.ReplicationFactor = s.cfg.DefaultReplicationFactor
 		}
-		if r.ValidateOnly {
-			if store.ValidateTopic(t.Topic) != nil {
-				rt.ErrorCode = kerr.InvalidTopicException.Code
-			}
+		configs, code, msg := s.createTopicConfigs(t)
+		switch {
+		case store.ValidateTopic(t.Topic) != nil:
+			rt.ErrorCode = kerr.InvalidTopicException.Code
+		case code != errNone:
+			rt.ErrorCode, rt.ErrorMessage = code, msg
+		case !r.ValidateOnly:
+			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor, configs)
+		}
+		if rt.ErrorCode == errNone {
+			rt.Configs = s.createdConfigs(configs)
 		} else {
-			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor)
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ func testdata(t *testing.T) string {
 //	restore shard=S                      restore S from the segments in the input (no state start-end per line)
 //	delete shard=S
 //	show [shard=S]                       shards, or one shard's segments
+//	put-topic topic=T version=V          write T's configs (key=value lines) over version V
+//	delete-topic topic=T
+//	show-topics                          every topic record with its version and configs
 //	reopen
 //
 // Run runs every script against catalogs made by open; reopen must give the
@@ -45,13 +49,18 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 		defer func() { c.Close() }()
 		now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			var shard string
+			var shard, topic string
+			var version uint64
 			var no, end, records, low uint64
 			var from, to string
 			for _, a := range d.CmdArgs {
 				switch a.Key {
 				case "shard":
 					d.ScanArgs(t, "shard", &shard)
+				case "topic":
+					d.ScanArgs(t, "topic", &topic)
+				case "version":
+					d.ScanArgs(t, "version", &version)
 				case "no":
 					d.ScanArgs(t, "no", &no)
 				case "end":
@@ -102,6 +111,35 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 				err = c.DeleteShard(shard)
 			case "show":
 				return show(t, c, shard)
+			case "put-topic":
+				tp := catalog.Topic{Name: topic, Version: version, Created: now}
+				for _, line := range strings.Fields(d.Input) {
+					k, v, _ := strings.Cut(line, "=")
+					if tp.Configs == nil {
+						tp.Configs = map[string]string{}
+					}
+					tp.Configs[k] = v
+				}
+				written, err := c.PutTopic(tp)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				if got, err := c.Topic(topic); err != nil || showTopic(got) != showTopic(written) {
+					t.Fatalf("put-topic wrote %s, reads back %s (%v)", showTopic(written), showTopic(got), err)
+				}
+				return showTopic(written) + "\n"
+			case "delete-topic":
+				err = c.DeleteTopic(topic)
+			case "show-topics":
+				topics, err := c.Topics()
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				var b strings.Builder
+				for _, tp := range topics {
+					b.WriteString(showTopic(tp) + "\n")
+				}
+				return b.String()
 			case "reopen":
 				if err := c.Close(); err != nil {
 					t.Fatal(err)
@@ -117,6 +155,19 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 			return "ok"
 		})
 	})
+}
+
+func showTopic(tp catalog.Topic) string {
+	out := fmt.Sprintf("%s v%d", tp.Name, tp.Version)
+	keys := make([]string, 0, len(tp.Configs))
+	for k := range tp.Configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out += " " + k + "=" + tp.Configs[k]
+	}
+	return out
 }
 
 func show(t *testing.T, c catalog.Catalog, shard string) string {

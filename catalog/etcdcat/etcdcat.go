@@ -537,3 +537,75 @@ func (m *Metrics) lost(op string) {
 		m.lostCAS.WithLabelValues(op).Inc()
 	}
 }
+
+func (c *Catalog) topicKey(name string) string { return c.root + "topic/" + name }
+
+// PutTopic writes a topic's record if it is still at t.Version: the write
+// is guarded by the mod revision of the record read (or its absence), so of
+// two writers that read one version only the first wins.
+func (c *Catalog) PutTopic(t catalog.Topic) (catalog.Topic, error) {
+	key := c.topicKey(t.Name)
+	var cur catalog.Topic
+	rev, err := c.get(key, &cur)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		if t.Version != 0 {
+			return catalog.Topic{}, fmt.Errorf("topic %q: version %d is gone: %w", t.Name, t.Version, catalog.ErrConflict)
+		}
+	case err != nil:
+		return catalog.Topic{}, err
+	case t.Version == 0:
+		return catalog.Topic{}, fmt.Errorf("topic %q: %w", t.Name, catalog.ErrExists)
+	case cur.Version != t.Version:
+		return catalog.Topic{}, fmt.Errorf("topic %q is at version %d, not %d: %w", t.Name, cur.Version, t.Version, catalog.ErrConflict)
+	}
+	t.Version++
+	t.Created = t.Created.UTC()
+	put, err := putOp(key, t)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	c.hold()
+	resp, err := c.txn("put_topic", []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, put)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	if !resp.Succeeded {
+		return catalog.Topic{}, fmt.Errorf("topic %q changed underneath: %w", t.Name, catalog.ErrConflict)
+	}
+	return t, nil
+}
+
+// Topic returns a topic's record.
+func (c *Catalog) Topic(name string) (catalog.Topic, error) {
+	var t catalog.Topic
+	if _, err := c.get(c.topicKey(name), &t); err != nil {
+		return catalog.Topic{}, fmt.Errorf("topic %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// Topics lists every topic record in name order.
+func (c *Catalog) Topics() ([]catalog.Topic, error) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	resp, err := c.cli.Get(ctx, c.root+"topic/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.Topic
+	for _, kv := range resp.Kvs {
+		var t catalog.Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			return nil, fmt.Errorf("%s: %w", kv.Key, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// DeleteTopic forgets a topic's record.
+func (c *Catalog) DeleteTopic(name string) error {
+	_, err := c.txn("delete_topic", nil, clientv3.OpDelete(c.topicKey(name)))
+	return err
+}

@@ -257,6 +257,66 @@ func (c *Catalog) SetLowWatermark(shard string, low uint64) (catalog.Shard, erro
 	return s, b.Commit(pebble.Sync)
 }
 
+func topicKey(name string) []byte { return []byte("topic/" + name) }
+
+// PutTopic writes a topic's record if it is still at t.Version.
+func (c *Catalog) PutTopic(t catalog.Topic) (catalog.Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var cur catalog.Topic
+	err := c.get(topicKey(t.Name), &cur)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		if t.Version != 0 {
+			return catalog.Topic{}, fmt.Errorf("topic %q: version %d is gone: %w", t.Name, t.Version, catalog.ErrConflict)
+		}
+	case err != nil:
+		return catalog.Topic{}, err
+	case t.Version == 0:
+		return catalog.Topic{}, fmt.Errorf("topic %q: %w", t.Name, catalog.ErrExists)
+	case cur.Version != t.Version:
+		return catalog.Topic{}, fmt.Errorf("topic %q is at version %d, not %d: %w", t.Name, cur.Version, t.Version, catalog.ErrConflict)
+	}
+	t.Version++
+	t.Created = t.Created.UTC()
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := put(b, topicKey(t.Name), t); err != nil {
+		return catalog.Topic{}, err
+	}
+	return t, b.Commit(pebble.Sync)
+}
+
+// Topic returns a topic's record.
+func (c *Catalog) Topic(name string) (catalog.Topic, error) {
+	var t catalog.Topic
+	if err := c.get(topicKey(name), &t); err != nil {
+		return catalog.Topic{}, fmt.Errorf("topic %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// Topics lists every topic record in name order.
+func (c *Catalog) Topics() ([]catalog.Topic, error) {
+	var out []catalog.Topic
+	err := c.scan([]byte("topic/"), func(raw []byte) error {
+		var t catalog.Topic
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// DeleteTopic forgets a topic's record.
+func (c *Catalog) DeleteTopic(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.db.Delete(topicKey(name), pebble.Sync)
+}
+
 type quietLogger struct{}
 
 func (quietLogger) Infof(string, ...any)  {}

@@ -71,13 +71,13 @@ func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool
 	return info, true
 }
 
-func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16) error {
+func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
 	if rf > 1 {
 		// Placement would list followers that hold nothing, and a failover
 		// would hand the partition to one of them empty (issue #13).
 		return &kafka.InvalidReplicationError{Factor: rf, Why: "strata does not replicate partitions yet; use 1"}
 	}
-	err := c.m.CreateTopic(ctx, topic, partitions, rf)
+	err := c.m.CreateTopicWithConfigs(ctx, topic, partitions, rf, configs)
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
 		return fmt.Errorf("%w (%v)", kafka.ErrTopicExists, err)
@@ -103,6 +103,22 @@ func (c clusterView) CreatePartitions(ctx context.Context, topic string, count i
 		return kafka.ErrUnknownTopic
 	case errors.As(err, &perr):
 		return &kafka.InvalidPartitionsError{Topic: topic, Has: perr.Has, Asked: perr.Asked}
+	}
+	return err
+}
+
+// TopicConfigs are the configs in the topic's etcd record, as this node's
+// view has them.
+func (c clusterView) TopicConfigs(topic string) map[string]string {
+	t, _ := c.m.Topic(topic)
+	return t.Configs
+}
+
+// AlterTopicConfigs rewrites the topic's etcd record by compare-and-swap.
+func (c clusterView) AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error {
+	_, err := c.m.AlterTopicConfigs(ctx, topic, change)
+	if errors.Is(err, cluster.ErrUnknownTopic) {
+		return kafka.ErrUnknownTopic
 	}
 	return err
 }

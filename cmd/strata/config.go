@@ -119,16 +119,15 @@ type KafkaConfig struct {
 	// long for more members (Kafka's group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay Duration `yaml:"group_initial_rebalance_delay"`
 	// Resource bounds: docs/config.md says what each protects.
-	MaxControlRequestBytes  Bytes            `yaml:"max_control_request_bytes"`
-	MaxInflightRequestBytes Bytes            `yaml:"max_inflight_request_bytes"`
-	MaxInflatedRequestBytes Bytes            `yaml:"max_inflated_request_bytes"`
-	MaxMessageBytes         Bytes            `yaml:"max_message_bytes"`
-	TopicMaxMessageBytes    map[string]Bytes `yaml:"topic_max_message_bytes"`
-	MaxPartitions           int              `yaml:"max_partitions"`
-	MaxPartitionsPerTopic   int              `yaml:"max_partitions_per_topic"`
-	MaxConnections          int              `yaml:"max_connections"`
-	MaxConnectionsPerIP     int              `yaml:"max_connections_per_ip"`
-	FrameTimeout            Duration         `yaml:"frame_timeout"`
+	MaxControlRequestBytes  Bytes    `yaml:"max_control_request_bytes"`
+	MaxInflightRequestBytes Bytes    `yaml:"max_inflight_request_bytes"`
+	MaxInflatedRequestBytes Bytes    `yaml:"max_inflated_request_bytes"`
+	MaxMessageBytes         Bytes    `yaml:"max_message_bytes"`
+	MaxPartitions           int      `yaml:"max_partitions"`
+	MaxPartitionsPerTopic   int      `yaml:"max_partitions_per_topic"`
+	MaxConnections          int      `yaml:"max_connections"`
+	MaxConnectionsPerIP     int      `yaml:"max_connections_per_ip"`
+	FrameTimeout            Duration `yaml:"frame_timeout"`
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -136,21 +135,19 @@ type KafkaConfig struct {
 
 // EngineConfig picks storage engines and how they write.
 type EngineConfig struct {
-	Default          string            `yaml:"default"` // segment, memory or pebble
-	Topics           map[string]string `yaml:"topics"`  // topic -> engine
-	Fsync            string            `yaml:"fsync"`   // batch, interval or none
-	FsyncInterval    Duration          `yaml:"fsync_interval"`
-	IOWorkers        int               `yaml:"io_workers"`
-	IndexInterval    int               `yaml:"index_interval"`
-	MemoryMaxRecords int               `yaml:"memory_max_records"`
+	Default          string   `yaml:"default"` // segment, memory or pebble
+	Fsync            string   `yaml:"fsync"`   // batch, interval or none
+	FsyncInterval    Duration `yaml:"fsync_interval"`
+	IOWorkers        int      `yaml:"io_workers"`
+	IndexInterval    int      `yaml:"index_interval"`
+	MemoryMaxRecords int      `yaml:"memory_max_records"`
 }
 
 // SegmentConfig is the segment engine's roll and seal policy.
 type SegmentConfig struct {
-	MaxBytes          Bytes            `yaml:"max_bytes"`
-	TopicMaxBytes     map[string]Bytes `yaml:"topic_max_bytes"`
-	RollCheckInterval int64            `yaml:"roll_check_interval"`
-	MaxAge            Duration         `yaml:"max_age"`
+	MaxBytes          Bytes    `yaml:"max_bytes"`
+	RollCheckInterval int64    `yaml:"roll_check_interval"`
+	MaxAge            Duration `yaml:"max_age"`
 }
 
 // RetentionConfig bounds local disk per shard.
@@ -408,6 +405,9 @@ func checkTree(tree map[string]any, t reflect.Type, path string) error {
 	for _, k := range keys {
 		name := path + k
 		f, ok := fields[k]
+		if why, replaced := replacedKeys[name]; !ok && replaced {
+			return fmt.Errorf("%s: %s", name, why)
+		}
 		if !ok {
 			return fmt.Errorf("%s: unknown key", name)
 		}
@@ -430,6 +430,18 @@ func checkTree(tree map[string]any, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// replacedKeys are per-topic settings of older config files that topic
+// configs replaced (docs/config.md, "Topic configs"): a file that still has
+// one is refused with the new way.
+var replacedKeys = map[string]string{
+	"kafka.topic_max_message_bytes": "replaced by the topic config max.message.bytes: `strata topic alter T --set max.message.bytes=N` " +
+		"(or kafka-configs --alter --entity-type topics); kafka.max_message_bytes stays the broker's default",
+	"segment.topic_max_bytes": "replaced by the topic config segment.bytes: `strata topic alter T --set segment.bytes=N`; " +
+		"segment.max_bytes stays the broker's default",
+	"engine.topics": "replaced by the topic config strata.engine, given when the topic is created " +
+		"(kafka-topics --create --config strata.engine=memory); engine.default stays the broker's default",
 }
 
 func (c *Config) validate() error {
@@ -488,11 +500,6 @@ func (c *Config) validate() error {
 	if c.Kafka.MaxMessageBytes > 1<<30 {
 		return fmt.Errorf("kafka.max_message_bytes: %d: want at most 1GiB", c.Kafka.MaxMessageBytes)
 	}
-	for topic, v := range c.Kafka.TopicMaxMessageBytes {
-		if v <= 0 || v > 1<<30 {
-			return fmt.Errorf("kafka.topic_max_message_bytes.%s: %d: want 1 byte to 1GiB", topic, v)
-		}
-	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
@@ -508,13 +515,6 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("engine.default: %q: want segment, memory or pebble", c.Engine.Default)
 	}
-	for topic, e := range c.Engine.Topics {
-		switch e {
-		case "segment", "memory", "pebble":
-		default:
-			return fmt.Errorf("engine.topics.%s: %q: want segment, memory or pebble", topic, e)
-		}
-	}
 	switch c.Engine.Fsync {
 	case "batch", "interval", "none":
 	default:
@@ -528,11 +528,6 @@ func (c *Config) validate() error {
 	}
 	if c.Segment.MaxBytes < 4096 {
 		return fmt.Errorf("segment.max_bytes: %d bytes: want at least 4KiB", c.Segment.MaxBytes)
-	}
-	for topic, v := range c.Segment.TopicMaxBytes {
-		if v < 4096 {
-			return fmt.Errorf("segment.topic_max_bytes.%s: %d bytes: want at least 4KiB", topic, v)
-		}
 	}
 	if c.Segment.RollCheckInterval < 1 {
 		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)

@@ -25,7 +25,6 @@ import (
 	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/cluster"
-	"strata/engine/segment"
 	"strata/tiering"
 )
 
@@ -37,6 +36,8 @@ Usage:
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
   strata catalog ddl --topic T --location URI            print a Hive CREATE EXTERNAL TABLE for a topic's objects
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
+  strata topic describe T [--admin-addr HOST:PORT]       a topic's configs (with sources), partitions and bytes per tier
+  strata topic alter T --set key=value [--delete key]    change a topic's configs (docs/config.md, "Topic configs")
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE                               print every record of a segment file
   strata segment verify DIR                              check a shard folder's segments offline
@@ -60,6 +61,8 @@ func main() {
 		err = catalogCmd(os.Args[2:], os.Stdout)
 	case "tier":
 		err = tierCmd(os.Args[2:], os.Stdout)
+	case "topic":
+		err = topicCmd(os.Args[2:], os.Stdout)
 	case "bench":
 		err = benchCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
@@ -180,12 +183,18 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	defer md.Close() // after storage: the engine's last events reach the catalog
 	cat := md.cat
+	topics := &topicView{broker: topicDefaults(cfg)}
+	if !cfg.Cluster.Enabled() {
+		if topics.local, err = kafka.NewCatalogTopics(cat); err != nil {
+			return err
+		}
+	}
 	// A single node's folder from before the engine kept its manifest has
 	// its segments in its own catalog; a cluster node's catalog is in etcd
 	// and never predates the manifest.
 	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
 	rolled := make(chan string, 1024) // in a cluster: shards the engine rolled
-	store, err := openStorage(cfg, cold, cat, rolled, log)
+	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}
@@ -209,13 +218,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
 	shards, _ := store.Shards(ctx)
 	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job := newTiering(cfg, store.SegmentEngine(), cat, cold, reg, log)
+	job := newTiering(cfg, store.SegmentEngine(), cat, cold, topics, reg, log)
 	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
-		policy := segment.RetentionPolicy{MaxAge: time.Duration(cfg.Retention.MaxAge), MaxBytes: int64(cfg.Retention.MaxBytes)}
-		go store.SegmentEngine().RetainLoop(bg, policy, time.Duration(cfg.Retention.Interval))
+		go store.SegmentEngine().RetainLoopBy(bg, topics.retention, time.Duration(cfg.Retention.Interval))
 	}
 
 	sec, err := openSecurity(ctx, cfg, log)
@@ -246,6 +254,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
+		topics.member.Store(member)
 		defer func() {
 			// A tiering run finishes first, while its claims (under this
 			// node's lease) still hold; then the lease is revoked, and
@@ -266,15 +275,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		kln.Close()
 		return err
 	}
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 2)
-	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
-
-	topicMax := map[string]int32{}
-	for topic, v := range cfg.Kafka.TopicMaxMessageBytes {
-		topicMax[topic] = int32(v)
+	var topicStore kafka.TopicStore // a cluster keeps them in etcd, through its view
+	if topics.local != nil {
+		topicStore = topics.local
 	}
 	logDir, err := filepath.Abs(cfg.DataDir) // Kafka names its log dirs by absolute path
 	if err != nil {
@@ -285,7 +288,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
 		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
 		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
-		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicMaxMessageBytes: topicMax,
+		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topics.broker, Topics: topicStore,
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout),
@@ -294,6 +297,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth,
 	})
+	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
+
 	go func() { served <- ksrv.Serve(sec.kafkaListener(kln, log.With("component", "kafka"))) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {

@@ -41,27 +41,23 @@ func folderLocked(dataDir string) bool {
 
 // openStorage opens the storage adapter the config describes, with the
 // catalog and the cold tier listening to the segment engine.
-func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, rolled chan<- string, log *slog.Logger) (*engine.Adapter, error) {
-	topicMax := map[string]int64{}
-	for topic, v := range cfg.Segment.TopicMaxBytes {
-		topicMax[topic] = int64(v)
-	}
+func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled chan<- string, log *slog.Logger) (*engine.Adapter, error) {
 	return engine.Open(engine.Config{
 		Default:          cfg.Engine.Default,
-		Topics:           cfg.Engine.Topics,
+		TopicEngine:      topics.engine,
 		MemoryMaxRecords: cfg.Engine.MemoryMaxRecords,
 		Segment: segment.Config{
-			Dir:                  cfg.DataDir,
-			Workers:              cfg.Engine.IOWorkers,
-			Fsync:                segment.FsyncPolicy(cfg.Engine.Fsync),
-			FsyncInterval:        time.Duration(cfg.Engine.FsyncInterval),
-			IndexInterval:        cfg.Engine.IndexInterval,
-			MaxSegmentBytes:      int64(cfg.Segment.MaxBytes),
-			TopicMaxSegmentBytes: topicMax,
-			RollCheckInterval:    uint64(cfg.Segment.RollCheckInterval),
-			MaxSegmentAge:        time.Duration(cfg.Segment.MaxAge),
-			Logger:               log.With("component", "engine"),
-			Events:               listener(cfg, cat, cold, rolled, log.With("component", "catalog")),
+			Dir:               cfg.DataDir,
+			Workers:           cfg.Engine.IOWorkers,
+			Fsync:             segment.FsyncPolicy(cfg.Engine.Fsync),
+			FsyncInterval:     time.Duration(cfg.Engine.FsyncInterval),
+			IndexInterval:     cfg.Engine.IndexInterval,
+			MaxSegmentBytes:   int64(cfg.Segment.MaxBytes),
+			TopicSegments:     topics.segments,
+			RollCheckInterval: uint64(cfg.Segment.RollCheckInterval),
+			MaxSegmentAge:     time.Duration(cfg.Segment.MaxAge),
+			Logger:            log.With("component", "engine"),
+			Events:            listener(cfg, cat, cold, rolled, log.With("component", "catalog")),
 		},
 	})
 }

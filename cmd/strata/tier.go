@@ -16,7 +16,7 @@ import (
 
 // newTiering wires the cold reader into the engine and makes the tiering
 // job; scheduleTiering starts it, once the job has what the cluster gives it.
-func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, reg prometheus.Registerer, log *slog.Logger) *tiering.Job {
+func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, topics *topicView, reg prometheus.Registerer, log *slog.Logger) *tiering.Job {
 	t := cfg.Tiering
 	reader := tiering.NewColdReader(cat, cold, int64(t.CacheBytes))
 	e.SetColdSource(reader)
@@ -36,6 +36,9 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 	}
 	if t.Enabled {
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
+	}
+	if topics != nil { // each topic's configs over the broker's (docs/config.md, "Topic configs")
+		job.PolicyFor, job.ParquetFor = topics.tieringPolicy(job.Policy), topics.parquet(job.Parquet)
 	}
 	reg.MustRegister(newTierCollector(e, cat, reader, job))
 	return job

@@ -59,16 +59,19 @@ type Config struct {
 	// TimeIndexGranularity: one time-index entry per this much growth of
 	// the shard's largest timestamp (1s).
 	TimeIndexGranularity time.Duration
-	// MaxSegmentBytes caps a segment file (1 GiB); TopicMaxSegmentBytes
-	// overrides it for the shards of a topic.
-	MaxSegmentBytes      int64
-	TopicMaxSegmentBytes map[string]int64
+	// MaxSegmentBytes caps a segment file (1 GiB).
+	MaxSegmentBytes int64
 	// RollCheckInterval: the size gate is checked when the written offset
 	// crosses a multiple of this (10,000), as in seed 000.
 	RollCheckInterval uint64
 	// MaxSegmentAge seals a segment this long after its first record, so a
 	// quiet shard still tiers (0: never).
 	MaxSegmentAge time.Duration
+	// TopicSegments, if set, gives a topic's own segment size and age
+	// (its segment.bytes and segment.ms; a zero field: the engine's). It is
+	// asked when a shard opens and at every tick (at least once a second),
+	// so a change applies from the shard's next roll check.
+	TopicSegments func(topic string) SegmentPolicy
 	// MaxBatchRequests and MaxBatchBytes bound one worker batch (1024, 16 MiB).
 	MaxBatchRequests int
 	MaxBatchBytes    int
@@ -122,6 +125,13 @@ func (c *Config) defaults() {
 	}
 }
 
+// SegmentPolicy is when a topic's active segments roll: at MaxBytes, or
+// MaxAge after their first record (0: never by age).
+type SegmentPolicy struct {
+	MaxBytes int64
+	MaxAge   time.Duration
+}
+
 // Engine is the File Segment engine. It implements store.Store.
 type Engine struct {
 	cfg      Config
@@ -163,7 +173,8 @@ type shard struct {
 	dir      string
 	created  time.Time // tells incarnations of one name apart
 	worker   *worker
-	maxBytes int64 // segment size cap
+	maxBytes int64         // segment size cap (worker-owned once open)
+	maxAge   time.Duration // seal this long after the first record (0: never)
 
 	mu        sync.RWMutex
 	segments  []*segment // ascending; the last is active
@@ -251,7 +262,7 @@ func Open(cfg Config) (*Engine, error) {
 			e.events.post("shard recovered", func() error { return f(m, segs) })
 		}
 	}
-	if cfg.MaxSegmentAge > 0 || cfg.Fsync == FsyncInterval {
+	if cfg.MaxSegmentAge > 0 || cfg.Fsync == FsyncInterval || cfg.TopicSegments != nil {
 		e.tick.Add(1)
 		go func() { defer e.tick.Done(); e.ticker() }()
 	}
@@ -264,6 +275,9 @@ func (e *Engine) ticker() {
 	period := e.cfg.FsyncInterval
 	if e.cfg.MaxSegmentAge > 0 && (e.cfg.Fsync != FsyncInterval || e.cfg.MaxSegmentAge/4 < period) {
 		period = max(e.cfg.MaxSegmentAge/4, 10*time.Millisecond)
+	}
+	if e.cfg.TopicSegments != nil && (period > time.Second || (e.cfg.MaxSegmentAge == 0 && e.cfg.Fsync != FsyncInterval)) {
+		period = time.Second // a topic's segment.ms may be shorter than the engine's
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -395,12 +409,26 @@ func (e *Engine) clearStale(dir string) error {
 
 func (e *Engine) newShard(cs ShardMeta) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
-		maxBytes: e.cfg.MaxSegmentBytes, created: cs.Created}
-	tp, _ := store.ParseShard(cs.Name)
-	if v, ok := e.cfg.TopicMaxSegmentBytes[tp.Topic]; ok && v > 0 {
-		sh.maxBytes = v
-	}
+		created: cs.Created}
+	sh.maxBytes, sh.maxAge = e.segmentPolicy(cs.Name)
 	return sh
+}
+
+// segmentPolicy is a shard's segment size cap and maximum age: its topic's,
+// else the engine's.
+func (e *Engine) segmentPolicy(shard string) (int64, time.Duration) {
+	maxBytes, maxAge := e.cfg.MaxSegmentBytes, e.cfg.MaxSegmentAge
+	if e.cfg.TopicSegments != nil {
+		tp, _ := store.ParseShard(shard)
+		p := e.cfg.TopicSegments(tp.Topic)
+		if p.MaxBytes > 0 {
+			maxBytes = p.MaxBytes
+		}
+		if p.MaxAge > 0 {
+			maxAge = p.MaxAge
+		}
+	}
+	return maxBytes, maxAge
 }
 
 // openActive opens the active segment's file for writing: a new file when

@@ -63,6 +63,13 @@ func DropDecision(now time.Time, segs []SegmentInfo, low uint64, p RetentionPoli
 // ctx ends. It is the whole of retention when nothing tiers; with tiering,
 // the tiering job applies retention over every tier instead.
 func (e *Engine) RetainLoop(ctx context.Context, p RetentionPolicy, interval time.Duration) {
+	e.RetainLoopBy(ctx, func(string) RetentionPolicy { return p }, interval)
+}
+
+// RetainLoopBy is RetainLoop with a policy per shard (its topic's
+// retention.ms and retention.bytes), asked at every pass so a change
+// applies at the next one.
+func (e *Engine) RetainLoopBy(ctx context.Context, policy func(shard string) RetentionPolicy, interval time.Duration) {
 	t := time.NewTicker(max(interval, time.Second))
 	defer t.Stop()
 	for {
@@ -70,7 +77,7 @@ func (e *Engine) RetainLoop(ctx context.Context, p RetentionPolicy, interval tim
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := e.ApplyRetention(ctx, p, nil); err != nil {
+			if n, err := e.ApplyRetentionBy(ctx, policy, nil); err != nil {
 				e.log.Error("retention failed", "err", err)
 			} else if n > 0 {
 				e.log.Info("retention deleted segments", "segments", n)
@@ -85,6 +92,11 @@ func (e *Engine) RetainLoop(ctx context.Context, p RetentionPolicy, interval tim
 // of it. It returns how many segments it deleted. It is retention when
 // nothing tiers; with tiering, the tiering job expires segments instead.
 func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
+	return e.ApplyRetentionBy(ctx, func(string) RetentionPolicy { return p }, mayDrop)
+}
+
+// ApplyRetentionBy is ApplyRetention with a policy per shard.
+func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string) RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
 	names, _ := e.Shards(ctx)
 	deleted := 0
 	for _, name := range names {
@@ -103,7 +115,7 @@ func (e *Engine) ApplyRetention(ctx context.Context, p RetentionPolicy, mayDrop 
 			}
 		}
 		sh.mu.RUnlock()
-		drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
+		drop := DropDecision(e.cfg.Now(), infos, low, policy(name), func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
 		for range drop {
 			s := segs[0]
 			b := e.manifest.NewBatch()

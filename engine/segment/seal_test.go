@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/crc32"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,10 +124,19 @@ func TestQuietSegmentSealsAfterMaxAge(t *testing.T) {
 	}
 }
 
-func TestTopicSegmentSizeOverride(t *testing.T) {
+// A topic's own segment size (segment.bytes) and age (segment.ms) apply to
+// its shards only, and a change applies without a restart: from the next
+// tick (a second at most), a topic's next roll follows the new value.
+func TestTopicSegmentPolicy(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.RollCheckInterval = 5
-	cfg.TopicMaxSegmentBytes = map[string]int64{"tiny": 1024}
+	var mu sync.Mutex
+	policies := map[string]SegmentPolicy{"tiny": {MaxBytes: 1024}}
+	cfg.TopicSegments = func(topic string) SegmentPolicy {
+		mu.Lock()
+		defer mu.Unlock()
+		return policies[topic]
+	}
 	e := open(t, cfg)
 	defer e.Close()
 	fill(t, e, "tiny-0", 50)
@@ -135,5 +145,30 @@ func TestTopicSegmentSizeOverride(t *testing.T) {
 	big, _ := e.Segments("big-0")
 	if len(tiny) < 3 || len(big) != 1 {
 		t.Fatalf("segments: tiny topic %d (want several), other topic %d (want 1)", len(tiny), len(big))
+	}
+
+	// Altered at runtime: big's segments now roll at 1 KiB, quiet ones
+	// are sealed 200ms after their first record.
+	mu.Lock()
+	policies["big"] = SegmentPolicy{MaxBytes: 1024}
+	policies["quiet"] = SegmentPolicy{MaxAge: 200 * time.Millisecond}
+	mu.Unlock()
+	fill(t, e, "quiet-0", 1)
+	fill(t, e, "other-0", 1)
+	time.Sleep(1500 * time.Millisecond) // a tick picks the change up
+	fill(t, e, "big-0", 50)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		big, _ = e.Segments("big-0")
+		quiet, _ := e.Segments("quiet-0")
+		other, _ := e.Segments("other-0")
+		if len(big) >= 3 && len(quiet) == 2 && len(other) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the change: big has %d segments (want several), quiet %d (want 2: sealed by age), other %d (want 1)",
+				len(big), len(quiet), len(other))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -303,8 +303,9 @@ func (w *worker) tick() {
 			}
 			sh.dirty = false
 		}
-		if w.e.cfg.MaxSegmentAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
-			w.e.cfg.Now().Sub(s.firstAt) >= w.e.cfg.MaxSegmentAge {
+		sh.maxBytes, sh.maxAge = w.e.segmentPolicy(sh.name)
+		if sh.maxAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
+			w.e.cfg.Now().Sub(s.firstAt) >= sh.maxAge {
 			if err := w.roll(sh); err != nil {
 				w.e.log.Error("sealing an aged segment failed", "shard", sh.name, "segment", s.no, "err", err)
 			}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"strata/api/kafka"
+	"strata/cluster"
+	"strata/engine/segment"
+	"strata/engine/store"
+	"strata/parquet"
+	"strata/tiering"
+	"strata/topicconfig"
+)
+
+// topicDefaults is what strata's config file sets for every topic, by topic
+// config name: the broker settings DescribeConfigs shows as
+// STATIC_BROKER_CONFIG. A setting equal to the key's default is left out,
+// so it shows as DEFAULT_CONFIG.
+func topicDefaults(cfg *Config) topicconfig.Broker {
+	ms := func(d Duration) int64 { return time.Duration(d).Milliseconds() }
+	segmentMs := topicconfig.Never
+	if cfg.Segment.MaxAge > 0 {
+		segmentMs = strconv.FormatInt(ms(cfg.Segment.MaxAge), 10)
+	}
+	b := topicconfig.Broker{
+		"max.message.bytes": strconv.FormatInt(int64(cfg.Kafka.MaxMessageBytes), 10),
+		"segment.bytes":     strconv.FormatInt(min(int64(cfg.Segment.MaxBytes), math.MaxInt32), 10),
+		"segment.ms":        segmentMs,
+		"retention.ms":      topicconfig.Unbounded(ms(cfg.Retention.MaxAge)),
+		"retention.bytes":   topicconfig.Unbounded(int64(cfg.Retention.MaxBytes)),
+		// strata always has a cold tier (tiering.enabled only schedules the
+		// job; strata tier run works either way): topics tier unless they
+		// say remote.storage.enable=false.
+		"remote.storage.enable":          "true",
+		"strata.engine":                  cfg.Engine.Default,
+		"strata.parquet.codec":           cfg.Tiering.Codec,
+		"strata.parquet.row.group.bytes": strconv.FormatInt(int64(cfg.Tiering.RowGroupBytes), 10),
+	}
+	b["local.retention.ms"] = strconv.FormatInt(ms(cfg.Tiering.LocalRetention), 10)
+	for name, v := range b {
+		if k, _ := topicconfig.Lookup(name); v == k.Default {
+			delete(b, name)
+		}
+	}
+	return b
+}
+
+// topicView reads a topic's configs wherever this node keeps them: the
+// catalog's topic records on a single node, the cluster's etcd records (the
+// Member's view) in a cluster, once it has joined. The engine and the
+// tiering job resolve them through it.
+type topicView struct {
+	broker topicconfig.Broker
+	local  *kafka.CatalogTopics // single node
+	member atomic.Pointer[cluster.Member]
+}
+
+func (v *topicView) overrides(topic string) map[string]string {
+	if v.local != nil {
+		return v.local.Configs(topic)
+	}
+	if m := v.member.Load(); m != nil {
+		t, _ := m.Topic(topic)
+		return t.Configs
+	}
+	return nil
+}
+
+func (v *topicView) resolve(topic string) topicconfig.Resolved {
+	return topicconfig.Resolve(v.overrides(topic), v.broker)
+}
+
+func (v *topicView) shardTopic(shard string) string {
+	tp, _ := store.ParseShard(shard)
+	return tp.Topic
+}
+
+// segments is the engine's TopicSegments: segment.bytes and segment.ms.
+func (v *topicView) segments(topic string) segment.SegmentPolicy {
+	r := v.resolve(topic)
+	p := segment.SegmentPolicy{MaxBytes: r.SegmentBytes}
+	if r.SegmentMs > 0 && r.SegmentMs < math.MaxInt64/int64(time.Millisecond) {
+		p.MaxAge = time.Duration(r.SegmentMs) * time.Millisecond
+	}
+	return p
+}
+
+// engine is the adapter's TopicEngine: strata.engine.
+func (v *topicView) engine(topic string) string { return v.resolve(topic).Engine }
+
+// retention is the engine's retention when nothing tiers: retention.ms and
+// retention.bytes bound the local log, which is the whole log.
+func (v *topicView) retention(shard string) segment.RetentionPolicy {
+	r := v.resolve(v.shardTopic(shard))
+	return segment.RetentionPolicy{MaxAge: millis(r.RetentionMs), MaxBytes: max(r.RetentionBytes, 0)}
+}
+
+// tieringPolicy is the job's policy for a shard: the broker's, with the
+// topic's retention.ms, retention.bytes (the whole log), local.retention.ms
+// and local.retention.bytes (local copies, once uploaded) and
+// remote.storage.enable.
+func (v *topicView) tieringPolicy(base tiering.Policy) func(shard string) tiering.Policy {
+	return func(shard string) tiering.Policy {
+		r := v.resolve(v.shardTopic(shard))
+		p := base
+		p.RetentionMaxAge, p.RetentionMaxBytes = millis(r.RetentionMs), max(r.RetentionBytes, 0)
+		p.NoUpload = !r.RemoteStorage
+		switch {
+		case r.LocalRetentionMs < 0:
+			p.LocalRetention = time.Duration(math.MaxInt64) // kept until retention expires it
+		default:
+			p.LocalRetention = time.Duration(r.LocalRetentionMs) * time.Millisecond
+		}
+		switch {
+		case r.LocalRetentionBytes < 0:
+			p.LocalRetentionBytes = 0
+		case r.LocalRetentionBytes == 0:
+			p.LocalRetentionBytes = 1 // none: every uploaded copy goes
+		default:
+			p.LocalRetentionBytes = r.LocalRetentionBytes
+		}
+		return p
+	}
+}
+
+// parquet is the job's Parquet options for a shard: strata.parquet.codec
+// and strata.parquet.row.group.bytes over the broker's.
+func (v *topicView) parquet(base parquet.Options) func(shard string) parquet.Options {
+	return func(shard string) parquet.Options {
+		r := v.resolve(v.shardTopic(shard))
+		o := base
+		o.Codec, o.RowGroupBytes = r.ParquetCodec, int(r.ParquetRowGroupBytes)
+		return o
+	}
+}
+
+// millis is a Kafka duration in ms as the policies take it: -1 (none) is 0.
+func millis(ms int64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
