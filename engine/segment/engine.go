@@ -176,9 +176,13 @@ type shard struct {
 	maxBytes int64         // segment size cap (worker-owned once open)
 	maxAge   time.Duration // seal this long after the first record (0: never)
 
-	mu        sync.RWMutex
-	segments  []*segment // ascending; the last is active
-	low, high uint64     // readable [low, high): high is the high watermark
+	mu       sync.RWMutex
+	segments []*segment // ascending; the last is active
+	// last is the active segment, for the worker to reach without the
+	// lock: tiering and retention drop segments from the front of the
+	// slice under it, never the active one.
+	last      atomic.Pointer[segment]
+	low, high uint64 // readable [low, high): high is the high watermark
 	// end is the log end: the next offset to be written, published once
 	// durable. high follows it until managed (replica.go).
 	end     uint64
@@ -380,6 +384,7 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 	}
 	crashPoint("create:segment")
 	sh.segments = []*segment{s}
+	sh.last.Store(s)
 	sh.mu.Lock()
 	sh.publishEnd(start)
 	sh.mu.Unlock()

@@ -56,6 +56,7 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 	if len(sh.segments) == 0 || sh.segments[len(sh.segments)-1].sealed {
 		return fmt.Errorf("shard %s: the manifest has no active segment", cs.Name)
 	}
+	sh.last.Store(sh.segments[len(sh.segments)-1])
 	a := sh.active()
 	sh.activeLen = a.size
 	sh.publishEnd(a.next)

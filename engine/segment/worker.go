@@ -178,7 +178,7 @@ func (w *worker) fail(sh *shard, err error) {
 	}
 }
 
-func (sh *shard) active() *segment { return sh.segments[len(sh.segments)-1] }
+func (sh *shard) active() *segment { return sh.last.Load() }
 
 // append encodes the records at the shard's next offsets and writes them to
 // the active segment, rolling first if the gates say so.
@@ -395,6 +395,7 @@ func (w *worker) roll(sh *shard) error {
 	}
 	sh.mu.Lock()
 	sh.segments = append(sh.segments, ns)
+	sh.last.Store(ns)
 	sh.activeLen = 0
 	sh.activeMaxTS, sh.activeHasRecs = 0, false
 	sh.mu.Unlock()
