@@ -1,8 +1,10 @@
 // Package interop proves that what strata exports is read, exactly, by the
 // tools analysts run: pyarrow (Arrow C++) and DuckDB from a local folder and
 // MinIO, Spark and a Hive table from a local folder, HDFS and MinIO over
-// s3a://. The data goes the way a user's does: franz-go produces to
-// `strata serve`, whose tiering job writes the cold tier.
+// s3a://; and Spark's Kafka source reads the same records through the
+// Kafka API, hot and cold offsets in one query. The data goes the way a
+// user's does: franz-go produces to `strata serve`, whose tiering job
+// writes the cold tier.
 package interop
 
 import (
