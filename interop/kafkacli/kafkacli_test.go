@@ -155,12 +155,14 @@ func tierAll(t *testing.T, s testsvc.Strata, topic string) {
 	}
 }
 
-// kafka-topics --create and --describe, before and after --alter adds
-// partitions. (Both need the topic configs APIs: CreateTopics answering
-// configs, DescribeConfigs.)
+// kafka-topics --create (with --config) and --describe, before and after
+// --alter adds partitions. (Both need the topic configs APIs: CreateTopics
+// answering configs, DescribeConfigs.) --describe lists the configs that
+// are not defaults: the topic's own and the broker settings serve sets.
 func TestKafkaTopicsCreateDescribe(t *testing.T) {
 	s := serve(t)
-	out := run(t, s.Kafka, 0, "", topicsCmd, "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "1")
+	out := run(t, s.Kafka, 0, "", topicsCmd, "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "1",
+		"--config", "retention.ms=86400000", "--config", "max.message.bytes=65536")
 	if !strings.Contains(out.stdout, "Created topic orders.") {
 		t.Fatalf("kafka-topics --create printed:\n%s", out.stdout)
 	}
@@ -168,11 +170,27 @@ func TestKafkaTopicsCreateDescribe(t *testing.T) {
 	if !strings.Contains(out.stdout+out.stderr, "Topic 'orders' already exists.") {
 		t.Fatalf("creating orders again printed:\n%s\n%s", out.stdout, out.stderr)
 	}
+	out = run(t, s.Kafka, 1, "", topicsCmd, "--create", "--topic", "refunds", "--config", "cleanup.policy=compact")
+	if !strings.Contains(out.stdout+out.stderr, "Invalid value compact for configuration cleanup.policy: strata does not compact logs yet: use delete") {
+		t.Fatalf("creating a compacted topic printed:\n%s\n%s", out.stdout, out.stderr)
+	}
 	describe := func(partitions int) {
 		t.Helper()
 		out := run(t, s.Kafka, 0, "", topicsCmd, "--describe", "--topic", "orders")
-		if !regexp.MustCompile(`Topic: orders\s+TopicId: \S+\s+PartitionCount: ` + fmt.Sprint(partitions) + `\s+ReplicationFactor: 1`).MatchString(out.stdout) {
+		// strata has no topic ids: Metadata answers the zero id, and the
+		// tool leaves "TopicId:" out, as it does for any broker without.
+		m := regexp.MustCompile(`Topic: orders\s+PartitionCount: ` + fmt.Sprint(partitions) + `\s+ReplicationFactor: 1\s+Configs: (\S+)`).FindStringSubmatch(out.stdout)
+		if m == nil {
 			t.Fatalf("kafka-topics --describe: no summary of %d partitions, replication factor 1:\n%s", partitions, out.stdout)
+		}
+		configs := strings.Split(m[1], ",")
+		slices.Sort(configs)
+		// serve's settings (segment.max_bytes, tiering.local_retention, no
+		// retention, the segment age, the cold tier) and the topic's own.
+		want := []string{"local.retention.ms=0", "max.message.bytes=65536", "remote.storage.enable=true", "retention.ms=86400000",
+			"segment.bytes=4096", "segment.ms=600000"}
+		if !slices.Equal(configs, want) {
+			t.Fatalf("kafka-topics --describe: configs %q, want %q", configs, want)
 		}
 		for p := 0; p < partitions; p++ {
 			if !regexp.MustCompile(fmt.Sprintf(`Topic: orders\s+Partition: %d\s+Leader: 0\s+Replicas: 0\s+Isr: 0`, p)).MatchString(out.stdout) {
