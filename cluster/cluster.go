@@ -145,6 +145,9 @@ var (
 	// ErrTopicExists: CreateTopic of a topic that exists, or whose
 	// deletion is still being cleared (Kafka: "marked for deletion").
 	ErrTopicExists = errors.New("cluster: topic exists")
+	// ErrTopicDeleting (an ErrTopicExists): the topic's name is still taken
+	// while its deletion is cleared from the bucket.
+	ErrTopicDeleting = fmt.Errorf("%w: marked for deletion", ErrTopicExists)
 	// ErrUnknownTopic: DeleteTopic of a topic that does not exist.
 	ErrUnknownTopic = errors.New("cluster: unknown topic")
 	// ErrInvalidTopic: a name Kafka would not accept.

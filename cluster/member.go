@@ -401,7 +401,7 @@ func (m *Member) CreateTopicWithConfigs(ctx context.Context, name string, partit
 	}
 	if !resp.Succeeded {
 		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-			return fmt.Errorf("%w: %s is marked for deletion: its objects are being removed from the bucket; try again shortly", ErrTopicExists, name)
+			return fmt.Errorf("%w: %s: its objects are being removed from the bucket; try again shortly", ErrTopicDeleting, name)
 		}
 		return fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}

@@ -80,6 +80,9 @@ type LogPart struct {
 var (
 	ErrTopicExists  = errors.New("topic exists")
 	ErrUnknownTopic = errors.New("unknown topic")
+	// ErrTopicDeleting (an ErrTopicExists): the name is taken until the
+	// topic's deletion is cleared.
+	ErrTopicDeleting = fmt.Errorf("%w: marked for deletion", ErrTopicExists)
 )
 
 // InvalidReplicationError refuses a replication factor the cluster cannot

@@ -22,6 +22,7 @@ import (
 type observedConfigs struct {
 	CreateRefused  map[string]string // the configs given -> error code and message
 	Created        []string          // the overridden configs CreateTopics answered
+	CreateExisting string            // creating it again: Kafka's CLI prints the message
 	Described      []string          // the keys asked for, with source, type and synonyms
 	UnknownTopic   string
 	AfterIncrement []string
@@ -80,6 +81,8 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 	}
 	slices.Sort(o.Created)
 	waitLeaders1(ctx, t, c, topic+"-cfg")
+	rt = create(topic + "-cfg")
+	o.CreateExisting = strings.ReplaceAll(fmt.Sprintf("%d %s parts=%d", rt.ErrorCode, derefNull(rt.ErrorMessage), rt.NumPartitions), topic, "T")
 
 	describe := func(name string) ([]string, string) {
 		req := kmsg.NewPtrDescribeConfigsRequest()

@@ -14,13 +14,41 @@ import (
 func (s *Server) groupAdmin(ctx context.Context, cl clientInfo, req kmsg.Request) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.DescribeGroupsRequest:
+		// A group this node does not coordinate is NOT_COORDINATOR, as in
+		// Kafka: its members' state is in its coordinator's memory, and
+		// this node would describe it as empty or dead.
+		ask := *r
+		ask.Groups = nil
 		committed := map[string]bool{}
-		for _, g := range r.Groups {
+		mine := make([]bool, len(r.Groups))
+		for i, g := range r.Groups {
+			if mine[i] = s.coordinates(g); !mine[i] {
+				continue
+			}
+			ask.Groups = append(ask.Groups, g)
 			if pos, err := s.offsets.Group(g); err == nil && len(pos) > 0 {
 				committed[g] = true
 			}
 		}
-		return s.groups.do(ctx, cl, r, committed)
+		if len(ask.Groups) == len(r.Groups) {
+			return s.groups.do(ctx, cl, r, committed)
+		}
+		var described []kmsg.DescribeGroupsResponseGroup
+		if len(ask.Groups) > 0 {
+			described = s.groups.do(ctx, cl, &ask, committed).(*kmsg.DescribeGroupsResponse).Groups
+		}
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for i, g := range r.Groups { // in the order asked
+			if mine[i] && len(described) > 0 {
+				resp.Groups = append(resp.Groups, described[0])
+				described = described[1:]
+				continue
+			}
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, kerr.NotCoordinator.Code
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
 
 	case *kmsg.ListGroupsRequest:
 		committed := map[string]bool{}

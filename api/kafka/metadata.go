@@ -38,7 +38,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		t.Topic = &n
 		parts, ok := topics[name]
 		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
-			if code := s.createTopic(ctx, name, 0, -1, nil); code == errNone || code == kerr.TopicAlreadyExists.Code {
+			if code, _ := s.createTopic(ctx, name, 0, -1, nil); code == errNone || code == kerr.TopicAlreadyExists.Code {
 				parts, ok = s.cfg.DefaultPartitions, true
 				if again, _ := s.topics(ctx); again[name] > 0 {
 					parts = again[name]

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,10 +16,11 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 }
 
 // createTopic checks a topic against the broker's bounds and creates it
-// through the cluster; rf -1 takes the default.
-func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) int16 {
+// through the cluster; rf -1 takes the default. The message, when there is
+// one, is Kafka's for the same refusal: Kafka's CLI prints it.
+func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) (int16, *string) {
 	if err := store.ValidateTopic(topic); err != nil {
-		return kerr.InvalidTopicException.Code
+		return kerr.InvalidTopicException.Code, nil
 	}
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
@@ -28,26 +30,30 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	if partitions > s.cfg.MaxPartitionsPerTopic {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
-		return kerr.InvalidPartitions.Code
+		return kerr.InvalidPartitions.Code, nil
 	}
 	if shards, err := s.store.Shards(ctx); err == nil && len(shards)+int(partitions) > s.cfg.MaxPartitions {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
-		return kerr.PolicyViolation.Code
+		return kerr.PolicyViolation.Code, nil
 	}
 	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
 	var rerr *InvalidReplicationError
 	switch {
+	case errors.Is(err, ErrTopicDeleting):
+		msg := fmt.Sprintf("Topic '%s' is marked for deletion: its objects are being removed from the bucket; try again shortly.", topic)
+		return kerr.TopicAlreadyExists.Code, &msg
 	case errors.Is(err, ErrTopicExists):
-		return kerr.TopicAlreadyExists.Code
+		msg := fmt.Sprintf("Topic '%s' already exists.", topic)
+		return kerr.TopicAlreadyExists.Code, &msg
 	case errors.As(err, &rerr):
 		s.log.Warn("kafka: refusing a topic", "topic", topic, "err", err)
-		return kerr.InvalidReplicationFactor.Code
+		return kerr.InvalidReplicationFactor.Code, nil
 	case err != nil:
 		s.log.Error("kafka: create topic", "topic", topic, "err", err)
-		return kerr.UnknownServerError.Code
+		return kerr.UnknownServerError.Code, nil
 	}
 	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf, "configs", configs)
-	return errNone
+	return errNone, nil
 }
 
 func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
@@ -68,7 +74,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 		case code != errNone:
 			rt.ErrorCode, rt.ErrorMessage = code, msg
 		case !r.ValidateOnly:
-			rt.ErrorCode = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor, configs)
+			rt.ErrorCode, rt.ErrorMessage = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor, configs)
 		}
 		if rt.ErrorCode == errNone {
 			rt.Configs = s.createdConfigs(configs)

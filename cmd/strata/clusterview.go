@@ -79,6 +79,8 @@ func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions i
 	}
 	err := c.m.CreateTopicWithConfigs(ctx, topic, partitions, rf, configs)
 	switch {
+	case errors.Is(err, cluster.ErrTopicDeleting):
+		return fmt.Errorf("%w (%v)", kafka.ErrTopicDeleting, err)
 	case errors.Is(err, cluster.ErrTopicExists):
 		return fmt.Errorf("%w (%v)", kafka.ErrTopicExists, err)
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strata/internal/testsvc"
+	"strata/topicconfig"
 )
 
 var bin string // the strata command, built once
@@ -39,6 +41,7 @@ const (
 	producerCmd = "org.apache.kafka.tools.ConsoleProducer"
 	consumerCmd = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 	offsetsCmd  = "org.apache.kafka.tools.GetOffsetShell"
+	configsCmd  = "org.apache.kafka.tools.ConfigCommand"
 )
 
 var (
@@ -155,12 +158,14 @@ func tierAll(t *testing.T, s testsvc.Strata, topic string) {
 	}
 }
 
-// kafka-topics --create and --describe, before and after --alter adds
-// partitions. (Both need the topic configs APIs: CreateTopics answering
-// configs, DescribeConfigs.)
+// kafka-topics --create (with --config) and --describe, before and after
+// --alter adds partitions. (Both need the topic configs APIs: CreateTopics
+// answering configs, DescribeConfigs.) --describe lists the configs that
+// are not defaults: the topic's own and the broker settings serve sets.
 func TestKafkaTopicsCreateDescribe(t *testing.T) {
 	s := serve(t)
-	out := run(t, s.Kafka, 0, "", topicsCmd, "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "1")
+	out := run(t, s.Kafka, 0, "", topicsCmd, "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "1",
+		"--config", "retention.ms=86400000", "--config", "max.message.bytes=65536")
 	if !strings.Contains(out.stdout, "Created topic orders.") {
 		t.Fatalf("kafka-topics --create printed:\n%s", out.stdout)
 	}
@@ -168,11 +173,27 @@ func TestKafkaTopicsCreateDescribe(t *testing.T) {
 	if !strings.Contains(out.stdout+out.stderr, "Topic 'orders' already exists.") {
 		t.Fatalf("creating orders again printed:\n%s\n%s", out.stdout, out.stderr)
 	}
+	out = run(t, s.Kafka, 1, "", topicsCmd, "--create", "--topic", "refunds", "--config", "cleanup.policy=compact")
+	if !strings.Contains(out.stdout+out.stderr, "Invalid value compact for configuration cleanup.policy: strata does not compact logs yet: use delete") {
+		t.Fatalf("creating a compacted topic printed:\n%s\n%s", out.stdout, out.stderr)
+	}
 	describe := func(partitions int) {
 		t.Helper()
 		out := run(t, s.Kafka, 0, "", topicsCmd, "--describe", "--topic", "orders")
-		if !regexp.MustCompile(`Topic: orders\s+TopicId: \S+\s+PartitionCount: ` + fmt.Sprint(partitions) + `\s+ReplicationFactor: 1`).MatchString(out.stdout) {
+		// strata has no topic ids: Metadata answers the zero id, and the
+		// tool leaves "TopicId:" out, as it does for any broker without.
+		m := regexp.MustCompile(`Topic: orders\s+PartitionCount: ` + fmt.Sprint(partitions) + `\s+ReplicationFactor: 1\s+Configs: (\S+)`).FindStringSubmatch(out.stdout)
+		if m == nil {
 			t.Fatalf("kafka-topics --describe: no summary of %d partitions, replication factor 1:\n%s", partitions, out.stdout)
+		}
+		configs := strings.Split(m[1], ",")
+		slices.Sort(configs)
+		// serve's settings (segment.max_bytes, tiering.local_retention, no
+		// retention, the segment age, the cold tier) and the topic's own.
+		want := []string{"local.retention.ms=0", "max.message.bytes=65536", "remote.storage.enable=true", "retention.ms=86400000",
+			"segment.bytes=4096", "segment.ms=600000"}
+		if !slices.Equal(configs, want) {
+			t.Fatalf("kafka-topics --describe: configs %q, want %q", configs, want)
 		}
 		for p := 0; p < partitions; p++ {
 			if !regexp.MustCompile(fmt.Sprintf(`Topic: orders\s+Partition: %d\s+Leader: 0\s+Replicas: 0\s+Isr: 0`, p)).MatchString(out.stdout) {
@@ -395,4 +416,163 @@ func TestKafkaGetOffsets(t *testing.T) {
 	check("hot")
 	tierAll(t, s, "clicks")
 	check("after tiering, local copies dropped")
+}
+
+// configsOf reads kafka-configs --describe: the header line, then each
+// config as "name=value sensitive=false synonyms={...}", by name.
+func configsOf(t *testing.T, out, header string) map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 0 || lines[0] != header {
+		t.Fatalf("kafka-configs --describe printed, without %q first:\n%s", header, out)
+	}
+	got := map[string]string{}
+	for _, l := range lines[1:] {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if !ok {
+			t.Fatalf("kafka-configs --describe: line %q is no config", l)
+		}
+		got[name] = rest
+	}
+	return got
+}
+
+// kafka-configs on a topic: describe (the overrides, and --all with the
+// source of each value and its synonyms: the topic's, the broker settings
+// serve sets, the defaults), --add-config and --delete-config, and the
+// broker's own error for a value it refuses, which changes nothing; on a
+// broker: the settings topics fall back to, by Kafka's broker names.
+func TestKafkaConfigs(t *testing.T) {
+	s := serve(t)
+	_, adm := client(t, s)
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	topic := []string{"--entity-type", "topics", "--entity-name", "orders"}
+	describe := func(all bool) map[string]string {
+		t.Helper()
+		args := append(slices.Clone(topic), "--describe")
+		header := "Dynamic configs for topic orders are:"
+		if all {
+			args, header = append(args, "--all"), "All configs for topic orders are:"
+		}
+		return configsOf(t, run(t, s.Kafka, 0, "", configsCmd, args...).stdout, header)
+	}
+	if got := describe(false); len(got) != 0 {
+		t.Fatalf("a new topic has overrides: %v", got)
+	}
+	all := describe(true)
+	var names []string
+	for name := range all {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var want []string
+	for _, k := range topicconfig.Keys {
+		want = append(want, k.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("--describe --all lists %q, want every topic config %q", names, want)
+	}
+	for name, line := range map[string]string{
+		// serve sets segment.max_bytes: the broker's value over Kafka's default.
+		"segment.bytes": "4096 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes=4096, DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+		// strata's broker always has a cold tier.
+		"remote.storage.enable": "true sensitive=false synonyms={STATIC_BROKER_CONFIG:remote.log.storage.system.enable=true}",
+		"local.retention.ms":    "0 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.local.retention.ms=0, DEFAULT_CONFIG:log.local.retention.ms=-2}",
+		"retention.bytes":       "-1 sensitive=false synonyms={DEFAULT_CONFIG:log.retention.bytes=-1}",
+		"cleanup.policy":        "delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}",
+		"strata.engine":         "segment sensitive=false synonyms={DEFAULT_CONFIG:engine.default=segment}",
+		"strata.parquet.codec":  "zstd sensitive=false synonyms={DEFAULT_CONFIG:tiering.codec=zstd}",
+	} {
+		if all[name] != line {
+			t.Fatalf("--describe --all: %s=%s, want %s=%s", name, all[name], name, line)
+		}
+	}
+
+	out := run(t, s.Kafka, 0, "", configsCmd, append(slices.Clone(topic), "--alter",
+		"--add-config", "retention.ms=3600000,strata.parquet.codec=snappy,local.retention.bytes=10000")...)
+	if strings.TrimSpace(out.stdout) != "Completed updating config for topic orders." {
+		t.Fatalf("--alter --add-config printed:\n%s", out.stdout)
+	}
+	overrides := map[string]string{
+		"local.retention.bytes": "10000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:local.retention.bytes=10000, DEFAULT_CONFIG:log.local.retention.bytes=-2}",
+		"retention.ms":          "3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000, STATIC_BROKER_CONFIG:log.retention.ms=-1}",
+		"strata.parquet.codec":  "snappy sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:strata.parquet.codec=snappy, DEFAULT_CONFIG:tiering.codec=zstd}",
+	}
+	if got := describe(false); !maps.Equal(got, overrides) {
+		t.Fatalf("after --add-config, --describe shows %v, want %v", got, overrides)
+	}
+	if got := describe(true)["retention.ms"]; got != overrides["retention.ms"] {
+		t.Fatalf("after --add-config, --describe --all shows retention.ms=%s", got)
+	}
+	// What the tool shows is what the topic follows: the operator view agrees.
+	if view := httpGet(t, "http://"+s.Admin+"/v1/topics/orders"); !strings.Contains(view, `"strata.parquet.codec"`) || !strings.Contains(view, `"snappy"`) {
+		t.Fatalf("the operator view of orders does not show the codec set:\n%s", view)
+	}
+
+	run(t, s.Kafka, 0, "", configsCmd, append(slices.Clone(topic), "--alter", "--delete-config", "strata.parquet.codec")...)
+	delete(overrides, "strata.parquet.codec")
+	if got := describe(false); !maps.Equal(got, overrides) {
+		t.Fatalf("after --delete-config, --describe shows %v, want %v", got, overrides)
+	}
+	if got := describe(true)["strata.parquet.codec"]; got != "zstd sensitive=false synonyms={DEFAULT_CONFIG:tiering.codec=zstd}" {
+		t.Fatalf("after --delete-config, the codec is back to the default: %s", got)
+	}
+
+	// Refused by the broker: the tool exits 1 and prints the broker's
+	// message naming the key; the topic keeps its configs.
+	for _, c := range []struct{ set, want string }{
+		{"retention.ms=abc", "InvalidConfigurationException: Invalid value abc for configuration retention.ms: Not a number of type LONG"},
+		{"segment.bytes=100", "InvalidConfigurationException: Invalid value 100 for configuration segment.bytes: Value must be at least 1048576"},
+		{"cleanup.policy=compact", "InvalidConfigurationException: Invalid value compact for configuration cleanup.policy: strata does not compact logs yet: use delete"},
+		{"no.such.key=1", "InvalidConfigurationException: Unknown topic config name: no.such.key"},
+		{"strata.engine=memory", "InvalidConfigurationException: Invalid value memory for configuration strata.engine: it is fixed when the topic is created"},
+	} {
+		out := run(t, s.Kafka, 1, "", configsCmd, append(slices.Clone(topic), "--alter", "--add-config", c.set)...)
+		if !strings.Contains(out.stdout+out.stderr, "Caused by: org.apache.kafka.common.errors."+c.want) {
+			t.Fatalf("--add-config %s printed, without %q:\n%s\n%s", c.set, c.want, out.stdout, out.stderr)
+		}
+		if got := describe(false); !maps.Equal(got, overrides) {
+			t.Fatalf("after the refused --add-config %s, --describe shows %v, want %v", c.set, got, overrides)
+		}
+	}
+
+	// The broker: no dynamic configs; --all lists the settings topics
+	// fall back to, under Kafka's broker names (strata's for its own).
+	out = run(t, s.Kafka, 0, "", configsCmd, "--entity-type", "brokers", "--entity-name", "0", "--describe")
+	if got := configsOf(t, out.stdout, "Dynamic configs for broker 0 are:"); len(got) != 0 {
+		t.Fatalf("broker 0 has dynamic configs %v", got)
+	}
+	out = run(t, s.Kafka, 0, "", configsCmd, "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
+	broker := configsOf(t, out.stdout, "All configs for broker 0 are:")
+	for name, line := range map[string]string{
+		"log.segment.bytes":                "4096 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes=4096, DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+		"log.retention.bytes":              "-1 sensitive=false synonyms={DEFAULT_CONFIG:log.retention.bytes=-1}",
+		"message.max.bytes":                "1048588 sensitive=false synonyms={DEFAULT_CONFIG:message.max.bytes=1048588}",
+		"remote.log.storage.system.enable": "true sensitive=false synonyms={STATIC_BROKER_CONFIG:remote.log.storage.system.enable=true}",
+		"engine.default":                   "segment sensitive=false synonyms={DEFAULT_CONFIG:engine.default=segment}",
+		"tiering.row_group_bytes":          "1048576 sensitive=false synonyms={DEFAULT_CONFIG:tiering.row_group_bytes=1048576}",
+	} {
+		if broker[name] != line {
+			t.Fatalf("broker 0 --describe --all: %s=%s, want %s=%s\n%s", name, broker[name], name, line, out.stdout)
+		}
+	}
+	if len(broker) != 14 {
+		t.Fatalf("broker 0 --describe --all lists %d settings, want the 14 topic configs fall back to:\n%s", len(broker), out.stdout)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	return string(body)
 }
