@@ -808,6 +808,14 @@ func TestReportLoad(t *testing.T) {
 			b, ok := bytesOf(2)
 			return ok && b == step.want
 		})
+		// The reporter compares the next figure with its own view of its
+		// report: let that catch up too.
+		eventually(t, m2, 5*time.Second, "node 2's view lacks its own last report", func() bool {
+			m2.mu.Lock()
+			defer m2.mu.Unlock()
+			b, ok := m2.view.loads[2]
+			return ok && b == step.want
+		})
 	}
 	rev := func() int64 {
 		resp, err := h.cli.Get(ctx, h.prefix+"/loads/2")
