@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"strata/engine/memory"
 	"strata/engine/pebblestore"
@@ -40,11 +41,18 @@ type Config struct {
 	MemoryMaxRecords int
 }
 
-// Adapter routes by topic. It implements store.Store.
+// Adapter routes a shard to the engine that holds it, and a new shard to
+// its topic's engine. It implements store.Store.
 type Adapter struct {
 	cfg     Config
 	segment *segment.Engine
 	stores  map[string]store.Store
+
+	// where holds each existing shard's engine: a shard stays where it was
+	// made, whatever its topic's configured engine says now (a changed
+	// engine.default, a deleted topic whose config is gone).
+	mu    sync.RWMutex
+	where map[string]store.Store
 }
 
 var (
@@ -89,10 +97,33 @@ func Open(cfg Config) (*Adapter, error) {
 		}
 		a.stores[name] = s
 	}
+	a.where = map[string]store.Store{}
+	for _, s := range a.stores {
+		names, err := s.Shards(context.Background())
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		for _, n := range names {
+			// A name in two engines (left by an older version) goes to the
+			// one its topic names.
+			if _, seen := a.where[n]; !seen || a.configured(n) == s {
+				a.where[n] = s
+			}
+		}
+	}
 	return a, nil
 }
 
 func (a *Adapter) route(shard string) store.Store {
+	if s, ok := a.lookup(shard); ok {
+		return s
+	}
+	return a.configured(shard)
+}
+
+// configured is the engine a new shard of this name is made in.
+func (a *Adapter) configured(shard string) store.Store {
 	tp, _ := store.ParseShard(shard)
 	if a.cfg.TopicEngine != nil {
 		if e := a.stores[a.cfg.TopicEngine(tp.Topic)]; e != nil {
@@ -109,13 +140,30 @@ func (a *Adapter) route(shard string) store.Store {
 func (a *Adapter) SegmentEngine() *segment.Engine { return a.segment }
 
 func (a *Adapter) CreateShard(ctx context.Context, shard string) error {
-	return a.route(shard).CreateShard(ctx, shard)
+	return a.CreateShardAt(ctx, shard, 0)
 }
 
 // CreateShardAt makes the shard, in its topic's engine, beginning at start:
 // every engine is a store.Starter.
 func (a *Adapter) CreateShardAt(ctx context.Context, shard string, start uint64) error {
-	return a.route(shard).(store.Starter).CreateShardAt(ctx, shard, start)
+	if s, ok := a.lookup(shard); ok {
+		return s.(store.Starter).CreateShardAt(ctx, shard, start) // exists: the engine says so
+	}
+	s := a.configured(shard)
+	if err := s.(store.Starter).CreateShardAt(ctx, shard, start); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.where[shard] = s
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Adapter) lookup(shard string) (store.Store, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	s, ok := a.where[shard]
+	return s, ok
 }
 
 func (a *Adapter) Append(ctx context.Context, shard string, recs []record.Record) (uint64, error) {
@@ -217,7 +265,7 @@ func (a *Adapter) Shards(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		for _, n := range names {
-			if a.route(n) == s {
+			if w, ok := a.lookup(n); !ok || w == s {
 				out = append(out, n)
 			}
 		}
@@ -227,7 +275,13 @@ func (a *Adapter) Shards(ctx context.Context) ([]string, error) {
 }
 
 func (a *Adapter) DeleteShard(ctx context.Context, shard string) error {
-	return a.route(shard).DeleteShard(ctx, shard)
+	if err := a.route(shard).DeleteShard(ctx, shard); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	delete(a.where, shard)
+	a.mu.Unlock()
+	return nil
 }
 
 func (a *Adapter) Close() error {

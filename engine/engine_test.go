@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -156,5 +157,61 @@ func TestTopicEngineHook(t *testing.T) {
 	}
 	if all, _ := a.Shards(ctx); !slices.Equal(all, []string{"fast-0", "kept-0", "other-0"}) {
 		t.Fatalf("the adapter lists %q", all)
+	}
+}
+
+// A shard stays in the engine it was made in: when its topic's configured
+// engine changes (engine.default edited, or the topic's config gone with a
+// deletion), its records still read, across a restart too, and deleting it
+// removes it from that engine, so a topic made again starts empty.
+func TestShardsStayWhereTheyWereMade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	engineOf := map[string]string{"t": Pebble}
+	open := func() *Adapter {
+		cfg := config(dir)
+		cfg.TopicEngine = func(topic string) string { return engineOf[topic] }
+		a, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := open()
+	if err := a.CreateShard(ctx, "t-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Append(ctx, "t-0", []record.Record{{Value: []byte("in pebble")}}); err != nil {
+		t.Fatal(err)
+	}
+	delete(engineOf, "t") // the topic's config is gone: the default would be segment
+	for round, a := range []*Adapter{a, nil} {
+		if a == nil {
+			a = open() // after a restart, where it is comes from the engines
+		}
+		recs, err := a.Read(ctx, "t-0", 0, store.Budget{})
+		if err != nil || len(recs) != 1 || string(recs[0].Value) != "in pebble" {
+			t.Fatalf("round %d: reading t-0 after its configured engine changed: %v %v", round, recs, err)
+		}
+		if all, _ := a.Shards(ctx); !slices.Equal(all, []string{"t-0"}) {
+			t.Fatalf("round %d: the adapter lists %q", round, all)
+		}
+		if round == 0 {
+			a.Close()
+		} else {
+			defer a.Close()
+			if err := a.DeleteShard(ctx, "t-0"); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.CreateShard(ctx, "t-0"); err != nil {
+				t.Fatal(err)
+			}
+			if _, high, err := a.Watermarks(ctx, "t-0"); err != nil || high != 0 {
+				t.Fatalf("t-0 made again after its deletion: high watermark %d, %v; want an empty shard", high, err)
+			}
+			if names, _ := a.SegmentEngine().Shards(ctx); !slices.Equal(names, []string{"t-0"}) {
+				t.Fatalf("t-0 made again goes to its topic's engine now (segment), which holds %q", names)
+			}
+		}
 	}
 }
