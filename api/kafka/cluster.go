@@ -166,6 +166,8 @@ func (n singleNode) Topics(ctx context.Context) (map[string]int32, error) {
 }
 
 func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
+	n.s.topicsMu.Lock()
+	defer n.s.topicsMu.Unlock()
 	if rf > 1 {
 		return &InvalidReplicationError{Factor: rf, Why: "a single node keeps one copy"}
 	}
@@ -197,6 +199,8 @@ func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions in
 }
 
 func (n singleNode) DeleteTopic(ctx context.Context, topic string) error {
+	n.s.topicsMu.Lock()
+	defer n.s.topicsMu.Unlock()
 	topics, err := n.Topics(ctx)
 	if err != nil {
 		return err
@@ -218,6 +222,8 @@ func (n singleNode) TopicConfigs(topic string) map[string]string {
 }
 
 func (n singleNode) AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error {
+	n.s.topicsMu.Lock()
+	defer n.s.topicsMu.Unlock()
 	topics, err := n.Topics(ctx)
 	if err != nil {
 		return err
@@ -231,6 +237,8 @@ func (n singleNode) AlterTopicConfigs(ctx context.Context, topic string, change 
 // CreatePartitions makes the shards of the new partitions; the existing
 // ones are not touched.
 func (n singleNode) CreatePartitions(ctx context.Context, topic string, count int32) error {
+	n.s.topicsMu.Lock()
+	defer n.s.topicsMu.Unlock()
 	topics, err := n.Topics(ctx)
 	if err != nil {
 		return err

@@ -118,10 +118,14 @@ type Server struct {
 	cluster    Cluster
 	topicStore TopicStore
 	peers      *peers
-	inflight   *budget
-	appended   *hub     // wakes long polls when a partition gets records
-	refusals   sync.Map // log message -> *rate.Sometimes
-	penalties  penalties
+	// topicsMu makes a single node's topic changes (create, delete, grow,
+	// alter configs) one at a time: each checks the topic, then writes its
+	// configs and shards, and two interleaved would mix them.
+	topicsMu  sync.Mutex
+	inflight  *budget
+	appended  *hub     // wakes long polls when a partition gets records
+	refusals  sync.Map // log message -> *rate.Sometimes
+	penalties penalties
 
 	conns  sync.WaitGroup
 	ln     net.Listener

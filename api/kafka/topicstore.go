@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"strata/catalog"
@@ -21,10 +22,12 @@ type TopicRecords interface {
 // CatalogTopics is a single node's TopicStore: the catalog's topic records,
 // with a copy of all of them in memory for reads (Produce asks on every
 // request; the engine and the tiering job on every roll check and pass).
+// Reads take the copy without waiting for a write in progress (a synced
+// catalog write); writes are one at a time.
 type CatalogTopics struct {
-	cat TopicRecords
-	mu  sync.Mutex // orders writes; reads take the copy
-	m   map[string]catalog.Topic
+	cat   TopicRecords
+	write sync.Mutex // orders writes
+	m     atomic.Pointer[map[string]catalog.Topic]
 }
 
 // NewCatalogTopics reads every topic record once.
@@ -33,59 +36,72 @@ func NewCatalogTopics(cat TopicRecords) (*CatalogTopics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading topic configs: %w", err)
 	}
-	t := &CatalogTopics{cat: cat, m: map[string]catalog.Topic{}}
+	m := map[string]catalog.Topic{}
 	for _, tp := range all {
-		t.m[tp.Name] = tp
+		m[tp.Name] = tp
 	}
+	t := &CatalogTopics{cat: cat}
+	t.m.Store(&m)
 	return t, nil
 }
 
 // Configs is a topic's own configs; the map is never modified.
 func (t *CatalogTopics) Configs(topic string) map[string]string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[topic].Configs
+	return (*t.m.Load())[topic].Configs
 }
 
 // SetConfigs writes the record over the version read; nil (or none)
-// deletes it.
+// deletes it. If the catalog holds a newer version than the copy (only
+// after a write whose outcome was unknown: this process is its only
+// writer), the record is read again and change applied to it again.
 func (t *CatalogTopics) SetConfigs(topic string, change func(map[string]string) (map[string]string, error)) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur, had := t.m[topic]
+	t.write.Lock()
+	defer t.write.Unlock()
+	cur, had := (*t.m.Load())[topic]
+	for attempt := 0; ; attempt++ {
+		written, deleted, err := t.setOnce(topic, cur, had, change)
+		if (errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrExists)) && attempt == 0 {
+			fresh, gerr := t.cat.Topic(topic)
+			switch {
+			case gerr == nil:
+				cur, had = fresh, true
+			case errors.Is(gerr, catalog.ErrNotFound):
+				cur, had = catalog.Topic{}, false
+			default:
+				return fmt.Errorf("topic %s: %w", topic, gerr)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", topic, err)
+		}
+		m := maps.Clone(*t.m.Load())
+		if deleted {
+			delete(m, topic)
+		} else {
+			m[topic] = written
+		}
+		t.m.Store(&m)
+		return nil
+	}
+}
+
+func (t *CatalogTopics) setOnce(topic string, cur catalog.Topic, had bool, change func(map[string]string) (map[string]string, error)) (written catalog.Topic, deleted bool, err error) {
 	next, err := change(cur.Configs)
 	if err != nil {
-		return err
+		return catalog.Topic{}, false, err
 	}
 	if len(next) == 0 {
 		if !had {
-			return nil
+			return catalog.Topic{}, true, nil
 		}
-		if err := t.cat.DeleteTopic(topic); err != nil {
-			return err
-		}
-		delete(t.m, topic)
-		return nil
+		return catalog.Topic{}, true, t.cat.DeleteTopic(topic)
 	}
 	rec := cur
 	if !had {
 		rec = catalog.Topic{Name: topic, Created: time.Now().UTC()}
 	}
 	rec.Configs = maps.Clone(next)
-	written, err := t.cat.PutTopic(rec)
-	if errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrExists) {
-		// The copy is behind the catalog (only this process writes it, so
-		// only after a failed write): read it again and retry once.
-		if fresh, gerr := t.cat.Topic(topic); gerr == nil {
-			rec.Version = fresh.Version
-		} else if errors.Is(gerr, catalog.ErrNotFound) {
-			rec.Version = 0
-		}
-		written, err = t.cat.PutTopic(rec)
-	}
-	if err != nil {
-		return fmt.Errorf("topic %s: %w", topic, err)
-	}
-	t.m[topic] = written
-	return nil
+	written, err = t.cat.PutTopic(rec)
+	return written, false, err
 }
