@@ -420,7 +420,7 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	key := m.keys.topic(name)
-	for {
+	for range 16 {
 		resp, err := m.cli.Get(ctx, key)
 		if err != nil {
 			return fmt.Errorf("cluster: reading topic %s: %w", name, err)
@@ -451,6 +451,7 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 			return nil
 		}
 	}
+	return fmt.Errorf("cluster: topic %s kept changing while its partitions were added", name)
 }
 
 // Topic is one topic as the view has it.

@@ -130,7 +130,10 @@ func (s *Server) createdConfigs(o topicconfig.Overrides) []kmsg.CreateTopicsResp
 
 func (s *Server) describeConfigs(ctx context.Context, r *kmsg.DescribeConfigsRequest, deny func(kmsg.ConfigResourceType, string) int16) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	topics, _ := s.topics(ctx)
+	topics, topicsErr := s.topics(ctx)
+	if topicsErr != nil {
+		s.log.Error("kafka: describe configs: listing topics", "err", topicsErr)
+	}
 	for _, res := range r.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
@@ -144,6 +147,10 @@ func (s *Server) describeConfigs(ctx context.Context, r *kmsg.DescribeConfigsReq
 		case kmsg.ConfigResourceTypeTopic:
 			if store.ValidateTopic(res.ResourceName) != nil {
 				rr.ErrorCode = kerr.InvalidTopicException.Code
+				break
+			}
+			if topicsErr != nil {
+				rr.ErrorCode = kerr.UnknownServerError.Code
 				break
 			}
 			if _, ok := topics[res.ResourceName]; !ok {

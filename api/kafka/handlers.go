@@ -68,6 +68,7 @@ func (s *Server) fillVersions(resp *kmsg.ApiVersionsResponse) {
 // client is who sent a request: its client id and address.
 type clientInfo struct {
 	id, host string
+	user     string          // signed in as, with SASL on
 	ctx      context.Context // ends when the client goes away; nil (tests) is never
 	// denyConfigs, if set, says whether the user may see or change a
 	// config resource (an error code) or not (errNone).
@@ -130,8 +131,14 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r)
 	case *kmsg.FetchRequest:
+		if !s.fromPeer(max(r.ReplicaID, r.ReplicaState.ID), cl) {
+			r.ReplicaID, r.ReplicaState.ID = -1, -1
+		}
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
+		if !s.fromPeer(r.ReplicaID, cl) {
+			r.ReplicaID = -1
+		}
 		return s.listOffsets(ctx, r)
 	case *kmsg.DeleteRecordsRequest:
 		return s.deleteRecords(ctx, r)

@@ -61,6 +61,7 @@ func (s *Server) handleSession(ss *session, req kmsg.Request, cl clientInfo) (km
 	if ss.user == "" {
 		return nil, fmt.Errorf("%w (API %s)", errUnauthenticated, kmsg.NameForKey(req.Key()))
 	}
+	cl.user = ss.user
 	return s.authorized(ss, req, cl)
 }
 

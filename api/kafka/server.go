@@ -90,6 +90,9 @@ type Config struct {
 	// PeerOpts configure the client a leader reads other nodes' parts of a
 	// split log with (SplitLog): TLS and SASL as the listeners want them.
 	PeerOpts []kgo.Opt
+	// PeerUser is the SASL user other nodes sign in as (cluster.peer_user):
+	// with SASL on, only its requests are answered as a replica's.
+	PeerUser string
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger

@@ -14,6 +14,27 @@ import (
 // learn of it: no redirect, no preferred read replica, the same answers
 // from the one broker they were told leads the partition.
 
+// fromPeer says whether a request naming replica id comes from another
+// node reading its part of a split log, which is answered from this node's
+// log whoever leads: the id must be a live broker other than this one and,
+// with SASL on, the connection signed in as the peer user
+// (cluster.peer_user). Anyone else gets a consumer's answer, with the
+// leader checks.
+func (s *Server) fromPeer(id int32, cl clientInfo) bool {
+	if id < 0 || id == s.cluster.Self() {
+		return false
+	}
+	if s.cfg.Auth != nil && (s.cfg.PeerUser == "" || cl.user != s.cfg.PeerUser) {
+		return false
+	}
+	for _, b := range s.cluster.Brokers() {
+		if b.NodeID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // parts is a partition's split log, nil when the whole log is here.
 func (s *Server) parts(topic string, partition int32) []LogPart {
 	sl, ok := s.cluster.(SplitLog)

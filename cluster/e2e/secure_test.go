@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"strata/internal/testsvc"
@@ -65,5 +68,26 @@ func TestSecureNodesReadEachOthersParts(t *testing.T) {
 	total := len(produced[0]) + len(produced[1])
 	if got := c.consume(2, "sec", total); !equalParts(got, produced) {
 		t.Errorf("reading a partition moved at a roll over TLS and SASL: got %v records per partition, want %v", counts(got), counts(produced))
+	}
+
+	// A client that is not the peer user naming a node's replica id gets a
+	// consumer's answer: node 1 no longer leads the moved partition.
+	moved := slices.Index(c.leaders(1, "sec", allLed), 2)
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID, req.MaxBytes = 2, 2, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "sec"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(moved), 0, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.client(1).SeedBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.NotLeaderForPartition.Code || len(p.RecordBatches) > 0 {
+		t.Errorf("the app user, claiming node 2's replica id, fetched sec-%d from node 1: error %d, %d bytes; want NOT_LEADER_OR_FOLLOWER", moved, p.ErrorCode, len(p.RecordBatches))
 	}
 }
