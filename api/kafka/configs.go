@@ -83,7 +83,7 @@ func requestConfigs[C any](cs []C, kv func(C) (string, *string)) (topicconfig.Ov
 	for _, c := range cs {
 		k, v := kv(c)
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("Error due to duplicate config keys")
+			return nil, invalidRequest("Error due to duplicate config keys")
 		}
 		if v == nil {
 			return nil, &topicconfig.Error{Key: k, Message: "Null value not supported for topic configs: " + k}
@@ -281,7 +281,8 @@ func (s *Server) alterOne(ctx context.Context, kind kmsg.ConfigResourceType, nam
 	if errors.As(err, &ce) {
 		return configError(err)
 	}
-	if strings.HasPrefix(err.Error(), "Error due to") {
+	var ir invalidRequest
+	if errors.As(err, &ir) {
 		return kerr.InvalidRequest.Code, msgf("%s", err.Error())
 	}
 	s.log.Error("kafka: altering topic configs", "topic", name, "err", err)
@@ -362,7 +363,7 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.Name] {
-			return nil, errors.New("Error due to duplicate config keys")
+			return nil, invalidRequest("Error due to duplicate config keys")
 		}
 		seen[op.Name] = true
 		k, known := topicconfig.Lookup(op.Name)
@@ -398,7 +399,7 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 			}
 			cur[op.Name] = strings.Join(items, ",")
 		default:
-			return nil, fmt.Errorf("Error due to unknown config operation %d for %s", op.Op, op.Name)
+			return nil, invalidRequest(fmt.Sprintf("Error due to unknown config operation %d for %s", op.Op, op.Name))
 		}
 	}
 	return cur, nil
@@ -462,3 +463,9 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// invalidRequest is an alter request Kafka refuses as a whole
+// (INVALID_REQUEST), in Kafka's words.
+type invalidRequest string
+
+func (e invalidRequest) Error() string { return string(e) }
