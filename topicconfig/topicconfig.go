@@ -290,8 +290,8 @@ type Entry struct {
 	Doc         string
 }
 
-// Describe lists every key (or those named) for a topic: its value, its
-// source and its synonyms.
+// Describe lists every key for a topic: its value, its source and its
+// synonyms.
 func Describe(o Overrides, b Broker) []Entry {
 	out := make([]Entry, 0, len(Keys))
 	for _, k := range Keys {
@@ -406,8 +406,8 @@ func Resolve(o Overrides, b Broker) Resolved {
 	return r
 }
 
-// Millis and bytes in Kafka's units for a strata duration or size where 0
-// means "no bound": Kafka says -1.
+// Unbounded writes a strata duration (ms) or size where 0 means "no bound"
+// in Kafka's units, where -1 does.
 func Unbounded(n int64) string {
 	if n <= 0 {
 		return "-1"

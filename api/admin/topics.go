@@ -94,8 +94,10 @@ func (c Config) topics(mux *http.ServeMux) {
 	})
 }
 
-// errUnknownTopic is what the front end answers for a topic it does not
-// have (kafka.ErrUnknownTopic: "unknown topic").
+// writeError answers a topic request's error: a refused config is the
+// caller's (400), a topic the Kafka front end does not have is 404 (its
+// kafka.ErrUnknownTopic reads "unknown topic"; this package does not import
+// the front end), anything else 500.
 func writeError(w http.ResponseWriter, err error) {
 	var ce *topicconfig.Error
 	switch {
