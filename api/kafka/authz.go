@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/catalog/offsets"
 )
 
 var (
@@ -149,7 +151,12 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		return resp, nil
 
 	case *kmsg.DeleteGroupsRequest:
-		// Groups are not named by topic: deleting one takes admin on some topic.
+		// Groups are not named by topic, but what deleting one deletes is
+		// its committed offsets: it takes admin on every topic the group
+		// has offsets for, and on some topic for a group with none, else
+		// GROUP_AUTHORIZATION_FAILED for that group, as Kafka answers a
+		// group the user may not delete. deleteGroup checks it under the
+		// group's lock, so a commit cannot slip a topic in after the check.
 		if !p.any(OpAdmin) {
 			resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
 			for _, g := range r.Groups {
@@ -157,6 +164,15 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 			}
 			s.logDenied(ss, r, len(r.Groups))
 			return resp, nil
+		}
+		cl.denyGroupDelete = func(group string, committed map[string]map[int32]offsets.Committed) bool {
+			for topic := range committed {
+				if !p.allows(OpAdmin, topic) {
+					s.log.Info("kafka: request denied", "remote", ss.remote, "user", ss.user, "api", kmsg.NameForKey(r.Key()), "group", group, "topic", topic)
+					return true
+				}
+			}
+			return false
 		}
 		return s.handle(r, cl), nil
 

@@ -79,38 +79,42 @@ func (s *Server) groupAdmin(ctx context.Context, cl clientInfo, req kmsg.Request
 
 func (s *Server) deleteGroups(ctx context.Context, cl clientInfo, r *kmsg.DeleteGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	ask := kmsg.NewPtrDeleteGroupsRequest()
-	ask.Version = r.Version
-	committed := map[string]bool{}
 	for _, g := range r.Groups {
-		if !s.coordinates(g) {
-			resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.NotCoordinator.Code})
-			continue
-		}
-		pos, err := s.offsets.Group(g)
-		if err != nil {
-			s.log.Error("kafka: read committed offsets", "group", g, "err", err)
-			resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.CoordinatorNotAvailable.Code})
-			continue
-		}
-		committed[g] = len(pos) > 0
-		ask.Groups = append(ask.Groups, g)
-	}
-	if len(ask.Groups) == 0 {
-		return resp
-	}
-	for _, d := range s.groups.do(ctx, cl, ask, committed).(*kmsg.DeleteGroupsResponse).Groups {
-		if d.ErrorCode == errNone {
-			if err := s.offsets.DeleteGroup(d.Group); err != nil {
-				s.log.Error("kafka: delete a group's committed offsets", "group", d.Group, "err", err)
-				d.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			} else {
-				s.log.Info("group deleted", "group", d.Group)
-			}
-		}
-		resp.Groups = append(resp.Groups, d)
+		resp.Groups = append(resp.Groups, s.deleteGroup(ctx, cl, r.Version, g))
 	}
 	return resp
+}
+
+// deleteGroup deletes one group, holding its lock (groupServer.stripes)
+// from reading its offsets to deleting them: the user's permission is
+// checked against the offsets deleted, and a commit waits for the delete
+// rather than being wiped by it.
+func (s *Server) deleteGroup(ctx context.Context, cl clientInfo, version int16, g string) kmsg.DeleteGroupsResponseGroup {
+	if !s.coordinates(g) {
+		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.NotCoordinator.Code}
+	}
+	defer s.groups.lockGroup(g)()
+	pos, err := s.offsets.Group(g)
+	if err != nil {
+		s.log.Error("kafka: read committed offsets", "group", g, "err", err)
+		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.CoordinatorNotAvailable.Code}
+	}
+	if cl.denyGroupDelete != nil && cl.denyGroupDelete(g, pos) {
+		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied}
+	}
+	ask := kmsg.NewPtrDeleteGroupsRequest()
+	ask.Version, ask.Groups = version, []string{g}
+	d := s.groups.do(ctx, cl, ask, map[string]bool{g: len(pos) > 0}).(*kmsg.DeleteGroupsResponse).Groups[0]
+	if d.ErrorCode != errNone {
+		return d
+	}
+	if err := s.offsets.DeleteGroup(g); err != nil {
+		s.log.Error("kafka: delete a group's committed offsets", "group", g, "err", err)
+		d.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return d
+	}
+	s.log.Info("group deleted", "group", g)
+	return d
 }
 
 func (s *Server) offsetDelete(ctx context.Context, cl clientInfo, r *kmsg.OffsetDeleteRequest) kmsg.Response {
@@ -119,16 +123,19 @@ func (s *Server) offsetDelete(ctx context.Context, cl clientInfo, r *kmsg.Offset
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
-	pos, err := s.offsets.Group(r.Group)
-	if err != nil {
-		s.log.Error("kafka: read committed offsets", "group", r.Group, "err", err)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp
-	}
 	// A topic that does not exist is answered before the coordinator is
 	// asked, as Kafka answers it from its metadata.
 	topics, err := s.topics(ctx)
 	if err != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	// From reading the offsets to deleting them, so a member that joins
+	// and commits meanwhile commits after the delete (groupServer.stripes).
+	defer s.groups.lockGroup(r.Group)()
+	pos, err := s.offsets.Group(r.Group)
+	if err != nil {
+		s.log.Error("kafka: read committed offsets", "group", r.Group, "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}

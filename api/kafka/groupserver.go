@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -28,6 +29,16 @@ type groupServer struct {
 	lastID  uint64
 	timer   *time.Timer
 	wake    time.Time // when timer fires; zero when stopped
+
+	// stripes serialize what a group's committed offsets go through
+	// outside mu, which is held only while the coordinator steps: a
+	// DeleteGroups or OffsetDelete from the coordinator's agreement to the
+	// OffsetStore's delete, and an OffsetCommit from its check to its
+	// write. Without it a member that joins and commits in between has
+	// its commit wiped. A group hashes to one stripe, so the lock of a
+	// group with slow storage holds up few others, and nothing is left
+	// behind per group.
+	stripes [64]sync.Mutex
 }
 
 func newGroupServer(initialWait, maxWait time.Duration) *groupServer {
@@ -104,6 +115,16 @@ func (g *groupServer) close() {
 	g.timer.Stop()
 }
 
+// lockGroup takes group's stripe (see stripes) and returns its unlock.
+// Taken before mu, never while holding another stripe.
+func (g *groupServer) lockGroup(group string) (unlock func()) {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	m := &g.stripes[h.Sum32()%uint32(len(g.stripes))]
+	m.Lock()
+	return m.Unlock
+}
+
 func (g *groupServer) hasMembers(group string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -141,6 +162,10 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 
 func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	// From the check to the write, so a DeleteGroups or OffsetDelete of
+	// the group agreed meanwhile does not wipe this commit after it is
+	// acknowledged.
+	defer s.groups.lockGroup(r.Group)()
 	code := errNone
 	// A group member's commit, or one from outside the group (generation
 	// -1: an admin, or a consumer without a group), which Kafka takes only

@@ -3,6 +3,7 @@ package offsets
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,9 @@ type Etcd struct {
 	c       *clientv3.Client
 	prefix  string
 	timeout time.Duration
+	// betweenReadAndSwap, if set, runs between a delete's read and its
+	// compare-and-swap, so tests can commit in between.
+	betweenReadAndSwap func()
 }
 
 // OpenEtcd keeps offsets under prefix in the etcd c reaches; the client
@@ -29,6 +33,14 @@ type Etcd struct {
 func OpenEtcd(c *clientv3.Client, prefix string) *Etcd {
 	return &Etcd{c: c, prefix: prefix + "/offsets/", timeout: 10 * time.Second}
 }
+
+// ErrChanged says a group's committed offsets changed while being deleted,
+// more often than a delete retries (Delete), or at all (DeleteGroup).
+var ErrChanged = errors.New("committed offsets changed meanwhile")
+
+// casAttempts bounds the compare-and-swaps Delete tries while others
+// commit to the group.
+const casAttempts = 10
 
 type groupPositions map[string]map[int32]Committed
 
@@ -95,7 +107,7 @@ func (e *Etcd) Delete(group string, partitions map[string][]int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	key := e.prefix + group
-	for {
+	for range casAttempts {
 		pos, rev, err := e.read(ctx, group)
 		if err != nil {
 			return err
@@ -110,6 +122,9 @@ func (e *Etcd) Delete(group string, partitions map[string][]int32) error {
 			if len(pos[topic]) == 0 {
 				delete(pos, topic)
 			}
+		}
+		if e.betweenReadAndSwap != nil {
+			e.betweenReadAndSwap()
 		}
 		op := clientv3.OpDelete(key)
 		if len(pos) > 0 {
@@ -126,16 +141,33 @@ func (e *Etcd) Delete(group string, partitions map[string][]int32) error {
 		if resp.Succeeded {
 			return nil
 		}
+		// A commit came between: delete from what it left.
 	}
+	return fmt.Errorf("deleting offsets of group %q: %w %d times", group, ErrChanged, casAttempts)
 }
 
 // DeleteGroup removes every position group has committed (Kafka's
-// DeleteGroups).
+// DeleteGroups), if none is committed between reading them and deleting
+// them: a commit that comes between (from a node that still believes it
+// coordinates the group) means the group is in use, so it is reported
+// (ErrChanged) rather than wiped.
 func (e *Etcd) DeleteGroup(group string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	if _, err := e.c.Delete(ctx, e.prefix+group); err != nil {
+	key := e.prefix + group
+	_, rev, err := e.read(ctx, group)
+	if err != nil || rev == 0 {
+		return err
+	}
+	if e.betweenReadAndSwap != nil {
+		e.betweenReadAndSwap()
+	}
+	resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
 		return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("deleting offsets of group %q: %w", group, ErrChanged)
 	}
 	return nil
 }
