@@ -238,7 +238,7 @@ func Check(o Overrides, b Broker) error {
 			return err
 		}
 	}
-	if v, ok := o["cleanup.policy"]; ok && slices.Contains(splitList(v), "compact") {
+	if v, ok := o["cleanup.policy"]; ok && slices.Contains(SplitList(v), "compact") {
 		return &Error{Key: "cleanup.policy", Value: v, Why: "strata does not compact logs yet: use delete"}
 	}
 	if v, ok := o["remote.storage.enable"]; ok && parseBool(v) && b["remote.storage.enable"] != "true" {
@@ -250,7 +250,8 @@ func Check(o Overrides, b Broker) error {
 	return nil
 }
 
-func splitList(v string) []string {
+// SplitList splits a LIST config's value at its commas, dropping blanks.
+func SplitList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {

@@ -387,8 +387,8 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 				return nil, &topicconfig.Error{Key: op.Name, Message: fmt.Sprintf("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)}
 			}
 			list, _ := topicconfig.Value(k, cur, nil)
-			items := splitComma(list)
-			for _, v := range splitComma(value) {
+			items := topicconfig.SplitList(list)
+			for _, v := range topicconfig.SplitList(value) {
 				has := slices.Contains(items, v)
 				switch {
 				case op.Op == kmsg.IncrementalAlterConfigOpAppend && !has:
@@ -403,16 +403,6 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 		}
 	}
 	return cur, nil
-}
-
-func splitComma(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // DescribeTopicConfigs is a topic's configs as DescribeConfigs shows them

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -127,30 +125,9 @@ func tierCmd(args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	scheme, client := "http", http.DefaultClient
-	if ca := os.Getenv("STRATA_ADMIN_CA"); ca != "" { // admin_tls is on
-		var err error
-		if client, err = httpsClient(ca); err != nil {
-			return err
-		}
-		scheme = "https"
-	}
-	req, _ := http.NewRequest(http.MethodPost, scheme+"://"+*addr+"/v1/tiering/run", nil)
-	if tok := os.Getenv("STRATA_ADMIN_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("no strata admin API at %s: %w", *addr, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("tiering run: %s: %s", resp.Status, bytes.TrimSpace(body))
-	}
 	var sum tiering.RunSummary
-	if err := json.Unmarshal(body, &sum); err != nil {
-		return err
+	if err := adminCall(*addr, http.MethodPost, "/v1/tiering/run", nil, &sum); err != nil {
+		return fmt.Errorf("tiering run: %w", err)
 	}
 	fmt.Fprintf(out, "uploaded %d segments (%d bytes), dropped %d local copies, deleted %d orphans in %s\n",
 		len(sum.Uploaded), sum.Bytes, sum.DroppedLocal, sum.OrphansDeleted, sum.Finished.Sub(sum.Started).Round(time.Millisecond))
