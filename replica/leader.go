@@ -279,7 +279,7 @@ func (l *Leader) Appended(now time.Time, logEnd int64) ([]Output, error) {
 // at once.
 func (l *Leader) AwaitAck(now time.Time, id ProduceID, base, end int64, deadline time.Time) ([]Output, error) {
 	if base >= end || end > l.logEnd {
-		return nil, fmt.Errorf("replica: produce %d at [%d, %d): not a non-empty range of the log [0, %d)", id, base, end, l.logEnd)
+		return nil, fmt.Errorf("replica: produce %d at [%d, %d): want base < end <= the log end %d", id, base, end, l.logEnd)
 	}
 	if _, dup := l.waiters[id]; dup {
 		return nil, fmt.Errorf("replica: produce %d is already waiting", id)

@@ -17,6 +17,7 @@ import (
 //	                            node 1 (the first replica) becomes leader
 //	produce id=I n=N timeout=D  acks=all: CheckProduce; if OK, append N records and AwaitAck
 //	append n=N                  the leader appends N records (acks=1, nobody waits)
+//	await id=I base=B end=E timeout=D   AwaitAck alone, for records appended already
 //	fetch node=F offset=O       follower F fetches at O
 //	tick                        time passes
 //	commit [isr=...] [pepoch=P] etcd took the pending proposal (or the controller wrote isr): ISRCommitted at partition epoch + 1 (or P)
@@ -80,6 +81,8 @@ func (h *leaderHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		more, err := h.l.AwaitAck(h.now, ProduceID(a.int("id")), base, end, h.now.Add(a.dur("timeout")))
 		return fmt.Sprintf("appended [%d, %d)\n", base, end) + printOutputs(append(out, more...), err)
+	case "await":
+		return printOutputs(h.l.AwaitAck(h.now, ProduceID(a.int("id")), a.int("base"), a.int("end"), h.now.Add(a.dur("timeout"))))
 	case "append":
 		return printOutputs(h.l.Appended(h.now, h.l.LogEnd()+a.int("n")))
 	case "fetch":
