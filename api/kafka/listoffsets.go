@@ -25,7 +25,7 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 			}
 		}
 		local := func() kmsg.ListOffsetsResponseTopicPartition { return s.listLocal(ctx, topic, p, rp) }
-		if parts := s.parts(topic, p.Partition); !replica && len(parts) > 1 && (p.Timestamp == -2 || p.Timestamp >= 0) {
+		if parts := s.parts(topic, p.Partition); !replica && len(parts) > 1 && p.Timestamp != -1 {
 			return s.listSplit(ctx, topic, p.Partition, parts, p.Timestamp, local)
 		}
 		return local()

@@ -101,21 +101,34 @@ func (s *Server) readRemote(ctx context.Context, rd remoteRead) {
 	}
 }
 
-// listSplit answers ListOffsets for a timestamp (or -2, the earliest) on a
-// split log: the earliest is the first non-empty part's; a timestamp is
-// looked up in each part in offset order until one holds a record at or
-// after it.
-// local answers for this node's part.
+// listSplit answers ListOffsets for a timestamp, -2 (the earliest) or -3
+// (the largest timestamp) on a split log: the earliest is the first
+// non-empty part's; a timestamp is looked up in each part in offset order
+// until one holds a record at or after it; the largest timestamp is every
+// part's largest, the first part's on a tie, as Kafka answers the first
+// record holding it. local answers for this node's part.
 func (s *Server) listSplit(ctx context.Context, topic string, partition int32, parts []LogPart, ts int64,
 	local func() kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
-	var rp kmsg.ListOffsetsResponseTopicPartition
+	var rp, best kmsg.ListOffsetsResponseTopicPartition
 	for i, part := range parts {
 		if part.Node == s.cluster.Self() {
 			rp = local()
 		} else {
 			rp = s.listRemote(ctx, topic, partition, part.Node, ts)
 		}
-		if i == len(parts)-1 || rp.ErrorCode != errNone {
+		if rp.ErrorCode != errNone {
+			return rp
+		}
+		if ts == -3 {
+			if i == 0 || rp.Offset >= 0 && (best.Offset < 0 || rp.Timestamp > best.Timestamp) {
+				best = rp
+			}
+			if i == len(parts)-1 {
+				return best
+			}
+			continue
+		}
+		if i == len(parts)-1 {
 			return rp
 		}
 		// The earliest is the first part's, unless DeleteRecords emptied

@@ -84,7 +84,11 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 		}
 		var recs []record.Record
 		for i := 0; i < n; i++ {
-			recs = append(recs, record.Record{Timestamp: began + int64(start) + int64(i), Value: []byte(fmt.Sprintf("r%03d", int(start)+i))})
+			ts := began + int64(start) + int64(i)
+			if id == 1 && i == 50 {
+				ts = began + 10_000 // the partition's largest timestamp, in node 1's part
+			}
+			recs = append(recs, record.Record{Timestamp: ts, Value: []byte(fmt.Sprintf("r%03d", int(start)+i))})
 		}
 		if _, err := e.Append(ctx, "t-0", recs); err != nil {
 			t.Fatal(err)
@@ -126,11 +130,12 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 	for _, tc := range []struct {
 		ts, want int64
 	}{
-		{-2, 0},            // earliest: node 1's
-		{-1, 150},          // latest: the leader's
-		{began + 42, 42},   // in node 1's part
-		{began + 120, 120}, // in the leader's
-		{began + 1000, -1}, // after every record
+		{-2, 0},              // earliest: node 1's
+		{-1, 150},            // latest: the leader's
+		{began + 42, 42},     // in node 1's part
+		{began + 120, 50},    // node 1's offset 50 is the first at or after it: its timestamp is the largest
+		{began + 20_000, -1}, // after every record
+		{-3, 50},             // the largest timestamp, in node 1's part
 	} {
 		req := kmsg.NewPtrListOffsetsRequest()
 		rt := kmsg.NewListOffsetsRequestTopic()
