@@ -62,9 +62,16 @@ func TestCreatePartitionsAcrossNodes(t *testing.T) {
 			t.Errorf("node %d: the new partitions are led by %v: want one on each live node", id, after[3:])
 		}
 	}
-	ends, err := adm.ListEndOffsets(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
+	// A new partition's leader makes its shard a moment after Metadata
+	// names it; until then ListOffsets answers a retriable error.
+	var ends kadm.ListedOffsets
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if ends, err = adm.ListEndOffsets(ctx, "orders"); err == nil && ends.Error() == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("end offsets of orders after the grow: %v %v", err, ends.Error())
+		}
 	}
 	got := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { got[o.Partition] = o.Offset })
