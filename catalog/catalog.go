@@ -7,6 +7,7 @@ package catalog
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -132,4 +133,26 @@ type Catalog interface {
 	// DeleteTopic forgets a topic's record (none is no error).
 	DeleteTopic(name string) error
 	Close() error
+}
+
+// NextTopicVersion is the rule every implementation's PutTopic follows: t
+// is written only over the version it was read at (0: only if absent),
+// given the stored record cur and the error reading it (ErrNotFound when
+// there is none). It returns t at its next version, or why not.
+func NextTopicVersion(t, cur Topic, readErr error) (Topic, error) {
+	switch {
+	case errors.Is(readErr, ErrNotFound):
+		if t.Version != 0 {
+			return Topic{}, fmt.Errorf("topic %q: version %d is gone: %w", t.Name, t.Version, ErrConflict)
+		}
+	case readErr != nil:
+		return Topic{}, readErr
+	case t.Version == 0:
+		return Topic{}, fmt.Errorf("topic %q: %w", t.Name, ErrExists)
+	case cur.Version != t.Version:
+		return Topic{}, fmt.Errorf("topic %q is at version %d, not %d: %w", t.Name, cur.Version, t.Version, ErrConflict)
+	}
+	t.Version++
+	t.Created = t.Created.UTC()
+	return t, nil
 }

@@ -304,6 +304,21 @@ func duplicates[R any](rs []R, id func(R) string) map[string]bool {
 	return dup
 }
 
+// alterResource answers one resource of AlterConfigs or
+// IncrementalAlterConfigs: a resource named twice is refused as Kafka
+// refuses it, then the user's permission, then the change itself.
+func (s *Server) alterResource(ctx context.Context, kind kmsg.ConfigResourceType, name string, dup map[string]bool, validateOnly bool,
+	deny func(kmsg.ConfigResourceType, string) int16, change func(topicconfig.Overrides) (topicconfig.Overrides, error)) (int16, *string) {
+	if dup[fmt.Sprint(kind, "/", name)] {
+		msg := "Each resource must appear at most once."
+		return kerr.InvalidRequest.Code, &msg
+	}
+	if code := deny(kind, name); code != errNone {
+		return code, nil
+	}
+	return s.alterOne(ctx, kind, name, validateOnly, change)
+}
+
 func (s *Server) alterConfigs(ctx context.Context, r *kmsg.AlterConfigsRequest, deny func(kmsg.ConfigResourceType, string) int16) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	dup := duplicates(r.Resources, func(res kmsg.AlterConfigsRequestResource) string {
@@ -312,19 +327,11 @@ func (s *Server) alterConfigs(ctx context.Context, r *kmsg.AlterConfigsRequest, 
 	for _, res := range r.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		switch {
-		case dup[fmt.Sprint(res.ResourceType, "/", res.ResourceName)]:
-			msg := "Each resource must appear at most once."
-			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, &msg
-		case deny(res.ResourceType, res.ResourceName) != errNone:
-			rr.ErrorCode = deny(res.ResourceType, res.ResourceName)
-		default:
-			rr.ErrorCode, rr.ErrorMessage = s.alterOne(ctx, res.ResourceType, res.ResourceName, r.ValidateOnly,
-				func(topicconfig.Overrides) (topicconfig.Overrides, error) {
-					// AlterConfigs replaces the whole set: what it leaves out goes back to the broker's.
-					return requestConfigs(res.Configs, func(c kmsg.AlterConfigsRequestResourceConfig) (string, *string) { return c.Name, c.Value })
-				})
-		}
+		rr.ErrorCode, rr.ErrorMessage = s.alterResource(ctx, res.ResourceType, res.ResourceName, dup, r.ValidateOnly, deny,
+			func(topicconfig.Overrides) (topicconfig.Overrides, error) {
+				// AlterConfigs replaces the whole set: what it leaves out goes back to the broker's.
+				return requestConfigs(res.Configs, func(c kmsg.AlterConfigsRequestResourceConfig) (string, *string) { return c.Name, c.Value })
+			})
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp
@@ -338,16 +345,8 @@ func (s *Server) incrementalAlterConfigs(ctx context.Context, r *kmsg.Incrementa
 	for _, res := range r.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		switch {
-		case dup[fmt.Sprint(res.ResourceType, "/", res.ResourceName)]:
-			msg := "Each resource must appear at most once."
-			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, &msg
-		case deny(res.ResourceType, res.ResourceName) != errNone:
-			rr.ErrorCode = deny(res.ResourceType, res.ResourceName)
-		default:
-			rr.ErrorCode, rr.ErrorMessage = s.alterOne(ctx, res.ResourceType, res.ResourceName, r.ValidateOnly,
-				func(cur topicconfig.Overrides) (topicconfig.Overrides, error) { return incremental(cur, res.Configs) })
-		}
+		rr.ErrorCode, rr.ErrorMessage = s.alterResource(ctx, res.ResourceType, res.ResourceName, dup, r.ValidateOnly, deny,
+			func(cur topicconfig.Overrides) (topicconfig.Overrides, error) { return incremental(cur, res.Configs) })
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp

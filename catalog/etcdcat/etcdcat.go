@@ -547,20 +547,9 @@ func (c *Catalog) PutTopic(t catalog.Topic) (catalog.Topic, error) {
 	key := c.topicKey(t.Name)
 	var cur catalog.Topic
 	rev, err := c.get(key, &cur)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		if t.Version != 0 {
-			return catalog.Topic{}, fmt.Errorf("topic %q: version %d is gone: %w", t.Name, t.Version, catalog.ErrConflict)
-		}
-	case err != nil:
+	if t, err = catalog.NextTopicVersion(t, cur, err); err != nil {
 		return catalog.Topic{}, err
-	case t.Version == 0:
-		return catalog.Topic{}, fmt.Errorf("topic %q: %w", t.Name, catalog.ErrExists)
-	case cur.Version != t.Version:
-		return catalog.Topic{}, fmt.Errorf("topic %q is at version %d, not %d: %w", t.Name, cur.Version, t.Version, catalog.ErrConflict)
 	}
-	t.Version++
-	t.Created = t.Created.UTC()
 	put, err := putOp(key, t)
 	if err != nil {
 		return catalog.Topic{}, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strata/api/admin"
+	"strata/internal/testsvc"
 )
 
 // Each topic's tiering and retention configs are honoured by `strata
@@ -162,14 +162,8 @@ func regexpLine(text, pattern string) bool {
 // incrementally, is refused an invalid value, and describes the broker.
 func TestJavaAdminClientTopicConfigs(t *testing.T) {
 	s := startServe(t, "segment.max_bytes=8MiB")
-	cp, err := exec.Command("../../scripts/jars", "kafka").Output()
-	if err != nil {
-		var exit *exec.ExitError
-		errors.As(err, &exit)
-		t.Fatalf("scripts/jars kafka: %v\n%s", err, exit.Stderr)
-	}
 	classes := t.TempDir()
-	classpath := strings.TrimSpace(string(cp))
+	classpath := testsvc.Classpath(t, "kafka")
 	if out, err := exec.Command("javac", "-d", classes, "-cp", classpath, "testdata/java/AdminConfigs.java").CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
