@@ -291,3 +291,28 @@ func (a *Adapter) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// segmented is an engine whose logs are segment files (the segment engine).
+type segmented interface {
+	SegmentStarts(ctx context.Context, shard string) ([]uint64, error)
+	RollAt(ctx context.Context, shard string, next uint64) error
+}
+
+// SegmentStarts is the shard's local segments' first offsets; an engine
+// without segment files has one, the log's start.
+func (a *Adapter) SegmentStarts(ctx context.Context, shard string) ([]uint64, error) {
+	if s, ok := a.route(shard).(segmented); ok {
+		return s.SegmentStarts(ctx, shard)
+	}
+	low, _, err := a.route(shard).Watermarks(ctx, shard)
+	return []uint64{low}, err
+}
+
+// RollAt seals the shard's active segment at next, as its leader did; an
+// engine without segment files has nothing to roll.
+func (a *Adapter) RollAt(ctx context.Context, shard string, next uint64) error {
+	if s, ok := a.route(shard).(segmented); ok {
+		return s.RollAt(ctx, shard, next)
+	}
+	return nil
+}

@@ -17,6 +17,9 @@ import (
 // does not wait; otherwise it waits for an append to one of the partitions
 // it asked for (or max_wait) and reads again.
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	if s.isReplicaFetch(r) {
+		return s.replicaFetch(ctx, r)
+	}
 	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
 	var shards []string
 	for _, t := range r.Topics {

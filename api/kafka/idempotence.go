@@ -217,7 +217,8 @@ func (q *sequences) put(key seqKey, epoch int16, first, last int32, base, maxTS 
 	st.lastTS = maxTS
 }
 
-// forget drops what is known of shard's producers: the shard was deleted.
+// forget drops what is known of shard's producers: the shard was deleted,
+// or this node has just become its leader.
 func (q *sequences) forget(shard string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -236,6 +237,16 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 	if err != nil {
 		return err
 	}
+	// A new leader's log may hold batches past its high watermark that the
+	// old leader stored and a retry names: they count too.
+	read := st.Read
+	if r, ok := st.(store.Replica); ok {
+		end, err := r.LogEnd(ctx, shard)
+		if err != nil {
+			return err
+		}
+		high, read = end, r.ReadToLogEnd
+	}
 	from := low
 	if high > low+tailRecords {
 		from = high - tailRecords
@@ -248,7 +259,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 	}
 	runs := map[int64][]run{}
 	for off := from; off < high; {
-		recs, err := st.Read(ctx, shard, off, store.Budget{MaxBytes: 4 << 20})
+		recs, err := read(ctx, shard, off, store.Budget{MaxBytes: 4 << 20})
 		if err != nil {
 			return err
 		}

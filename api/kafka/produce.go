@@ -13,6 +13,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/store"
+	"strata/replica"
 )
 
 // produce decodes every partition's batches against one inflate budget for
@@ -41,6 +42,7 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Respo
 				rp.ErrorCode = code
 				continue
 			}
+			in.acks, in.timeout = r.Acks, time.Duration(r.TimeoutMillis)*time.Millisecond
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
@@ -89,6 +91,10 @@ type produceInput struct {
 	shard     string
 	recs      []record.Record
 	batches   []kmsg.RecordBatch
+	// acks and timeout are the request's: acks=all (-1) on a replicated
+	// partition waits for its replicas.
+	acks    int16
+	timeout time.Duration
 	// logAppendTime is the broker's time stamped on every record when the
 	// topic's message.timestamp.type is LogAppendTime (else -1).
 	logAppendTime int64
@@ -165,6 +171,37 @@ func batchesOver(raw []byte, limit int32) bool {
 }
 
 func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
+	repl := s.cfg.Replication
+	if repl == nil || !repl.Replicated(in.shard) {
+		return s.appendPartition(ctx, in)
+	}
+	// A replicated partition takes appends only once this node has set up
+	// as its leader (its epoch recorded), and acks=all refuses to append
+	// while the ISR is below min.insync.replicas.
+	switch res := repl.CheckProduce(in.shard); {
+	case res == replica.NotLeaderOrFollower:
+		return kerr.NotLeaderForPartition.Code, -1
+	case res == replica.NotEnoughReplicas && in.acks == -1:
+		return kerr.NotEnoughReplicas.Code, -1
+	}
+	code, base := s.appendPartition(ctx, in)
+	if code != errNone {
+		return code, base
+	}
+	end := base + int64(len(in.recs))
+	repl.Appended(in.shard, end)
+	if in.acks != -1 {
+		return code, base
+	}
+	if res := repl.AwaitAck(ctx, in.shard, base, end, in.timeout); res != replica.OK {
+		return res.KafkaCode(), -1
+	}
+	return code, base
+}
+
+// appendPartition appends one partition's batch, or answers a retry of one
+// already stored with its offsets.
+func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, int64) {
 	if g, ok := s.cluster.(AppendGuard); ok {
 		release, leads := g.GuardAppend(in.topic, in.partition)
 		if !leads {

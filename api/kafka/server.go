@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/replica"
 	"strata/topicconfig"
 )
 
@@ -90,6 +91,10 @@ type Config struct {
 	// PeerOpts configure the client a leader reads other nodes' parts of a
 	// split log with (SplitLog): TLS and SASL as the listeners want them.
 	PeerOpts []kgo.Opt
+	// Replication replicates the partitions with several replicas (nil on
+	// a single node): produces wait for acks through it, and followers'
+	// fetches are answered by it (replicate.go).
+	Replication *replica.Node
 	// PeerUser is the SASL user other nodes sign in as (cluster.peer_user):
 	// with SASL on, only its requests are answered as a replica's.
 	PeerUser string

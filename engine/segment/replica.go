@@ -280,3 +280,17 @@ func (sh *shard) segmentOf(offset uint64) uint64 {
 	}
 	return 0
 }
+
+// SegmentStarts is the first offset of each local segment, oldest first: a
+// follower rolls where its leader's segments start (RollAt).
+func (e *Engine) SegmentStarts(ctx context.Context, name string) ([]uint64, error) {
+	v, err := e.view(name)
+	if err != nil {
+		return nil, err
+	}
+	starts := make([]uint64, len(v.segments))
+	for i, s := range v.segments {
+		starts[i] = s.start
+	}
+	return starts, nil
+}

@@ -1,0 +1,276 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/engine/record"
+	"strata/engine/store"
+	"strata/replica"
+)
+
+// A follower copies its leader with Kafka's own Fetch, sent as a replica
+// (replica id: the follower's node id) between the nodes' listeners, so it
+// rides on the same TLS and SASL as every other request. Kafka's record
+// batches cannot carry strata's records byte for byte (tags, per-record
+// producer fields), so the follower marks its fetch with a tagged field
+// (KIP-482: a flexible version's way to add optional data) and the leader
+// answers with the records in strata's own format (docs/format.md), plus
+// where its segments start and its leader-epoch history, also as tagged
+// fields. docs/replication.md draws it.
+const (
+	// tagReplicaFetch, on a request partition: 1 byte of flags (probe);
+	// on a response partition: present when the records are strata's.
+	tagReplicaFetch = 0x5301
+	// tagLogEnd, on a response partition: the leader's log end, i64.
+	tagLogEnd = 0x5302
+	// tagRolls, on a response partition: count u32, then count i64
+	// offsets where the leader's segments start.
+	tagRolls = 0x5303
+	// tagEpochs, on a response partition: the leader's epoch history in
+	// its durable form (replica.EpochHistory.Encode).
+	tagEpochs = 0x5304
+
+	flagProbe = 1
+)
+
+// replicaFetchFlags reports whether p is a follower's fetch, and its flags.
+func replicaFetchFlags(p kmsg.FetchRequestTopicPartition) (flags byte, ok bool) {
+	p.UnknownTags.Each(func(k uint32, v []byte) {
+		if k == tagReplicaFetch && len(v) == 1 {
+			flags, ok = v[0], true
+		}
+	})
+	return flags, ok
+}
+
+// isReplicaFetch: a fetch from a peer whose partitions are all marked.
+func (s *Server) isReplicaFetch(r *kmsg.FetchRequest) bool {
+	if s.cfg.Replication == nil || max(r.ReplicaID, r.ReplicaState.ID) < 0 || len(r.Topics) == 0 {
+		return false
+	}
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if _, ok := replicaFetchFlags(p); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// replicaFetch answers a follower: each partition's records from its log
+// end (ReadToLogEnd), waiting up to max_wait for some when there are none.
+func (s *Server) replicaFetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	follower := max(r.ReplicaID, r.ReplicaState.ID)
+	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
+	var shards []string
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			shards = append(shards, store.ShardName(t.Topic, p.Partition))
+		}
+	}
+	for {
+		woken := s.appended.wait(shards)
+		resp, total, failed := s.replicaFetchOnce(ctx, r, follower)
+		if total > 0 || failed || !time.Now().Before(deadline) {
+			s.appended.cancel(shards, woken)
+			return resp
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-woken:
+			timer.Stop()
+		case <-timer.C:
+		case <-s.closing:
+			timer.Stop()
+			s.appended.cancel(shards, woken)
+			return resp
+		case <-ctx.Done():
+			timer.Stop()
+			s.appended.cancel(shards, woken)
+			return resp
+		}
+	}
+}
+
+func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, follower int32) (*kmsg.FetchResponse, int, bool) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	total, failed := 0, false
+	for _, t := range r.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.PreferredReadReplica = -1
+			rp.RecordBatches = []byte{}
+			flags, _ := replicaFetchFlags(p)
+			shard := store.ShardName(t.Topic, p.Partition)
+			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, p.PartitionMaxBytes, flags&flagProbe != 0)
+			if rp.ErrorCode = replicaFetchCode(err); rp.ErrorCode != errNone {
+				if rp.ErrorCode == kerr.UnknownServerError.Code {
+					s.log.Error("kafka: a follower's fetch", "shard", shard, "follower", follower, "offset", p.FetchOffset, "err", err)
+				}
+				failed = true
+				rp.UnknownTags.Set(tagLogEnd, binary.BigEndian.AppendUint64(nil, uint64(rd.LogEnd)))
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = rd.HighWatermark, rd.HighWatermark, rd.LogStart
+			for i := range rd.Records {
+				if rp.RecordBatches, err = record.Append(rp.RecordBatches, &rd.Records[i]); err != nil {
+					break // it was stored, so it encodes: a disk that lies
+				}
+			}
+			total += len(rp.RecordBatches)
+			rp.UnknownTags.Set(tagReplicaFetch, nil)
+			rp.UnknownTags.Set(tagLogEnd, binary.BigEndian.AppendUint64(nil, uint64(rd.LogEnd)))
+			rolls := binary.BigEndian.AppendUint32(nil, uint32(len(rd.Rolls)))
+			for _, o := range rd.Rolls {
+				rolls = binary.BigEndian.AppendUint64(rolls, uint64(o))
+			}
+			rp.UnknownTags.Set(tagRolls, rolls)
+			var h replica.EpochHistory
+			for _, e := range rd.Epochs {
+				_ = h.Append(e.Epoch, e.Start) // the leader's own history, in order
+			}
+			rp.UnknownTags.Set(tagEpochs, h.Encode())
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total, failed
+}
+
+func replicaFetchCode(err error) int16 {
+	var oor *store.OutOfRangeError
+	switch {
+	case err == nil:
+		return errNone
+	case errors.Is(err, replica.ErrFenced):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, replica.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replica.ErrDiverged), errors.As(err, &oor):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, store.ErrUnknownShard):
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// ReplicaTransport is how this node's followers fetch from their leaders.
+func (s *Server) ReplicaTransport() replica.Transport { return replicaTransport{s} }
+
+type replicaTransport struct{ s *Server }
+
+func (t replicaTransport) Fetch(ctx context.Context, leader int32, fr replica.FetchRequest) (replica.ReplicaRead, error) {
+	addr, ok := t.s.brokerAddr(leader)
+	if !ok {
+		return replica.ReplicaRead{}, fmt.Errorf("%w: node %d is not live", replica.ErrNotLeader, leader)
+	}
+	b, err := t.s.peers.broker(addr)
+	if err != nil {
+		return replica.ReplicaRead{}, err
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = t.s.cluster.Self(), t.s.cluster.Self()
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(fr.Wait/time.Millisecond), 1, fr.MaxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = fr.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = fr.Partition, fr.Offset, fr.MaxBytes
+	rp.CurrentLeaderEpoch = fr.Epoch
+	var flags byte
+	if fr.Probe {
+		flags |= flagProbe
+	}
+	rp.UnknownTags.Set(tagReplicaFetch, []byte{flags})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, b)
+	if err != nil {
+		return replica.ReplicaRead{}, err
+	}
+	if resp.ErrorCode != errNone || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return replica.ReplicaRead{}, fmt.Errorf("node %d answered a follower's fetch of %s-%d with error %d and %d topics", leader, fr.Topic, fr.Partition, resp.ErrorCode, len(resp.Topics))
+	}
+	return decodeReplicaFetch(resp.Version, resp.Topics[0].Partitions[0])
+}
+
+// decodeReplicaFetch reads a leader's answer to a follower: untrusted
+// bytes from the network, checked before anything is appended.
+func decodeReplicaFetch(version int16, p kmsg.FetchResponseTopicPartition) (replica.ReplicaRead, error) {
+	rd := replica.ReplicaRead{HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset, LogEnd: -1}
+	var native bool
+	var err error
+	p.UnknownTags.Each(func(k uint32, v []byte) {
+		switch k {
+		case tagReplicaFetch:
+			native = true
+		case tagLogEnd:
+			if len(v) != 8 {
+				err = fmt.Errorf("log end: %d bytes, want 8", len(v))
+				return
+			}
+			rd.LogEnd = int64(binary.BigEndian.Uint64(v))
+		case tagRolls:
+			if len(v) < 4 || uint64(len(v)-4) != 8*uint64(binary.BigEndian.Uint32(v)) {
+				err = fmt.Errorf("segment starts: %d bytes do not hold the count they give", len(v))
+				return
+			}
+			for v = v[4:]; len(v) > 0; v = v[8:] {
+				rd.Rolls = append(rd.Rolls, int64(binary.BigEndian.Uint64(v)))
+			}
+		case tagEpochs:
+			h, herr := replica.DecodeEpochHistory(v)
+			if herr != nil {
+				err = herr
+				return
+			}
+			rd.Epochs = h.Entries()
+		}
+	})
+	if err != nil {
+		return rd, fmt.Errorf("a leader's answer to a follower: %w", err)
+	}
+	switch p.ErrorCode {
+	case errNone:
+	case kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code:
+		return rd, replica.ErrFenced
+	case kerr.NotLeaderForPartition.Code, kerr.UnknownTopicOrPartition.Code:
+		return rd, replica.ErrNotLeader
+	case kerr.OffsetOutOfRange.Code:
+		return rd, fmt.Errorf("%w (the leader's log ends at %d)", replica.ErrDiverged, rd.LogEnd)
+	default:
+		return rd, fmt.Errorf("the leader answered a follower's fetch with %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if !native {
+		return rd, fmt.Errorf("the leader answered with Kafka record batches (fetch version %d): it does not speak strata's replica fetch", version)
+	}
+	for b := p.RecordBatches; len(b) > 0; {
+		r, n, err := record.Decode(b)
+		if err != nil {
+			return rd, fmt.Errorf("a leader's records: %w", err)
+		}
+		rd.Records = append(rd.Records, r)
+		b = b[n:]
+	}
+	return rd, nil
+}
+
+// WakeShard wakes the fetches waiting on shard: its high watermark rose.
+func (s *Server) WakeShard(shard string) { s.appended.wake(shard) }
+
+// ForgetProducers drops what is known of shard's idempotent producers: this
+// node has just become its leader, and the state is rebuilt from its log
+// (which holds every batch the old leader committed) at the next produce.
+func (s *Server) ForgetProducers(shard string) { s.seqs.forget(shard) }

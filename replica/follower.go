@@ -1,0 +1,259 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Transport carries a follower's fetches to its leader (api/kafka sends
+// them as Kafka Fetch requests from a replica, between the nodes' own
+// listeners).
+type Transport interface {
+	// Fetch asks leader, as this node's follower at epoch, for shard's
+	// records from offset on, waiting up to wait for some; probe asks only
+	// for the leader's log end and epochs. ErrNotLeader, ErrDiverged and
+	// ErrFenced tell the follower what to do next.
+	Fetch(ctx context.Context, leader int32, req FetchRequest) (ReplicaRead, error)
+}
+
+// FetchRequest is one follower fetch.
+type FetchRequest struct {
+	Topic     string
+	Partition int32
+	Epoch     int32
+	Offset    int64
+	MaxBytes  int32
+	Wait      time.Duration
+	Probe     bool
+}
+
+// ErrFenced: the leader is at another epoch than the follower asked at;
+// the follower waits for the metadata to catch up.
+var ErrFenced = errors.New("replica: leader epoch mismatch")
+
+func (n *Node) startFollowing(ctx context.Context, tr Transport, p *partition, a Assignment) {
+	p.mu.Lock()
+	f := p.follow
+	p.a = a
+	p.mu.Unlock()
+	if f != nil && f.leader == a.Leader && f.epoch == a.Epoch {
+		return
+	}
+	n.stopFollowing(p)
+	fctx, cancel := context.WithCancel(ctx)
+	f = &following{leader: a.Leader, epoch: a.Epoch, cancel: cancel, done: make(chan struct{})}
+	p.mu.Lock()
+	p.follow = f
+	p.mu.Unlock()
+	go func() {
+		defer close(f.done)
+		n.follow(fctx, tr, p, a)
+	}()
+}
+
+func (n *Node) stopFollowing(p *partition) {
+	p.mu.Lock()
+	f := p.follow
+	p.follow = nil
+	p.mu.Unlock()
+	if f != nil {
+		f.cancel()
+		<-f.done
+	}
+}
+
+// follow copies a's leader's log until ctx ends: first it cuts its own log
+// where it parts from the leader's (the epochs say where), then it fetches
+// from its log end, appending the leader's records at the leader's offsets
+// and rolling where the leader rolled.
+func (n *Node) follow(ctx context.Context, tr Transport, p *partition, a Assignment) {
+	log := n.cfg.Log.With("shard", p.shard, "leader", a.Leader, "epoch", a.Epoch)
+	log.Info("replica: following")
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.followOnce(ctx, tr, p, a)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case errors.Is(err, ErrNotLeader), errors.Is(err, ErrFenced):
+			// The metadata is about to say who leads now.
+			log.Debug("replica: leader not ready", "err", err)
+		case errors.Is(err, ErrDiverged):
+			log.Info("replica: truncating again", "err", err)
+			continue
+		default:
+			log.Warn("replica: following", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Assignment) error {
+	st := n.cfg.Store
+	end, err := n.truncate(ctx, tr, p, a)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		rd, err := tr.Fetch(ctx, a.Leader, FetchRequest{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch,
+			Offset: end, MaxBytes: n.cfg.FetchBytes, Wait: n.cfg.FetchWait})
+		if err != nil {
+			return err
+		}
+		if len(rd.Records) > 0 {
+			if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
+				return err
+			}
+		}
+		if hw := min(rd.HighWatermark, end); hw > 0 {
+			if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
+				return err
+			}
+			n.cfg.Wake(p.shard)
+		}
+	}
+	return ctx.Err()
+}
+
+// truncate cuts this replica's log where it parts from the leader's and
+// returns its log end: KIP-101's truncation by leader epoch, so that two
+// replicas never hold different records at one offset.
+func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assignment) (int64, error) {
+	st := n.cfg.Store
+	if err := n.ensureManaged(ctx, p.shard); err != nil {
+		return 0, err
+	}
+	e, err := st.LogEnd(ctx, p.shard)
+	if err != nil {
+		return 0, err
+	}
+	end := int64(e)
+	rd, err := tr.Fetch(ctx, a.Leader, FetchRequest{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch, Offset: end, Probe: true})
+	if err != nil {
+		return 0, err
+	}
+	mine, err := n.history(ctx, p.shard)
+	if err != nil {
+		return 0, err
+	}
+	var leader EpochHistory
+	for _, en := range rd.Epochs {
+		if err := leader.Append(en.Epoch, en.Start); err != nil {
+			return 0, fmt.Errorf("the leader's epoch history: %w", err)
+		}
+	}
+	to, err := mine.TruncationPoint(end, &leader, rd.LogEnd)
+	if errors.Is(err, ErrNoCommonEpoch) {
+		// Records with no epoch: only what was committed is known to agree.
+		_, hw, werr := st.Watermarks(ctx, p.shard)
+		if werr != nil {
+			return 0, werr
+		}
+		to, err = min(int64(hw), end), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if to < end {
+		n.cfg.Log.Info("replica: truncating to the leader's log", "shard", p.shard, "leader", a.Leader, "epoch", a.Epoch, "from", end, "to", to)
+		if err := st.TruncateTo(ctx, p.shard, uint64(to)); err != nil {
+			return 0, fmt.Errorf("truncating to %d: %w", to, err)
+		}
+		end = to
+	}
+	return end, nil
+}
+
+// ensureManaged makes a follower's high watermark move only with its
+// leader's from now on.
+func (n *Node) ensureManaged(ctx context.Context, shard string) error {
+	_, hw, err := n.cfg.Store.Watermarks(ctx, shard)
+	if err != nil {
+		return err
+	}
+	return n.cfg.Store.SetHighWatermark(ctx, shard, hw)
+}
+
+func (n *Node) history(ctx context.Context, shard string) (*EpochHistory, error) {
+	h := &EpochHistory{}
+	ep, ok := n.cfg.Store.(epochStore)
+	if !ok {
+		return h, nil
+	}
+	es, err := ep.LeaderEpochs(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		if err := h.Append(e.Epoch, int64(e.Start)); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// copyRecords appends the leader's records at their offsets, rolling where
+// the leader's segments start and recording the epochs they were written
+// in; it returns the new log end.
+func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd ReplicaRead) (int64, error) {
+	st := n.cfg.Store
+	recs := rd.Records
+	if recs[0].Offset != uint64(end) {
+		return end, fmt.Errorf("the leader answered a fetch at %d from offset %d", end, recs[0].Offset)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Offset != recs[i-1].Offset+1 {
+			return end, fmt.Errorf("the leader's records skip from offset %d to %d", recs[i-1].Offset, recs[i].Offset)
+		}
+	}
+	if ep, ok := st.(epochStore); ok {
+		last := int64(recs[len(recs)-1].Offset)
+		for i, e := range rd.Epochs {
+			if e.Start > last {
+				break
+			}
+			if i+1 < len(rd.Epochs) && rd.Epochs[i+1].Start <= end {
+				continue // it ends before the records copied here
+			}
+			if err := ep.AssignEpoch(ctx, p.shard, e.Epoch, uint64(max(e.Start, end))); err != nil {
+				return end, fmt.Errorf("recording leader epoch %d: %w", e.Epoch, err)
+			}
+		}
+	}
+	sg, segmented := st.(Segmented)
+	for len(recs) > 0 {
+		first := int64(recs[0].Offset)
+		if segmented && slices.Contains(rd.Rolls, first) {
+			starts, err := sg.SegmentStarts(ctx, p.shard)
+			if err != nil {
+				return end, err
+			}
+			if len(starts) > 0 && starts[len(starts)-1] < uint64(first) {
+				if err := sg.RollAt(ctx, p.shard, uint64(first)); err != nil {
+					return end, err
+				}
+			}
+		}
+		k := len(recs)
+		for _, r := range rd.Rolls {
+			if r > first && r-first < int64(k) {
+				k = int(r - first)
+			}
+		}
+		if err := st.AppendAt(ctx, p.shard, recs[:k]); err != nil {
+			return end, err
+		}
+		end += int64(k)
+		recs = recs[k:]
+	}
+	return end, nil
+}
