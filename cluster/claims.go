@@ -24,9 +24,9 @@ import (
 // node takes the segment over. A segment is named by its offsets, not its
 // number: each node numbers its own segments.
 
-// ErrNotLive: a node whose lease is lost claims nothing until it has
-// registered again (its old claims went with the lease).
-var ErrNotLive = errors.New("cluster: this node's lease is lost; it claims nothing until it registers again")
+// ErrNotLive: a node whose lease is lost leads, reports and claims nothing
+// until it has registered again (its old claims went with the lease).
+var ErrNotLive = errors.New("cluster: this node's lease is lost; it leads and claims nothing until it registers again")
 
 // claimTimeout bounds a claim's and a release's round trip to etcd.
 const claimTimeout = 10 * time.Second

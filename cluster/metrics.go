@@ -14,6 +14,8 @@ type metrics struct {
 	writes       prometheus.Counter
 	refused      *prometheus.CounterVec
 	handoffs     *prometheus.CounterVec
+	isrWrites    *prometheus.CounterVec
+	candidates   *prometheus.CounterVec
 }
 
 // newMetrics makes the cluster's metrics and registers them with reg,
@@ -36,6 +38,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"reason"})),
 		handoffs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_handoffs_total",
 			Help: "Partitions this node handed to the node chosen for their next segment at a roll, by result: done, or refused (the record changed first)."},
+			[]string{"result"})),
+		isrWrites: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_isr_writes_total",
+			Help: "ISR changes this node wrote as a partition's leader, by result: done, conflict (the record changed since it was read) or not_leader (not the leader at that epoch, or the lease is lost)."},
+			[]string{"result"})),
+		candidates: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_candidate_reports_total",
+			Help: "Log positions this node reported for a quorum election, by result: done, or refused (the record changed, or the lease is lost)."},
 			[]string{"result"})),
 	}
 }

@@ -130,6 +130,9 @@ var Keys = []Key{
 	{Name: "segment.ms", Type: Long, Default: "604800000", Broker: "log.roll.ms", min: 1, max: math.MaxInt64,
 		Honoured: "the segment engine seals an active segment this long after its first record, also when no record comes",
 		Doc:      "How long after its first record an active segment is sealed, so a quiet partition still tiers."},
+	{Name: "strata.acks.all", Type: String, Default: "isr", one: []string{"isr", "quorum"}, CreateOnly: true,
+		Honoured: "what acks=all waits for, and how the controller elects a new leader (isr: the first live in-sync replica; quorum: the longest log among a live majority of the replicas); fixed at creation",
+		Doc:      "What a produce with acks=all waits for: isr, every in-sync replica (Kafka's acks=all); quorum, a majority of the replica set, so one slow follower never holds writes back. A leader of a quorum topic is elected from the longest log among a live majority of its replicas. Fixed when the topic is created: a record acknowledged by a quorum need not be on every in-sync replica."},
 	{Name: "strata.engine", Type: String, Default: "segment", Broker: "engine.default", DefaultSynonym: true, one: []string{"segment", "memory", "pebble"}, CreateOnly: true,
 		Honoured: "the storage engine of the topic's partitions, chosen at creation",
 		Doc:      "The storage engine of the topic's partitions: segment (files, tiered), memory (bounded, lost at restart) or pebble. Fixed when the topic is created."},
@@ -139,6 +142,9 @@ var Keys = []Key{
 	{Name: "strata.parquet.row.group.bytes", Type: Long, Default: "1048576", Broker: "tiering.row_group_bytes", DefaultSynonym: true, min: 4096, max: 1 << 30,
 		Honoured: "the row-group size of the topic's Parquet objects, from the next upload",
 		Doc:      "The size of a row group in the topic's Parquet objects: larger groups read faster in bulk, smaller ones make a cold read of one offset cheaper."},
+	{Name: "unclean.leader.election.enable", Type: Boolean, Default: "false", Broker: "unclean.leader.election.enable", DefaultSynonym: true,
+		Honoured: "true: when no in-sync replica of a partition is live, the controller makes its first live replica leader (acknowledged records may be lost); false: the partition stays leaderless until an in-sync replica returns",
+		Doc:      "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."},
 }
 
 // Lookup finds a key by name.
@@ -363,6 +369,10 @@ type Resolved struct {
 	Engine                                string
 	ParquetCodec                          string
 	ParquetRowGroupBytes                  int64
+	// AcksAll is strata.acks.all: "isr" or "quorum".
+	AcksAll string
+	// UncleanLeaderElection is unclean.leader.election.enable.
+	UncleanLeaderElection bool
 }
 
 // Resolve turns a topic's overrides over the broker's settings over the
@@ -396,7 +406,9 @@ func Resolve(o Overrides, b Broker) Resolved {
 		MinInsyncReplicas: int32(num("min.insync.replicas")),
 		CleanupPolicy:     str("cleanup.policy"),
 		Engine:            str("strata.engine"), ParquetCodec: str("strata.parquet.codec"),
-		ParquetRowGroupBytes: num("strata.parquet.row.group.bytes"),
+		ParquetRowGroupBytes:  num("strata.parquet.row.group.bytes"),
+		AcksAll:               str("strata.acks.all"),
+		UncleanLeaderElection: parseBool(str("unclean.leader.election.enable")),
 	}
 	if r.LocalRetentionMs == -2 {
 		r.LocalRetentionMs = r.RetentionMs

@@ -54,6 +54,12 @@ func TestCheck(t *testing.T) {
 		{Overrides{"strata.engine": "memory"}, nil, ""},
 		{Overrides{"strata.engine": "rocks"}, nil, "Invalid value rocks for configuration strata.engine: String must be one of: segment, memory, pebble"},
 		{Overrides{"strata.parquet.row.group.bytes": "10"}, nil, "Invalid value 10 for configuration strata.parquet.row.group.bytes: Value must be at least 4096"},
+		{Overrides{"unclean.leader.election.enable": "true"}, nil, ""},
+		{Overrides{"unclean.leader.election.enable": " FALSE "}, nil, ""},
+		{Overrides{"unclean.leader.election.enable": "sometimes"}, nil, "Invalid value sometimes for configuration unclean.leader.election.enable: Expected value to be either true or false"},
+		{Overrides{"strata.acks.all": "quorum"}, nil, ""},
+		{Overrides{"strata.acks.all": "isr"}, nil, ""},
+		{Overrides{"strata.acks.all": "majority"}, nil, "Invalid value majority for configuration strata.acks.all: String must be one of: isr, quorum"},
 	} {
 		err := Check(tc.o, tc.b)
 		got := ""
@@ -89,6 +95,8 @@ func TestDescribeSourcesAndSynonyms(t *testing.T) {
 		{"retention.ms", "-1", StaticBroker, []Synonym{{"log.retention.ms", "-1", StaticBroker}}},
 		{"message.timestamp.type", "CreateTime", Default, []Synonym{{"log.message.timestamp.type", "CreateTime", Default}}},
 		{"segment.ms", "604800000", Default, nil},
+		{"unclean.leader.election.enable", "false", Default, []Synonym{{"unclean.leader.election.enable", "false", Default}}},
+		{"strata.acks.all", "isr", Default, nil},
 	} {
 		e := got[tc.name]
 		if e.Value != tc.value || e.Source != tc.src || !reflect.DeepEqual(e.Synonyms, tc.syns) {
@@ -98,6 +106,17 @@ func TestDescribeSourcesAndSynonyms(t *testing.T) {
 	r := Resolve(o, b)
 	if r.SegmentBytes != 2000000 || r.MaxMessageBytes != 5000 || r.RetentionMs != -1 || r.LocalRetentionMs != -1 || r.LogAppendTime || r.RemoteStorage {
 		t.Fatalf("resolved %+v", r)
+	}
+	if r.AcksAll != "isr" || r.UncleanLeaderElection {
+		t.Fatalf("replication defaults resolved %+v", r)
+	}
+	r = Resolve(Overrides{"strata.acks.all": "quorum"}, Broker{"unclean.leader.election.enable": "true"})
+	if r.AcksAll != "quorum" || !r.UncleanLeaderElection {
+		t.Fatalf("strata.acks.all=quorum over a broker's unclean elections resolved %+v", r)
+	}
+	r = Resolve(Overrides{"unclean.leader.election.enable": "false"}, Broker{"unclean.leader.election.enable": "true"})
+	if r.UncleanLeaderElection {
+		t.Fatalf("the topic's false does not win over the broker's true: %+v", r)
 	}
 	r = Resolve(Overrides{"local.retention.ms": "60000", "message.timestamp.type": "LogAppendTime", "remote.storage.enable": "true"}, Broker{"retention.bytes": "500"})
 	if r.LocalRetentionMs != 60000 || r.LocalRetentionBytes != 500 || !r.LogAppendTime || !r.RemoteStorage || r.RetentionMs != 604800000 {
