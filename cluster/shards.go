@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // KeepShards keeps this node's local shards in step with the placement
-// until ctx ends: a partition this node leads (while its lease holds) gets
-// its shard; the shards of a deleted topic go, and so does a shard left by
+// until ctx ends: a partition this node leads (while its lease holds), or
+// holds a replica of, gets its shard; the shards of a deleted topic go, and so does a shard left by
 // an earlier topic of the same name (deleted and created again while this
 // node was away), so no record of it reappears in the new topic.
 //
@@ -119,7 +120,10 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 		for p := int32(0); p < t.Partitions; p++ {
 			part, ok := m.Partition(name, p)
 			shard := store.ShardName(name, p)
-			if !ok || part.Leader != self || local[shard] {
+			// A partition with several replicas has its shard on each of
+			// them: the followers copy the leader's log into it.
+			follows := len(part.Replicas) > 1 && slices.Contains(part.Replicas, self)
+			if !ok || (part.Leader != self && !follows) || local[shard] {
 				continue
 			}
 			// The record first: a crash between the two leaves a record of
@@ -130,7 +134,7 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 			if err := createShard(ctx, st, shard, part.LogStart()); err != nil && !errors.Is(err, store.ErrShardExists) {
 				return err
 			}
-			log.Info("cluster: shard created for a partition this node leads", "shard", shard, "epoch", part.Epoch, "from_offset", part.LogStart())
+			log.Info("cluster: shard created for a partition this node holds a replica of", "shard", shard, "leader", part.Leader, "epoch", part.Epoch, "from_offset", part.LogStart())
 		}
 	}
 	return nil

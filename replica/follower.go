@@ -168,6 +168,7 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 		if err := st.TruncateTo(ctx, p.shard, uint64(to)); err != nil {
 			return 0, fmt.Errorf("truncating to %d: %w", to, err)
 		}
+		n.m.truncated.Add(float64(end - to))
 		end = to
 	}
 	return end, nil
@@ -254,6 +255,7 @@ func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd Repl
 		}
 		end += int64(k)
 		recs = recs[k:]
+		n.m.copied.Add(float64(k))
 	}
 	return end, nil
 }

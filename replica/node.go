@@ -12,6 +12,8 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/store"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Node runs replication for the partitions this node holds a replica of:
@@ -22,6 +24,7 @@ import (
 // state machines in this package. docs/replication.md has the protocol.
 type Node struct {
 	cfg NodeConfig
+	m   *metrics
 
 	mu    sync.Mutex
 	parts map[string]*partition // by shard, every replicated partition this node holds
@@ -88,6 +91,7 @@ type NodeConfig struct {
 	FetchWait  time.Duration
 	FetchBytes int32
 	Log        *slog.Logger
+	Registerer prometheus.Registerer // nil: no metrics
 	Now        func() time.Time
 	// Wake is told of a shard whose high watermark rose, so consumers
 	// waiting on it read again.
@@ -141,7 +145,7 @@ func NewNode(cfg NodeConfig) *Node {
 	if cfg.Lead == nil {
 		cfg.Lead = func(string) {}
 	}
-	return &Node{cfg: cfg, parts: map[string]*partition{}}
+	return &Node{cfg: cfg, m: newMetrics(cfg.Registerer), parts: map[string]*partition{}}
 }
 
 // Run keeps the node's roles in step with the metadata until ctx ends:
@@ -201,6 +205,35 @@ func (n *Node) reconcile(ctx context.Context, tr Transport) {
 		n.depose(p, Assignment{Leader: -1})
 		n.stopFollowing(p)
 	}
+	n.gauge()
+}
+
+// gauge sets the gauges from the partitions' states.
+func (n *Node) gauge() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var leading, following, under, belowMin float64
+	for _, p := range n.parts {
+		p.mu.Lock()
+		switch {
+		case p.leader != nil:
+			leading++
+			isr, _ := p.leader.ISR()
+			if len(isr) < len(p.a.Replicas) {
+				under++
+			}
+			if p.leader.CheckProduce() == NotEnoughReplicas {
+				belowMin++
+			}
+		case p.follow != nil:
+			following++
+		}
+		p.mu.Unlock()
+	}
+	n.m.partitions.WithLabelValues("leader").Set(leading)
+	n.m.partitions.WithLabelValues("follower").Set(following)
+	n.m.underReplicated.Set(under)
+	n.m.underMinISR.Set(belowMin)
 }
 
 // lead makes this node p's leader at a's epoch, or brings the leader it
@@ -225,6 +258,9 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 		p.leader = nil
 	}
 	l, err := n.newLeader(ctx, p, a)
+	if errors.Is(err, store.ErrUnknownShard) {
+		return // placed a moment ago: its shard is being made (cluster.KeepShards)
+	}
 	if err != nil {
 		n.cfg.Log.Error("replica: cannot lead", "shard", p.shard, "epoch", a.Epoch, "err", err)
 		return
@@ -340,10 +376,12 @@ func (n *Node) proposeISR(p *partition, epoch int32, o ProposeISR) {
 		return
 	}
 	if err != nil {
+		n.m.isrChanges.WithLabelValues("refused").Inc()
 		n.cfg.Log.Warn("replica: ISR change refused", "shard", p.shard, "isr", o.ISR, "why", o.Why, "err", err)
 		n.apply(p, p.leader.ISRRefused(n.cfg.Now()))
 		return
 	}
+	n.m.isrChanges.WithLabelValues("committed").Inc()
 	n.cfg.Log.Info("replica: ISR changed", "shard", p.shard, "isr", o.ISR, "why", o.Why, "partition_epoch", rev)
 	if _, cur := p.leader.ISR(); rev <= cur {
 		return // the view brought it first
@@ -372,8 +410,10 @@ func (n *Node) part(shard string) *partition {
 	return n.parts[shard]
 }
 
-// CheckProduce says whether an acks=all produce to shard may append now.
-func (n *Node) CheckProduce(shard string) Result {
+// CheckProduce says whether a produce to shard may append now: only once
+// this node has set up as its leader, and with acks=all only while the ISR
+// holds min.insync.replicas.
+func (n *Node) CheckProduce(shard string, acksAll bool) Result {
 	p := n.part(shard)
 	if p == nil {
 		return NotLeaderOrFollower
@@ -383,7 +423,14 @@ func (n *Node) CheckProduce(shard string) Result {
 	if p.leader == nil {
 		return NotLeaderOrFollower
 	}
-	return p.leader.CheckProduce()
+	r := p.leader.CheckProduce()
+	if r == NotEnoughReplicas && !acksAll {
+		return OK
+	}
+	if r == NotEnoughReplicas {
+		n.m.acks.WithLabelValues(r.String()).Inc()
+	}
+	return r
 }
 
 // Appended reports the leader's log end after an append to shard, whatever
@@ -408,6 +455,12 @@ func (n *Node) Appended(shard string, logEnd int64) {
 // AwaitAck waits until the records at [base, end) of shard are on what
 // acks=all asks for, and answers how the produce ends.
 func (n *Node) AwaitAck(ctx context.Context, shard string, base, end int64, timeout time.Duration) Result {
+	r := n.awaitAck(ctx, shard, base, end, timeout)
+	n.m.acks.WithLabelValues(r.String()).Inc()
+	return r
+}
+
+func (n *Node) awaitAck(ctx context.Context, shard string, base, end int64, timeout time.Duration) Result {
 	p := n.part(shard)
 	if p == nil {
 		return NotLeaderOrFollower

@@ -178,11 +178,8 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 	// A replicated partition takes appends only once this node has set up
 	// as its leader (its epoch recorded), and acks=all refuses to append
 	// while the ISR is below min.insync.replicas.
-	switch res := repl.CheckProduce(in.shard); {
-	case res == replica.NotLeaderOrFollower:
-		return kerr.NotLeaderForPartition.Code, -1
-	case res == replica.NotEnoughReplicas && in.acks == -1:
-		return kerr.NotEnoughReplicas.Code, -1
+	if res := repl.CheckProduce(in.shard, in.acks == -1); res != replica.OK {
+		return res.KafkaCode(), -1
 	}
 	code, base := s.appendPartition(ctx, in)
 	if code != errNone {

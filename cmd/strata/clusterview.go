@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"slices"
 	"strconv"
 
 	"strata/api/kafka"
 	"strata/cluster"
+	"strata/replica"
+	"strata/topicconfig"
 )
 
 // clusterView answers the Kafka front end from the cluster's metadata in
@@ -72,11 +75,6 @@ func (c clusterView) Partition(topic string, p int32) (kafka.PartitionInfo, bool
 }
 
 func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
-	if rf > 1 {
-		// Placement would list followers that hold nothing, and a failover
-		// would hand the partition to one of them empty (issue #13).
-		return &kafka.InvalidReplicationError{Factor: rf, Why: "strata does not replicate partitions yet; use 1"}
-	}
 	err := c.m.CreateTopicWithConfigs(ctx, topic, partitions, rf, configs)
 	switch {
 	case errors.Is(err, cluster.ErrTopicDeleting):
@@ -167,4 +165,43 @@ func (c clusterView) Parts(topic string, p int32) []kafka.LogPart {
 		out[i] = kafka.LogPart{Start: s.Start, Node: s.Node}
 	}
 	return out
+}
+
+// replicaMeta is the cluster's metadata as replication reads and writes it
+// (replica.Meta): the partitions with several replicas that name this node.
+type replicaMeta struct {
+	m      *cluster.Member
+	self   int32
+	broker topicconfig.Broker
+}
+
+var _ replica.Meta = replicaMeta{}
+
+func (r replicaMeta) Live() bool               { return r.m.Live() }
+func (r replicaMeta) Changed() <-chan struct{} { return r.m.Changed() }
+func (r replicaMeta) Assignments() []replica.Assignment {
+	var out []replica.Assignment
+	for name, t := range r.m.Topics() {
+		if t.ReplicationFactor <= 1 {
+			continue
+		}
+		cfg := topicconfig.Resolve(t.Configs, r.broker)
+		mode, err := replica.ParseMode(cfg.AcksAll)
+		if err != nil {
+			mode = replica.ModeISR
+		}
+		for p := int32(0); p < t.Partitions; p++ {
+			part, rev, ok := r.m.PartitionRev(name, p)
+			if !ok || !slices.Contains(part.Replicas, r.self) {
+				continue
+			}
+			out = append(out, replica.Assignment{Topic: name, Partition: p, Leader: part.Leader, Epoch: part.Epoch,
+				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode})
+		}
+	}
+	return out
+}
+
+func (r replicaMeta) ChangeISR(ctx context.Context, topic string, p int32, leaderEpoch int32, isr []int32, rev int64) (int64, error) {
+	return r.m.ChangeISR(ctx, topic, p, leaderEpoch, isr, rev)
 }

@@ -46,6 +46,9 @@ type ClusterConfig struct {
 	EtcdEndpoints Strings  `yaml:"etcd_endpoints"`
 	EtcdPrefix    string   `yaml:"etcd_prefix"`
 	SessionTTL    Duration `yaml:"session_ttl"`
+	// ReplicaLagTimeMax is Kafka's replica.lag.time.max.ms: a follower not
+	// caught up for this long leaves the ISR.
+	ReplicaLagTimeMax Duration `yaml:"replica_lag_time_max"`
 	// PeerUser is the kafka.sasl user a node signs in as when it reads
 	// another node's part of a partition's log; it needs consume on every
 	// topic. Required when kafka.sasl is on.
@@ -468,6 +471,9 @@ func (c *Config) validate() error {
 		}
 		if c.Cluster.SessionTTL < Duration(time.Second) {
 			return fmt.Errorf("cluster.session_ttl: %s: want at least 1s", time.Duration(c.Cluster.SessionTTL))
+		}
+		if c.Cluster.ReplicaLagTimeMax < Duration(100*time.Millisecond) {
+			return fmt.Errorf("cluster.replica_lag_time_max: %s: want at least 100ms", time.Duration(c.Cluster.ReplicaLagTimeMax))
 		}
 		if c.Node.AdvertisedKafkaAddr != "" {
 			if err := checkAddr("node.advertised_kafka_addr", c.Node.AdvertisedKafkaAddr); err != nil {

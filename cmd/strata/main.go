@@ -25,6 +25,7 @@ import (
 	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/cluster"
+	"strata/replica"
 	"strata/tiering"
 )
 
@@ -283,7 +284,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if err != nil {
 		logDir = cfg.DataDir
 	}
-	ksrv := kafka.New(store, kafka.Config{
+	var repl *replica.Node // nil: this node alone
+	var ksrv *kafka.Server
+	if member != nil {
+		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store,
+			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker},
+			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), Log: log.With("component", "replica"), Registerer: reg,
+			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) }})
+	}
+	ksrv = kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
 		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
 		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
@@ -295,8 +304,11 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		LogDir:       logDir,
 		Logger:       log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
-		Auth:             sec.auth,
+		Auth:             sec.auth, Replication: repl,
 	})
+	if repl != nil {
+		go repl.Run(bg, ksrv.ReplicaTransport())
+	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}

@@ -274,8 +274,20 @@ func (p *Process) start() {
 		s.Admin, _ = logField(sc.Text(), "admin_addr")
 		break
 	}
+	// STRATA_TEST_LOGS=dir keeps each process's log there, for a failing
+	// test's story; by default the logs are dropped.
+	var keep io.Writer = io.Discard
+	if dir := os.Getenv("STRATA_TEST_LOGS"); dir != "" {
+		if f, err := os.OpenFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+filepath.Base(p.dir)+".log"),
+			os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			keep = f
+		}
+	}
 	go func() {
-		io.Copy(io.Discard, logs)
+		io.Copy(keep, logs)
+		if f, ok := keep.(io.Closer); ok {
+			f.Close()
+		}
 		p.exited <- cmd.Wait()
 	}()
 	if s.Kafka == "" || s.Admin == "" {
