@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strata/internal/testsvc"
 )
@@ -110,4 +114,101 @@ func TestReplicatedLeaderKilledUnderLoad(t *testing.T) {
 	c.readAll(h, left, "rep")
 	n := h.check(t)
 	t.Logf("%d kills, %d records acknowledged; failures: %s", kills, n, h.failures())
+}
+
+// produceOne sends one record to topic's partition 0 through node `via`
+// with the given acks, without idempotence or retries, so the test sees the
+// broker's own answer.
+func (c *cluster) produceOne(via int32, topic, value string, acks kgo.Acks, timeout time.Duration) error {
+	c.t.Helper()
+	cl := c.client(via, kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0), kgo.RequestRetries(0),
+		kgo.ProduceRequestTimeout(timeout), kgo.RecordDeliveryTimeout(timeout+5*time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(value)}).FirstErr()
+}
+
+// endOffset is what ListOffsets answers for partition 0's latest offset
+// through node `via`: the high watermark.
+func (c *cluster) endOffset(via int32, topic string) int64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(c.client(via)).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		c.t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	o, _ := ends.Lookup(topic, 0)
+	return o.Offset
+}
+
+// acks=all with min.insync.replicas=2 on three replicas, as a user sees it:
+// with both followers paused, a write times out (REQUEST_TIMED_OUT: its
+// fate unknown); once they have left the ISR, acks=all is refused before
+// anything is appended (NOT_ENOUGH_REPLICAS) while acks=1 is stored but
+// not shown to consumers, since the high watermark cannot pass it; when the
+// followers come back they catch up, rejoin, and everything stored shows.
+func TestAcksAllAndMinISR(t *testing.T) {
+	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s")
+	two := "2"
+	createReplicated(t, c, "acks", 1, 3, map[string]*string{"min.insync.replicas": &two})
+	c.waitISR(1, "acks", 3)
+	leaders, _ := c.isrs(1, "acks")
+	leader := leaders[0]
+	if err := c.produceOne(leader, "acks", "first", kgo.AllISRAcks(), 5*time.Second); err != nil {
+		t.Fatalf("acks=all with the whole ISR: %v", err)
+	}
+	if got := c.endOffset(leader, "acks"); got != 1 {
+		t.Fatalf("after one acknowledged write the end offset is %d, want 1", got)
+	}
+	var followers []int32
+	for id := range c.nodes {
+		if id != leader {
+			followers = append(followers, id)
+			c.nodes[id].Signal(syscall.SIGSTOP)
+		}
+	}
+	err := c.produceOne(leader, "acks", "paused", kgo.AllISRAcks(), time.Second)
+	if !errors.Is(err, kerr.RequestTimedOut) {
+		t.Fatalf("acks=all with both followers paused: %v, want REQUEST_TIMED_OUT", err)
+	}
+	// Past the lag time (and the paused nodes' leases) the ISR is the
+	// leader alone.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = c.produceOne(leader, "acks", "refused", kgo.AllISRAcks(), time.Second)
+		if errors.Is(err, kerr.NotEnoughReplicas) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acks=all with the ISR shrunk to the leader: %v, want NOT_ENOUGH_REPLICAS", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err := c.produceOne(leader, "acks", "leader-only", kgo.LeaderAck(), 5*time.Second); err != nil {
+		t.Fatalf("acks=1 with the ISR below min.insync.replicas: %v", err)
+	}
+	// "paused" may be stored (its answer was a timeout, not a refusal);
+	// nothing past the first record is shown while the ISR is the leader.
+	if got := c.endOffset(leader, "acks"); got != 1 {
+		t.Fatalf("with the followers out of the ISR the end offset is %d, want 1 (the high watermark)", got)
+	}
+	for _, id := range followers {
+		c.nodes[id].Signal(syscall.SIGCONT)
+	}
+	c.waitISR(leader, "acks", 3)
+	h := newHistory()
+	c.readAll(h, leader, "acks")
+	var read []string
+	for _, r := range h.read {
+		read = append(read, r.value)
+	}
+	if !slices.Contains(read, "first") || !slices.Contains(read, "leader-only") || slices.Contains(read, "refused") {
+		t.Fatalf("read back %v: want first and leader-only (and perhaps paused), never refused", read)
+	}
 }
