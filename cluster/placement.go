@@ -128,15 +128,18 @@ func Place(s State) Decision {
 			continue // its topic is being deleted with it
 		}
 		p := s.Partitions[tp]
+		cfg := topicconfig.Resolve(t.Configs, s.Defaults)
+		quorum := len(p.Replicas) > 1 && cfg.AcksAll == "quorum"
 		if _, live := l.live[p.Leader]; live {
-			if w, ok := shrinkISR(p, l); ok {
+			if w, ok := voidReports(p, s.Candidates[tp], l); quorum && ok {
+				d.Writes = append(d.Writes, w)
+			} else if w, ok := shrinkISR(p, l); ok {
 				d.Writes = append(d.Writes, w)
 			}
 			continue
 		}
-		cfg := topicconfig.Resolve(t.Configs, s.Defaults)
 		var w Write
-		if len(p.Replicas) > 1 && cfg.AcksAll == "quorum" {
+		if quorum {
 			var problem string
 			if w, ok, problem = quorumElect(p, s.Candidates[tp], l); problem != "" {
 				d.Problems = append(d.Problems, problem)
@@ -358,6 +361,31 @@ func quorumElect(p Partition, cands []Candidate, l *loads) (Write, bool, string)
 	}
 	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("quorum election: %s; %d has the longest log (epoch %d, end %d) of %d reports from %d replicas",
 		was, win.Node, win.Epoch, win.End, len(got), len(p.Replicas))}, true, ""
+}
+
+// voidReports returns the write that gives p's live leader a new epoch
+// when followers reported their logs for an election at its current one:
+// it came back (re-registered) before a majority reported. A follower that
+// reported appends nothing more at that epoch, and its report, left to
+// count in a later election, would say less than its log holds; the new
+// epoch deletes the reports and lets the followers fetch again.
+func voidReports(p Partition, cands []Candidate, l *loads) (Write, bool) {
+	var from []int32
+	for _, c := range cands {
+		if c.LeaderEpoch == p.Epoch {
+			from = append(from, c.Node)
+		}
+	}
+	if len(from) == 0 {
+		return Write{}, false
+	}
+	slices.Sort(from)
+	next, prev := p.clone(), p
+	next.Epoch = p.Epoch + 1
+	if live := l.liveOf(p.ISR); slices.Contains(live, p.Leader) {
+		next.ISR = live
+	}
+	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("leader %d is back before its quorum election: a new epoch voids the reports of %v", p.Leader, from)}, true
 }
 
 // liveOf is the live nodes of ns, in their order.
