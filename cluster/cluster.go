@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"strata/topicconfig"
 )
 
 // Node is a live node as clients reach it.
@@ -137,6 +139,10 @@ type Config struct {
 	// objects in the shared bucket); the controller calls it, and the name
 	// can be used again once it returns nil. Nil: nothing to clear.
 	ClearTopic func(ctx context.Context, topic string, partitions int32) error
+	// TopicDefaults are the broker's settings topic configs fall back to
+	// (topicconfig.Broker); the controller reads
+	// unclean.leader.election.enable from them. Nil: Kafka's defaults.
+	TopicDefaults topicconfig.Broker
 }
 
 var (
@@ -190,6 +196,18 @@ func (k keys) loads() string                   { return k.prefix + "/loads/" }
 func (k keys) deletions() string               { return k.prefix + "/deleting/" }
 func (k keys) deletion(topic string) string    { return k.deletions() + topic }
 func (k keys) load(id int32) string            { return k.loads() + strconv.Itoa(int(id)) }
+func (k keys) candidates() string              { return k.prefix + "/candidates/" }
+func (k keys) topicCandidates(t string) string { return k.candidates() + t + "/" }
+
+// partitionCandidates holds the log positions reported for partition p's
+// quorum election, one key per node.
+func (k keys) partitionCandidates(t string, p int32) string {
+	return fmt.Sprintf("%s%010d/", k.topicCandidates(t), p)
+}
+
+func (k keys) candidate(t string, p int32, node int32) string {
+	return k.partitionCandidates(t, p) + strconv.Itoa(int(node))
+}
 
 // partition's number is zero-padded so a topic's partitions list in order.
 func (k keys) partition(t string, p int32) string {

@@ -87,7 +87,13 @@ func (m *Member) control(ctx context.Context, t term) error {
 
 func (m *Member) placementStateLocked() (State, revs) {
 	st := State{Topics: make(map[string]Topic, len(m.view.topics)),
-		Partitions: make(map[TopicPartition]Partition, len(m.view.partitions))}
+		Partitions: make(map[TopicPartition]Partition, len(m.view.partitions)),
+		Defaults:   m.cfg.TopicDefaults, Candidates: map[TopicPartition][]Candidate{}}
+	for tp, cs := range m.view.candidates {
+		for _, c := range cs {
+			st.Candidates[tp] = append(st.Candidates[tp], c)
+		}
+	}
 	rv := revs{topics: map[string]int64{}, partitions: map[TopicPartition]int64{}}
 	for id := range m.view.nodes {
 		st.Live = append(st.Live, NodeLoad{ID: id, Bytes: m.view.loads[id]})
@@ -124,6 +130,11 @@ func (m *Member) writePlacement(ctx context.Context, t term, ws []Write, rv revs
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rv.partitions[TopicPartition{p.Topic, p.Partition}]))
 			val, _ := json.Marshal(p)
 			puts = append(puts, clientv3.OpPut(key, string(val)))
+			if w.Prev != nil && w.Prev.Epoch != p.Epoch {
+				// The reports of a quorum election are for the epoch that
+				// ends here: none may count in the next one.
+				puts = append(puts, clientv3.OpDelete(m.keys.partitionCandidates(p.Topic, p.Partition), clientv3.WithPrefix()))
+			}
 		}
 		resp, err := m.cli.Txn(ctx).If(cmps...).Then(puts...).Else(clientv3.OpGet(t.key)).Commit()
 		if err != nil {

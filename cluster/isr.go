@@ -150,3 +150,84 @@ func checkISR(p Partition, isr []int32) error {
 	}
 	return nil
 }
+
+// ErrLeaderLive: a follower reported its log for an election while the
+// partition's leader is live.
+var ErrLeaderLive = errors.New("cluster: the partition's leader is live")
+
+// ReportCandidate reports this node's log of partition p of a quorum topic
+// for the election of a new leader: lastEpoch is the epoch of its last
+// record, logEnd its log end. A follower calls it when it sees its leader
+// dead (the leader's nodes/ key gone from the view); the controller elects
+// the longest log among a live majority of the replicas once they have
+// reported (placement.go, quorumElect).
+//
+// The report is a vote: once made, the follower must append nothing more
+// from the old leader, so the log it reported is the log it has. Then a
+// record acknowledged by a quorum is on one of any majority of reporters,
+// and no record can be acknowledged after a majority has reported.
+//
+// The key, candidates/{topic}/{p:010d}/{node}, is put under this node's
+// lease (it goes when the node does) only if the partition's record is
+// still the one the view holds (same leader and epoch), its leader's key
+// is gone and this node's key is under its lease. Errors: ErrISRConflict
+// (the record changed: read the view again), ErrLeaderLive, ErrNotLive.
+func (m *Member) ReportCandidate(ctx context.Context, topic string, p int32, lastEpoch int32, logEnd int64) error {
+	return m.reportCandidate(ctx, m.lease(), topic, p, lastEpoch, logEnd)
+}
+
+// reportCandidate is ReportCandidate as a holder of lease (in tests, one
+// a paused node still believes it holds).
+func (m *Member) reportCandidate(ctx context.Context, lease clientv3.LeaseID, topic string, p int32, lastEpoch int32, logEnd int64) error {
+	tp := TopicPartition{topic, p}
+	self := m.cfg.Self.ID
+	if lease == 0 {
+		m.metrics.candidates.WithLabelValues("refused").Inc()
+		return fmt.Errorf("%w: reporting its log of %s", ErrNotLive, tp)
+	}
+	m.mu.Lock()
+	rec, ok := m.view.partitions[tp]
+	m.mu.Unlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("cluster: reporting its log of %s: the partition is not placed", tp)
+	case !slices.Contains(rec.Replicas, self):
+		return fmt.Errorf("cluster: reporting its log of %s: node %d is not one of its replicas %v", tp, self, rec.Replicas)
+	case rec.Leader == self:
+		return fmt.Errorf("%w: reporting its log of %s: this node leads it", ErrLeaderLive, tp)
+	}
+	val, _ := json.Marshal(Candidate{LeaderEpoch: rec.Epoch, Epoch: lastEpoch, End: logEnd})
+	key := m.keys.partition(topic, p)
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(key), "=", rec.modRev),
+		clientv3.Compare(clientv3.LeaseValue(m.keys.node(self)), "=", lease),
+	}
+	leaderKey := m.keys.node(max(rec.Leader, 0))
+	if rec.Leader >= 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(leaderKey), "=", 0))
+	}
+	resp, err := m.cli.Txn(ctx).If(cmps...).
+		Then(clientv3.OpPut(m.keys.candidate(topic, p, self), string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(m.keys.node(self)), clientv3.OpGet(leaderKey), clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: reporting its log of %s: %w", tp, err)
+	}
+	if !resp.Succeeded {
+		m.metrics.candidates.WithLabelValues("refused").Inc()
+		own, leader, cur := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
+		switch {
+		case len(own) == 0 || own[0].Lease != int64(lease):
+			return fmt.Errorf("%w: reporting its log of %s", ErrNotLive, tp)
+		case len(cur) == 0 || cur[0].ModRevision != rec.modRev:
+			return fmt.Errorf("%w: %s is no longer at revision %d", ErrISRConflict, tp, rec.modRev)
+		case rec.Leader >= 0 && len(leader) > 0:
+			return fmt.Errorf("%w: node %d leads %s at epoch %d", ErrLeaderLive, rec.Leader, tp, rec.Epoch)
+		}
+		return fmt.Errorf("%w: %s changed", ErrISRConflict, tp)
+	}
+	m.metrics.candidates.WithLabelValues("done").Inc()
+	m.log.Info("cluster: log reported for a quorum election", "partition", tp.String(), "leader_epoch", rec.Epoch,
+		"last_epoch", lastEpoch, "log_end", logEnd)
+	return nil
+}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // threeNodes joins nodes 1, 2 and 3 and places topic with replication
@@ -221,4 +223,92 @@ func TestISRWriteRacesControllerFailover(t *testing.T) {
 		}
 	}
 	t.Logf("wins over 12 rounds: %v", wins)
+}
+
+// A quorum topic's leader dies: the controller writes nothing until a
+// majority of the replicas has reported its log, then makes the longest
+// log leader at the next epoch, with the reports deleted in the same
+// transaction. A report while the leader is live, or from a node whose
+// lease is gone, is refused.
+func TestQuorumElection(t *testing.T) {
+	h := newHarness(t)
+	ms := map[int32]*Member{1: h.join(1)}
+	eventually(t, ms[1], 5*time.Second, "node 1 is not controller", func() bool { return ms[1].Controller() == 1 })
+	ms[2], ms[3], ms[4] = h.join(2), h.join(3), h.join(4)
+	eventually(t, ms[1], 5*time.Second, "node 1 does not see 4 nodes", func() bool { return len(ms[1].Nodes()) == 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Three replicas on four nodes: the leader is not node 1, the
+	// controller, whose death would only delay the election.
+	if err := ms[1].CreateTopicWithConfigs(ctx, "fill", 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ms[1], 5*time.Second, "fill not placed", placed(ms[1], "fill", 1))
+	if err := ms[1].CreateTopicWithConfigs(ctx, "q", 1, 3, map[string]string{"strata.acks.all": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		eventually(t, m, 5*time.Second, "q not placed", placed(m, "q", 1))
+	}
+	rec, _, _ := ms[1].PartitionRev("q", 0)
+	if rec.Leader == 1 || len(rec.Replicas) != 3 {
+		t.Fatalf("q-0 placed as %+v: want 3 replicas, led by a node other than the controller", rec)
+	}
+	a, b := rec.Replicas[1], rec.Replicas[2]
+	if err := ms[a].ReportCandidate(ctx, "q", 0, 0, 100); !errors.Is(err, ErrLeaderLive) {
+		t.Fatalf("a report while the leader is live: %v, want ErrLeaderLive", err)
+	}
+
+	// The leader dies.
+	ms[rec.Leader].Close()
+	for _, id := range []int32{a, b} {
+		eventually(t, ms[id], 5*time.Second, "the leader is not gone", func() bool { return !slices.Contains(ids(ms[id].Nodes()), rec.Leader) })
+	}
+	waitLog(t, h.logs, "the controller waiting", "WARN", "cannot place", "q-0", "quorum election waits for 2 of replicas", "0 did []")
+	if now, _, _ := ms[1].PartitionRev("q", 0); now.Leader != rec.Leader || now.Epoch != rec.Epoch {
+		t.Fatalf("the controller wrote %+v before a majority reported", now)
+	}
+
+	if err := ms[a].ReportCandidate(ctx, "q", 0, 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.cli.Get(ctx, keys{h.prefix}.candidate("q", 0, a))
+	if err != nil || len(got.Kvs) != 1 || got.Kvs[0].Lease != int64(ms[a].lease()) {
+		t.Fatalf("node %d's report is not under its lease: %v %v", a, got, err)
+	}
+	if want := `{"leader_epoch":0,"epoch":0,"end":100}`; string(got.Kvs[0].Value) != want {
+		t.Errorf("the report reads %s, want %s", got.Kvs[0].Value, want)
+	}
+	waitLog(t, h.logs, "the controller waiting for one more", "WARN", "cannot place", "q-0", fmt.Sprintf("1 did [%d]", a))
+
+	if err := ms[b].ReportCandidate(ctx, "q", 0, 0, 150); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ms[a], 5*time.Second, "no new leader elected", func() bool { r, _, _ := ms[a].PartitionRev("q", 0); return r.Leader == b })
+	now, _, _ := ms[a].PartitionRev("q", 0)
+	if now.Epoch != rec.Epoch+1 || !slices.Equal(now.ISR, []int32{b}) {
+		t.Fatalf("after the election: %+v, want node %d at epoch %d with ISR [%d]", now, b, rec.Epoch+1, b)
+	}
+	if left, err := h.cli.Get(ctx, keys{h.prefix}.partitionCandidates("q", 0), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || left.Count != 0 {
+		t.Fatalf("reports left after the election: %v %v", left, err)
+	}
+	waitLog(t, h.logs, "the election", "INFO", "leader changed", "partition=q-0", fmt.Sprintf("leader=%d", b), "quorum election")
+
+	// Node a's report now: the new leader is live.
+	if err := ms[a].ReportCandidate(ctx, "q", 0, 1, 150); !errors.Is(err, ErrLeaderLive) {
+		t.Fatalf("a report with the new leader live: %v, want ErrLeaderLive", err)
+	}
+	// A node whose lease is gone reports nothing, even before it knows.
+	ms[b].Close()
+	eventually(t, ms[a], 5*time.Second, "the new leader is not gone", func() bool { return !slices.Contains(ids(ms[a].Nodes()), b) })
+	lost := ms[a].lease()
+	if _, err := h.cli.Revoke(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[a].reportCandidate(ctx, lost, "q", 0, 1, 150); !errors.Is(err, ErrNotLive) {
+		t.Fatalf("a report under a revoked lease: %v, want ErrNotLive", err)
+	}
+	if left, err := h.cli.Get(ctx, keys{h.prefix}.partitionCandidates("q", 0), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || left.Count != 0 {
+		t.Fatalf("a report under a revoked lease was stored: %v %v", left, err)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"strata/topicconfig"
 )
 
 // Placement is a pure function of what the controller knows: no etcd, no
@@ -21,10 +23,21 @@ import (
 //     replication factor exceeds the live nodes is not placed at all, and
 //     the decision says why; it is placed once enough nodes are live.
 //   - A partition whose leader is dead goes to the first live node of its
-//     ISR; with none (replication factor 1: the data is on that node only)
-//     it becomes leaderless (Leader -1) and its ISR is kept, so the node
-//     that holds its data takes it back when it returns.
-//   - Every leader change, to leaderless too, bumps the epoch.
+//     ISR, whose ISR becomes its live members; with none (replication
+//     factor 1: the data is on that node only) it becomes leaderless
+//     (Leader -1) and its ISR is kept, so the node that holds its data
+//     takes it back when it returns. A topic with
+//     unclean.leader.election.enable takes its first live replica instead,
+//     with an ISR of itself.
+//   - A quorum topic's (strata.acks.all=quorum) dead leader is replaced by
+//     the replica with the longest log among a live majority of its
+//     replicas, once they have reported their logs (Candidates); until
+//     then nothing is written and the decision says what it waits for.
+//   - A dead follower of a partition whose leader is live leaves its ISR
+//     (the leader is live and in it, so it never empties); the leader, not
+//     the controller, adds a returning follower back once it has caught up.
+//   - Every leader change, to leaderless too, bumps the epoch; an ISR
+//     change alone does not.
 //   - Nothing else moves: a node that joins takes new topics' partitions at
 //     once (it leads the fewest), and existing partitions at their next
 //     roll (planRolls chooses, the leader hands over: HandOff), never their
@@ -50,6 +63,22 @@ type State struct {
 	Live       []NodeLoad
 	Topics     map[string]Topic
 	Partitions map[TopicPartition]Partition
+	// Defaults are the broker's settings the topics' configs fall back to
+	// (unclean.leader.election.enable).
+	Defaults topicconfig.Broker
+	// Candidates are the log positions followers of quorum topics reported
+	// (ReportCandidate), by partition.
+	Candidates map[TopicPartition][]Candidate
+}
+
+// A Candidate is a follower's log position, reported for a quorum
+// election while the partition's record was at LeaderEpoch: the epoch of
+// its last record and its log end.
+type Candidate struct {
+	Node        int32 `json:"-"`
+	LeaderEpoch int32 `json:"leader_epoch"`
+	Epoch       int32 `json:"epoch"`
+	End         int64 `json:"end"`
 }
 
 // A Write is one partition record to write. Prev is the record it replaces
@@ -66,6 +95,9 @@ func (w Write) String() string {
 	tp := TopicPartition{p.Topic, p.Partition}
 	if w.Prev == nil {
 		return fmt.Sprintf("%s: new, leader %d, epoch %d, replicas %v, isr %v: %s", tp, p.Leader, p.Epoch, p.Replicas, p.ISR, w.Why)
+	}
+	if p.Leader == w.Prev.Leader && p.Epoch == w.Prev.Epoch && p.Next == w.Prev.Next {
+		return fmt.Sprintf("%s: leader %d, isr %v -> %v: %s", tp, p.Leader, w.Prev.ISR, p.ISR, w.Why)
 	}
 	if p.Leader == w.Prev.Leader && p.Epoch == w.Prev.Epoch && p.Next == 0 {
 		return fmt.Sprintf("%s: leader %d keeps the next segment (node %d was chosen): %s", tp, p.Leader, w.Prev.Next, w.Why)
@@ -85,17 +117,37 @@ type Decision struct {
 }
 
 // Place decides the partition records to write so that every topic is
-// placed and every partition's leader is live or, when no in-sync replica
-// is, marked leaderless.
+// placed, every partition's leader is live or, when none may lead, marked
+// leaderless, and no ISR of a live leader names a dead node.
 func Place(s State) Decision {
 	l := newLoads(s)
 	var d Decision
 	for _, tp := range sortedPartitions(s.Partitions) {
-		if _, ok := s.Topics[tp.Topic]; !ok {
+		t, ok := s.Topics[tp.Topic]
+		if !ok {
 			continue // its topic is being deleted with it
 		}
 		p := s.Partitions[tp]
-		if w, ok := failover(p, l); ok {
+		cfg := topicconfig.Resolve(t.Configs, s.Defaults)
+		quorum := len(p.Replicas) > 1 && cfg.AcksAll == "quorum"
+		if _, live := l.live[p.Leader]; live {
+			if w, ok := voidReports(p, s.Candidates[tp], l); quorum && ok {
+				d.Writes = append(d.Writes, w)
+			} else if w, ok := shrinkISR(p, l); ok {
+				d.Writes = append(d.Writes, w)
+			}
+			continue
+		}
+		var w Write
+		if quorum {
+			var problem string
+			if w, ok, problem = quorumElect(p, s.Candidates[tp], l); problem != "" {
+				d.Problems = append(d.Problems, problem)
+			}
+		} else {
+			w, ok = failover(p, l, cfg.UncleanLeaderElection)
+		}
+		if ok {
 			d.Writes = append(d.Writes, w)
 			l.lead(p.Leader, -1)
 			l.lead(w.Partition.Leader, +1)
@@ -200,17 +252,13 @@ func HandOff(p Partition, end int64) (Partition, bool) {
 }
 
 // failover returns the write that gives p a live leader, or makes it
-// leaderless, when its leader is not live.
-func failover(p Partition, l *loads) (Write, bool) {
+// leaderless, when its leader is not live. unclean lets a live replica
+// outside the ISR lead when no ISR member is live.
+func failover(p Partition, l *loads, unclean bool) (Write, bool) {
 	if _, ok := l.live[p.Leader]; ok {
 		return Write{}, false
 	}
-	var liveISR []int32
-	for _, r := range p.ISR {
-		if _, ok := l.live[r]; ok {
-			liveISR = append(liveISR, r)
-		}
-	}
+	liveISR := l.liveOf(p.ISR)
 	next := p
 	next.Replicas = slices.Clone(p.Replicas)
 	next.Epoch = p.Epoch + 1
@@ -223,6 +271,15 @@ func failover(p Partition, l *loads) (Write, bool) {
 			why = fmt.Sprintf("leader %d is dead; %d is in sync", p.Leader, next.Leader)
 		}
 		return Write{Partition: next, Prev: &prev, Why: why}, true
+	case unclean && len(l.liveOf(p.Replicas)) > 0:
+		next.Leader = l.liveOf(p.Replicas)[0]
+		next.ISR = []int32{next.Leader}
+		was := fmt.Sprintf("leader %d is dead", p.Leader)
+		if p.Leader < 0 {
+			was = "leaderless"
+		}
+		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("unclean election: %s, no in-sync replica of %v is live; %d was not in sync and may lack acknowledged records",
+			was, p.ISR, next.Leader)}, true
 	case p.Leader >= 0:
 		// The ISR is kept: its nodes hold every acknowledged record, and the
 		// first to return leads again.
@@ -230,6 +287,116 @@ func failover(p Partition, l *loads) (Write, bool) {
 		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("leader %d is dead and no in-sync replica is live", p.Leader)}, true
 	}
 	return Write{}, false // leaderless, and still no in-sync replica is live
+}
+
+// shrinkISR returns the write that takes p's dead followers out of its
+// ISR, when its leader is live. A follower that comes back stays out until
+// its leader adds it, caught up (ChangeISR).
+func shrinkISR(p Partition, l *loads) (Write, bool) {
+	live := l.liveOf(p.ISR)
+	if len(live) == len(p.ISR) || !slices.Contains(live, p.Leader) {
+		return Write{}, false
+	}
+	var dead []int32
+	for _, r := range p.ISR {
+		if !slices.Contains(live, r) {
+			dead = append(dead, r)
+		}
+	}
+	next, prev := p.clone(), p
+	next.ISR = live
+	what := fmt.Sprintf("node %d is dead", dead[0])
+	if len(dead) > 1 {
+		what = fmt.Sprintf("nodes %v are dead", dead)
+	}
+	return Write{Partition: next, Prev: &prev, Why: what + ": out of the ISR"}, true
+}
+
+// quorumElect returns the write that makes the replica with the longest
+// log among a live majority of p's replicas its leader, once that majority
+// has reported (cands). A record a quorum topic acknowledged is on a
+// majority of the replicas, so on one of any majority; the largest (last
+// epoch, log end) of a majority holds it. Until a majority reported, it
+// says what it waits for.
+func quorumElect(p Partition, cands []Candidate, l *loads) (Write, bool, string) {
+	tp := TopicPartition{p.Topic, p.Partition}
+	need := len(p.Replicas)/2 + 1
+	var got []Candidate
+	for _, c := range cands {
+		if _, live := l.live[c.Node]; live && c.LeaderEpoch == p.Epoch && slices.Contains(p.Replicas, c.Node) {
+			got = append(got, c)
+		}
+	}
+	// Ties go to the ISR's order, then the replicas'.
+	rank := func(n int32) int {
+		if i := slices.Index(p.ISR, n); i >= 0 {
+			return i
+		}
+		return len(p.ISR) + slices.Index(p.Replicas, n)
+	}
+	slices.SortFunc(got, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(b.Epoch, a.Epoch), cmp.Compare(b.End, a.End), cmp.Compare(rank(a.Node), rank(b.Node)))
+	})
+	was := fmt.Sprintf("leader %d is dead", p.Leader)
+	if p.Leader < 0 {
+		was = "leaderless"
+	}
+	if len(got) < need {
+		var from []int32
+		for _, c := range got {
+			from = append(from, c.Node)
+		}
+		slices.Sort(from)
+		return Write{}, false, fmt.Sprintf("%s: %s; a quorum election waits for %d of replicas %v to report their logs, %d did %v",
+			tp, was, need, p.Replicas, len(got), from)
+	}
+	win := got[0]
+	next, prev := p.clone(), p
+	next.Leader, next.Epoch = win.Node, p.Epoch+1
+	next.ISR = nil
+	for _, c := range got {
+		if c.Epoch == win.Epoch && c.End == win.End {
+			next.ISR = append(next.ISR, c.Node)
+		}
+	}
+	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("quorum election: %s; %d has the longest log (epoch %d, end %d) of %d reports from %d replicas",
+		was, win.Node, win.Epoch, win.End, len(got), len(p.Replicas))}, true, ""
+}
+
+// voidReports returns the write that gives p's live leader a new epoch
+// when followers reported their logs for an election at its current one:
+// it came back (re-registered) before a majority reported. A follower that
+// reported appends nothing more at that epoch, and its report, left to
+// count in a later election, would say less than its log holds; the new
+// epoch deletes the reports and lets the followers fetch again.
+func voidReports(p Partition, cands []Candidate, l *loads) (Write, bool) {
+	var from []int32
+	for _, c := range cands {
+		if c.LeaderEpoch == p.Epoch {
+			from = append(from, c.Node)
+		}
+	}
+	if len(from) == 0 {
+		return Write{}, false
+	}
+	slices.Sort(from)
+	next, prev := p.clone(), p
+	next.Epoch = p.Epoch + 1
+	if live := l.liveOf(p.ISR); slices.Contains(live, p.Leader) {
+		next.ISR = live
+	}
+	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("leader %d is back before its quorum election: a new epoch voids the reports of %v", p.Leader, from)}, true
+}
+
+// liveOf is the live nodes of ns, in their order.
+func (l *loads) liveOf(ns []int32) []int32 {
+	var out []int32
+	for _, n := range ns {
+		if _, ok := l.live[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 type nodeLoad struct {

@@ -19,15 +19,23 @@ import (
 //
 //	node add id=N [bytes=B]     a node registers (B: bytes it keeps)
 //	node dead id=N              its lease expires
-//	topic create name=T partitions=P rf=R
+//	topic create name=T partitions=P rf=R [unclean=true] [acks=quorum]
+//	topic set name=T unclean=B   alters unclean.leader.election.enable
 //	topic delete name=T         the topic and its partitions go
+//	broker unclean=B            the broker's unclean.leader.election.enable
+//	isr topic=T partition=P isr=(A,B)  the leader's ChangeISR
+//	report topic=T partition=P node=N epoch=E end=O [leader_epoch=L]
+//	                            N's ReportCandidate, at the record's current
+//	                            epoch or L (gone when N dies or the leader
+//	                            changes, as its key is)
 //	plan                        Place: the writes and problems
 //	roll topic=T partition=P at=O   the leader rolls at offset O: HandOff's record, or "stays"
 //	show                        every partition, and what each live node leads
 //	holder topic=T partition=P at=O   the node holding offset O, and where its part ends
 func TestPlacementScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/placement", func(t *testing.T, path string) {
-		h := &placementHarness{st: State{Topics: map[string]Topic{}, Partitions: map[TopicPartition]Partition{}}}
+		h := &placementHarness{st: State{Topics: map[string]Topic{}, Partitions: map[TopicPartition]Partition{},
+			Candidates: map[TopicPartition][]Candidate{}}}
 		datadriven.RunTest(t, path, h.run)
 	})
 }
@@ -54,6 +62,17 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 		return n
 	}
 	cmd := d.Cmd
+	nums := func(key string) []int32 {
+		var out []int32
+		for _, v := range strings.Split(arg(key), ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				d.Fatalf(t, "%s=%q: %v", key, arg(key), err)
+			}
+			out = append(out, int32(n))
+		}
+		return out
+	}
 	if (cmd == "node" || cmd == "topic") && len(d.CmdArgs) > 0 {
 		cmd += " " + d.CmdArgs[0].Key
 	}
@@ -68,11 +87,46 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 	case "node dead":
 		id := int32(num("id"))
 		h.st.Live = slices.DeleteFunc(h.st.Live, func(n NodeLoad) bool { return n.ID == id })
+		for tp, cs := range h.st.Candidates {
+			h.st.Candidates[tp] = slices.DeleteFunc(cs, func(c Candidate) bool { return c.Node == id })
+		}
 	case "topic create":
 		h.created++
 		name := arg("name")
+		cfg := map[string]string{}
+		if v := arg("unclean"); v != "" {
+			cfg["unclean.leader.election.enable"] = v
+		}
+		if v := arg("acks"); v != "" {
+			cfg["strata.acks.all"] = v
+		}
 		h.st.Topics[name] = Topic{Name: name, Partitions: int32(num("partitions")), ReplicationFactor: int16(num("rf")),
-			Created: time.Date(2026, 1, 1, 0, 0, h.created, 0, time.UTC)}
+			Created: time.Date(2026, 1, 1, 0, 0, h.created, 0, time.UTC), Configs: cfg}
+	case "topic set":
+		tp := h.st.Topics[arg("name")]
+		tp.Configs["unclean.leader.election.enable"] = arg("unclean")
+	case "broker":
+		h.st.Defaults = map[string]string{"unclean.leader.election.enable": arg("unclean")}
+	case "isr":
+		tp := TopicPartition{arg("topic"), int32(num("partition"))}
+		p := h.st.Partitions[tp]
+		if err := checkISR(p, nums("isr")); err != nil {
+			fmt.Fprintln(&out, "refused:", err)
+			break
+		}
+		next := p.clone()
+		next.ISR = nums("isr")
+		w := Write{Partition: next, Prev: &p, Why: "the leader's ChangeISR"}
+		fmt.Fprintln(&out, w)
+		h.apply(w)
+	case "report":
+		tp := TopicPartition{arg("topic"), int32(num("partition"))}
+		c := Candidate{Node: int32(num("node")), LeaderEpoch: h.st.Partitions[tp].Epoch, Epoch: int32(num("epoch")), End: int64(num("end"))}
+		if arg("leader_epoch") != "" {
+			c.LeaderEpoch = int32(num("leader_epoch")) // a stale report the view still holds
+		}
+		cs := slices.DeleteFunc(h.st.Candidates[tp], func(o Candidate) bool { return o.Node == c.Node })
+		h.st.Candidates[tp] = append(cs, c)
 	case "topic delete":
 		name := arg("name")
 		delete(h.st.Topics, name)
@@ -137,4 +191,7 @@ func (h *placementHarness) apply(w Write) {
 		panic(fmt.Sprintf("write %v planned from a record that is not the current one (%+v)", w, cur))
 	}
 	h.st.Partitions[tp] = w.Partition
+	if w.Prev != nil && w.Prev.Epoch != w.Partition.Epoch {
+		delete(h.st.Candidates, tp) // in the same transaction
+	}
 }

@@ -27,6 +27,7 @@ const (
 	rangePartitions
 	rangeLoads
 	rangeDeletions
+	rangeCandidates
 	numRanges
 )
 
@@ -53,13 +54,15 @@ type view struct {
 	partitions  map[TopicPartition]partitionRec
 	loads       map[int32]int64 // bytes each node keeps, as it last reported
 	deletions   map[string]deletionRec
+	candidates  map[TopicPartition]map[int32]Candidate
 	// revs holds, per range, the revision up to which it is known.
 	revs [numRanges]int64
 }
 
 func newView() view {
 	return view{nodes: map[int32]Node{}, nodeLeases: map[int32]int64{}, controllers: map[string]controllerRec{},
-		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}, loads: map[int32]int64{}, deletions: map[string]deletionRec{}}
+		topics: map[string]topicRec{}, partitions: map[TopicPartition]partitionRec{}, loads: map[int32]int64{}, deletions: map[string]deletionRec{},
+		candidates: map[TopicPartition]map[int32]Candidate{}}
 }
 
 func (v *view) controller() int32 {
@@ -73,7 +76,7 @@ func (v *view) controller() int32 {
 }
 
 func (k keys) ranges() [numRanges]string {
-	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions(), k.loads(), k.deletions()}
+	return [numRanges]string{k.nodes(), k.controller() + "/", k.topics(), k.partitions(), k.loads(), k.deletions(), k.candidates()}
 }
 
 // apply folds one key's new value (nil: deleted) into the view.
@@ -158,6 +161,33 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 			return fmt.Errorf("deletion key %q: %v", key, err)
 		}
 		v.deletions[name] = deletionRec{deletion: d, modRev: kv.ModRevision}
+	case rangeCandidates:
+		parts := strings.Split(strings.TrimPrefix(key, k.candidates()), "/")
+		if len(parts) != 3 {
+			return fmt.Errorf("candidate key %q: not {topic}/{partition}/{node}", key)
+		}
+		p, perr := strconv.ParseInt(parts[1], 10, 32)
+		node, nerr := strconv.ParseInt(parts[2], 10, 32)
+		if perr != nil || nerr != nil {
+			return fmt.Errorf("candidate key %q: not {topic}/{partition}/{node}", key)
+		}
+		tp := TopicPartition{parts[0], int32(p)}
+		if deleted {
+			delete(v.candidates[tp], int32(node))
+			if len(v.candidates[tp]) == 0 {
+				delete(v.candidates, tp)
+			}
+			return nil
+		}
+		var c Candidate
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			return fmt.Errorf("candidate key %q: %v", key, err)
+		}
+		c.Node = int32(node)
+		if v.candidates[tp] == nil {
+			v.candidates[tp] = map[int32]Candidate{}
+		}
+		v.candidates[tp][c.Node] = c
 	}
 	return nil
 }
