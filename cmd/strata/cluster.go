@@ -26,6 +26,7 @@ import (
 	"strata/engine/store"
 	"strata/tiering"
 	"strata/tiering/objstore"
+	"strata/topicconfig"
 )
 
 // meta is where a node keeps its metadata: Pebble in the data folder on a
@@ -101,14 +102,14 @@ func nodePrefix(cfg *Config) string {
 
 // joinCluster registers this node, listening for Kafka at kafkaAddr, and
 // returns the view the Kafka front end answers from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
-		Logger: log.With("component", "cluster"), Registerer: reg,
+		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker,
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
 			// node's, so the controller clears them, once.

@@ -250,7 +250,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
-		if member, view, err = joinCluster(ctx, cfg, md, cold, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
+		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
