@@ -34,7 +34,9 @@ func epochs(t *testing.T, s store.Store) store.Epochs {
 	return e
 }
 
-func ep(epoch int32, start uint64) store.EpochEntry { return store.EpochEntry{Epoch: epoch, Start: start} }
+func ep(epoch int32, start uint64) store.EpochEntry {
+	return store.EpochEntry{Epoch: epoch, Start: start}
+}
 
 func mustAssign(t *testing.T, s store.Store, shard string, epoch int32, start uint64) {
 	t.Helper()
