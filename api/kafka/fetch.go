@@ -102,9 +102,11 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			if !replica {
 				rp.ErrorCode = s.leads(t.Topic, p.Partition)
 			}
-			if rp.ErrorCode == errNone && !replica {
+			if rp.ErrorCode == errNone && !replica && p.CurrentLeaderEpoch >= 0 {
 				// A client that saw a different leader epoch re-reads
-				// Metadata before fetching (KIP-320).
+				// Metadata before fetching (KIP-320). Kafka's Fetch takes
+				// any negative epoch for none (the conformance test shows
+				// it), ListOffsets and OffsetForLeaderEpoch only -1.
 				rp.ErrorCode = s.checkCurrentEpoch(t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			}
 			if rp.ErrorCode != errNone {
