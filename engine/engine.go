@@ -59,6 +59,7 @@ var (
 	_ store.Store   = (*Adapter)(nil)
 	_ store.Replica = (*Adapter)(nil)
 	_ store.Starter = (*Adapter)(nil)
+	_ store.Epochs  = (*Adapter)(nil)
 )
 
 // Open opens every engine the config names.
@@ -250,6 +251,16 @@ func (a *Adapter) AppendAt(ctx context.Context, shard string, recs []record.Reco
 
 func (a *Adapter) TruncateTo(ctx context.Context, shard string, end uint64) error {
 	return a.replica(shard).TruncateTo(ctx, shard, end)
+}
+
+// AssignEpoch records a leader epoch in the shard's engine: every engine is
+// a store.Epochs.
+func (a *Adapter) AssignEpoch(ctx context.Context, shard string, epoch int32, start uint64) error {
+	return a.route(shard).(store.Epochs).AssignEpoch(ctx, shard, epoch, start)
+}
+
+func (a *Adapter) LeaderEpochs(ctx context.Context, shard string) ([]store.EpochEntry, error) {
+	return a.route(shard).(store.Epochs).LeaderEpochs(ctx, shard)
 }
 
 func (a *Adapter) DeleteBefore(ctx context.Context, shard string, offset uint64) error {

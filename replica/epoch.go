@@ -1,16 +1,16 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"strings"
+
+	"strata/engine/leaderepoch"
+	"strata/engine/store"
 )
 
 // Undefined is Kafka's UNDEFINED_EPOCH (-1) and UNDEFINED_EPOCH_OFFSET (-1):
 // what OffsetForLeaderEpoch answers for an epoch the history cannot place.
-const Undefined = -1
+const Undefined = leaderepoch.Undefined
 
 // EpochEntry is one leader epoch and the first offset written in it.
 type EpochEntry struct {
@@ -21,54 +21,53 @@ type EpochEntry struct {
 // EpochHistory is a shard's leader-epoch history (Kafka's leader-epoch
 // checkpoint): epochs strictly increasing, starts strictly increasing. It is
 // what lets a follower find where its log and a new leader's part ways
-// without trusting a high watermark (KIP-101), so it is durable: Encode and
-// DecodeEpochHistory are its on-disk form (docs/replication.md).
+// without trusting a high watermark (KIP-101). The engines keep it durably
+// (store.Epochs); its rules and its on-disk form are engine/leaderepoch's,
+// which this wraps with Kafka's signed offsets.
 //
 // The zero value is an empty history.
 type EpochHistory struct {
-	entries []EpochEntry
+	h leaderepoch.History
+}
+
+// HistoryOf is the history an engine keeps (store.Epochs.LeaderEpochs).
+func HistoryOf(entries []store.EpochEntry) *EpochHistory {
+	return &EpochHistory{h: append(leaderepoch.History(nil), entries...)}
+}
+
+// Engine returns the history as the engines keep it, oldest first.
+func (h *EpochHistory) Engine() []store.EpochEntry {
+	return append([]store.EpochEntry(nil), h.h...)
 }
 
 // Entries returns a copy of the history, oldest first.
 func (h *EpochHistory) Entries() []EpochEntry {
-	return append([]EpochEntry(nil), h.entries...)
+	out := make([]EpochEntry, len(h.h))
+	for i, e := range h.h {
+		out[i] = EpochEntry{Epoch: e.Epoch, Start: int64(e.Start)}
+	}
+	return out
 }
 
 // Latest returns the newest entry, and false for an empty history.
 func (h *EpochHistory) Latest() (EpochEntry, bool) {
-	if len(h.entries) == 0 {
-		return EpochEntry{}, false
-	}
-	return h.entries[len(h.entries)-1], true
+	e, ok := h.h.Latest()
+	return EpochEntry{Epoch: e.Epoch, Start: int64(e.Start)}, ok
 }
 
-// Append records that epoch's first record is at start. The same epoch again
-// at a later offset changes nothing (every batch of an epoch is appended with
-// it). A newer epoch at the latest entry's start replaces that entry: the
-// older epoch wrote nothing, and OffsetForLeaderEpoch answers the same either
-// way (Kafka's assign does the same). Anything that would move the history
-// backwards is refused, since a history out of order would answer wrong end
-// offsets and make a follower keep records the leader does not have.
+// Append records that epoch's first record is at start, with
+// leaderepoch.History.Assign's rules: the same epoch later is a no-op, a
+// newer epoch at the latest start replaces it, anything backwards is
+// refused.
 func (h *EpochHistory) Append(epoch int32, start int64) error {
 	if epoch < 0 || start < 0 {
 		return fmt.Errorf("replica: epoch history: epoch %d at offset %d: both must be >= 0", epoch, start)
 	}
-	last, ok := h.Latest()
-	switch {
-	case !ok:
-	case epoch == last.Epoch:
-		if start < last.Start {
-			return fmt.Errorf("replica: epoch history: epoch %d at offset %d: the epoch already starts at %d", epoch, start, last.Start)
-		}
-		return nil
-	case epoch < last.Epoch:
-		return fmt.Errorf("replica: epoch history: epoch %d at offset %d: older than the latest epoch %d", epoch, start, last.Epoch)
-	case start < last.Start:
-		return fmt.Errorf("replica: epoch history: epoch %d at offset %d: before epoch %d's start %d", epoch, start, last.Epoch, last.Start)
-	case start == last.Start:
-		h.entries = h.entries[:len(h.entries)-1]
+	next, _, err := h.h.Assign(epoch, uint64(start))
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
 	}
-	h.entries = append(h.entries, EpochEntry{Epoch: epoch, Start: start})
+	h.h = next
 	return nil
 }
 
@@ -80,55 +79,20 @@ func (h *EpochHistory) Append(epoch int32, start int64) error {
 // replicate from there. An epoch newer than the latest, or an empty history,
 // answers (Undefined, Undefined).
 func (h *EpochHistory) EndOffsetFor(epoch int32, logEnd int64) (int32, int64) {
-	return endOffsetFor(h.entries, epoch, logEnd)
-}
-
-func endOffsetFor(entries []EpochEntry, epoch int32, logEnd int64) (int32, int64) {
-	if len(entries) == 0 || epoch < 0 {
-		return Undefined, Undefined
-	}
-	last := entries[len(entries)-1]
-	if epoch == last.Epoch {
-		return epoch, logEnd
-	}
-	if epoch > last.Epoch {
-		return Undefined, Undefined
-	}
-	// higher: the first entry with a larger epoch; it exists since epoch < last.Epoch.
-	higher := 0
-	for higher < len(entries) && entries[higher].Epoch <= epoch {
-		higher++
-	}
-	if higher == 0 {
-		return epoch, entries[0].Start
-	}
-	return entries[higher-1].Epoch, entries[higher].Start
+	return h.h.EndOffsetFor(epoch, uint64(max(logEnd, 0)))
 }
 
 // TruncateFromEnd drops the epochs that start at or after end: what a
 // replica does to its history when it truncates its log to end.
 func (h *EpochHistory) TruncateFromEnd(end int64) {
-	i := len(h.entries)
-	for i > 0 && h.entries[i-1].Start >= end {
-		i--
-	}
-	h.entries = h.entries[:i]
+	h.h = h.h.TruncateFromEnd(uint64(max(end, 0)))
 }
 
 // TruncateFromStart forgets what retention deleted below start, keeping the
 // epoch that start falls in (moved to begin at start), so lookups of it and
 // later epochs answer as before.
 func (h *EpochHistory) TruncateFromStart(start int64) {
-	i := 0
-	for i < len(h.entries) && h.entries[i].Start <= start {
-		i++
-	}
-	if i == 0 {
-		return
-	}
-	keep := h.entries[i-1]
-	keep.Start = start
-	h.entries = append([]EpochEntry{keep}, h.entries[i:]...)
+	h.h = h.h.TruncateFromStart(uint64(max(start, 0)))
 }
 
 // ErrNoCommonEpoch is returned by TruncationPoint when the follower holds
@@ -146,9 +110,9 @@ var ErrNoCommonEpoch = errors.New("replica: the follower's records below its log
 // its own log and asks again. It never returns more than followerEnd.
 func (h *EpochHistory) TruncationPoint(followerEnd int64, leader *EpochHistory, leaderEnd int64) (int64, error) {
 	end := followerEnd
-	mine := h.entries
+	mine := h.h
 	for {
-		for len(mine) > 0 && mine[len(mine)-1].Start >= end {
+		for len(mine) > 0 && int64(mine[len(mine)-1].Start) >= end {
 			mine = mine[:len(mine)-1]
 		}
 		if end == 0 {
@@ -168,7 +132,7 @@ func (h *EpochHistory) TruncationPoint(followerEnd int64, leader *EpochHistory, 
 		// The leader never had epoch fe: everything the follower wrote from
 		// its first epoch after le on is suspect, and within le the leader's
 		// lo bounds what can agree.
-		e2, o2 := endOffsetFor(mine, le, end)
+		e2, o2 := mine.EndOffsetFor(le, uint64(end))
 		if e2 == le {
 			return min(lo, o2, end), nil
 		}
@@ -176,82 +140,21 @@ func (h *EpochHistory) TruncationPoint(followerEnd int64, leader *EpochHistory, 
 	}
 }
 
-// The encoded history: big-endian like the segment format, a CRC32C over
-// everything before it so a torn or flipped checkpoint is refused rather than
-// trusted.
-//
-//	magic "SLEH" | version u8 = 1 | count u32 | count × (epoch i32, start i64) | crc32c u32
-const (
-	epochMagic   = "SLEH"
-	epochVersion = 1
-	epochHeader  = 4 + 1 + 4
-	epochEntry   = 4 + 8
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Encode returns the history's durable form.
-func (h *EpochHistory) Encode() []byte {
-	b := make([]byte, 0, epochHeader+len(h.entries)*epochEntry+4)
-	b = append(b, epochMagic...)
-	b = append(b, epochVersion)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(h.entries)))
-	for _, e := range h.entries {
-		b = binary.BigEndian.AppendUint32(b, uint32(e.Epoch))
-		b = binary.BigEndian.AppendUint64(b, uint64(e.Start))
-	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
+// Encode returns the history's durable form (leaderepoch's "SLEH").
+func (h *EpochHistory) Encode() []byte { return h.h.Encode() }
 
 // ErrCorruptHistory wraps every error DecodeEpochHistory returns.
-var ErrCorruptHistory = errors.New("replica: corrupt epoch history")
+var ErrCorruptHistory = leaderepoch.ErrCorrupt
 
 // DecodeEpochHistory reads what Encode wrote, and refuses anything else: a
 // wrong magic, version, length or checksum, or entries out of order.
 func DecodeEpochHistory(b []byte) (*EpochHistory, error) {
-	bad := func(format string, args ...any) (*EpochHistory, error) {
-		return nil, fmt.Errorf("%w: %s", ErrCorruptHistory, fmt.Sprintf(format, args...))
+	h, err := leaderepoch.Decode(b)
+	if err != nil {
+		return nil, err
 	}
-	if len(b) < epochHeader+4 {
-		return bad("%d bytes, fewer than the %d of an empty history", len(b), epochHeader+4)
-	}
-	if string(b[:4]) != epochMagic {
-		return bad("magic %q, want %q", b[:4], epochMagic)
-	}
-	if b[4] != epochVersion {
-		return bad("version %d, want %d", b[4], epochVersion)
-	}
-	n := binary.BigEndian.Uint32(b[5:9])
-	if want := uint64(epochHeader) + uint64(n)*epochEntry + 4; uint64(len(b)) != want {
-		return bad("%d entries need %d bytes, have %d", n, want, len(b))
-	}
-	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return bad("checksum %08x, stored %08x", got, sum)
-	}
-	h := &EpochHistory{entries: make([]EpochEntry, 0, n)}
-	for i := range int(n) {
-		p := body[epochHeader+i*epochEntry:]
-		e := EpochEntry{Epoch: int32(binary.BigEndian.Uint32(p)), Start: int64(binary.BigEndian.Uint64(p[4:]))}
-		if e.Epoch < 0 || e.Start < 0 {
-			return bad("entry %d: epoch %d at offset %d: both must be >= 0", i, e.Epoch, e.Start)
-		}
-		if last, ok := h.Latest(); ok && (e.Epoch <= last.Epoch || e.Start <= last.Start) {
-			return bad("entry %d: epoch %d at offset %d does not follow epoch %d at offset %d", i, e.Epoch, e.Start, last.Epoch, last.Start)
-		}
-		h.entries = append(h.entries, e)
-	}
-	return h, nil
+	return &EpochHistory{h: h}, nil
 }
 
 // String prints the history as "epoch@start ..." for logs and tests.
-func (h *EpochHistory) String() string {
-	if len(h.entries) == 0 {
-		return "empty"
-	}
-	parts := make([]string, len(h.entries))
-	for i, e := range h.entries {
-		parts[i] = fmt.Sprintf("%d@%d", e.Epoch, e.Start)
-	}
-	return strings.Join(parts, " ")
-}
+func (h *EpochHistory) String() string { return h.h.String() }

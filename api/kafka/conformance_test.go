@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type observed struct {
 	FetchDeleted    string
 	FetchPastEnd    string
 	FetchAtEnd      string
+	Epochs          map[string]string
 	Committed       map[int32]string
 	Admin           adminObserved
 	Configs         observedConfigs
@@ -60,6 +62,17 @@ func TestSameAnswersAsApacheKafka(t *testing.T) {
 		AfterMilli:  map[int32]int64{0: 3, 1: 3},
 		CreateAgain: kerr.TopicAlreadyExists.Message, AfterDelete: map[int32]int64{0: 4, 1: 0},
 		FetchDeleted: kerr.OffsetOutOfRange.Message, FetchPastEnd: kerr.OffsetOutOfRange.Message, FetchAtEnd: "",
+		Epochs: map[string]string{
+			"fetch current=-1": "ok", "fetch current=E": "ok",
+			"fetch current=E+1": "UNKNOWN_LEADER_EPOCH", "fetch current=-2": "ok", // Fetch: any negative is none
+			"list-offsets current=-1": "ok", "list-offsets current=E": "ok",
+			"list-offsets current=E+1": "UNKNOWN_LEADER_EPOCH", "list-offsets current=-2": "FENCED_LEADER_EPOCH",
+			"offset-for-epoch current=-1": "ok", "offset-for-epoch current=E": "ok",
+			"offset-for-epoch current=E+1": "UNKNOWN_LEADER_EPOCH", "offset-for-epoch current=-2": "FENCED_LEADER_EPOCH",
+			"p1 end of E": "E ends at 6", "p1 end of E+1": "-1 ends at -1",
+			// Partition 0's records below 4 were deleted: the epoch still ends at the log end.
+			"p0 end of E": "E ends at 6",
+		},
 		Committed: map[int32]string{0: `5 "checkpoint"`},
 		Admin: adminObserved{
 			GrowValidateOnly: "ok", Grow: "ok",
@@ -183,6 +196,7 @@ func observe(t *testing.T, addr, topic string) observed {
 	o.FetchDeleted = fetchError(ctx, t, c, topic, id, 0, 1)
 	o.FetchPastEnd = fetchError(ctx, t, c, topic, id, 1, 7)
 	o.FetchAtEnd = fetchError(ctx, t, c, topic, id, 1, 6)
+	o.Epochs = observeEpochs(ctx, t, c, topic, id, max(md.Topics[topic].Partitions[1].LeaderEpoch, 0))
 
 	// A consumer without a group membership commits, then reads it back.
 	commit := kadm.Offsets{}
@@ -246,6 +260,87 @@ func fetchError(ctx context.Context, t *testing.T, c *kgo.Client, topic string, 
 		return err.(*kerr.Error).Message
 	}
 	return ""
+}
+
+// observeEpochs sends Fetch, ListOffsets and OffsetForLeaderEpoch with
+// current leader epochs around the partition's own (e: Kafka's first epoch
+// is 0; strata's single node answers -1 in Metadata and checks as 0), and
+// asks where epochs e and e+1 end. Answers name e as "E" so that both
+// brokers' read the same.
+func observeEpochs(ctx context.Context, t *testing.T, c *kgo.Client, topic string, id [16]byte, e int32) map[string]string {
+	out := map[string]string{}
+	name := func(v int32) string {
+		switch v {
+		case e:
+			return "E"
+		case e + 1:
+			return "E+1"
+		}
+		return strconv.Itoa(int(v))
+	}
+	for _, current := range []int32{-1, e, e + 1, -2} {
+		f := kmsg.NewPtrFetchRequest()
+		f.ReplicaID, f.MaxBytes, f.MaxWaitMillis = -1, 1<<20, 0
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = topic, id
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1, 0, 1<<20, current, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		f.Topics = append(f.Topics, ft)
+		fr, err := f.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatalf("fetch at current epoch %d: %v", current, err)
+		}
+		out["fetch current="+name(current)] = errName(fr.Topics[0].Partitions[0].ErrorCode)
+
+		l := kmsg.NewPtrListOffsetsRequest()
+		l.ReplicaID = -1
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = topic
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.CurrentLeaderEpoch, lp.Timestamp = 1, current, -1
+		lt.Partitions = append(lt.Partitions, lp)
+		l.Topics = append(l.Topics, lt)
+		lr, err := l.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatalf("list offsets at current epoch %d: %v", current, err)
+		}
+		out["list-offsets current="+name(current)] = errName(lr.Topics[0].Partitions[0].ErrorCode)
+
+		oc, _, _ := offsetForEpoch(ctx, t, c, topic, 1, current, e)
+		out["offset-for-epoch current="+name(current)] = errName(oc)
+	}
+	for _, asked := range []int32{e, e + 1} {
+		_, ep, end := offsetForEpoch(ctx, t, c, topic, 1, e, asked)
+		out["p1 end of "+name(asked)] = fmt.Sprintf("%s ends at %d", name(ep), end)
+	}
+	_, ep, end := offsetForEpoch(ctx, t, c, topic, 0, -1, e)
+	out["p0 end of E"] = fmt.Sprintf("%s ends at %d", name(ep), end)
+	return out
+}
+
+// errName is an error code's name, "ok" for none.
+func errName(c int16) string {
+	if err := kerr.ErrorForCode(c); err != nil {
+		return err.(*kerr.Error).Message
+	}
+	return "ok"
+}
+
+func offsetForEpoch(ctx context.Context, t *testing.T, c *kgo.Client, topic string, partition, current, asked int32) (int16, int32, int64) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, current, asked
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c)
+	if err != nil {
+		t.Fatalf("offset for leader epoch %d at current epoch %d: %v", asked, current, err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	return p.ErrorCode, p.LeaderEpoch, p.EndOffset
 }
 
 func waitLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/engine/leaderepoch"
 	"strata/engine/store"
 )
 
@@ -104,14 +105,12 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			if !replica {
 				rp.ErrorCode = s.leads(t.Topic, p.Partition)
 			}
-			if rp.ErrorCode == errNone && p.CurrentLeaderEpoch >= 0 && !replica {
+			if rp.ErrorCode == errNone && !replica && p.CurrentLeaderEpoch >= 0 {
 				// A client that saw a different leader epoch re-reads
-				// Metadata before fetching (KIP-320).
-				if e := s.epoch(t.Topic, p.Partition); p.CurrentLeaderEpoch < e {
-					rp.ErrorCode = kerr.FencedLeaderEpoch.Code
-				} else if p.CurrentLeaderEpoch > e {
-					rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-				}
+				// Metadata before fetching (KIP-320). Kafka's Fetch takes
+				// any negative epoch for none (the conformance test shows
+				// it), ListOffsets and OffsetForLeaderEpoch only -1.
+				rp.ErrorCode = s.checkCurrentEpoch(t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			}
 			if rp.ErrorCode != errNone {
 				if info, b, ok := s.leader(t.Topic, p.Partition); ok && rp.ErrorCode == kerr.NotLeaderForPartition.Code {
@@ -173,6 +172,10 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				reading++
 				mu.Unlock()
 				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: limit})
+				var epochs leaderepoch.History
+				if err == nil && len(recs) > 0 {
+					epochs, err = s.storedEpochs(ctx, rd.shard)
+				}
 				var oor *store.OutOfRangeError
 				switch {
 				case errors.As(err, &oor):
@@ -181,7 +184,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
 					rd.rp.ErrorCode = kerr.UnknownServerError.Code
 				default:
-					rd.rp.RecordBatches = encodeBatch(rd.rp.RecordBatches, recs)
+					rd.rp.RecordBatches = encodeBatches(rd.rp.RecordBatches, recs, epochs)
 				}
 				mu.Lock()
 				left += limit - len(rd.rp.RecordBatches)

@@ -207,7 +207,12 @@ func TestDeleteRecordsAndLeaderEpochs(t *testing.T) {
 		current, epoch int32
 		wantErr        int16
 		wantEnd        int64
-	}{{-1, 0, 0, 10}, {0, 0, 0, 10}, {1, 0, kerr.UnknownLeaderEpoch.Code, -1}, {-1, 3, kerr.UnknownLeaderEpoch.Code, -1}} {
+	}{
+		{-1, 0, 0, 10}, {0, 0, 0, 10},
+		{1, 0, kerr.UnknownLeaderEpoch.Code, -1},
+		{-2, 0, kerr.FencedLeaderEpoch.Code, -1}, // only -1 skips the check, as in Kafka
+		{-1, 3, 0, -1},                           // an epoch newer than the one a single node has had: UNDEFINED, as Kafka answers
+	} {
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 		rt.Topic = "del"

@@ -23,6 +23,10 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 				rp.Offset = -1
 				return rp
 			}
+			if rp.ErrorCode = s.checkCurrentEpoch(topic, p.Partition, p.CurrentLeaderEpoch); rp.ErrorCode != errNone {
+				rp.Offset = -1
+				return rp
+			}
 		}
 		local := func() kmsg.ListOffsetsResponseTopicPartition { return s.listLocal(ctx, topic, p, rp) }
 		if parts := s.parts(topic, p.Partition); !replica && len(parts) > 1 && p.Timestamp != -1 {
@@ -66,7 +70,28 @@ func (s *Server) listLocal(ctx context.Context, topic string, p kmsg.ListOffsets
 			rp.Offset = -1 // no record at or after the time
 		}
 	}
+	if rp.ErrorCode == errNone && rp.Offset >= 0 {
+		rp.LeaderEpoch = s.offsetEpoch(ctx, topic, p.Partition, p.Timestamp == -1, uint64(rp.Offset))
+	}
 	return rp
+}
+
+// offsetEpoch is the leader epoch ListOffsets answers with an offset, as
+// Kafka does: the latest epoch for the log end, else the epoch that wrote
+// the offset's record. A single node has none (-1), as its Metadata says.
+func (s *Server) offsetEpoch(ctx context.Context, topic string, partition int32, latest bool, offset uint64) int32 {
+	if info, ok := s.cluster.Partition(topic, partition); !ok || info.LeaderEpoch < 0 {
+		return -1
+	}
+	h, _, err := s.leaderEpochs(ctx, topic, partition)
+	if err != nil {
+		return -1
+	}
+	if last, ok := h.Latest(); latest && ok {
+		return last.Epoch
+	}
+	epoch, _, _ := h.EpochAt(offset)
+	return epoch
 }
 
 // maxTimestamper is a store that knows a shard's largest timestamp.

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,11 +10,11 @@ import (
 	"strata/engine/store"
 )
 
-// offsetForLeaderEpoch answers for the partition's current leader epoch (0
-// on a single node, which has had one): a lower current epoch is fenced, a
-// higher one unknown, and an epoch asked for ends at the high watermark.
-// Until replication, a partition's log never diverges between epochs, so no
-// client ever has to truncate.
+// offsetForLeaderEpoch answers from the partition's leader-epoch history
+// as Kafka's leader does (LeaderEpochFileCache.endOffsetFor): for the latest
+// epoch, the log end; for an older one, the start of the next epoch it
+// knows; for a newer one, UNDEFINED (-1, -1) without an error. The client's
+// current leader epoch is checked first (KIP-320).
 func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	resp.Topics = eachPartition[kmsg.OffsetForLeaderEpochResponseTopic](r.Topics, func(topic string, p kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochResponseTopicPartition {
@@ -22,19 +23,18 @@ func (s *Server) offsetForLeaderEpoch(ctx context.Context, r *kmsg.OffsetForLead
 		if rp.ErrorCode = s.leads(topic, p.Partition); rp.ErrorCode != errNone {
 			return rp
 		}
-		_, high, err := s.store.Watermarks(ctx, store.ShardName(topic, p.Partition))
-		epoch := s.epoch(topic, p.Partition)
+		if rp.ErrorCode = s.checkCurrentEpoch(topic, p.Partition, p.CurrentLeaderEpoch); rp.ErrorCode != errNone {
+			return rp
+		}
+		h, end, err := s.leaderEpochs(ctx, topic, p.Partition)
 		switch {
-		case err != nil:
+		case errors.Is(err, store.ErrUnknownShard):
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		case p.CurrentLeaderEpoch > epoch:
-			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-		case p.CurrentLeaderEpoch >= 0 && p.CurrentLeaderEpoch < epoch:
-			rp.ErrorCode = kerr.FencedLeaderEpoch.Code
-		case p.LeaderEpoch > epoch:
-			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		case err != nil:
+			s.log.Error("kafka: offset for leader epoch", "topic", topic, "partition", p.Partition, "err", err)
+			rp.ErrorCode = kerr.UnknownServerError.Code
 		default:
-			rp.LeaderEpoch, rp.EndOffset = min(p.LeaderEpoch, epoch), int64(high)
+			rp.LeaderEpoch, rp.EndOffset = h.EndOffsetFor(p.LeaderEpoch, end)
 		}
 		return rp
 	})

@@ -246,6 +246,9 @@ func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, i
 }
 
 func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record) (int16, int64) {
+	if code := s.assignEpoch(ctx, shard); code != errNone {
+		return code, -1
+	}
 	base, err := s.store.Append(ctx, shard, recs)
 	if err != nil {
 		s.log.Error("kafka: append", "shard", shard, "err", err)

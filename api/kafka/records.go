@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/engine/leaderepoch"
 	"strata/engine/record"
 )
 
@@ -218,11 +219,34 @@ func unsnappy(data []byte, limit int64) ([]byte, error) {
 	return out, nil
 }
 
-// encodeBatch frames stored records as one uncompressed v2 record batch
-// (seed 000: reframe on read) appended to dst. Offsets in a read are
-// contiguous. Each record's length is computed first so every byte is
-// written once, into a buffer grown once: a fetch moves megabytes.
-func encodeBatch(dst []byte, recs []record.Record) []byte {
+// encodeBatches frames stored records as uncompressed v2 record batches,
+// one per leader epoch they were written under: a batch's
+// PartitionLeaderEpoch is the epoch of the history entry that covers its
+// first offset, and a batch never spans the start of another epoch (a
+// follower records each batch's epoch from its first offset). Without a
+// history (a single node) the records are one batch with epoch -1.
+func encodeBatches(dst []byte, recs []record.Record, epochs leaderepoch.History) []byte {
+	for len(recs) > 0 {
+		epoch, next, bounded := epochs.EpochAt(recs[0].Offset)
+		n := len(recs)
+		if bounded && next-recs[0].Offset < uint64(n) {
+			n = int(next - recs[0].Offset)
+		}
+		dst = encodeEpochBatch(dst, recs[:n], epoch)
+		recs = recs[n:]
+	}
+	return dst
+}
+
+// encodeBatch frames records as one batch with no leader epoch (-1).
+func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBatch(dst, recs, -1) }
+
+// encodeEpochBatch frames stored records as one uncompressed v2 record
+// batch (seed 000: reframe on read) of leader epoch leaderEpoch appended to
+// dst. Offsets in a read are contiguous. Each record's length is computed
+// first so every byte is written once, into a buffer grown once: a fetch
+// moves megabytes.
+func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32) []byte {
 	if len(recs) == 0 {
 		return dst
 	}
@@ -240,7 +264,7 @@ func encodeBatch(dst []byte, recs []record.Record) []byte {
 	start := len(dst)
 	dst = slices.Grow(dst, size)
 	b := kmsg.RecordBatch{
-		FirstOffset: int64(recs[0].Offset), PartitionLeaderEpoch: -1, Magic: 2,
+		FirstOffset: int64(recs[0].Offset), PartitionLeaderEpoch: leaderEpoch, Magic: 2,
 		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: maxTS,
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)),
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 
+	"strata/engine/leaderepoch"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -35,12 +36,16 @@ type shard struct {
 	// follows the log end.
 	hw      uint64
 	managed bool
+	// epochs is the leader-epoch history (store.Epochs); retention trims it
+	// when it is read.
+	epochs leaderepoch.History
 }
 
 var (
 	_ store.Store   = (*Store)(nil)
 	_ store.Replica = (*Store)(nil)
 	_ store.Starter = (*Store)(nil)
+	_ store.Epochs  = (*Store)(nil)
 )
 
 // New returns an empty store keeping at most maxRecords per shard (0: 1,000,000).
@@ -352,6 +357,7 @@ func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
 	if _, hw := sh.watermarks(); end < hw {
 		return store.TruncateCommittedError(name, end, hw)
 	}
+	sh.epochs = sh.epochs.TruncateFromEnd(end)
 	for sh.end() > end {
 		r := sh.recs[len(sh.recs)-1]
 		if r.Key != nil {
@@ -364,6 +370,37 @@ func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
 		sh.recs = sh.recs[:len(sh.recs)-1]
 	}
 	return nil
+}
+
+// AssignEpoch records that the records from start on are written under
+// epoch.
+func (s *Store) AssignEpoch(ctx context.Context, name string, epoch int32, start uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if end := sh.end(); start > end {
+		return store.EpochPastLogEndError(name, epoch, start, end)
+	}
+	h, _, err := sh.epochs.TruncateFromStart(sh.low).Assign(epoch, start)
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", name, err)
+	}
+	sh.epochs = h
+	return nil
+}
+
+// LeaderEpochs returns the shard's leader-epoch history, oldest first.
+func (s *Store) LeaderEpochs(ctx context.Context, name string) ([]store.EpochEntry, error) {
+	sh, err := s.shard(name)
+	if err != nil {
+		return nil, err
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return append([]store.EpochEntry(nil), sh.epochs.TruncateFromStart(sh.low)...), nil
 }
 
 func (s *Store) Shards(ctx context.Context) ([]string, error) {

@@ -33,3 +33,22 @@ func TestEvictsOldestPastTheBound(t *testing.T) {
 		}
 	}
 }
+
+// Eviction is retention: it trims the leader-epoch history from the start,
+// keeping the epoch that covers the new low watermark.
+func TestEvictionTrimsLeaderEpochs(t *testing.T) {
+	s := New(10)
+	ctx := context.Background()
+	s.CreateShard(ctx, "m-0")
+	for i, epoch := range []int32{1, 2, 3} {
+		if err := s.AssignEpoch(ctx, "m-0", epoch, uint64(i*6)); err != nil {
+			t.Fatal(err)
+		}
+		s.Append(ctx, "m-0", storetest.Records(6, i))
+	}
+	got, err := s.LeaderEpochs(ctx, "m-0")
+	want := []store.EpochEntry{{Epoch: 2, Start: 8}, {Epoch: 3, Start: 12}}
+	if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("after evicting below 8: history %v, %v; want %v", got, err, want)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/engine/index"
+	"strata/engine/leaderepoch"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -22,6 +23,7 @@ import (
 const (
 	kindRecord = 'r' // shard, offset -> encoded record (engine/record)
 	kindMeta   = 'm' // shard -> low u64, log end u64[, high watermark u64 once managed]
+	kindEpochs = 'e' // shard -> leader-epoch history (leaderepoch's "SLEH" encoding)
 )
 
 // Store is the Pebble engine.
@@ -38,6 +40,9 @@ type shard struct {
 	marks
 	tsBucket int64
 	tsSet    bool
+	// epochs is the leader-epoch history (store.Epochs), as its key holds
+	// it; retention trims it when it is read or next written.
+	epochs leaderepoch.History
 }
 
 // marks are what a shard's meta entry keeps.
@@ -70,6 +75,7 @@ var (
 	_ store.Store   = (*Store)(nil)
 	_ store.Replica = (*Store)(nil)
 	_ store.Starter = (*Store)(nil)
+	_ store.Epochs  = (*Store)(nil)
 )
 
 // Open opens or creates the store in dir.
@@ -101,11 +107,33 @@ func Open(dir string) (*Store, error) {
 		if sh.tsBucket, sh.tsSet, err = lastTimeBucket(db, name); err != nil {
 			return s, err
 		}
+		if sh.epochs, err = loadEpochs(db, name); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
 
 func metaKey(name string) []byte { return index.Prefix(kindMeta, name) }
+
+func epochsKey(name string) []byte { return index.Prefix(kindEpochs, name) }
+
+// loadEpochs reads a shard's leader-epoch history; none is an empty one.
+func loadEpochs(db *pebble.DB, name string) (leaderepoch.History, error) {
+	v, closer, err := db.Get(epochsKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	h, err := leaderepoch.Decode(v)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: leader epochs: %w", name, err)
+	}
+	return h, nil
+}
 
 func recordKey(name string, off uint64) []byte {
 	return binary.BigEndian.AppendUint64(index.Prefix(kindRecord, name), off)
@@ -392,11 +420,22 @@ func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
 	if hw := sh.high(); end < hw {
 		return store.TruncateCommittedError(name, end, hw)
 	}
+	epochs := sh.epochs.TruncateFromEnd(end)
 	if end >= sh.end {
+		if len(epochs) == len(sh.epochs) {
+			return nil
+		}
+		if err := s.db.Set(epochsKey(name), epochs.Encode(), pebble.Sync); err != nil {
+			return fmt.Errorf("shard %s: %w", name, err)
+		}
+		sh.epochs = epochs
 		return nil
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
+	if len(epochs) != len(sh.epochs) {
+		b.Set(epochsKey(name), epochs.Encode(), nil)
+	}
 	// Key and tag entries name offsets that will hold other records.
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(name, end), UpperBound: recordKey(name, sh.end)})
 	if err != nil {
@@ -431,8 +470,46 @@ func (s *Store) TruncateTo(ctx context.Context, name string, end uint64) error {
 		return fmt.Errorf("shard %s: %w", name, err)
 	}
 	sh.end = end
+	sh.epochs = epochs
 	sh.tsBucket, sh.tsSet, err = lastTimeBucket(s.db, name)
 	return err
+}
+
+// AssignEpoch records, in one synced write, that the records from start on
+// are written under epoch.
+func (s *Store) AssignEpoch(ctx context.Context, name string, epoch int32, start uint64) error {
+	sh, err := s.shard(name)
+	if err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if start > sh.end {
+		return store.EpochPastLogEndError(name, epoch, start, sh.end)
+	}
+	h, changed, err := sh.epochs.TruncateFromStart(sh.low).Assign(epoch, start)
+	if err != nil {
+		return fmt.Errorf("shard %s: %w", name, err)
+	}
+	if !changed {
+		return nil
+	}
+	if err := s.db.Set(epochsKey(name), h.Encode(), pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: leader epochs: %w", name, err)
+	}
+	sh.epochs = h
+	return nil
+}
+
+// LeaderEpochs returns the shard's leader-epoch history, oldest first.
+func (s *Store) LeaderEpochs(ctx context.Context, name string) ([]store.EpochEntry, error) {
+	sh, err := s.shard(name)
+	if err != nil {
+		return nil, err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return append([]store.EpochEntry(nil), sh.epochs.TruncateFromStart(sh.low)...), nil
 }
 
 // lastTimeBucket is the bucket of the shard's last time-index entry: the
@@ -490,7 +567,7 @@ func (s *Store) DeleteShard(ctx context.Context, name string) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, kind := range []byte{kindRecord, kindMeta, index.KindTime, index.KindKey, index.KindTag} {
+	for _, kind := range []byte{kindRecord, kindMeta, kindEpochs, index.KindTime, index.KindKey, index.KindTag} {
 		p := index.Prefix(kind, name)
 		b.DeleteRange(p, index.UpperBound(p), nil)
 	}

@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		lifecycleChild(dir, os.Getenv("STRATA_LIFECYCLE_STEP"))
 		return
 	}
+	if dir := os.Getenv("STRATA_EPOCHS_DIR"); dir != "" {
+		epochsChild(dir, os.Getenv("STRATA_EPOCHS_STEP"))
+		return
+	}
 	if dir := os.Getenv("STRATA_START_DIR"); dir != "" {
 		startCrashChild(dir, os.Getenv("STRATA_START_STEP"))
 		return

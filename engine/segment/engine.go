@@ -26,6 +26,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
+	"strata/engine/leaderepoch"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -164,6 +165,7 @@ var (
 	_ store.Store   = (*Engine)(nil)
 	_ store.Replica = (*Engine)(nil)
 	_ store.Starter = (*Engine)(nil)
+	_ store.Epochs  = (*Engine)(nil)
 )
 
 // shard is one log. Readers take mu.RLock for a consistent view of the
@@ -206,6 +208,11 @@ type shard struct {
 	// watermark file exists (replica.go).
 	hwMu    sync.Mutex
 	hwSaved bool
+
+	// epochMu guards epochs, the leader-epoch history (epochs.go), and
+	// orders AssignEpoch with TruncateTo (taken after hwMu).
+	epochMu sync.Mutex
+	epochs  leaderepoch.History
 }
 
 // Open opens or creates the engine in cfg.Dir and recovers every shard.

@@ -62,6 +62,9 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 	sh.publishEnd(a.next)
 	err = e.loadHighWatermark(sh)
 	if err == nil {
+		err = e.loadEpochs(sh)
+	}
+	if err == nil {
 		sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 		if err = e.reindex(sh); err != nil {
 			err = fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)

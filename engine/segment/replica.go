@@ -177,15 +177,20 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	}
 	sh.hwMu.Lock() // no SetHighWatermark meanwhile: it could pass the new end
 	defer sh.hwMu.Unlock()
+	sh.epochMu.Lock() // no AssignEpoch meanwhile: it checks its start against the end
+	defer sh.epochMu.Unlock()
 	s := sh.active()
 	switch {
 	case end < sh.high:
 		return store.TruncateCommittedError(sh.name, end, sh.high)
 	case end >= s.next:
-		return nil
+		return w.e.cutEpochs(sh, end)
 	case end < s.start:
 		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d), "+
 			"and only the active segment can be truncated", sh.name, end, sh.segmentOf(end), s.no, s.start)
+	}
+	if err := w.e.cutEpochs(sh, end); err != nil {
+		return err
 	}
 	// Scan the active file: the kept records give its new length, checksum
 	// and statistics; the cut ones, their index entries' time range.

@@ -38,6 +38,8 @@ import (
 //	delete shard=S                                   (DeleteShard)
 //	set-high-watermark shard=S offset=N              (SetHighWatermark)
 //	truncate-to shard=S offset=N                     (TruncateTo)
+//	assign-epoch shard=S epoch=E offset=N            (AssignEpoch)
+//	epochs shard=S            (LeaderEpochs; no file operations)
 //	close                                            (Close)
 //	garbage shard=S bytes=N   (appends N bytes to the active segment behind the engine's back, after a close: a torn tail)
 //	orphan shard=S segment=N (writes the segment's file behind the engine's back, after a close: a removal a crash undid)
@@ -129,6 +131,22 @@ func (h *syncHarness) run(t *testing.T, d *datadriven.TestData) string {
 		var off uint64
 		d.ScanArgs(t, "offset", &off)
 		fail(h.e.TruncateTo(ctx, shard, off))
+	case "assign-epoch":
+		var off uint64
+		var epoch int
+		d.ScanArgs(t, "offset", &off)
+		d.ScanArgs(t, "epoch", &epoch)
+		fail(h.e.AssignEpoch(ctx, shard, int32(epoch), off))
+	case "epochs":
+		es, err := h.e.LeaderEpochs(ctx, shard)
+		fail(err)
+		for _, e := range es {
+			out = append(out, fmt.Sprintf("epoch %d from offset %d", e.Epoch, e.Start))
+		}
+		if len(es) == 0 {
+			out = append(out, "no epochs")
+		}
+		return strings.Join(out, "\n")
 	case "close":
 		fail(h.e.Close())
 		h.e = nil

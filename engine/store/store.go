@@ -83,6 +83,37 @@ type Replica interface {
 	TruncateTo(ctx context.Context, shard string, end uint64) error
 }
 
+// EpochEntry is one leader epoch of a shard and the first offset written
+// under it.
+type EpochEntry struct {
+	Epoch int32
+	Start uint64
+}
+
+// Epochs is the seam for a shard's leader-epoch history (Kafka's
+// leader-epoch checkpoint, docs/replication.md): the (epoch, first offset)
+// entries that record batches carry, OffsetForLeaderEpoch answers from and a
+// follower truncates by. Epochs and starts strictly increase. The history
+// follows the log: TruncateTo drops the entries that start at or after the
+// new end (even when no record is cut), retention (DeleteBefore, evictions,
+// dropped segments) forgets the epochs wholly below the low watermark,
+// keeping the one that covers it, moved to start there, and DeleteShard
+// removes it. The durable engines keep it across a restart.
+// All three engines and the adapter implement Epochs.
+type Epochs interface {
+	// AssignEpoch durably records that the records from start on are written
+	// under leader epoch. The same epoch again (at any start at or after its
+	// own) changes nothing; a newer epoch at the latest entry's start
+	// replaces that entry (the older epoch wrote nothing); a newer epoch
+	// later is added. An older epoch, or a start before the latest entry's,
+	// is refused (ErrEpochOrder, naming both), and so is a start past the
+	// log end (ErrPastLogEnd) or a negative epoch.
+	AssignEpoch(ctx context.Context, shard string, epoch int32, start uint64) error
+	// LeaderEpochs is the shard's history, oldest first; empty (nil) when
+	// no epoch was ever assigned, as on a single node.
+	LeaderEpochs(ctx context.Context, shard string) ([]EpochEntry, error)
+}
+
 // Starter is how a node takes over a partition whose earlier offsets
 // another node holds: when leadership moves at a segment roll, the new
 // leader's shard begins where the old leader's log stopped, and the offsets
@@ -110,6 +141,9 @@ var (
 	ErrCommitted = errors.New("committed records cannot be truncated")
 	// ErrPastLogEnd refuses a SetHighWatermark past the log end.
 	ErrPastLogEnd = errors.New("past the log end")
+	// ErrEpochOrder refuses an AssignEpoch that would move a shard's
+	// leader-epoch history backwards.
+	ErrEpochOrder = errors.New("leader epoch out of order")
 )
 
 // TruncateCommittedError is the error of a TruncateTo below the high watermark.
@@ -121,6 +155,11 @@ func TruncateCommittedError(shard string, end, hw uint64) error {
 // HighWatermarkPastLogEndError is the error of a SetHighWatermark past the log end.
 func HighWatermarkPastLogEndError(shard string, hw, end uint64) error {
 	return fmt.Errorf("shard %s: high watermark %d refused: the log ends at %d: %w", shard, hw, end, ErrPastLogEnd)
+}
+
+// EpochPastLogEndError is the error of an AssignEpoch past the log end.
+func EpochPastLogEndError(shard string, epoch int32, start, end uint64) error {
+	return fmt.Errorf("shard %s: leader epoch %d at offset %d refused: the log ends at %d: %w", shard, epoch, start, end, ErrPastLogEnd)
 }
 
 // CheckAppendAt checks that records carry contiguous offsets starting at

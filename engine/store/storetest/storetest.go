@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts Options) {
 	}
 	tests = append(tests, replicaTests(opts)...)
 	tests = append(tests, starterTests(opts)...)
+	tests = append(tests, epochsTests(opts)...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
