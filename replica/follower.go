@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strata/engine/store"
 	"time"
 )
 
@@ -185,21 +186,15 @@ func (n *Node) ensureManaged(ctx context.Context, shard string) error {
 }
 
 func (n *Node) history(ctx context.Context, shard string) (*EpochHistory, error) {
-	h := &EpochHistory{}
-	ep, ok := n.cfg.Store.(epochStore)
+	ep, ok := n.cfg.Store.(store.Epochs)
 	if !ok {
-		return h, nil
+		return &EpochHistory{}, nil
 	}
 	es, err := ep.LeaderEpochs(ctx, shard)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range es {
-		if err := h.Append(e.Epoch, int64(e.Start)); err != nil {
-			return nil, err
-		}
-	}
-	return h, nil
+	return HistoryOf(es), nil
 }
 
 // copyRecords appends the leader's records at their offsets, rolling where
@@ -216,7 +211,7 @@ func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd Repl
 			return end, fmt.Errorf("the leader's records skip from offset %d to %d", recs[i-1].Offset, recs[i].Offset)
 		}
 	}
-	if ep, ok := st.(epochStore); ok {
+	if ep, ok := st.(store.Epochs); ok {
 		last := int64(recs[len(recs)-1].Offset)
 		for i, e := range rd.Epochs {
 			if e.Start > last {

@@ -285,7 +285,7 @@ func (n *Node) newLeader(ctx context.Context, p *partition, a Assignment) (*Lead
 	if err := st.SetHighWatermark(ctx, p.shard, hw); err != nil {
 		return nil, err
 	}
-	if ep, ok := st.(epochStore); ok {
+	if ep, ok := st.(store.Epochs); ok {
 		if err := ep.AssignEpoch(ctx, p.shard, a.Epoch, end); err != nil {
 			return nil, fmt.Errorf("recording leader epoch %d at offset %d: %w", a.Epoch, end, err)
 		}
@@ -548,7 +548,7 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 	p.mu.Unlock()
 	st := n.cfg.Store
 	var rd ReplicaRead
-	if ep, ok := st.(epochStore); ok {
+	if ep, ok := st.(store.Epochs); ok {
 		es, err := ep.LeaderEpochs(ctx, shard)
 		if err != nil {
 			return rd, err
@@ -587,12 +587,6 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		}
 	}
 	return rd, nil
-}
-
-// epochStore is an engine that keeps each shard's leader-epoch history.
-type epochStore interface {
-	AssignEpoch(ctx context.Context, shard string, epoch int32, start uint64) error
-	LeaderEpochs(ctx context.Context, shard string) ([]store.EpochEntry, error)
 }
 
 func sorted(s []int32) []int32 {

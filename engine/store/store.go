@@ -271,10 +271,3 @@ func (b Budget) Take(n, used, size int) bool {
 	}
 	return b.MaxBytes <= 0 || used+size <= b.MaxBytes
 }
-
-// EpochEntry is one leader epoch of a shard and the first offset written
-// in it (replication, docs/replication.md).
-type EpochEntry struct {
-	Epoch int32
-	Start uint64
-}
