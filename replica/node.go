@@ -61,6 +61,8 @@ type Assignment struct {
 	Rev    int64
 	MinISR int
 	Mode   Mode
+	// LeaderLive: the leader's node holds its lease.
+	LeaderLive bool
 }
 
 // Meta is the cluster's metadata as replication reads and writes it.
@@ -76,6 +78,9 @@ type Meta interface {
 	// ChangeISR writes a new ISR to the partition record by compare-and-
 	// swap on rev, as its leader at leaderEpoch, and returns the new rev.
 	ChangeISR(ctx context.Context, topic string, partition int32, leaderEpoch int32, isr []int32, rev int64) (int64, error)
+	// ReportCandidate offers this node's log, which ends at logEnd in
+	// lastEpoch, for the election of a quorum partition's next leader.
+	ReportCandidate(ctx context.Context, topic string, partition int32, lastEpoch int32, logEnd int64) error
 }
 
 // NodeConfig configures a Node.
@@ -113,6 +118,9 @@ type partition struct {
 	leader  *Leader    // while leading
 	waiters map[ProduceID]chan Result
 	follow  *following // while following
+	// reported is the leader epoch whose election this node reported its
+	// log for (quorum mode), -1 if none.
+	reported int32
 }
 
 type following struct {
@@ -177,13 +185,17 @@ func (n *Node) reconcile(ctx context.Context, tr Transport) {
 		n.mu.Lock()
 		p := n.parts[shard]
 		if p == nil {
-			p = &partition{topic: a.Topic, p: a.Partition, shard: shard}
+			p = &partition{topic: a.Topic, p: a.Partition, shard: shard, reported: -1}
 			n.parts[shard] = p
 		}
 		n.mu.Unlock()
 		switch {
 		case a.Leader == n.cfg.Self && live:
 			n.lead(ctx, p, a)
+		case a.Leader >= 0 && a.Leader != n.cfg.Self && a.Mode == ModeQuorum && !a.LeaderLive:
+			n.depose(p, a)
+			n.stopFollowing(p)
+			n.reportCandidate(ctx, p, a)
 		case a.Leader >= 0 && a.Leader != n.cfg.Self && slices.Contains(a.Replicas, n.cfg.Self):
 			n.depose(p, a)
 			n.startFollowing(ctx, tr, p, a)
@@ -296,6 +308,44 @@ func (n *Node) newLeader(ctx context.Context, p *partition, a Assignment) (*Lead
 		MinISR: max(1, a.MinISR), LagTimeMax: n.cfg.LagTimeMax, Mode: a.Mode,
 		EpochStart: int64(end), LogEnd: int64(end), HighWatermark: int64(hw),
 	}, n.cfg.Now())
+}
+
+// reportCandidate offers this follower's log for the election of a quorum
+// partition whose leader is dead. A record acknowledged in quorum mode is on
+// a majority, not on every ISR member, so the controller elects the longest
+// log among a majority of reports (docs/cluster.md). The follower has
+// stopped copying the dead leader first: the report is a vote, and the log
+// it describes must not grow after it.
+func (n *Node) reportCandidate(ctx context.Context, p *partition, a Assignment) {
+	p.mu.Lock()
+	done := p.reported == a.Epoch
+	p.mu.Unlock()
+	if done {
+		return
+	}
+	end, err := n.cfg.Store.LogEnd(ctx, p.shard)
+	if err != nil {
+		n.cfg.Log.Warn("replica: reading the log end for a quorum election", "shard", p.shard, "err", err)
+		return
+	}
+	h, err := n.history(ctx, p.shard)
+	if err != nil {
+		n.cfg.Log.Warn("replica: reading the epochs for a quorum election", "shard", p.shard, "err", err)
+		return
+	}
+	last := int32(-1)
+	if e, ok := h.Latest(); ok {
+		last = e.Epoch
+	}
+	if err := n.cfg.Meta.ReportCandidate(ctx, p.topic, p.p, last, int64(end)); err != nil {
+		n.cfg.Log.Info("replica: quorum election report not taken (retried while the leader stays dead)", "shard", p.shard, "err", err)
+		return
+	}
+	p.mu.Lock()
+	p.reported = a.Epoch
+	p.mu.Unlock()
+	n.cfg.Log.Info("replica: reported this log for a quorum election", "shard", p.shard, "dead_leader", a.Leader, "epoch", a.Epoch,
+		"last_epoch", last, "log_end", end)
 }
 
 // depose ends p's leadership, if this node had it: produces waiting for

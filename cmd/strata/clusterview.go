@@ -181,6 +181,10 @@ func (r replicaMeta) Live() bool               { return r.m.Live() }
 func (r replicaMeta) Changed() <-chan struct{} { return r.m.Changed() }
 func (r replicaMeta) Assignments() []replica.Assignment {
 	var out []replica.Assignment
+	live := map[int32]bool{}
+	for _, n := range r.m.Nodes() {
+		live[n.ID] = true
+	}
 	for name, t := range r.m.Topics() {
 		if t.ReplicationFactor <= 1 {
 			continue
@@ -196,7 +200,7 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 				continue
 			}
 			out = append(out, replica.Assignment{Topic: name, Partition: p, Leader: part.Leader, Epoch: part.Epoch,
-				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode})
+				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode, LeaderLive: live[part.Leader]})
 		}
 	}
 	return out
@@ -204,4 +208,8 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 
 func (r replicaMeta) ChangeISR(ctx context.Context, topic string, p int32, leaderEpoch int32, isr []int32, rev int64) (int64, error) {
 	return r.m.ChangeISR(ctx, topic, p, leaderEpoch, isr, rev)
+}
+
+func (r replicaMeta) ReportCandidate(ctx context.Context, topic string, p int32, lastEpoch int32, logEnd int64) error {
+	return r.m.ReportCandidate(ctx, topic, p, lastEpoch, logEnd)
 }
