@@ -534,6 +534,7 @@ func (m *Member) DeleteTopic(ctx context.Context, name string) error {
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).
 			Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.topicPartitions(name), clientv3.WithPrefix()),
 				clientv3.OpDelete(m.keys.topicCandidates(name), clientv3.WithPrefix()),
+				clientv3.OpDelete(m.keys.topicSeals(name), clientv3.WithPrefix()),
 				clientv3.OpPut(m.keys.deletion(name), string(mark))).
 			Commit()
 		if err != nil {

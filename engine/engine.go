@@ -327,3 +327,15 @@ func (a *Adapter) RollAt(ctx context.Context, shard string, next uint64) error {
 	}
 	return nil
 }
+
+// Checksum is a local segment's CRC-32C and length as they are on disk; an
+// engine without segment files has none.
+func (a *Adapter) Checksum(ctx context.Context, shard string, no uint64) (uint32, int64, error) {
+	s, ok := a.route(shard).(interface {
+		Checksum(ctx context.Context, shard string, no uint64) (uint32, int64, error)
+	})
+	if !ok {
+		return 0, 0, fmt.Errorf("shard %s: its engine keeps no segment files", shard)
+	}
+	return s.Checksum(ctx, shard, no)
+}

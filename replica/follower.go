@@ -29,6 +29,9 @@ type FetchRequest struct {
 	MaxBytes  int32
 	Wait      time.Duration
 	Probe     bool
+	// Seals are the follower's recently sealed copies, for the leader's
+	// seal agreement.
+	Seals []Seal
 }
 
 // ErrFenced: the leader is at another epoch than the follower asked at;
@@ -105,8 +108,11 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 		return err
 	}
 	for ctx.Err() == nil {
+		p.mu.Lock()
+		seals := p.ownSeals()
+		p.mu.Unlock()
 		rd, err := tr.Fetch(ctx, a.Leader, FetchRequest{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch,
-			Offset: end, MaxBytes: n.cfg.FetchBytes, Wait: n.cfg.FetchWait})
+			Offset: end, MaxBytes: n.cfg.FetchBytes, Wait: n.cfg.FetchWait, Seals: seals})
 		if err != nil {
 			return err
 		}
@@ -114,6 +120,9 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 			if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
 				return err
 			}
+		}
+		if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
+			return err
 		}
 		if hw := min(rd.HighWatermark, end); hw > 0 {
 			if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
@@ -225,19 +234,10 @@ func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd Repl
 			}
 		}
 	}
-	sg, segmented := st.(Segmented)
 	for len(recs) > 0 {
 		first := int64(recs[0].Offset)
-		if segmented && slices.Contains(rd.Rolls, first) {
-			starts, err := sg.SegmentStarts(ctx, p.shard)
-			if err != nil {
-				return end, err
-			}
-			if len(starts) > 0 && starts[len(starts)-1] < uint64(first) {
-				if err := sg.RollAt(ctx, p.shard, uint64(first)); err != nil {
-					return end, err
-				}
-			}
+		if err := n.rollAt(ctx, p, first, rd.Rolls); err != nil {
+			return end, err
 		}
 		k := len(recs)
 		for _, r := range rd.Rolls {
@@ -253,4 +253,21 @@ func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd Repl
 		n.m.copied.Add(float64(k))
 	}
 	return end, nil
+}
+
+// rollAt seals the follower's active segment at end, the log end, if the
+// leader's next segment starts there and the follower has not rolled yet.
+func (n *Node) rollAt(ctx context.Context, p *partition, end int64, rolls []int64) error {
+	sg, ok := n.cfg.Store.(Segmented)
+	if !ok || !slices.Contains(rolls, end) {
+		return nil
+	}
+	starts, err := sg.SegmentStarts(ctx, p.shard)
+	if err != nil {
+		return err
+	}
+	if len(starts) == 0 || starts[len(starts)-1] >= uint64(end) {
+		return nil
+	}
+	return sg.RollAt(ctx, p.shard, uint64(end))
 }

@@ -14,6 +14,8 @@ type metrics struct {
 	acks            *prometheus.CounterVec
 	truncated       prometheus.Counter
 	copied          prometheus.Counter
+	seals           *prometheus.CounterVec
+	sealSeconds     prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,6 +36,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Records this node cut from its logs as a follower, where they parted from a new leader's."})),
 		copied: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_replica_copied_records_total",
 			Help: "Records this node copied from leaders as a follower."})),
+		seals: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_replica_seals_total",
+			Help: "Segments this node sealed for the cluster as a leader, by result: agreed (every ISR member's copy equal), or differ (some left out of its replicas)."},
+			[]string{"result"})),
+		sealSeconds: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_replica_seal_seconds",
+			Help:    "Time from the leader's roll to the segment's seal recorded in etcd with the ISR's agreement.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})),
 	}
 }
 

@@ -81,6 +81,10 @@ type Meta interface {
 	// ReportCandidate offers this node's log, which ends at logEnd in
 	// lastEpoch, for the election of a quorum partition's next leader.
 	ReportCandidate(ctx context.Context, topic string, partition int32, lastEpoch int32, logEnd int64) error
+	// RecordSeal records a segment sealed for the cluster, as the
+	// partition's leader at leaderEpoch: its checksum and the replicas
+	// whose copies agree.
+	RecordSeal(ctx context.Context, topic string, partition int32, leaderEpoch int32, s SealRecord) error
 }
 
 // NodeConfig configures a Node.
@@ -121,6 +125,12 @@ type partition struct {
 	// reported is the leader epoch whose election this node reported its
 	// log for (quorum mode), -1 if none.
 	reported int32
+	// seals are this replica's recently sealed segments; reports what each
+	// follower reported of its own (leader); sealing: a record is being
+	// written.
+	seals   []pendingSeal
+	reports map[int32]map[uint64]Seal
+	sealing bool
 }
 
 type following struct {
@@ -386,6 +396,7 @@ func (n *Node) tick() {
 		p.mu.Lock()
 		if p.leader != nil {
 			n.apply(p, p.leader.Tick(now))
+			n.settleSeals(p)
 		}
 		p.mu.Unlock()
 	}
@@ -568,7 +579,7 @@ var ErrDiverged = errors.New("replica: fetch past the leader's log end")
 // epoch: it first counts as the follower's proof that it holds everything
 // below offset (probe: it has not truncated against this leader yet, so it
 // proves nothing and gets only the leader's log end and epochs).
-func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool) (ReplicaRead, error) {
+func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool, seals []Seal) (ReplicaRead, error) {
 	p := n.part(shard)
 	if p == nil {
 		return ReplicaRead{}, ErrNotLeader
@@ -587,6 +598,7 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		p.mu.Unlock()
 		return ReplicaRead{LogEnd: end}, fmt.Errorf("%w: node %d at %d, the log ends at %d", ErrDiverged, follower, offset, end)
 	}
+	p.takeReports(follower, seals)
 	if !probe {
 		outs, err := p.leader.FollowerFetched(n.cfg.Now(), follower, offset)
 		if err != nil {
@@ -616,20 +628,28 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		return rd, err
 	}
 	rd.HighWatermark, rd.LogEnd, rd.LogStart = int64(hw), int64(end), int64(low)
-	if probe || offset == int64(end) {
+	if probe {
 		return rd, nil
 	}
-	recs, err := st.ReadToLogEnd(ctx, shard, uint64(offset), store.Budget{MaxBytes: int(maxBytes)})
-	if err != nil {
-		return rd, err
+	last := uint64(offset) // the offset after the last record sent
+	if offset < int64(end) {
+		recs, err := st.ReadToLogEnd(ctx, shard, uint64(offset), store.Budget{MaxBytes: int(maxBytes)})
+		if err != nil {
+			return rd, err
+		}
+		rd.Records = recs
+		if len(recs) > 0 {
+			last = recs[len(recs)-1].Offset + 1
+		}
 	}
-	rd.Records = recs
-	if sg, ok := st.(Segmented); ok && len(recs) > 0 {
+	// Where the leader's segments start among what the follower will hold
+	// after this fetch, the end included: a segment sealed by time, with
+	// nothing after it yet, is sealed on the follower too.
+	if sg, ok := st.(Segmented); ok {
 		starts, err := sg.SegmentStarts(ctx, shard)
 		if err != nil {
 			return rd, err
 		}
-		last := recs[len(recs)-1].Offset
 		for _, s := range starts[min(1, len(starts)):] {
 			if s >= uint64(offset) && s <= last {
 				rd.Rolls = append(rd.Rolls, int64(s))

@@ -36,9 +36,38 @@ const (
 	// tagEpochs, on a response partition: the leader's epoch history in
 	// its durable form (replica.EpochHistory.Encode).
 	tagEpochs = 0x5304
+	// tagSeals, on a request partition: the follower's recently sealed
+	// copies, count u32, then count × (start u64, end u64, crc32c u32).
+	tagSeals = 0x5305
 
 	flagProbe = 1
 )
+
+func encodeSeals(seals []replica.Seal) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(seals)))
+	for _, s := range seals {
+		b = binary.BigEndian.AppendUint64(b, s.Start)
+		b = binary.BigEndian.AppendUint64(b, s.End)
+		b = binary.BigEndian.AppendUint32(b, s.CRC)
+	}
+	return b
+}
+
+// decodeSeals reads a follower's seal reports: bytes from the network.
+func decodeSeals(b []byte) ([]replica.Seal, error) {
+	if len(b) < 4 || uint64(len(b)-4) != 20*uint64(binary.BigEndian.Uint32(b)) {
+		return nil, fmt.Errorf("sealed segments: %d bytes do not hold the count they give", len(b))
+	}
+	var out []replica.Seal
+	for b = b[4:]; len(b) > 0; b = b[20:] {
+		s := replica.Seal{Start: binary.BigEndian.Uint64(b), End: binary.BigEndian.Uint64(b[8:]), CRC: binary.BigEndian.Uint32(b[16:])}
+		if s.End <= s.Start {
+			return nil, fmt.Errorf("sealed segment [%d, %d): it ends before it starts", s.Start, s.End)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
 
 // replicaFetchFlags reports whether p is a follower's fetch, and its flags.
 func replicaFetchFlags(p kmsg.FetchRequestTopicPartition) (flags byte, ok bool) {
@@ -114,7 +143,17 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 			rp.RecordBatches = []byte{}
 			flags, _ := replicaFetchFlags(p)
 			shard := store.ShardName(t.Topic, p.Partition)
-			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, p.PartitionMaxBytes, flags&flagProbe != 0)
+			var seals []replica.Seal
+			var err error
+			p.UnknownTags.Each(func(k uint32, v []byte) {
+				if k == tagSeals {
+					seals, err = decodeSeals(v)
+				}
+			})
+			if err != nil {
+				s.log.Warn("kafka: a follower's fetch with malformed seal reports", "shard", shard, "follower", follower, "err", err)
+			}
+			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, p.PartitionMaxBytes, flags&flagProbe != 0, seals)
 			if rp.ErrorCode = replicaFetchCode(err); rp.ErrorCode != errNone {
 				if rp.ErrorCode == kerr.UnknownServerError.Code {
 					s.log.Error("kafka: a follower's fetch", "shard", shard, "follower", follower, "offset", p.FetchOffset, "err", err)
@@ -194,6 +233,9 @@ func (t replicaTransport) Fetch(ctx context.Context, leader int32, fr replica.Fe
 		flags |= flagProbe
 	}
 	rp.UnknownTags.Set(tagReplicaFetch, []byte{flags})
+	if len(fr.Seals) > 0 {
+		rp.UnknownTags.Set(tagSeals, encodeSeals(fr.Seals))
+	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, b)

@@ -213,3 +213,7 @@ func (r replicaMeta) ChangeISR(ctx context.Context, topic string, p int32, leade
 func (r replicaMeta) ReportCandidate(ctx context.Context, topic string, p int32, lastEpoch int32, logEnd int64) error {
 	return r.m.ReportCandidate(ctx, topic, p, lastEpoch, logEnd)
 }
+
+func (r replicaMeta) RecordSeal(ctx context.Context, topic string, p int32, leaderEpoch int32, s replica.SealRecord) error {
+	return r.m.RecordSeal(ctx, topic, p, leaderEpoch, cluster.SealRecord{Start: s.Start, End: s.End, CRC: s.CRC, Replicas: s.Replicas})
+}

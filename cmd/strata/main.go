@@ -194,7 +194,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	// its segments in its own catalog; a cluster node's catalog is in etcd
 	// and never predates the manifest.
 	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
-	rolled := make(chan string, 1024) // in a cluster: shards the engine rolled
+	rolled := &rolls{shards: make(chan string, 1024)} // in a cluster: shards the engine rolled
 	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
 	if err != nil {
 		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
@@ -264,7 +264,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			member.Close()
 		}()
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
-		go handOver(bg, member, store.SegmentEngine(), rolled, log.With("component", "cluster"))
+		go handOver(bg, member, store.SegmentEngine(), rolled.shards, log.With("component", "cluster"))
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
 	}
 	var claims tiering.Claims // nil: this node alone tiers its segments
@@ -307,6 +307,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		Auth:             sec.auth, Replication: repl,
 	})
 	if repl != nil {
+		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
 	}
 	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,

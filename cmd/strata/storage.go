@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"strata/catalog/pebblecat"
 	"strata/engine"
 	"strata/engine/segment"
+	"strata/replica"
 	"strata/tiering"
 	"strata/tiering/objstore"
 )
@@ -41,7 +43,7 @@ func folderLocked(dataDir string) bool {
 
 // openStorage opens the storage adapter the config describes, with the
 // catalog and the cold tier listening to the segment engine.
-func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled chan<- string, log *slog.Logger) (*engine.Adapter, error) {
+func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled *rolls, log *slog.Logger) (*engine.Adapter, error) {
 	return engine.Open(engine.Config{
 		Default:          cfg.Engine.Default,
 		TopicEngine:      topics.engine,
@@ -101,8 +103,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 // topic's objects are every node's, so the controller clears a deleted
 // topic's (cluster.Config.ClearTopic) and a node's shard deletion leaves
 // them. In a cluster it also tells rolled of each roll: the moment a
-// partition may be handed to another node.
-func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled chan<- string, log *slog.Logger) segment.EventListener {
+// partition may be handed to another node, and, for a replicated one, a
+// sealed copy whose checksum the replicas compare.
+func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled *rolls, log *slog.Logger) segment.EventListener {
 	l := tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)
 	if cfg.Cluster.Enabled() {
 		l.ShardDeleted = tiering.Listen(cat, nil, cfg.Tiering.Prefix, log).ShardDeleted
@@ -111,12 +114,22 @@ func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled cha
 			if err := sealed(s, next); err != nil {
 				return err
 			}
+			if n := rolled.replication.Load(); n != nil {
+				n.Sealed(s.Shard, s.No, replica.Seal{Start: s.StartOffset, End: s.EndOffset, CRC: s.Checksum})
+			}
 			select {
-			case rolled <- s.Shard:
+			case rolled.shards <- s.Shard:
 			default: // a backlog of rolls: this partition hands over at its next one
 			}
 			return nil
 		}
 	}
 	return l
+}
+
+// rolls is where a cluster node's engine tells of its rolls: the shards, for
+// handoffs, and replication's seal agreement, once it runs.
+type rolls struct {
+	shards      chan string
+	replication atomic.Pointer[replica.Node]
 }

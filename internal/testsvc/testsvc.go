@@ -322,6 +322,9 @@ func (p *Process) Stop() {
 	p.cmd = nil
 }
 
+// Dir is the service's data folder.
+func (p *Process) Dir() string { return p.dir }
+
 // Kill ends the service with SIGKILL, as a crash would.
 func (p *Process) Kill() {
 	if p.cmd == nil || !p.running() {
