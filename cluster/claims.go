@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strata/engine/store"
 	"strconv"
 	"time"
@@ -58,6 +59,12 @@ func (m *Member) Claim(ctx context.Context, shard string, startOffset, endOffset
 	// new topic's belong.
 	var guards []clientv3.Cmp
 	if tp, ok := store.ParseShard(shard); ok {
+		if mine, why, err := m.replicaTurn(ctx, TopicPartition{tp.Topic, tp.Partition}, startOffset, endOffset); err != nil || !mine {
+			if why != "" {
+				m.log.Debug("cluster: a replicated segment left to tier later or elsewhere", "shard", shard, "start", startOffset, "why", why)
+			}
+			return nil, false, err
+		}
 		marker, err := m.cli.Get(ctx, m.shardKeys().of(shard))
 		if err != nil {
 			return nil, false, fmt.Errorf("cluster: claiming a segment of %s: %w", shard, err)
@@ -108,4 +115,52 @@ func releaseClaim(cli *clientv3.Client, key string, rev int64) {
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
+}
+
+// sealGrace is how long after a replicated segment's seal the replicas
+// other than the preferred one leave it to that one: past it, any replica
+// with a verified copy tiers it (the preferred one may be slow or gone).
+const sealGrace = time.Minute
+
+// replicaTurn says whether this node may tier the segment of a partition
+// with several replicas now (why not, if not). Only a segment sealed for
+// the cluster (replica.DecideSeal: its copies compared) is tiered, only
+// from a replica whose copy agreed, and first by the least loaded live one
+// of those, so the work spreads and the former leader need not be alive.
+func (m *Member) replicaTurn(ctx context.Context, tp TopicPartition, start, end uint64) (mine bool, why string, err error) {
+	m.mu.Lock()
+	t, ok := m.view.topics[tp.Topic]
+	m.mu.Unlock()
+	if !ok || t.ReplicationFactor <= 1 {
+		return true, "", nil
+	}
+	rec, ok, err := m.Seal(ctx, tp.Topic, tp.Partition, start)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !ok:
+		return false, "not sealed for the cluster yet (its replicas' copies not compared)", nil
+	case rec.End != end:
+		return false, fmt.Sprintf("sealed for the cluster as offsets %d to %d, here %d to %d", rec.Start, rec.End, start, end), nil
+	case !slices.Contains(rec.Replicas, m.cfg.Self.ID):
+		return false, fmt.Sprintf("this node's copy did not agree with the leader's; replicas %v", rec.Replicas), nil
+	}
+	if time.Since(rec.Sealed) > sealGrace {
+		return true, "", nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	best, bestBytes := int32(-1), int64(0)
+	for _, r := range rec.Replicas {
+		if _, live := m.view.nodes[r]; !live {
+			continue
+		}
+		if b := m.view.loads[r]; best < 0 || b < bestBytes {
+			best, bestBytes = r, b
+		}
+	}
+	if best >= 0 && best != m.cfg.Self.ID {
+		return false, fmt.Sprintf("left to node %d, the least loaded replica, for %s after the seal", best, sealGrace), nil
+	}
+	return true, "", nil
 }

@@ -16,14 +16,14 @@ import (
 // with the replicas that agree. Tiering then takes the segment from any of
 // them, never from one whose copy differs.
 
-// Seal is one replica's sealed copy of a segment: offsets [Start, End) and
+// Seal is one replica's sealed copy of a segment: offsets Start through End (its last) and
 // the CRC-32C of the file.
 type Seal struct {
 	Start, End uint64
 	CRC        uint32
 }
 
-func (s Seal) String() string { return fmt.Sprintf("[%d, %d) crc %08x", s.Start, s.End, s.CRC) }
+func (s Seal) String() string { return fmt.Sprintf("[%d, %d] crc %08x", s.Start, s.End, s.CRC) }
 
 // SealVerdict is what the leader decides about one of its sealed segments.
 type SealVerdict struct {
