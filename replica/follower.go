@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strata/engine/record"
 	"strata/engine/store"
 	"time"
 )
@@ -120,6 +121,15 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 			if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
 				return err
 			}
+			if n.limiter != nil {
+				size := 0
+				for i := range rd.Records {
+					size += record.Size(&rd.Records[i])
+				}
+				if err := n.limiter.WaitN(ctx, min(size, n.limiter.Burst())); err != nil {
+					return err
+				}
+			}
 		}
 		if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
 			return err
@@ -220,26 +230,29 @@ func (n *Node) copyRecords(ctx context.Context, p *partition, end int64, rd Repl
 			return end, fmt.Errorf("the leader's records skip from offset %d to %d", recs[i-1].Offset, recs[i].Offset)
 		}
 	}
-	if ep, ok := st.(store.Epochs); ok {
-		last := int64(recs[len(recs)-1].Offset)
-		for i, e := range rd.Epochs {
-			if e.Start > last {
-				break
-			}
-			if i+1 < len(rd.Epochs) && rd.Epochs[i+1].Start <= end {
-				continue // it ends before the records copied here
-			}
-			if err := ep.AssignEpoch(ctx, p.shard, e.Epoch, uint64(max(e.Start, end))); err != nil {
-				return end, fmt.Errorf("recording leader epoch %d: %w", e.Epoch, err)
-			}
-		}
-	}
+	ep, keepsEpochs := st.(store.Epochs)
 	for len(recs) > 0 {
 		first := int64(recs[0].Offset)
 		if err := n.rollAt(ctx, p, first, rd.Rolls); err != nil {
 			return end, err
 		}
+		// The epoch the leader wrote these records in, recorded as the log
+		// reaches its start (the engines refuse an epoch past the log end).
 		k := len(recs)
+		for i, e := range rd.Epochs {
+			if e.Start > first {
+				k = min(k, int(e.Start-first))
+				break
+			}
+			if i+1 < len(rd.Epochs) && rd.Epochs[i+1].Start <= first {
+				continue
+			}
+			if keepsEpochs {
+				if err := ep.AssignEpoch(ctx, p.shard, e.Epoch, uint64(first)); err != nil {
+					return end, fmt.Errorf("recording leader epoch %d: %w", e.Epoch, err)
+				}
+			}
+		}
 		for _, r := range rd.Rolls {
 			if r > first && r-first < int64(k) {
 				k = int(r - first)

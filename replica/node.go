@@ -14,6 +14,7 @@ import (
 	"strata/engine/store"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // Node runs replication for the partitions this node holds a replica of:
@@ -23,8 +24,9 @@ import (
 // cluster's partition records in etcd); what it does comes from the pure
 // state machines in this package. docs/replication.md has the protocol.
 type Node struct {
-	cfg NodeConfig
-	m   *metrics
+	cfg     NodeConfig
+	m       *metrics
+	limiter *rate.Limiter // nil: copying is not throttled
 
 	mu    sync.Mutex
 	parts map[string]*partition // by shard, every replicated partition this node holds
@@ -99,6 +101,11 @@ type NodeConfig struct {
 	// records (the long poll); FetchBytes bounds one fetch's records.
 	FetchWait  time.Duration
 	FetchBytes int32
+	// FetchRate bounds the bytes per second this node copies as a
+	// follower, all partitions together (Kafka's
+	// follower.replication.throttled.rate); 0: no bound. A far-behind
+	// follower then catches up at that pace, FetchBytes at a time.
+	FetchRate  int64
 	Log        *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics
 	Now        func() time.Time
@@ -163,7 +170,11 @@ func NewNode(cfg NodeConfig) *Node {
 	if cfg.Lead == nil {
 		cfg.Lead = func(string) {}
 	}
-	return &Node{cfg: cfg, m: newMetrics(cfg.Registerer), parts: map[string]*partition{}}
+	n := &Node{cfg: cfg, m: newMetrics(cfg.Registerer), parts: map[string]*partition{}}
+	if cfg.FetchRate > 0 {
+		n.limiter = rate.NewLimiter(rate.Limit(cfg.FetchRate), int(max(cfg.FetchRate, int64(cfg.FetchBytes))))
+	}
+	return n
 }
 
 // Run keeps the node's roles in step with the metadata until ctx ends:

@@ -49,6 +49,9 @@ type ClusterConfig struct {
 	// ReplicaLagTimeMax is Kafka's replica.lag.time.max.ms: a follower not
 	// caught up for this long leaves the ISR.
 	ReplicaLagTimeMax Duration `yaml:"replica_lag_time_max"`
+	// FollowerThrottledRate bounds the bytes per second this node copies as
+	// a follower (Kafka's follower.replication.throttled.rate); 0: none.
+	FollowerThrottledRate Bytes `yaml:"follower_throttled_rate"`
 	// PeerUser is the kafka.sasl user a node signs in as when it reads
 	// another node's part of a partition's log; it needs consume on every
 	// topic. Required when kafka.sasl is on.

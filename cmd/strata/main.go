@@ -289,7 +289,8 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if member != nil {
 		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store,
 			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker},
-			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), Log: log.With("component", "replica"), Registerer: reg,
+			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), FetchRate: int64(cfg.Cluster.FollowerThrottledRate),
+			Log: log.With("component", "replica"), Registerer: reg,
 			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) }})
 	}
 	ksrv = kafka.New(store, kafka.Config{
