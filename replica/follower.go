@@ -134,6 +134,12 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 		if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
 			return err
 		}
+		// Records the leader deleted (DeleteRecords) go here too.
+		if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
+			if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
+				return err
+			}
+		}
 		if hw := min(rd.HighWatermark, end); hw > 0 {
 			if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
 				return err
@@ -182,6 +188,11 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 	}
 	if err != nil {
 		return 0, err
+	}
+	if rd.LogStart > to {
+		// Everything this replica holds is below the leader's log start
+		// (deleted there since): it starts over where the leader's log does.
+		return n.restartAt(ctx, p, rd.LogStart)
 	}
 	if to < end {
 		n.cfg.Log.Info("replica: truncating to the leader's log", "shard", p.shard, "leader", a.Leader, "epoch", a.Epoch, "from", end, "to", to)
@@ -283,4 +294,20 @@ func (n *Node) rollAt(ctx context.Context, p *partition, end int64, rolls []int6
 		return nil
 	}
 	return sg.RollAt(ctx, p.shard, uint64(end))
+}
+
+// restartAt empties this replica's log of p and starts it at start.
+func (n *Node) restartAt(ctx context.Context, p *partition, start int64) (int64, error) {
+	st, ok := n.cfg.Store.(store.Starter)
+	if !ok {
+		return 0, fmt.Errorf("the leader's log starts at %d, past this replica's, and this engine cannot start a shard there", start)
+	}
+	n.cfg.Log.Warn("replica: this replica's log is all below the leader's log start: starting it over there", "shard", p.shard, "start", start)
+	if err := n.cfg.Store.DeleteShard(ctx, p.shard); err != nil {
+		return 0, err
+	}
+	if err := st.CreateShardAt(ctx, p.shard, uint64(start)); err != nil {
+		return 0, err
+	}
+	return start, n.ensureManaged(ctx, p.shard)
 }

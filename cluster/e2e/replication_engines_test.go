@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Replication runs over the engines' replication seam, so a replicated
@@ -31,6 +35,30 @@ func TestReplicationOnEveryEngine(t *testing.T) {
 			got := c.consume(other, topic, len(want))
 			if !slices.Equal(got[0], want) {
 				t.Fatalf("read %d records %v..., want the %d produced", len(got[0]), head(got[0]), len(want))
+			}
+			// Records deleted at the leader are deleted at its followers:
+			// the next leader's log starts there too.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm := kadm.NewClient(c.client(other))
+			del, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 50}}})
+			if err == nil {
+				err = del.Error()
+			}
+			if err != nil {
+				t.Fatalf("DeleteRecords before 50: %v", err)
+			}
+			time.Sleep(time.Second) // a fetch round or two
+			l, _ = c.isrs(other, topic)
+			c.nodes[l[0]].Kill()
+			survivor := l[0]%3 + 1
+			c.waitLeader(topic, survivor, l[0])
+			starts, err := kadm.NewClient(c.client(survivor)).ListStartOffsets(ctx, topic)
+			if err == nil {
+				err = starts.Error()
+			}
+			if o, _ := starts.Lookup(topic, 0); err != nil || o.Offset != 50 {
+				t.Fatalf("after DeleteRecords before 50 and a failover, the log starts at %d (%v), want 50", o.Offset, err)
 			}
 		})
 	}
