@@ -44,7 +44,7 @@ func (c *cluster) startLoad(h *history, topic string, parts []int32, rate int, v
 		// STRATA_TEST_LOGS keeps the producers' own logs too, beside the
 		// nodes' (internal/testsvc).
 		if dir := os.Getenv("STRATA_TEST_LOGS"); dir != "" {
-			name := fmt.Sprintf("%s-producer-via%d.log", strings.ReplaceAll(c.t.Name(), "/", "_"), id)
+			name := fmt.Sprintf("%s-producer-%s-via%d.log", strings.ReplaceAll(c.t.Name(), "/", "_"), topic, id)
 			if f, err := os.Create(filepath.Join(dir, name)); err == nil {
 				c.t.Cleanup(func() { f.Close() })
 				opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, nil)))

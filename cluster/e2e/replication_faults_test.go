@@ -199,7 +199,13 @@ func TestSlowFollowerLeavesISRAndRejoins(t *testing.T) {
 	defer stopI()
 	stopQ := c.startLoad(hq, "quorum", []int32{0}, 100, via...)
 	defer stopQ()
-	time.Sleep(time.Second)
+	// The lag is measured from when both topics take writes.
+	for deadline := time.Now().Add(15 * time.Second); hi.numAcked() == 0 || hq.numAcked() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no write acknowledged 15s after the load started: isr %d, quorum %d", hi.numAcked(), hq.numAcked())
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	t.Logf("node %d follows isr-0 (led by %d) and quorum-0 (led by %d), slowly", slow, li[0], lq[0])
 	began := time.Now()
 	var left sync.Map // topic: whether slow was seen out of its ISR
@@ -295,8 +301,7 @@ func TestNodeLostItsDataRefilled(t *testing.T) {
 	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5")
 	replicatedTopic(t, c, "disk", 2)
 	h := newHistory()
-	for p, vs := range c.produce(1, "disk", []int32{0, 1}, 200, "before") {
-		_ = p
+	for _, vs := range c.produce(1, "disk", []int32{0, 1}, 200, "before") {
 		for _, v := range vs {
 			h.ack(v, -1, -1) // offsets unknown to ProduceSync's caller: found by value
 		}
