@@ -33,6 +33,9 @@ type cluster struct {
 	nodes map[int32]*testsvc.Process
 	sets  []string  // more settings for every node
 	opts  []kgo.Opt // more options for every client (TLS, SASL)
+	// With proxies (newProxiedCluster): each node's Kafka listener as its
+	// peers reach it, and its way to etcd.
+	kproxy, eproxy map[int32]*netProxy
 }
 
 const sessionTTL = 2 * time.Second

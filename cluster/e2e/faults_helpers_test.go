@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +39,18 @@ func (c *cluster) startLoad(h *history, topic string, parts []int32, rate int, v
 	var wg sync.WaitGroup
 	for _, id := range via {
 		// franz-go's producer is idempotent by default, with acks=all.
-		cl := c.client(id, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.MaxBufferedRecords(50000))
+		opts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.MaxBufferedRecords(50000)}
+		// STRATA_TEST_LOGS keeps the producers' own logs too, beside the
+		// nodes' (internal/testsvc).
+		if dir := os.Getenv("STRATA_TEST_LOGS"); dir != "" {
+			name := fmt.Sprintf("%s-producer-%s-via%d.log", strings.ReplaceAll(c.t.Name(), "/", "_"), topic, id)
+			if f, err := os.Create(filepath.Join(dir, name)); err == nil {
+				c.t.Cleanup(func() { f.Close() })
+				opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, nil)))
+			}
+		}
+		cl := c.client(id, opts...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -81,43 +81,73 @@ func (c *cluster) waitISR(from int32, topic string, n int) {
 }
 
 // The leader of a partition with three replicas is killed (SIGKILL) under
-// idempotent acks=all load, again and again: a follower in the ISR takes
-// over, the killed node comes back as a follower and catches up, and no
-// write that was acknowledged is lost, none is stored twice, and no two
-// reads disagree about an offset.
+// idempotent acks=all load, again and again, on three nodes and on five:
+// a follower in the ISR takes over, the killed node comes back as a
+// follower and catches up, and no write that was acknowledged is lost,
+// none is stored twice, no two reads disagree about an offset, and the
+// replicas left hold the same records. With the last kill of each (for
+// good) the suite kills a leader 20 times here.
 func TestReplicatedLeaderKilledUnderLoad(t *testing.T) {
-	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=2s")
+	for _, tc := range []struct {
+		name         string
+		nodes, kills int
+	}{
+		{"3 nodes", 3, 9},
+		{"5 nodes", 5, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) { leaderKilledUnderLoad(t, tc.nodes, tc.kills) })
+	}
+}
+
+func leaderKilledUnderLoad(t *testing.T, nodes, kills int) {
+	c := newClusterWith(t, nodes, "cluster.replica_lag_time_max=2s")
 	two := "2"
 	createReplicated(t, c, "rep", 3, 3, map[string]*string{"min.insync.replicas": &two})
 	c.waitISR(1, "rep", 3)
 	h := newHistory()
-	stop := c.startLoad(h, "rep", []int32{0, 1, 2}, 100, 1, 2, 3)
+	all := make([]int32, 0, nodes)
+	for id := int32(1); id <= int32(nodes); id++ {
+		all = append(all, id)
+	}
+	stop := c.startLoad(h, "rep", []int32{0, 1, 2}, 100, all[:3]...)
 	defer stop()
-	const kills = 4
+	began := time.Now()
 	for i := 0; i < kills; i++ {
-		time.Sleep(2 * time.Second)
-		leaders, _ := c.isrs(1+int32(i%3), "rep")
-		victim := leaders[int32(i%3)]
+		time.Sleep(time.Second)
+		p := int32(i % 3)
+		ask := int32(i%nodes) + 1
+		leaders, _ := c.isrs(ask, "rep")
+		victim := leaders[p]
 		if victim < 0 {
-			t.Fatalf("kill %d: partition %d has no leader: %v", i, i%3, leaders)
+			t.Fatalf("kill %d: partition %d has no leader: %v", i, p, leaders)
 		}
-		t.Logf("kill %d: SIGKILL node %d, leader of rep-%d", i, victim, i%3)
+		other := victim%int32(nodes) + 1
+		t.Logf("kill %d: SIGKILL node %d, leader of rep-%d", i, victim, p)
+		killed := time.Now()
 		c.nodes[victim].Kill()
-		time.Sleep(sessionTTL + time.Second)
-		c.nodes[victim].Restart()
-		c.waitISR(victim%3+1, "rep", 3)
+		next := c.newLeader(other, "rep", p, victim)
+		t.Logf("kill %d: node %d leads rep-%d %s after", i, next, p, time.Since(killed).Round(100*time.Millisecond))
+		c.restart(victim)
+		c.waitISR(other, "rep", 3)
 	}
 	// The last kill is for good: every acknowledged record is read from
-	// the two replicas left.
+	// the replicas left, which hold the same records.
 	leaders, _ := c.isrs(1, "rep")
 	gone := leaders[0]
 	c.nodes[gone].Kill()
-	left := gone%3 + 1
-	time.Sleep(2 * time.Second)
+	var live []int32
+	for _, id := range all {
+		if id != gone {
+			live = append(live, id)
+		}
+	}
+	c.newLeader(live[0], "rep", 0, gone)
+	time.Sleep(time.Second)
 	stop()
-	c.readAll(h, left, "rep")
+	c.readAll(h, live[0], "rep")
+	c.sameCopies(h, "rep", live)
 	n := h.check(t)
-	t.Logf("%d kills, %d records acknowledged; failures: %s", kills, n, h.failures())
+	t.Logf("%d kills in %s, %d records acknowledged; failures: %s", kills+1, time.Since(began).Round(time.Second), n, h.failures())
 }
 
 // produceOne sends one record to topic's partition 0 at node `via` with
@@ -153,7 +183,8 @@ func (c *cluster) produceOne(via int32, topic, value string, acks int16, timeout
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl.Broker(int(via)))
+	// To the seed, the node itself: a client just made has no metadata yet.
+	resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package testsvc
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -246,7 +247,9 @@ func StartProcess(t testing.TB, bin, dir string, sets ...string) *Process {
 func (p *Process) start() {
 	t := p.t
 	t.Helper()
-	args := []string{"serve", "--data-dir", p.dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+	// A restart listens where the process did before, as a restarted
+	// server does: clients that know only its old address reach it again.
+	args := []string{"serve", "--data-dir", p.dir, "--kafka-addr", cmp.Or(p.Kafka, "127.0.0.1:0"), "--admin-addr", cmp.Or(p.Admin, "127.0.0.1:0"),
 		"--set", "cold.local.dir=" + p.dir + "/cold"}
 	for _, kv := range p.sets {
 		args = append(args, "--set", kv)
@@ -322,9 +325,6 @@ func (p *Process) Stop() {
 	p.cmd = nil
 }
 
-// Dir is the service's data folder.
-func (p *Process) Dir() string { return p.dir }
-
 // Kill ends the service with SIGKILL, as a crash would.
 func (p *Process) Kill() {
 	if p.cmd == nil || !p.running() {
@@ -342,7 +342,11 @@ func (p *Process) Signal(sig syscall.Signal) {
 	}
 }
 
-// Restart starts the service again on the same data folder and settings.
+// Dir is the service's data folder (a test deletes it to play a lost disk).
+func (p *Process) Dir() string { return p.dir }
+
+// Restart starts the service again on the same data folder, settings and
+// addresses.
 func (p *Process) Restart() {
 	p.t.Helper()
 	p.start()
