@@ -194,12 +194,11 @@ func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
 // node produce and consume all of them, each partition at its leader.
 func TestThreeNodesServeOneTopic(t *testing.T) {
 	c := newCluster(t, 3)
-	// Nothing replicates yet: a replication factor above 1 would list
-	// followers that hold nothing, so it is refused.
+	// A replication factor above the live nodes is refused.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if resp, err := kadm.NewClient(c.client(1)).CreateTopic(ctx, 2, 3, nil, "replicated"); err == nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
-		t.Fatalf("a topic with replication factor 3: %v; want INVALID_REPLICATION_FACTOR until replication exists", resp.Err)
+	if resp, err := kadm.NewClient(c.client(1)).CreateTopic(ctx, 2, 4, nil, "replicated"); err == nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("a topic with replication factor 4 on 3 nodes: %v; want INVALID_REPLICATION_FACTOR", resp.Err)
 	}
 	createTopic(t, c.client(1), "orders", 6)
 	leaders := c.leaders(2, "orders", func(brokers int, l []int32) bool { return brokers == 3 && allLed(brokers, l) })

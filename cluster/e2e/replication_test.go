@@ -243,7 +243,7 @@ func TestAcksAllAndMinISR(t *testing.T) {
 			c.nodes[id].Signal(syscall.SIGSTOP)
 		}
 	}
-	err := c.produceOne(leader, "acks", "paused", -1, time.Second)
+	err := c.produceOne(leader, "acks", "paused", -1, 300*time.Millisecond)
 	if !errors.Is(err, kerr.RequestTimedOut) {
 		t.Fatalf("acks=all with both followers paused: %v, want REQUEST_TIMED_OUT", err)
 	}
