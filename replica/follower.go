@@ -14,11 +14,19 @@ import (
 // them as Kafka Fetch requests from a replica, between the nodes' own
 // listeners).
 type Transport interface {
-	// Fetch asks leader, as this node's follower at epoch, for shard's
-	// records from offset on, waiting up to wait for some; probe asks only
-	// for the leader's log end and epochs. ErrNotLeader, ErrDiverged and
-	// ErrFenced tell the follower what to do next.
-	Fetch(ctx context.Context, leader int32, req FetchRequest) (ReplicaRead, error)
+	// Fetch asks leader, as this node's follower, for each request's
+	// partition's records from its offset on, in one request that waits up
+	// to the longest Wait for some; a probe asks only for the leader's log
+	// end and epochs. The answers are in the requests' order, each with its
+	// own error (ErrNotLeader, ErrDiverged and ErrFenced tell the follower
+	// what to do next); the error returned is the request's as a whole.
+	Fetch(ctx context.Context, leader int32, reqs []FetchRequest) ([]FetchAnswer, error)
+}
+
+// FetchAnswer is the leader's answer for one partition of a fetch.
+type FetchAnswer struct {
+	ReplicaRead
+	Err error
 }
 
 // FetchRequest is one follower fetch.
@@ -98,56 +106,67 @@ func (n *Node) follow(ctx context.Context, tr Transport, p *partition, a Assignm
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		// Short: a new leader refuses for a moment while it sets up, and
+		// its high watermark waits for this follower.
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 
+// followOnce truncates against a's leader, then copies it through the
+// fetcher that serves all of this node's partitions led by that node, until
+// the fetcher reports an error for this partition or ctx ends.
 func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Assignment) error {
-	st := n.cfg.Store
 	end, err := n.truncate(ctx, tr, p, a)
 	if err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
-		p.mu.Lock()
-		seals := p.ownSeals()
-		p.mu.Unlock()
-		rd, err := tr.Fetch(ctx, a.Leader, FetchRequest{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch,
-			Offset: end, MaxBytes: n.cfg.FetchBytes, Wait: n.cfg.FetchWait, Seals: seals})
-		if err != nil {
-			return err
+	f := n.fetcherFor(tr, a.Leader)
+	errc := f.add(p, a, end)
+	defer f.remove(p.shard)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// take applies one fetch answer for p, whose log ended at end: the
+// leader's records, rolls, deletions and high watermark. It returns the new
+// log end.
+func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead) (int64, error) {
+	st := n.cfg.Store
+	var err error
+	if len(rd.Records) > 0 {
+		if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
+			return end, err
 		}
-		if len(rd.Records) > 0 {
-			if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
-				return err
+		if n.limiter != nil {
+			size := 0
+			for i := range rd.Records {
+				size += record.Size(&rd.Records[i])
 			}
-			if n.limiter != nil {
-				size := 0
-				for i := range rd.Records {
-					size += record.Size(&rd.Records[i])
-				}
-				if err := n.limiter.WaitN(ctx, min(size, n.limiter.Burst())); err != nil {
-					return err
-				}
+			if err := n.limiter.WaitN(ctx, min(size, n.limiter.Burst())); err != nil {
+				return end, err
 			}
-		}
-		if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
-			return err
-		}
-		// Records the leader deleted (DeleteRecords) go here too.
-		if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
-			if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
-				return err
-			}
-		}
-		if hw := min(rd.HighWatermark, end); hw > 0 {
-			if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
-				return err
-			}
-			n.cfg.Wake(p.shard)
 		}
 	}
-	return ctx.Err()
+	if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
+		return end, err
+	}
+	// Records the leader deleted (DeleteRecords) go here too.
+	if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
+		if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
+			return end, err
+		}
+	}
+	if hw := min(rd.HighWatermark, end); hw > 0 {
+		if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
+			return end, err
+		}
+		n.cfg.Wake(p.shard)
+	}
+	return end, nil
 }
 
 // truncate cuts this replica's log where it parts from the leader's and
@@ -163,9 +182,13 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 		return 0, err
 	}
 	end := int64(e)
-	rd, err := tr.Fetch(ctx, a.Leader, FetchRequest{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch, Offset: end, Probe: true})
+	ans, err := tr.Fetch(ctx, a.Leader, []FetchRequest{{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch, Offset: end, Probe: true}})
 	if err != nil {
 		return 0, err
+	}
+	rd := ans[0].ReplicaRead
+	if ans[0].Err != nil {
+		return 0, ans[0].Err
 	}
 	mine, err := n.history(ctx, p.shard)
 	if err != nil {

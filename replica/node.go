@@ -28,9 +28,10 @@ type Node struct {
 	m       *metrics
 	limiter *rate.Limiter // nil: copying is not throttled
 
-	mu    sync.Mutex
-	parts map[string]*partition // by shard, every replicated partition this node holds
-	ids   atomic.Uint64
+	mu       sync.Mutex
+	parts    map[string]*partition // by shard, every replicated partition this node holds
+	fetchers map[int32]*fetcher    // by leader node
+	ids      atomic.Uint64
 }
 
 // Store is what replication needs of the engine: a log with a high

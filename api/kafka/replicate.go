@@ -211,41 +211,69 @@ func (s *Server) ReplicaTransport() replica.Transport { return replicaTransport{
 
 type replicaTransport struct{ s *Server }
 
-func (t replicaTransport) Fetch(ctx context.Context, leader int32, fr replica.FetchRequest) (replica.ReplicaRead, error) {
+func (t replicaTransport) Fetch(ctx context.Context, leader int32, frs []replica.FetchRequest) ([]replica.FetchAnswer, error) {
 	addr, ok := t.s.brokerAddr(leader)
 	if !ok {
-		return replica.ReplicaRead{}, fmt.Errorf("%w: node %d is not live", replica.ErrNotLeader, leader)
+		return nil, fmt.Errorf("%w: node %d is not live", replica.ErrNotLeader, leader)
 	}
 	b, err := t.s.peers.broker(addr)
 	if err != nil {
-		return replica.ReplicaRead{}, err
+		return nil, err
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.ReplicaState.ID = t.s.cluster.Self(), t.s.cluster.Self()
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(fr.Wait/time.Millisecond), 1, fr.MaxBytes
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = fr.Topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = fr.Partition, fr.Offset, fr.MaxBytes
-	rp.CurrentLeaderEpoch = fr.Epoch
-	var flags byte
-	if fr.Probe {
-		flags |= flagProbe
+	req.MinBytes = 1
+	topics := map[string]int{} // topic -> index in req.Topics
+	for _, fr := range frs {
+		req.MaxWaitMillis = max(req.MaxWaitMillis, int32(fr.Wait/time.Millisecond))
+		req.MaxBytes = min(req.MaxBytes+fr.MaxBytes, 64<<20)
+		i, ok := topics[fr.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[fr.Topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = fr.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = fr.Partition, fr.Offset, fr.MaxBytes
+		rp.CurrentLeaderEpoch = fr.Epoch
+		var flags byte
+		if fr.Probe {
+			flags |= flagProbe
+		}
+		rp.UnknownTags.Set(tagReplicaFetch, []byte{flags})
+		if len(fr.Seals) > 0 {
+			rp.UnknownTags.Set(tagSeals, encodeSeals(fr.Seals))
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	rp.UnknownTags.Set(tagReplicaFetch, []byte{flags})
-	if len(fr.Seals) > 0 {
-		rp.UnknownTags.Set(tagSeals, encodeSeals(fr.Seals))
-	}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
-		return replica.ReplicaRead{}, err
+		return nil, err
 	}
-	if resp.ErrorCode != errNone || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return replica.ReplicaRead{}, fmt.Errorf("node %d answered a follower's fetch of %s-%d with error %d and %d topics", leader, fr.Topic, fr.Partition, resp.ErrorCode, len(resp.Topics))
+	if resp.ErrorCode != errNone {
+		return nil, fmt.Errorf("node %d answered a follower's fetch with %v", leader, kerr.ErrorForCode(resp.ErrorCode))
 	}
-	return decodeReplicaFetch(resp.Version, resp.Topics[0].Partitions[0])
+	got := map[string]map[int32]kmsg.FetchResponseTopicPartition{}
+	for _, rt := range resp.Topics {
+		if got[rt.Topic] == nil {
+			got[rt.Topic] = map[int32]kmsg.FetchResponseTopicPartition{}
+		}
+		for _, rp := range rt.Partitions {
+			got[rt.Topic][rp.Partition] = rp
+		}
+	}
+	out := make([]replica.FetchAnswer, len(frs))
+	for i, fr := range frs {
+		rp, ok := got[fr.Topic][fr.Partition]
+		if !ok {
+			out[i].Err = fmt.Errorf("node %d's answer to a follower's fetch leaves out %s-%d", leader, fr.Topic, fr.Partition)
+			continue
+		}
+		out[i].ReplicaRead, out[i].Err = decodeReplicaFetch(resp.Version, rp)
+	}
+	return out, nil
 }
 
 // decodeReplicaFetch reads a leader's answer to a follower: untrusted
