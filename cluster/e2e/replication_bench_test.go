@@ -573,7 +573,14 @@ func BenchmarkReplicatedRollToSealed(b *testing.B) {
 	if len(took) < 20 {
 		b.Fatalf("%d segments sealed everywhere: too few rolls for a p99", len(took))
 	}
+	mu.Lock()
+	for start, l := range held[leader] {
+		if l.seg.Checksum == 0 {
+			b.Errorf("the leader's sealed segment at %d has no checksum: agreement on it would say nothing", start)
+		}
+	}
 	b.Logf("%d segments sealed on all 3 replicas; slowest %s", len(took), slices.Max(took))
+	mu.Unlock()
 	for _, pc := range []float64{50, 99} {
 		reportRepl(b, bench.Figure{Name: fmt.Sprintf("replicated roll to sealed alike on all 3 replicas (1MiB segments, 4 MB/s), p%.0f", pc),
 			Value: bench.Ms(bench.Percentile(took, pc)), Unit: "ms", Reference: "cluster.replica_lag_time_max", ReferenceValue: bench.Ms(lag), Runs: len(took)})
