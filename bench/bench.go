@@ -6,8 +6,10 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -93,3 +95,50 @@ func Median(xs []float64) float64 {
 
 // Ms turns a duration into milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// DiskLimit is what the disk under dir allows for a writer's I/O pattern
+// without the writer: total bytes written by files goroutines, each to its
+// own file, in chunks of chunk bytes with one fsync per chunk. Returns
+// MB/s. The engine's append benchmark and the cluster's follower catch-up
+// are both judged against it.
+func DiskLimit(dir string, total, chunk int64, files int) (float64, error) {
+	if total <= 0 || chunk <= 0 || files <= 0 {
+		return 0, fmt.Errorf("bench: disk limit of %d bytes in %d-byte chunks over %d files: want all positive", total, chunk, files)
+	}
+	per := total / int64(files)
+	errs := make([]error, files)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < files; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = writeSynced(filepath.Join(dir, fmt.Sprintf("disk-limit-%d", i)), per, chunk)
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return float64(per*int64(files)) / 1e6 / elapsed.Seconds(), nil
+}
+
+func writeSynced(path string, total, chunk int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	buf := make([]byte, chunk)
+	for written := int64(0); written < total; written += chunk {
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -20,5 +21,21 @@ func TestPercentile(t *testing.T) {
 	}
 	if Median([]float64{3, 1, 2}) != 2 || Median([]float64{4, 1, 3, 2}) != 2.5 {
 		t.Error("Median is wrong")
+	}
+}
+
+func TestDiskLimit(t *testing.T) {
+	dir := t.TempDir()
+	mbs, err := DiskLimit(dir, 1<<20, 64<<10, 2)
+	if err != nil || mbs <= 0 {
+		t.Fatalf("DiskLimit(1MiB, 64KiB chunks, 2 files) = %v, %v; want a positive rate", mbs, err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("DiskLimit left %d files behind", len(left))
+	}
+	for _, bad := range []struct{ total, chunk int64 }{{0, 1}, {1, 0}} {
+		if _, err := DiskLimit(dir, bad.total, bad.chunk, 1); err == nil {
+			t.Errorf("DiskLimit(%d bytes, %d-byte chunks) took it; want an error", bad.total, bad.chunk)
+		}
 	}
 }

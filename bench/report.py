@@ -23,7 +23,8 @@ print(f"bench: {len(figures)} figures written to {out_path}")
 # Sections, in the order a reader asks: against peers first.
 SECTIONS = [("./bench/peers", "Against peers: Apache Kafka and pyarrow"), ("./api/kafka", "Kafka front end"),
             ("./engine/segment", "Segment engine"), ("./tiering)", "Tiering and cold reads"),
-            ("./tiering/objstore", "Object stores"), ("./cluster/e2e", "Cluster: three nodes on one etcd")]
+            ("./tiering/objstore", "Object stores"), ("-bench Cluster ./cluster/e2e", "Cluster: three nodes on one etcd"),
+            ("-bench Replicated ./cluster/e2e", "Replication: three nodes, replication factor 3")]
 
 
 def num(v):

@@ -27,13 +27,18 @@ func ClientOpts(brokers string) []kgo.Opt {
 // leader: a broker may answer CreateTopics before it can take writes, and
 // that wait must not count as produce latency.
 func CreateTopic(ctx context.Context, brokers, topic string, partitions int, configs map[string]*string) error {
+	return CreateReplicatedTopic(ctx, brokers, topic, partitions, 1, configs)
+}
+
+// CreateReplicatedTopic is CreateTopic with a replication factor.
+func CreateReplicatedTopic(ctx context.Context, brokers, topic string, partitions, rf int, configs map[string]*string) error {
 	c, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	adm := kadm.NewClient(c)
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, configs, topic)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(rf), configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -34,12 +34,14 @@ type benchNodes struct {
 	etcd  string
 	pfx   string
 	nodes map[int32]*testsvc.Process
+	dirs  map[int32]string // each node's data folder
 }
 
 func startNodes(b *testing.B, n int, sets ...string) *benchNodes {
-	c := &benchNodes{b: b, etcd: testsvc.StartEtcd(b), pfx: "/" + testsvc.UniquePrefix(b), nodes: map[int32]*testsvc.Process{}}
+	c := &benchNodes{b: b, etcd: testsvc.StartEtcd(b), pfx: "/" + testsvc.UniquePrefix(b), nodes: map[int32]*testsvc.Process{}, dirs: map[int32]string{}}
 	for id := int32(1); id <= int32(n); id++ {
-		c.nodes[id] = testsvc.StartProcess(b, strataBin, b.TempDir(), append([]string{
+		c.dirs[id] = b.TempDir()
+		c.nodes[id] = testsvc.StartProcess(b, strataBin, c.dirs[id], append([]string{
 			"cluster.etcd_endpoints=" + c.etcd, "cluster.etcd_prefix=" + c.pfx, "cluster.session_ttl=" + sessionTTL.String(),
 			"node.id=" + strconv.Itoa(int(id)), "tiering.enabled=false", "kafka.auto_create_topics=false"}, sets...)...)
 	}

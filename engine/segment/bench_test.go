@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -35,38 +34,13 @@ func benchEngine(b *testing.B, dir string, mutate func(*Config)) *Engine {
 }
 
 // diskLimit is what the disk allows for the engine's I/O pattern without
-// the engine: total bytes written by files goroutines, each to its own file,
-// in chunks of chunk bytes with one fsync per chunk. Returns MB/s.
+// the engine (bench.DiskLimit). Returns MB/s.
 func diskLimit(b *testing.B, dir string, total, chunk int64, files int) float64 {
-	per := total / int64(files)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < files; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("disk-limit-%d", i)))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer os.Remove(f.Name())
-			defer f.Close()
-			buf := make([]byte, chunk)
-			for written := int64(0); written < per; written += chunk {
-				if _, err := f.Write(buf); err != nil {
-					b.Error(err)
-					return
-				}
-				if err := f.Sync(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}(i)
+	mbs, err := bench.DiskLimit(dir, total, chunk, files)
+	if err != nil {
+		b.Fatal(err)
 	}
-	wg.Wait()
-	return float64(per*int64(files)) / 1e6 / time.Since(start).Seconds()
+	return mbs
 }
 
 // Append throughput across record sizes and shard counts, each beside the
