@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
+
 	"strata/engine/record"
 	"strata/engine/store"
-	"time"
 )
 
 // The leader's side of replication: taking a partition over, carrying out
