@@ -289,6 +289,7 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		return ReplicaRead{LogEnd: end}, fmt.Errorf("%w: node %d at %d, the log ends at %d", ErrDiverged, follower, offset, end)
 	}
 	p.takeReports(follower, seals)
+	n.settleSeals(p) // a report may complete a seal: no need to wait for the tick
 	if !probe {
 		outs, err := p.leader.FollowerFetched(n.cfg.Now(), follower, offset)
 		if err != nil {
