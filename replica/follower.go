@@ -334,3 +334,41 @@ func (n *Node) restartAt(ctx context.Context, p *partition, start int64) (int64,
 	}
 	return start, n.ensureManaged(ctx, p.shard)
 }
+
+// reportCandidate offers this follower's log for the election of a quorum
+// partition whose leader is dead. A record acknowledged in quorum mode is on
+// a majority, not on every ISR member, so the controller elects the longest
+// log among a majority of reports (docs/cluster.md). The follower has
+// stopped copying the dead leader first: the report is a vote, and the log
+// it describes must not grow after it.
+func (n *Node) reportCandidate(ctx context.Context, p *partition, a Assignment) {
+	p.mu.Lock()
+	done := p.reported == a.Epoch
+	p.mu.Unlock()
+	if done {
+		return
+	}
+	end, err := n.cfg.Store.LogEnd(ctx, p.shard)
+	if err != nil {
+		n.cfg.Log.Warn("replica: reading the log end for a quorum election", "shard", p.shard, "err", err)
+		return
+	}
+	h, err := n.history(ctx, p.shard)
+	if err != nil {
+		n.cfg.Log.Warn("replica: reading the epochs for a quorum election", "shard", p.shard, "err", err)
+		return
+	}
+	last := int32(-1)
+	if e, ok := h.Latest(); ok {
+		last = e.Epoch
+	}
+	if err := n.cfg.Meta.ReportCandidate(ctx, p.topic, p.p, last, int64(end)); err != nil {
+		n.cfg.Log.Info("replica: quorum election report not taken (retried while the leader stays dead)", "shard", p.shard, "err", err)
+		return
+	}
+	p.mu.Lock()
+	p.reported = a.Epoch
+	p.mu.Unlock()
+	n.cfg.Log.Info("replica: reported this log for a quorum election", "shard", p.shard, "dead_leader", a.Leader, "epoch", a.Epoch,
+		"last_epoch", last, "log_end", end)
+}
