@@ -42,15 +42,24 @@ func TestTieringFromARemoteReplicaCopy(t *testing.T) {
 
 	// Damage the victim's active segment in the middle of what it holds:
 	// its copy of that segment no longer agrees when it is sealed.
+	// A segment that has just rolled holds too little: write more.
 	dir := filepath.Join(c.nodes[victim].Dir(), "remote-0")
-	active := lastSegmentFile(t, dir)
-	f, err := os.OpenFile(active, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := f.Stat()
-	if fi.Size() < 100 {
-		t.Fatalf("node %d's active segment %s holds %d bytes; want some to damage", victim, active, fi.Size())
+	var f *os.File
+	var fi os.FileInfo
+	for try := 0; ; try++ {
+		active := lastSegmentFile(t, dir)
+		var err error
+		if f, err = os.OpenFile(active, os.O_RDWR, 0); err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ = f.Stat(); fi.Size() >= 100 {
+			break
+		}
+		f.Close()
+		if try == 5 {
+			t.Fatalf("node %d's active segment %s holds %d bytes; want some to damage", victim, active, fi.Size())
+		}
+		want = append(want, c.produce(leader, "remote", []int32{0}, 5, fmt.Sprintf("more%d", try))[0]...)
 	}
 	b := make([]byte, 1)
 	f.ReadAt(b, fi.Size()/2)
@@ -120,6 +129,9 @@ func TestTieringFromARemoteReplicaCopy(t *testing.T) {
 		if n != s.End-s.Start+1 {
 			t.Errorf("%s holds %d records, the segment %d", key, n, s.End-s.Start+1)
 		}
+	}
+	if n := c.metric(victim, `strata_tiering_remote_copies_total{result="done"}`); n != float64(len(damaged)) {
+		t.Errorf("node %d counts %v remote copies done, want %d", victim, n, len(damaged))
 	}
 	if left, _ := os.ReadDir(filepath.Join(c.nodes[victim].Dir(), "tiering-copies")); len(left) > 0 {
 		t.Errorf("node %d left %d rebuilt copies behind after the upload", victim, len(left))

@@ -271,7 +271,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var copies *clusterReplicas
 	if member != nil {
 		claims = member
-		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, log.With("component", "tiering")); err != nil {
+		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, reg, log.With("component", "tiering")); err != nil {
 			ln.Close()
 			kln.Close()
 			return err

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"strata/api/kafka"
 	"strata/catalog"
 	"strata/cluster"
@@ -39,9 +41,10 @@ type clusterReplicas struct {
 	kafka  atomic.Pointer[kafka.Server] // set once the Kafka front end is made
 	dir    string
 	log    *slog.Logger
+	reads  *prometheus.CounterVec // remote copies by result
 }
 
-func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, log *slog.Logger) (*clusterReplicas, error) {
+func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, reg prometheus.Registerer, log *slog.Logger) (*clusterReplicas, error) {
 	dir := filepath.Join(dataDir, copiesDir)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("clearing %s: %w", dir, err)
@@ -49,7 +52,13 @@ func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, lo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &clusterReplicas{engine: e, member: m, dir: dir, log: log}, nil
+	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_tiering_remote_copies_total",
+		Help: "Sealed segments this node rebuilt from another replica's copy to tier them (its own did not agree at the seal), by result: done, refused (not the sealed checksum), failed."},
+		[]string{"result"})
+	if err := reg.Register(reads); err != nil {
+		return nil, err
+	}
+	return &clusterReplicas{engine: e, member: m, dir: dir, log: log, reads: reads}, nil
 }
 
 func (c *clusterReplicas) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (tiering.Copy, error) {
@@ -83,6 +92,11 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 	remove := func() { f.Close(); os.Remove(f.Name()) }
 	fail := func(err error) (tiering.CopyFile, error) {
 		remove()
+		result := "failed"
+		if errors.Is(err, record.ErrCorrupt) {
+			result = "refused"
+		}
+		c.reads.WithLabelValues(result).Inc()
 		return tiering.CopyFile{}, fmt.Errorf("node %d's copy of %s offsets %d to %d: %w", src.Node, shard, s.StartOffset, s.EndOffset, err)
 	}
 	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
@@ -128,6 +142,7 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 	if got := crc.Sum32(); got != src.CRC {
 		return fail(fmt.Errorf("rebuilt as %d bytes with crc32c %08x, the segment was sealed with %08x: refused: %w", size, got, src.CRC, record.ErrCorrupt))
 	}
+	c.reads.WithLabelValues("done").Inc()
 	c.log.Info("tiering a sealed segment from another replica's copy: this node's did not agree at the seal",
 		"shard", shard, "start_offset", s.StartOffset, "end_offset", s.EndOffset, "from_node", src.Node, "bytes", size, "records", n)
 	return tiering.CopyFile{Path: f.Name(), Size: size, Records: n, Remove: func() { os.Remove(f.Name()) }}, nil
