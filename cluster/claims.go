@@ -117,16 +117,14 @@ func releaseClaim(cli *clientv3.Client, key string, rev int64) {
 		Commit()
 }
 
-// sealGrace is how long after a replicated segment's seal the replicas
-// other than the preferred one leave it to that one: past it, any replica
-// with a verified copy tiers it (the preferred one may be slow or gone).
-const sealGrace = time.Minute
-
 // replicaTurn says whether this node may tier the segment of a partition
 // with several replicas now (why not, if not). Only a segment sealed for
-// the cluster (replica.DecideSeal: its copies compared) is tiered, only
-// from a replica whose copy agreed, and first by the least loaded live one
-// of those, so the work spreads and the former leader need not be alive.
+// the cluster (replica.DecideSeal: its copies compared) is tiered, first by
+// the least loaded live replica whose copy agreed, so the work spreads and
+// the former leader need not be alive. Past the grace (Config.ReplicaGrace)
+// any replica whose copy agreed may, and so may a node whose copy did not:
+// its job reads a verified replica's copy instead (TierSource), so the
+// segment is tiered even when no verified replica does it.
 func (m *Member) replicaTurn(ctx context.Context, tp TopicPartition, start, end uint64) (mine bool, why string, err error) {
 	m.mu.Lock()
 	t, ok := m.view.topics[tp.Topic]
@@ -142,16 +140,33 @@ func (m *Member) replicaTurn(ctx context.Context, tp TopicPartition, start, end 
 		return false, "not sealed for the cluster yet (its replicas' copies not compared)", nil
 	case rec.End != end:
 		return false, fmt.Sprintf("sealed for the cluster as offsets %d to %d, here %d to %d", rec.Start, rec.End, start, end), nil
-	case !slices.Contains(rec.Replicas, m.cfg.Self.ID):
-		return false, fmt.Sprintf("this node's copy did not agree with the leader's; replicas %v", rec.Replicas), nil
 	}
-	if time.Since(rec.Sealed) > sealGrace {
+	grace := m.cfg.ReplicaGrace
+	late := time.Since(rec.Sealed) > grace
+	if !slices.Contains(rec.Replicas, m.cfg.Self.ID) {
+		switch {
+		case !late:
+			return false, fmt.Sprintf("this node's copy did not agree with the leader's; replicas %v tier it, or this node from one of their copies %s after the seal", rec.Replicas, grace), nil
+		case m.liveReplica(rec.Replicas) < 0:
+			return false, fmt.Sprintf("this node's copy did not agree with the leader's, and none of the replicas %v whose copies did is live to read from", rec.Replicas), nil
+		}
 		return true, "", nil
 	}
+	if late {
+		return true, "", nil
+	}
+	if best := m.liveReplica(rec.Replicas); best >= 0 && best != m.cfg.Self.ID {
+		return false, fmt.Sprintf("left to node %d, the least loaded replica, for %s after the seal", best, grace), nil
+	}
+	return true, "", nil
+}
+
+// liveReplica is the least loaded live node of replicas, or -1.
+func (m *Member) liveReplica(replicas []int32) int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	best, bestBytes := int32(-1), int64(0)
-	for _, r := range rec.Replicas {
+	for _, r := range replicas {
 		if _, live := m.view.nodes[r]; !live {
 			continue
 		}
@@ -159,8 +174,45 @@ func (m *Member) replicaTurn(ctx context.Context, tp TopicPartition, start, end 
 			best, bestBytes = r, b
 		}
 	}
-	if best >= 0 && best != m.cfg.Self.ID {
-		return false, fmt.Sprintf("left to node %d, the least loaded replica, for %s after the seal", best, sealGrace), nil
+	return best
+}
+
+// TierSource is the copy of a sealed segment this node's tiering job
+// reads: its own (Remote false), or, when its copy did not agree at the
+// seal, node Node's, a live replica whose copy did. CRC is the checksum the
+// cluster sealed the segment with, which a remote copy must check out to.
+type TierSource struct {
+	Remote bool
+	Node   int32
+	CRC    uint32
+}
+
+// TierSource says which copy of shard's segment from start to end this
+// node tiers, once it has claimed it: a shard of an unreplicated topic,
+// and one this node's copy agreed for, is read here.
+func (m *Member) TierSource(ctx context.Context, shard string, start, end uint64) (TierSource, error) {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
+		return TierSource{Node: m.cfg.Self.ID}, nil
 	}
-	return true, "", nil
+	m.mu.Lock()
+	t, ok := m.view.topics[tp.Topic]
+	m.mu.Unlock()
+	if !ok || t.ReplicationFactor <= 1 {
+		return TierSource{Node: m.cfg.Self.ID}, nil
+	}
+	rec, ok, err := m.Seal(ctx, tp.Topic, tp.Partition, start)
+	switch {
+	case err != nil:
+		return TierSource{}, err
+	case !ok || rec.End != end:
+		return TierSource{}, fmt.Errorf("cluster: %s offsets %d to %d are not sealed for the cluster", shard, start, end)
+	case slices.Contains(rec.Replicas, m.cfg.Self.ID):
+		return TierSource{Node: m.cfg.Self.ID, CRC: rec.CRC}, nil
+	}
+	node := m.liveReplica(rec.Replicas)
+	if node < 0 {
+		return TierSource{}, fmt.Errorf("cluster: %s offsets %d to %d: this node's copy did not agree at the seal, and none of the replicas %v whose copies did is live", shard, start, end, rec.Replicas)
+	}
+	return TierSource{Remote: true, Node: node, CRC: rec.CRC}, nil
 }

@@ -143,6 +143,11 @@ type Config struct {
 	// (topicconfig.Broker); the controller reads
 	// unclean.leader.election.enable from them. Nil: Kafka's defaults.
 	TopicDefaults topicconfig.Broker
+	// ReplicaGrace is how long after a replicated segment's seal its
+	// preferred replica has to tier it alone: past it, any replica whose
+	// copy agreed may, and a node whose copy did not tiers it from one
+	// that did (docs/replication.md). Default 1m.
+	ReplicaGrace time.Duration
 }
 
 var (

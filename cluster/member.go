@@ -61,6 +61,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("cluster: Self needs an id >= 0 and a Kafka address, got %+v", cfg.Self)
 	}
 	cfg.Prefix = normalizePrefix(cfg.Prefix)
+	if cfg.ReplicaGrace <= 0 {
+		cfg.ReplicaGrace = time.Minute
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 10 * time.Second
 	}

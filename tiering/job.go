@@ -126,18 +126,47 @@ type UploadSummary struct {
 	ObjectBytes int64  `json:"object_bytes"`
 }
 
-// Replicas finds a copy of a sealed segment to read. The job checks the
-// copy's bytes against the sealed checksum while converting it, so a
-// replica whose copy has rotted publishes nothing.
+// Replicas finds the copy of a sealed segment to read, once the segment is
+// claimed. The job checks the copy's bytes against Copy.Checksum while
+// converting it, so a replica whose copy has rotted publishes nothing.
 type Replicas interface {
-	SegmentFile(ctx context.Context, shard string, s catalog.Segment) (path string, err error)
+	SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (Copy, error)
+}
+
+// Copy is the copy of a sealed segment an upload reads.
+type Copy struct {
+	// Checksum is the CRC-32C the copy's bytes must have: the segment's own
+	// for this node's copy; for another node's, the one the cluster sealed
+	// the segment with (this node's own copy did not agree, so its catalog
+	// checksum is not the segment's).
+	Checksum uint32
+	// Remote: another node's copy. Its bytes are fetched only if the
+	// segment is not in the bucket already (Open).
+	Remote bool
+	// Open makes the copy readable as a local file.
+	Open func(ctx context.Context) (CopyFile, error)
+}
+
+// CopyFile is an opened copy: a file in strata's record format.
+type CopyFile struct {
+	Path string
+	// Size and Records are the file's; for a remote copy they are what was
+	// rebuilt, not what this node's catalog says of its own copy.
+	Size    int64
+	Records uint64
+	// Remove, if set, deletes the file once the upload is done (a remote
+	// copy's temporary file).
+	Remove func()
 }
 
 // LocalReplica is this node's own copy.
 type LocalReplica struct{ Engine *segment.Engine }
 
-func (l LocalReplica) SegmentFile(ctx context.Context, shard string, s catalog.Segment) (string, error) {
-	return l.Engine.SegmentPath(shard, s.No), nil
+func (l LocalReplica) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (Copy, error) {
+	path := l.Engine.SegmentPath(shard, s.No)
+	return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
+		return CopyFile{Path: path, Size: s.Size, Records: s.Records}, nil
+	}}, nil
 }
 
 func (j *Job) replicas() Replicas {
@@ -375,6 +404,10 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 		}
 		defer release() // after the manifest and the catalog say where the object is
 	}
+	cp, err := j.replicas().SegmentCopy(ctx, shard, s)
+	if err != nil {
+		return UploadSummary{}, false, fmt.Errorf("finding a copy of offsets %d to %d: %w", s.StartOffset, s.EndOffset, err)
+	}
 	// Another node may have tiered its copy of these offsets already (or
 	// this node's run died after its manifest write).
 	m, err := readManifest(ctx, j.Bucket, mkey)
@@ -382,8 +415,24 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 		return UploadSummary{}, false, err
 	}
 	if e, ok := m.entry(s.StartOffset, s.EndOffset); ok {
+		if cp.Remote && e.SegmentChecksum == cp.Checksum {
+			// Made from a copy the cluster sealed: this node's own copy is
+			// not, so the object describes the segment, not this node's file.
+			s.Checksum, s.Size, s.Records = e.SegmentChecksum, e.SegmentBytes, e.Records
+		}
 		up, err := j.adopt(ctx, shard, s, mkey, e)
 		return up, true, err
+	}
+	f, err := cp.Open(ctx)
+	if err != nil {
+		return UploadSummary{}, false, fmt.Errorf("reading a copy of offsets %d to %d: %w", s.StartOffset, s.EndOffset, err)
+	}
+	if f.Remove != nil {
+		defer f.Remove()
+	}
+	if cp.Remote {
+		// What is uploaded, listed and verified is the rebuilt copy.
+		s.Checksum, s.Size, s.Records = cp.Checksum, f.Size, f.Records
 	}
 	if s.State == catalog.Uploading {
 		// A run died mid-upload: drop any parts it left before trying again
@@ -405,7 +454,7 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}
 
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(j.convert(shard, s, pw)) }()
+	go func() { pw.CloseWithError(j.convert(shard, s, f.Path, cp.Remote, pw)) }()
 	var body io.Reader = pr
 	if limiter != nil {
 		body = &limitedReader{ctx: ctx, r: pr, l: limiter}
@@ -427,6 +476,7 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}
 	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
 		c.ObjectKey, c.ObjectSize, c.TieredAt = key, size, j.now().UTC()
+		c.Checksum, c.Size, c.Records = s.Checksum, s.Size, s.Records // the object's source, if not this node's copy
 	}); err != nil {
 		if errors.Is(err, catalog.ErrNotFound) {
 			// The shard was deleted while its segment was on the way up: what
@@ -464,6 +514,7 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 	}
 	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
 		c.ObjectKey, c.ObjectSize, c.TieredAt = e.Key, size, j.now().UTC()
+		c.Checksum, c.Size, c.Records = s.Checksum, s.Size, s.Records
 	}); err != nil {
 		if _, terr := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); terr != nil && !errors.Is(terr, catalog.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("returning the segment to sealed: %w", terr))
@@ -475,9 +526,10 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 	return UploadSummary{Shard: shard, Segment: s.No, Key: e.Key, Records: s.Records, ObjectBytes: size}, nil
 }
 
-// convert streams the local copy into Parquet, and fails (so the upload
-// publishes nothing) unless the bytes read match the sealed checksum.
-func (j *Job) convert(shard string, s catalog.Segment, out io.Writer) error {
+// convert streams the copy at path into Parquet, and fails (so the upload
+// publishes nothing) unless the bytes read match the sealed checksum (s's,
+// which for a remote copy is the cluster's).
+func (j *Job) convert(shard string, s catalog.Segment, path string, remote bool, out io.Writer) error {
 	opts := j.Parquet
 	if j.ParquetFor != nil {
 		opts = j.ParquetFor(shard)
@@ -492,17 +544,17 @@ func (j *Job) convert(shard string, s catalog.Segment, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	path, err := j.replicas().SegmentFile(context.Background(), shard, s)
-	if err != nil {
-		return err
-	}
 	crc, size, err := segment.ScanFile(path, func(r *record.Record) error { return w.Write(r) })
 	if err != nil {
 		return err
 	}
 	if crc != s.Checksum || size != s.Size {
-		return fmt.Errorf("local copy of %s segment %d has %d bytes with crc32c %08x; it was sealed with %d bytes and %08x: %w",
-			shard, s.No, size, crc, s.Size, s.Checksum, record.ErrCorrupt)
+		which := "local copy"
+		if remote {
+			which = "copy read from another replica"
+		}
+		return fmt.Errorf("%s of %s segment %d has %d bytes with crc32c %08x; it was sealed with %d bytes and %08x: %w",
+			which, shard, s.No, size, crc, s.Size, s.Checksum, record.ErrCorrupt)
 	}
 	_, err = w.Close()
 	return err

@@ -18,6 +18,9 @@ import (
 // does not wait; otherwise it waits for an append to one of the partitions
 // it asked for (or max_wait) and reads again.
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	if isCopyRead(r) {
+		return s.copyRead(ctx, r)
+	}
 	if s.isReplicaFetch(r) {
 		return s.replicaFetch(ctx, r)
 	}

@@ -107,10 +107,13 @@ type TieringConfig struct {
 	Concurrency     int      `yaml:"concurrency"`
 	Bandwidth       Bytes    `yaml:"bandwidth"`
 	OrphanGrace     Duration `yaml:"orphan_grace"`
-	Codec           string   `yaml:"codec"`
-	RowGroupBytes   Bytes    `yaml:"row_group_bytes"`
-	PageBytes       Bytes    `yaml:"page_bytes"`
-	CacheBytes      Bytes    `yaml:"cache_bytes"`
+	// ReplicaGrace: how long after a replicated segment's seal its
+	// preferred replica tiers it alone (docs/replication.md).
+	ReplicaGrace  Duration `yaml:"replica_grace"`
+	Codec         string   `yaml:"codec"`
+	RowGroupBytes Bytes    `yaml:"row_group_bytes"`
+	PageBytes     Bytes    `yaml:"page_bytes"`
+	CacheBytes    Bytes    `yaml:"cache_bytes"`
 }
 
 // KafkaConfig tunes the Kafka front end.
@@ -548,6 +551,9 @@ func (c *Config) validate() error {
 	case "zstd", "snappy", "gzip", "none":
 	default:
 		return fmt.Errorf("tiering.codec: %q: want zstd, snappy, gzip or none", c.Tiering.Codec)
+	}
+	if c.Tiering.ReplicaGrace <= 0 {
+		return fmt.Errorf("tiering.replica_grace: %s: want a duration above 0", time.Duration(c.Tiering.ReplicaGrace))
 	}
 	if c.Tiering.Concurrency < 1 {
 		return fmt.Errorf("tiering.concurrency: %d: want 1 or more", c.Tiering.Concurrency)

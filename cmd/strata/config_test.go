@@ -84,6 +84,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.etcd_prefix=strata"}, "cluster.etcd_prefix"},
 		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.session_ttl=100ms"}, "cluster.session_ttl"},
 		{[]string{"kafka.default_replication_factor=0"}, "kafka.default_replication_factor"},
+		{[]string{"tiering.replica_grace=0s"}, "tiering.replica_grace: 0s: want a duration above 0"},
 	} {
 		_, err := LoadConfig("", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -268,8 +268,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
 	}
 	var claims tiering.Claims // nil: this node alone tiers its segments
+	var copies *clusterReplicas
 	if member != nil {
 		claims = member
+		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, reg, log.With("component", "tiering")); err != nil {
+			ln.Close()
+			kln.Close()
+			return err
+		}
+		job.Replicas = copies
 	}
 	if err := startTiering(ctx, cfg, job, claims, log); err != nil {
 		ln.Close()
@@ -307,6 +314,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth, Replication: repl,
 	})
+	if copies != nil {
+		copies.kafka.Store(ksrv)
+	}
 	if repl != nil {
 		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
