@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,28 +94,39 @@ func TestSealAgreement(t *testing.T) {
 	stop := c.startLoad(h, "sealed", []int32{0}, 300, leader)
 	time.Sleep(4 * time.Second)
 
-	// Damage a follower's active segment in the middle of what it holds.
+	// Damage a follower's active segment in the middle of what it holds
+	// (one that has just rolled holds nothing yet: wait for some).
 	victim := leader%3 + 1
-	dir := filepath.Join(c.nodes[victim].Dir(), "sealed-0")
-	files, _ := filepath.Glob(filepath.Join(dir, "*.msg"))
-	slices.Sort(files)
-	if len(files) == 0 {
-		t.Fatalf("node %d holds no segment files of sealed-0 in %s", victim, dir)
+	damage := func() bool {
+		files, _ := filepath.Glob(filepath.Join(c.nodes[victim].Dir(), "sealed-0", "*.msg"))
+		no := func(f string) int {
+			n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".msg"))
+			return n
+		}
+		slices.SortFunc(files, func(a, b string) int { return no(a) - no(b) })
+		if len(files) == 0 {
+			return false
+		}
+		f, err := os.OpenFile(files[len(files)-1], os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		if fi.Size() < 1024 {
+			return false
+		}
+		b := make([]byte, 1)
+		f.ReadAt(b, fi.Size()/2)
+		b[0] ^= 0xff
+		_, err = f.WriteAt(b, fi.Size()/2)
+		return err == nil
 	}
-	active := files[len(files)-1]
-	f, err := os.OpenFile(active, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); !damage(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d holds no active segment of sealed-0 with bytes to damage", victim)
+		}
 	}
-	fi, _ := f.Stat()
-	if fi.Size() < 100 {
-		t.Fatalf("node %d's active segment %s holds %d bytes; want some to damage", victim, active, fi.Size())
-	}
-	b := make([]byte, 1)
-	f.ReadAt(b, fi.Size()/2)
-	b[0] ^= 0xff
-	f.WriteAt(b, fi.Size()/2)
-	f.Close()
 	time.Sleep(4 * time.Second)
 	stop()
 
