@@ -138,8 +138,8 @@ func (m *Member) replicaTurn(ctx context.Context, tp TopicPartition, start, end 
 		return false, "", err
 	case !ok:
 		return false, "not sealed for the cluster yet (its replicas' copies not compared)", nil
-	case rec.End != end:
-		return false, fmt.Sprintf("sealed for the cluster as offsets %d to %d, here %d to %d", rec.Start, rec.End, start, end), nil
+	case rec.Last != end:
+		return false, fmt.Sprintf("sealed for the cluster as offsets %d to %d, here %d to %d", rec.Start, rec.Last, start, end), nil
 	}
 	grace := m.cfg.ReplicaGrace
 	late := time.Since(rec.Sealed) > grace
@@ -205,7 +205,7 @@ func (m *Member) TierSource(ctx context.Context, shard string, start, end uint64
 	switch {
 	case err != nil:
 		return TierSource{}, err
-	case !ok || rec.End != end:
+	case !ok || rec.Last != end:
 		return TierSource{}, fmt.Errorf("cluster: %s offsets %d to %d are not sealed for the cluster", shard, start, end)
 	case slices.Contains(rec.Replicas, m.cfg.Self.ID):
 		return TierSource{Node: m.cfg.Self.ID, CRC: rec.CRC}, nil

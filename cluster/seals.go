@@ -22,7 +22,7 @@ import (
 // SealRecord is a segment sealed for the cluster.
 type SealRecord struct {
 	Start    uint64    `json:"start"`
-	End      uint64    `json:"end"`
+	Last     uint64    `json:"last"` // its last offset
 	CRC      uint32    `json:"crc32c"`
 	Replicas []int32   `json:"replicas"`
 	Epoch    int32     `json:"leader_epoch"`
@@ -69,8 +69,8 @@ func (m *Member) RecordSeal(ctx context.Context, topic string, p int32, leaderEp
 			if err := json.Unmarshal(sk[0].Value, &prev); err != nil {
 				return fmt.Errorf("cluster: reading the seal of %s at %d: %w", tp, s.Start, err)
 			}
-			if prev.End != s.End || prev.CRC != s.CRC {
-				return fmt.Errorf("%w: %s [%d, %d) crc %08x, recorded as [%d, %d) crc %08x", ErrSealMismatch, tp, s.Start, s.End, s.CRC, prev.Start, prev.End, prev.CRC)
+			if prev.Last != s.Last || prev.CRC != s.CRC {
+				return fmt.Errorf("%w: %s [%d, %d] crc %08x, recorded as [%d, %d] crc %08x", ErrSealMismatch, tp, s.Start, s.Last, s.CRC, prev.Start, prev.Last, prev.CRC)
 			}
 			next = prev
 			for _, r := range s.Replicas {

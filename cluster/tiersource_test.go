@@ -30,7 +30,7 @@ func TestTierSourceForANodeLeftOutOfTheSeal(t *testing.T) {
 	}
 	verified, outsider := []int32{rec.Leader, others[0]}, others[1]
 	const crc = 0x5eed
-	if err := ms[rec.Leader].RecordSeal(ctx, "ts", 0, rec.Epoch, SealRecord{Start: 100, End: 199, CRC: crc, Replicas: verified}); err != nil {
+	if err := ms[rec.Leader].RecordSeal(ctx, "ts", 0, rec.Epoch, SealRecord{Start: 100, Last: 199, CRC: crc, Replicas: verified}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {

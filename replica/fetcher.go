@@ -20,11 +20,12 @@ type fetcher struct {
 	mu      sync.Mutex
 	idle    *sync.Cond // signalled when a member's answer has been applied
 	members map[string]*member
-	kick    context.CancelFunc // ends the poll in flight, to add a member
 	running bool
+	warned  time.Time // the last failed fetch logged at warn
 }
 
 type member struct {
+	ctx    context.Context // ends when the partition stops following
 	p      *partition
 	a      Assignment
 	end    int64
@@ -50,14 +51,13 @@ func (n *Node) fetcherFor(tr Transport, leader int32) *fetcher {
 
 // add has the fetcher copy p from end on; the channel gets the error that
 // stops it.
-func (f *fetcher) add(p *partition, a Assignment, end int64) <-chan error {
-	m := &member{p: p, a: a, end: end, errc: make(chan error, 1)}
+// A member added during a poll joins the next one (at most FetchWait
+// later): ending the poll early would throw away the others' answers.
+func (f *fetcher) add(ctx context.Context, p *partition, a Assignment, end int64) <-chan error {
+	m := &member{ctx: ctx, p: p, a: a, end: end, errc: make(chan error, 1)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.members[p.shard] = m
-	if f.kick != nil {
-		f.kick()
-	}
 	if !f.running {
 		f.running = true
 		go f.run()
@@ -87,8 +87,6 @@ func (f *fetcher) run() {
 			f.mu.Unlock()
 			return
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		f.kick = cancel
 		ms := make([]*member, 0, len(f.members))
 		reqs := make([]FetchRequest, 0, len(f.members))
 		for _, m := range f.members {
@@ -100,14 +98,16 @@ func (f *fetcher) run() {
 				Offset: m.end, MaxBytes: f.n.cfg.FetchBytes, Wait: f.n.cfg.FetchWait, Seals: seals})
 		}
 		f.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.FetchWait+30*time.Second)
 		answers, err := f.tr.Fetch(ctx, f.leader, reqs)
-		kicked := ctx.Err() != nil
 		cancel()
-		if kicked {
-			continue // a member was added: ask again with it
-		}
 		if err != nil {
-			f.n.cfg.Log.Debug("replica: fetching from the leader", "leader", f.leader, "partitions", len(reqs), "err", err)
+			// A leader that died is routine (the metadata moves its
+			// partitions); one that stays unreachable (TLS, SASL) is not.
+			if time.Since(f.warned) > 10*time.Second {
+				f.warned = time.Now()
+				f.n.cfg.Log.Warn("replica: fetching from the leader", "leader", f.leader, "partitions", len(reqs), "err", err)
+			}
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -123,7 +123,7 @@ func (f *fetcher) run() {
 			f.mu.Unlock()
 			ans := answers[i]
 			if ans.Err == nil {
-				m.end, ans.Err = f.n.take(context.Background(), m.p, m.end, ans.ReplicaRead)
+				m.end, ans.Err = f.n.take(m.ctx, m.p, m.end, ans.ReplicaRead)
 			}
 			f.mu.Lock()
 			m.taking = false

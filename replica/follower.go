@@ -97,7 +97,6 @@ func (n *Node) follow(ctx context.Context, tr Transport, p *partition, a Assignm
 			log.Debug("replica: leader not ready", "err", err)
 		case errors.Is(err, ErrDiverged):
 			log.Info("replica: truncating again", "err", err)
-			continue
 		default:
 			log.Warn("replica: following", "err", err)
 		}
@@ -121,7 +120,7 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 		return err
 	}
 	f := n.fetcherFor(tr, a.Leader)
-	errc := f.add(p, a, end)
+	errc := f.add(ctx, p, a, end)
 	defer f.remove(p.shard)
 	select {
 	case err := <-errc:
@@ -136,6 +135,8 @@ func (n *Node) followOnce(ctx context.Context, tr Transport, p *partition, a Ass
 // log end.
 func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead) (int64, error) {
 	st := n.cfg.Store
+	stopped := ctx
+	ctx = context.WithoutCancel(ctx) // what is asked of the engine completes
 	var err error
 	if len(rd.Records) > 0 {
 		if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
@@ -146,7 +147,8 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 			for i := range rd.Records {
 				size += record.Size(&rd.Records[i])
 			}
-			if err := n.limiter.WaitN(ctx, min(size, n.limiter.Burst())); err != nil {
+			// The pause ends early when the partition stops following.
+			if err := n.limiter.WaitN(stopped, min(size, n.limiter.Burst())); err != nil {
 				return end, err
 			}
 		}
@@ -219,7 +221,10 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 	}
 	if to < end {
 		n.cfg.Log.Info("replica: truncating to the leader's log", "shard", p.shard, "leader", a.Leader, "epoch", a.Epoch, "from", end, "to", to)
-		if err := st.TruncateTo(ctx, p.shard, uint64(to)); err != nil {
+		// Once asked, the cut happens whether or not this follower is
+		// stopped meanwhile; wait for it, or a new leader could read its
+		// log end before the cut.
+		if err := st.TruncateTo(context.WithoutCancel(ctx), p.shard, uint64(to)); err != nil {
 			return 0, fmt.Errorf("truncating to %d: %w", to, err)
 		}
 		n.m.truncated.Add(float64(end - to))
@@ -321,6 +326,7 @@ func (n *Node) rollAt(ctx context.Context, p *partition, end int64, rolls []int6
 
 // restartAt empties this replica's log of p and starts it at start.
 func (n *Node) restartAt(ctx context.Context, p *partition, start int64) (int64, error) {
+	ctx = context.WithoutCancel(ctx) // not half done: a shard deleted and not made again
 	st, ok := n.cfg.Store.(store.Starter)
 	if !ok {
 		return 0, fmt.Errorf("the leader's log starts at %d, past this replica's, and this engine cannot start a shard there", start)
@@ -362,7 +368,9 @@ func (n *Node) reportCandidate(ctx context.Context, p *partition, a Assignment) 
 	if e, ok := h.Latest(); ok {
 		last = e.Epoch
 	}
-	if err := n.cfg.Meta.ReportCandidate(ctx, p.topic, p.p, last, int64(end)); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.cfg.Meta.ReportCandidate(rctx, p.topic, p.p, last, int64(end)); err != nil {
 		n.cfg.Log.Info("replica: quorum election report not taken (retried while the leader stays dead)", "shard", p.shard, "err", err)
 		return
 	}

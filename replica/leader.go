@@ -440,7 +440,14 @@ func (l *Leader) candidateHW() int64 {
 		}
 		slices.Sort(ends)
 		slices.Reverse(ends)
-		return ends[len(l.cfg.Replicas)/2]
+		// Only a record of this leader's own epoch on a majority commits
+		// what comes before it (Raft's rule): an older epoch's record on a
+		// majority may still be replaced by a longer log of a later epoch
+		// that the next election prefers.
+		if hw := ends[len(l.cfg.Replicas)/2]; hw > l.cfg.EpochStart {
+			return hw
+		}
+		return -1
 	}
 	members := l.isr
 	if l.pending != nil {

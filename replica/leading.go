@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"strata/engine/record"
@@ -19,10 +18,12 @@ import (
 // is up to date with a controller's change of the ISR.
 func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 	n.stopFollowing(p)
+	p.gate.Lock() // no append is in flight while the leadership changes
+	defer p.gate.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader != nil && p.a.Epoch == a.Epoch {
-		if isr, rev := p.leader.ISR(); a.Rev > rev && !slices.Equal(sorted(a.ISR), sorted(isr)) {
+		if _, rev := p.leader.ISR(); a.Rev > rev {
 			outs, err := p.leader.ISRCommitted(n.cfg.Now(), a.ISR, a.Rev)
 			if err != nil {
 				n.cfg.Log.Warn("replica: the controller's ISR is not one this leader can take", "shard", p.shard, "isr", a.ISR, "err", err)
@@ -44,7 +45,7 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 		n.cfg.Log.Error("replica: cannot lead", "shard", p.shard, "epoch", a.Epoch, "err", err)
 		return
 	}
-	p.a, p.leader, p.waiters = a, l, map[ProduceID]chan Result{}
+	p.a, p.leader, p.waiters, p.reports = a, l, map[ProduceID]chan Result{}, nil
 	n.cfg.Log.Info("replica: leading", "shard", p.shard, "epoch", a.Epoch, "replicas", a.Replicas, "isr", a.ISR,
 		"log_end", l.LogEnd(), "high_watermark", l.HW())
 }
@@ -80,6 +81,8 @@ func (n *Node) newLeader(ctx context.Context, p *partition, a Assignment) (*Lead
 // depose ends p's leadership, if this node had it: produces waiting for
 // acks are answered NOT_LEADER_OR_FOLLOWER.
 func (n *Node) depose(p *partition, a Assignment) {
+	p.gate.Lock() // appends in flight finish first: none lands after
+	defer p.gate.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader == nil {
@@ -145,41 +148,41 @@ func (n *Node) proposeISR(p *partition, epoch int32, o ProposeISR) {
 // ErrNotLeader: this node does not lead the partition (any more).
 var ErrNotLeader = errors.New("replica: not the leader")
 
-// Replicated reports whether shard is a replicated partition on this node.
-func (n *Node) Replicated(shard string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.parts[shard]
-	return ok
-}
-
 func (n *Node) part(shard string) *partition {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.parts[shard]
 }
 
-// CheckProduce says whether a produce to shard may append now: only once
-// this node has set up as its leader, and with acks=all only while the ISR
-// holds min.insync.replicas.
-func (n *Node) CheckProduce(shard string, acksAll bool) Result {
+// BeginAppend says whether a produce to shard may append now: only while
+// this node leads it (its epoch recorded), and with acks=all only while the
+// ISR holds min.insync.replicas. If it may, the append must be followed by
+// Appended and then release; until release no change of leadership takes
+// effect, so no record lands in this log after this node stopped leading
+// (it would be truncated, or worse, tagged with the next epoch). epoch is
+// the leader epoch the append is made in, for AwaitAck.
+func (n *Node) BeginAppend(shard string, acksAll bool) (release func(), epoch int32, r Result) {
 	p := n.part(shard)
 	if p == nil {
-		return NotLeaderOrFollower
+		return nil, 0, NotLeaderOrFollower
 	}
+	p.gate.RLock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader == nil {
-		return NotLeaderOrFollower
+		p.gate.RUnlock()
+		return nil, 0, NotLeaderOrFollower
 	}
-	r := p.leader.CheckProduce()
+	r = p.leader.CheckProduce()
 	if r == NotEnoughReplicas && !acksAll {
-		return OK
+		r = OK
 	}
-	if r == NotEnoughReplicas {
+	if r != OK {
+		p.gate.RUnlock()
 		n.m.acks.WithLabelValues(r.String()).Inc()
+		return nil, 0, r
 	}
-	return r
+	return p.gate.RUnlock, p.a.Epoch, OK
 }
 
 // Appended reports the leader's log end after an append to shard, whatever
@@ -203,13 +206,13 @@ func (n *Node) Appended(shard string, logEnd int64) {
 
 // AwaitAck waits until the records at [base, end) of shard are on what
 // acks=all asks for, and answers how the produce ends.
-func (n *Node) AwaitAck(ctx context.Context, shard string, base, end int64, timeout time.Duration) Result {
-	r := n.awaitAck(ctx, shard, base, end, timeout)
+func (n *Node) AwaitAck(ctx context.Context, shard string, epoch int32, base, end int64, timeout time.Duration) Result {
+	r := n.awaitAck(ctx, shard, epoch, base, end, timeout)
 	n.m.acks.WithLabelValues(r.String()).Inc()
 	return r
 }
 
-func (n *Node) awaitAck(ctx context.Context, shard string, base, end int64, timeout time.Duration) Result {
+func (n *Node) awaitAck(ctx context.Context, shard string, epoch int32, base, end int64, timeout time.Duration) Result {
 	p := n.part(shard)
 	if p == nil {
 		return NotLeaderOrFollower
@@ -217,7 +220,9 @@ func (n *Node) awaitAck(ctx context.Context, shard string, base, end int64, time
 	ch := make(chan Result, 1)
 	id := ProduceID(n.ids.Add(1))
 	p.mu.Lock()
-	if p.leader == nil {
+	if p.leader == nil || p.a.Epoch != epoch {
+		// Led at another epoch since the append: its records may have been
+		// cut and the offsets written again by others.
 		p.mu.Unlock()
 		return NotLeaderOrFollower
 	}
@@ -268,7 +273,8 @@ var ErrDiverged = errors.New("replica: fetch past the leader's log end")
 // FollowerFetch answers a follower's fetch of shard at offset, as leader at
 // epoch: it first counts as the follower's proof that it holds everything
 // below offset (probe: it has not truncated against this leader yet, so it
-// proves nothing and gets only the leader's log end and epochs).
+// proves nothing and gets only the leader's log end and epochs). At most
+// maxBytes of records are read; with maxBytes < 0, none this time.
 func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool, seals []Seal) (ReplicaRead, error) {
 	p := n.part(shard)
 	if p == nil {
@@ -282,6 +288,17 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 	case p.a.Epoch != epoch:
 		p.mu.Unlock()
 		return ReplicaRead{}, fmt.Errorf("%w: %s is led at epoch %d, not %d", ErrFenced, shard, p.a.Epoch, epoch)
+	}
+	if !probe && offset > p.leader.LogEnd() {
+		// Records appended but not yet reported (Appended) may be what the
+		// follower has copied: the store's log end is the truth.
+		if end, err := n.cfg.Store.LogEnd(ctx, shard); err == nil && int64(end) > p.leader.LogEnd() {
+			outs, err := p.leader.Appended(n.cfg.Now(), int64(end))
+			if err != nil {
+				n.cfg.Log.Error("replica: appended", "shard", shard, "err", err)
+			}
+			n.apply(p, outs)
+		}
 	}
 	if !probe && offset > p.leader.LogEnd() {
 		end := p.leader.LogEnd()
@@ -323,7 +340,7 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		return rd, nil
 	}
 	last := uint64(offset) // the offset after the last record sent
-	if offset < int64(end) {
+	if offset < int64(end) && maxBytes >= 0 {
 		recs, err := st.ReadToLogEnd(ctx, shard, uint64(offset), store.Budget{MaxBytes: int(maxBytes)})
 		if err != nil {
 			return rd, err

@@ -122,6 +122,9 @@ type partition struct {
 	p     int32
 	shard string
 
+	// gate is held shared by each append from its leadership check to its
+	// end (BeginAppend), and exclusively by a change of leadership.
+	gate    sync.RWMutex
 	mu      sync.Mutex
 	a       Assignment // as last applied
 	leader  *Leader    // while leading
@@ -143,6 +146,12 @@ type following struct {
 	epoch  int32
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+func (p *partition) voted(epoch int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reported == epoch
 }
 
 // NewNode makes a node's replication; Run starts it.
@@ -181,16 +190,25 @@ func NewNode(cfg NodeConfig) *Node {
 func (n *Node) Run(ctx context.Context, tr Transport) {
 	tick := time.NewTicker(min(n.cfg.LagTimeMax/4, 100*time.Millisecond))
 	defer tick.Stop()
+	// The roles change with the metadata; what could not be done (a shard
+	// not made yet, an etcd write that failed) is tried again meanwhile.
+	retry := time.NewTicker(250 * time.Millisecond)
+	defer retry.Stop()
 	for {
 		changed := n.cfg.Meta.Changed()
 		n.reconcile(ctx, tr)
-		select {
-		case <-ctx.Done():
-			n.stopAll()
-			return
-		case <-changed:
-		case <-tick.C:
-			n.tick()
+		for again := false; !again; {
+			select {
+			case <-ctx.Done():
+				n.stopAll()
+				return
+			case <-changed:
+				again = true
+			case <-retry.C:
+				again = true
+			case <-tick.C:
+				n.tick()
+			}
 		}
 	}
 }
@@ -215,6 +233,11 @@ func (n *Node) reconcile(ctx context.Context, tr Transport) {
 			n.depose(p, a)
 			n.stopFollowing(p)
 			n.reportCandidate(ctx, p, a)
+		case a.Leader >= 0 && a.Leader != n.cfg.Self && a.Mode == ModeQuorum && p.voted(a.Epoch):
+			// It reported its log for this epoch's election: that report is
+			// a vote, and the log must not grow past it until the election.
+			n.depose(p, a)
+			n.stopFollowing(p)
 		case a.Leader >= 0 && a.Leader != n.cfg.Self && slices.Contains(a.Replicas, n.cfg.Self):
 			n.depose(p, a)
 			n.startFollowing(ctx, tr, p, a)

@@ -19,11 +19,11 @@ import (
 // Seal is one replica's sealed copy of a segment: offsets Start through End (its last) and
 // the CRC-32C of the file.
 type Seal struct {
-	Start, End uint64
-	CRC        uint32
+	Start, Last uint64 // the first and the last offset
+	CRC         uint32
 }
 
-func (s Seal) String() string { return fmt.Sprintf("[%d, %d] crc %08x", s.Start, s.End, s.CRC) }
+func (s Seal) String() string { return fmt.Sprintf("[%d, %d] crc %08x", s.Start, s.Last, s.CRC) }
 
 // SealVerdict is what the leader decides about one of its sealed segments.
 type SealVerdict struct {
@@ -166,6 +166,11 @@ func (n *Node) settleSeals(p *partition) {
 	isr, _ := p.leader.ISR()
 	for i := range p.seals {
 		s := &p.seals[i]
+		if p.leader.HW() <= int64(s.Last) {
+			// Not all committed: an unclean election could still replace
+			// some of it, and a seal is what tiering trusts.
+			continue
+		}
 		reports := map[int32]Seal{}
 		for node, m := range p.reports {
 			if r, ok := m[s.Start]; ok {

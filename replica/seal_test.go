@@ -6,9 +6,9 @@ import (
 )
 
 func TestDecideSeal(t *testing.T) {
-	own := Seal{Start: 100, End: 200, CRC: 0xabc}
-	other := Seal{Start: 100, End: 200, CRC: 0xdef}
-	short := Seal{Start: 100, End: 150, CRC: 0xabc}
+	own := Seal{Start: 100, Last: 200, CRC: 0xabc}
+	other := Seal{Start: 100, Last: 200, CRC: 0xdef}
+	short := Seal{Start: 100, Last: 150, CRC: 0xabc}
 	for _, tc := range []struct {
 		name     string
 		isr      []int32

@@ -49,6 +49,11 @@ func (s *Server) assignEpoch(ctx context.Context, shard string) int16 {
 	if !ok || info.LeaderEpoch < 0 {
 		return errNone // a single node: no history
 	}
+	if info.Leader != s.cluster.Self() {
+		// The view moved on since the append was let in: this node's log
+		// must not get the next leader's epoch.
+		return kerr.NotLeaderForPartition.Code
+	}
 	ep, ok1 := s.store.(store.Epochs)
 	rep, ok2 := s.store.(store.Replica)
 	if !ok1 || !ok2 {

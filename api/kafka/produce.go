@@ -95,6 +95,8 @@ type produceInput struct {
 	// partition waits for its replicas.
 	acks    int16
 	timeout time.Duration
+	// replicated: replication recorded the leader epoch (replica.Node).
+	replicated bool
 	// logAppendTime is the broker's time stamped on every record when the
 	// topic's message.timestamp.type is LogAppendTime (else -1).
 	logAppendTime int64
@@ -171,26 +173,34 @@ func batchesOver(raw []byte, limit int32) bool {
 }
 
 func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
+	// Whether a partition is replicated is the metadata's to say, not
+	// whether replication has set it up yet: until it has, its appends are
+	// refused, never taken unreplicated.
+	info, _ := s.cluster.Partition(in.topic, in.partition)
 	repl := s.cfg.Replication
-	if repl == nil || !repl.Replicated(in.shard) {
+	if len(info.Replicas) <= 1 {
 		return s.appendPartition(ctx, in)
 	}
-	// A replicated partition takes appends only once this node has set up
-	// as its leader (its epoch recorded), and acks=all refuses to append
-	// while the ISR is below min.insync.replicas.
-	if res := repl.CheckProduce(in.shard, in.acks == -1); res != replica.OK {
+	if repl == nil {
+		return kerr.NotLeaderForPartition.Code, -1
+	}
+	// Only while this node leads it at an epoch it has recorded, and with
+	// acks=all only while the ISR holds min.insync.replicas; no change of
+	// leadership takes effect until the append is done.
+	release, epoch, res := repl.BeginAppend(in.shard, in.acks == -1)
+	if res != replica.OK {
 		return res.KafkaCode(), -1
 	}
+	in.replicated = true
 	code, base := s.appendPartition(ctx, in)
-	if code != errNone {
+	if code == errNone {
+		repl.Appended(in.shard, base+int64(len(in.recs)))
+	}
+	release()
+	if code != errNone || in.acks != -1 {
 		return code, base
 	}
-	end := base + int64(len(in.recs))
-	repl.Appended(in.shard, end)
-	if in.acks != -1 {
-		return code, base
-	}
-	if res := repl.AwaitAck(ctx, in.shard, base, end, in.timeout); res != replica.OK {
+	if res := repl.AwaitAck(ctx, in.shard, epoch, base, base+int64(len(in.recs)), in.timeout); res != replica.OK {
 		return res.KafkaCode(), -1
 	}
 	return code, base
@@ -236,18 +246,22 @@ func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, i
 		// Once queued, an append completes whether or not its client
 		// waits: it must be recorded, or the client's retry on a new
 		// connection would be appended again.
-		code, base := s.appendRecords(context.WithoutCancel(ctx), in.shard, in.recs)
+		code, base := s.appendRecords(context.WithoutCancel(ctx), in.shard, in.recs, in.replicated)
 		if code == errNone {
 			s.seqs.put(key, b.ProducerEpoch, first, last, base, maxTimestamp(in.recs))
 		}
 		return code, base
 	}
-	return s.appendRecords(ctx, in.shard, in.recs)
+	return s.appendRecords(ctx, in.shard, in.recs, in.replicated)
 }
 
-func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record) (int16, int64) {
-	if code := s.assignEpoch(ctx, shard); code != errNone {
-		return code, -1
+// appendRecords appends to shard; a partition that replication does not
+// run records its leader epoch first (one that it runs has it already).
+func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record, replicated bool) (int16, int64) {
+	if !replicated {
+		if code := s.assignEpoch(ctx, shard); code != errNone {
+			return code, -1
+		}
 	}
 	base, err := s.store.Append(ctx, shard, recs)
 	if err != nil {

@@ -37,7 +37,8 @@ const (
 	// its durable form (replica.EpochHistory.Encode).
 	tagEpochs = 0x5304
 	// tagSeals, on a request partition: the follower's recently sealed
-	// copies, count u32, then count × (start u64, end u64, crc32c u32).
+	// copies, count u32, then count × (first offset u64, last offset u64,
+	// crc32c u32).
 	tagSeals = 0x5305
 
 	flagProbe = 1
@@ -47,7 +48,7 @@ func encodeSeals(seals []replica.Seal) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(seals)))
 	for _, s := range seals {
 		b = binary.BigEndian.AppendUint64(b, s.Start)
-		b = binary.BigEndian.AppendUint64(b, s.End)
+		b = binary.BigEndian.AppendUint64(b, s.Last)
 		b = binary.BigEndian.AppendUint32(b, s.CRC)
 	}
 	return b
@@ -60,9 +61,9 @@ func decodeSeals(b []byte) ([]replica.Seal, error) {
 	}
 	var out []replica.Seal
 	for b = b[4:]; len(b) > 0; b = b[20:] {
-		s := replica.Seal{Start: binary.BigEndian.Uint64(b), End: binary.BigEndian.Uint64(b[8:]), CRC: binary.BigEndian.Uint32(b[16:])}
-		if s.End <= s.Start {
-			return nil, fmt.Errorf("sealed segment [%d, %d): it ends before it starts", s.Start, s.End)
+		s := replica.Seal{Start: binary.BigEndian.Uint64(b), Last: binary.BigEndian.Uint64(b[8:]), CRC: binary.BigEndian.Uint32(b[16:])}
+		if s.Last < s.Start {
+			return nil, fmt.Errorf("sealed segment from offset %d to %d: its last offset is before its first", s.Start, s.Last)
 		}
 		out = append(out, s)
 	}
@@ -132,6 +133,12 @@ func (s *Server) replicaFetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Re
 func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, follower int32) (*kmsg.FetchResponse, int, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	total, failed := 0, false
+	// One budget for the whole answer (Kafka's replica.fetch.response.max.bytes):
+	// a follower of many partitions never gets partitions × 1 MiB at once.
+	left := int(r.MaxBytes)
+	if left <= 0 {
+		left = 16 << 20
+	}
 	for _, t := range r.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
@@ -153,7 +160,11 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 			if err != nil {
 				s.log.Warn("kafka: a follower's fetch with malformed seal reports", "shard", shard, "follower", follower, "err", err)
 			}
-			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, p.PartitionMaxBytes, flags&flagProbe != 0, seals)
+			limit := min(p.PartitionMaxBytes, int32(left))
+			if left <= 0 {
+				limit = -1 // over the budget: this fetch counts, its records come next time
+			}
+			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, limit, flags&flagProbe != 0, seals)
 			if rp.ErrorCode = replicaFetchCode(err); rp.ErrorCode != errNone {
 				if rp.ErrorCode == kerr.UnknownServerError.Code {
 					s.log.Error("kafka: a follower's fetch", "shard", shard, "follower", follower, "offset", p.FetchOffset, "err", err)
@@ -170,6 +181,7 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 				}
 			}
 			total += len(rp.RecordBatches)
+			left -= len(rp.RecordBatches)
 			rp.UnknownTags.Set(tagReplicaFetch, nil)
 			rp.UnknownTags.Set(tagLogEnd, binary.BigEndian.AppendUint64(nil, uint64(rd.LogEnd)))
 			rolls := binary.BigEndian.AppendUint32(nil, uint32(len(rd.Rolls)))

@@ -25,7 +25,7 @@ func FuzzDecodeReplicaFetch(f *testing.F) {
 	h.Append(3, 11)
 	rolls := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, 1), 11)
 	end := binary.BigEndian.AppendUint64(nil, 13)
-	seals := encodeSeals([]replica.Seal{{Start: 0, End: 9, CRC: 7}})
+	seals := encodeSeals([]replica.Seal{{Start: 0, Last: 9, CRC: 7}, {Start: 10, Last: 10, CRC: 8}})
 	f.Add(recs, end, rolls, h.Encode(), seals)
 	f.Add(recs[:20], end[:4], rolls[:6], h.Encode()[:9], seals[:10])
 	f.Add([]byte{}, []byte{}, []byte{}, []byte{}, []byte{})

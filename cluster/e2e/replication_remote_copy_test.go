@@ -114,7 +114,7 @@ func TestTieringFromARemoteReplicaCopy(t *testing.T) {
 		uploaded[u.Key] = true
 	}
 	for _, s := range damaged {
-		key := fmt.Sprintf("topic=remote/partition=0/%020d-%020d.parquet", s.Start, s.End)
+		key := fmt.Sprintf("topic=remote/partition=0/%020d-%020d.parquet", s.Start, s.Last)
 		if !uploaded[key] {
 			t.Fatalf("node %d's run uploaded %v, not %s (its copy damaged, sealed without it)", victim, run.Uploaded, key)
 		}
@@ -126,8 +126,8 @@ func TestTieringFromARemoteReplicaCopy(t *testing.T) {
 			t.Errorf("%s: its %d records have crc32c %08x and its footer says %s; the segment was sealed with %08x (node %d's damaged copy: %08x)",
 				key, n, crc, meta, s.CRC, victim, here[s.Start].CRC)
 		}
-		if n != s.End-s.Start+1 {
-			t.Errorf("%s holds %d records, the segment %d", key, n, s.End-s.Start+1)
+		if n != s.Last-s.Start+1 {
+			t.Errorf("%s holds %d records, the segment %d", key, n, s.Last-s.Start+1)
 		}
 	}
 	if n := c.metric(victim, `strata_tiering_remote_copies_total{result="done"}`); n != float64(len(damaged)) {

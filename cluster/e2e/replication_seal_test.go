@@ -19,7 +19,7 @@ import (
 // sealRecord is a sealed/ record in etcd, as docs/cluster.md gives it.
 type sealRecord struct {
 	Start    uint64  `json:"start"`
-	End      uint64  `json:"end"`
+	Last     uint64  `json:"last"`
 	CRC      uint32  `json:"crc32c"`
 	Replicas []int32 `json:"replicas"`
 }
@@ -73,7 +73,7 @@ func (c *cluster) sealedHere(id int32, topic string) map[uint64]sealRecord {
 			if err != nil {
 				c.t.Fatalf("node %d's sealed segment %d: %v", id, s.No, err)
 			}
-			out[s.Start] = sealRecord{Start: s.Start, End: s.End, CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))}
+			out[s.Start] = sealRecord{Start: s.Start, Last: s.End, CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))}
 		}
 	}
 	return out
@@ -159,7 +159,7 @@ func TestSealAgreement(t *testing.T) {
 		for id := range c.nodes {
 			cp, ok := copies[id][start]
 			switch {
-			case slices.Contains(rec.Replicas, id) && (!ok || cp.CRC != rec.CRC || cp.End != rec.End):
+			case slices.Contains(rec.Replicas, id) && (!ok || cp.CRC != rec.CRC || cp.Last != rec.Last):
 				t.Errorf("segment at %d recorded with node %d among its replicas (crc %08x), but its copy is %+v", start, id, rec.CRC, cp)
 			case ok && !slices.Contains(rec.Replicas, id) && cp.CRC == rec.CRC:
 				t.Errorf("segment at %d: node %d's copy agrees (crc %08x) but it is not among the replicas %v", start, id, cp.CRC, rec.Replicas)

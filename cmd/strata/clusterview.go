@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 
 	"strata/api/kafka"
 	"strata/cluster"
@@ -173,6 +175,7 @@ type replicaMeta struct {
 	m      *cluster.Member
 	self   int32
 	broker topicconfig.Broker
+	warned *sync.Map // topics whose configs were warned about
 }
 
 var _ replica.Meta = replicaMeta{}
@@ -192,6 +195,10 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 		cfg := topicconfig.Resolve(t.Configs, r.broker)
 		mode, err := replica.ParseMode(cfg.AcksAll)
 		if err != nil {
+			// CreateTopics checked it: only a hand-edited etcd gets here.
+			if _, seen := r.warned.LoadOrStore(name, true); !seen {
+				slog.Warn("replica: the topic's strata.acks.all is neither isr nor quorum: taken as isr", "topic", name, "err", err)
+			}
 			mode = replica.ModeISR
 		}
 		for p := int32(0); p < t.Partitions; p++ {
@@ -215,5 +222,5 @@ func (r replicaMeta) ReportCandidate(ctx context.Context, topic string, p int32,
 }
 
 func (r replicaMeta) RecordSeal(ctx context.Context, topic string, p int32, leaderEpoch int32, s replica.SealRecord) error {
-	return r.m.RecordSeal(ctx, topic, p, leaderEpoch, cluster.SealRecord{Start: s.Start, End: s.End, CRC: s.CRC, Replicas: s.Replicas})
+	return r.m.RecordSeal(ctx, topic, p, leaderEpoch, cluster.SealRecord{Start: s.Start, Last: s.Last, CRC: s.CRC, Replicas: s.Replicas})
 }

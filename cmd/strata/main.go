@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -295,7 +296,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var ksrv *kafka.Server
 	if member != nil {
 		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store,
-			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker},
+			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker, warned: &sync.Map{}},
 			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), FetchRate: int64(cfg.Cluster.FollowerThrottledRate),
 			Log: log.With("component", "replica"), Registerer: reg,
 			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) }})

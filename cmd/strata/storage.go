@@ -115,7 +115,7 @@ func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled *ro
 				return err
 			}
 			if n := rolled.replication.Load(); n != nil {
-				n.Sealed(s.Shard, s.No, replica.Seal{Start: s.StartOffset, End: s.EndOffset, CRC: s.Checksum})
+				n.Sealed(s.Shard, s.No, replica.Seal{Start: s.StartOffset, Last: s.EndOffset, CRC: s.Checksum})
 			}
 			select {
 			case rolled.shards <- s.Shard:
