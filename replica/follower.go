@@ -224,7 +224,17 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 		// Once asked, the cut happens whether or not this follower is
 		// stopped meanwhile; wait for it, or a new leader could read its
 		// log end before the cut.
-		if err := st.TruncateTo(context.WithoutCancel(ctx), p.shard, uint64(to)); err != nil {
+		err := st.TruncateTo(context.WithoutCancel(ctx), p.shard, uint64(to))
+		if errors.Is(err, store.ErrSealedSegment) || errors.Is(err, store.ErrCommitted) {
+			// Its unreplicated tail spans a roll (the old leader rolled by
+			// size past what was committed), or an unclean election chose a
+			// shorter log: only copying the leader's whole log again makes
+			// the two agree.
+			n.cfg.Log.Warn("replica: this replica's log parts from the new leader's where it cannot be cut: copying the leader's log again",
+				"shard", p.shard, "leader", a.Leader, "cut_at", to, "err", err)
+			return n.restartAt(ctx, p, rd.LogStart)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("truncating to %d: %w", to, err)
 		}
 		n.m.truncated.Add(float64(end - to))
@@ -324,14 +334,15 @@ func (n *Node) rollAt(ctx context.Context, p *partition, end int64, rolls []int6
 	return sg.RollAt(ctx, p.shard, uint64(end))
 }
 
-// restartAt empties this replica's log of p and starts it at start.
+// restartAt empties this replica's log of p and starts it at start, the
+// leader's log start: the follower then copies the leader's whole log.
 func (n *Node) restartAt(ctx context.Context, p *partition, start int64) (int64, error) {
 	ctx = context.WithoutCancel(ctx) // not half done: a shard deleted and not made again
 	st, ok := n.cfg.Store.(store.Starter)
 	if !ok {
 		return 0, fmt.Errorf("the leader's log starts at %d, past this replica's, and this engine cannot start a shard there", start)
 	}
-	n.cfg.Log.Warn("replica: this replica's log is all below the leader's log start: starting it over there", "shard", p.shard, "start", start)
+	n.cfg.Log.Warn("replica: starting this replica's log over at the leader's log start", "shard", p.shard, "start", start)
 	if err := n.cfg.Store.DeleteShard(ctx, p.shard); err != nil {
 		return 0, err
 	}

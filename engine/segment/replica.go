@@ -186,8 +186,8 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	case end >= s.next:
 		return w.e.cutEpochs(sh, end)
 	case end < s.start:
-		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d), "+
-			"and only the active segment can be truncated", sh.name, end, sh.segmentOf(end), s.no, s.start)
+		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
+			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
 	}
 	if err := w.e.cutEpochs(sh, end); err != nil {
 		return err

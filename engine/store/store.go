@@ -139,6 +139,9 @@ var (
 	ErrClosed       = errors.New("store closed")
 	// ErrCommitted refuses a TruncateTo below the high watermark.
 	ErrCommitted = errors.New("committed records cannot be truncated")
+	// ErrSealedSegment refuses a TruncateTo inside a sealed segment: the
+	// segment engine cuts only its active one.
+	ErrSealedSegment = errors.New("only the active segment can be truncated")
 	// ErrPastLogEnd refuses a SetHighWatermark past the log end.
 	ErrPastLogEnd = errors.New("past the log end")
 	// ErrEpochOrder refuses an AssignEpoch that would move a shard's
