@@ -50,11 +50,7 @@ func (s *Server) copyRead(ctx context.Context, r *kmsg.FetchRequest) kmsg.Respon
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
-			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			rp.PreferredReadReplica = -1
-			rp.RecordBatches = []byte{}
+			rp := noRecords(p.Partition)
 			shard := store.ShardName(t.Topic, p.Partition)
 			budget := store.Budget{MaxBytes: max(1, int(p.PartitionMaxBytes))}
 			var recs []record.Record

@@ -24,6 +24,18 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	if s.isReplicaFetch(r) {
 		return s.replicaFetch(ctx, r)
 	}
+	return s.longPoll(ctx, r, func() (*kmsg.FetchResponse, bool) {
+		resp, total := s.fetchOnce(ctx, r)
+		// As Kafka, an error answers at once: the client has to act on it
+		// (re-route, reset, retry), not wait for records.
+		return resp, total >= int(r.MinBytes) || failed(resp) || r.MaxWaitMillis <= 0
+	})
+}
+
+// longPoll answers with read's response when read says it is done, else
+// waits for an append to one of the partitions asked for (or max_wait) and
+// reads again; at max_wait it answers what a last read finds.
+func (s *Server) longPoll(ctx context.Context, r *kmsg.FetchRequest, read func() (*kmsg.FetchResponse, bool)) kmsg.Response {
 	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
 	var shards []string
 	for _, t := range r.Topics {
@@ -35,10 +47,8 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		// Register before reading, so an append between the read and the
 		// wait still wakes this poll.
 		woken := s.appended.wait(shards)
-		resp, total := s.fetchOnce(ctx, r)
-		// As Kafka, an error answers at once: the client has to act on it
-		// (re-route, reset, retry), not wait for records.
-		if total >= int(r.MinBytes) || failed(resp) || r.MaxWaitMillis <= 0 || !time.Now().Before(deadline) {
+		resp, done := read()
+		if done || !time.Now().Before(deadline) {
 			s.appended.cancel(shards, woken)
 			return resp
 		}
@@ -48,7 +58,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			timer.Stop()
 		case <-timer.C:
 			s.appended.cancel(shards, woken)
-			resp, _ := s.fetchOnce(ctx, r)
+			resp, _ := read()
 			return resp
 		case <-s.closing: // shutting down: answer what there is now
 			timer.Stop()
@@ -60,6 +70,16 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 			return resp
 		}
 	}
+}
+
+// noRecords is a fetch answer's partition before anything is read into it.
+func noRecords(partition int32) kmsg.FetchResponseTopicPartition {
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = partition
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+	rp.PreferredReadReplica = -1
+	rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+	return rp
 }
 
 func failed(resp *kmsg.FetchResponse) bool {
@@ -100,11 +120,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
 		for i, p := range t.Partitions {
 			rp := &rt.Partitions[i]
-			*rp = kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			rp.PreferredReadReplica = -1
-			rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+			*rp = noRecords(p.Partition)
 			if !replica {
 				rp.ErrorCode = s.leads(t.Topic, p.Partition)
 			}

@@ -99,35 +99,10 @@ func (s *Server) isReplicaFetch(r *kmsg.FetchRequest) bool {
 // end (ReadToLogEnd), waiting up to max_wait for some when there are none.
 func (s *Server) replicaFetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 	follower := max(r.ReplicaID, r.ReplicaState.ID)
-	deadline := time.Now().Add(min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.MaxFetchWait))
-	var shards []string
-	for _, t := range r.Topics {
-		for _, p := range t.Partitions {
-			shards = append(shards, store.ShardName(t.Topic, p.Partition))
-		}
-	}
-	for {
-		woken := s.appended.wait(shards)
+	return s.longPoll(ctx, r, func() (*kmsg.FetchResponse, bool) {
 		resp, total, failed := s.replicaFetchOnce(ctx, r, follower)
-		if total > 0 || failed || !time.Now().Before(deadline) {
-			s.appended.cancel(shards, woken)
-			return resp
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		select {
-		case <-woken:
-			timer.Stop()
-		case <-timer.C:
-		case <-s.closing:
-			timer.Stop()
-			s.appended.cancel(shards, woken)
-			return resp
-		case <-ctx.Done():
-			timer.Stop()
-			s.appended.cancel(shards, woken)
-			return resp
-		}
-	}
+		return resp, total > 0 || failed
+	})
 }
 
 func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, follower int32) (*kmsg.FetchResponse, int, bool) {
@@ -143,11 +118,7 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
-			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			rp.PreferredReadReplica = -1
-			rp.RecordBatches = []byte{}
+			rp := noRecords(p.Partition)
 			flags, _ := replicaFetchFlags(p)
 			shard := store.ShardName(t.Topic, p.Partition)
 			var seals []replica.Seal
