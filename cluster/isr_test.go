@@ -312,3 +312,27 @@ func TestQuorumElection(t *testing.T) {
 		t.Fatalf("a report under a revoked lease was stored: %v %v", left, err)
 	}
 }
+
+// A partition's seal records below its log start are deleted; the one of
+// the segment that holds the log start stays, and so do those above it.
+func TestPruneSeals(t *testing.T) {
+	h := newHarness(t)
+	ms := threeNodes(t, h, "pruned", 1)
+	part, _, _ := ms[1].PartitionRev("pruned", 0)
+	leader := ms[part.Leader]
+	for _, s := range []SealRecord{{Start: 0, Last: 99}, {Start: 100, Last: 199}, {Start: 200, Last: 299}} {
+		s.CRC, s.Replicas = 7, []int32{part.Leader}
+		if err := leader.RecordSeal(context.Background(), "pruned", 0, part.Epoch, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := leader.PruneSeals(context.Background(), "pruned", 0, 150)
+	if err != nil || n != 1 {
+		t.Fatalf("pruning below 150: %d records deleted, %v; want 1", n, err)
+	}
+	for start, want := range map[uint64]bool{0: false, 100: true, 200: true} {
+		if _, ok, err := leader.Seal(context.Background(), "pruned", 0, start); err != nil || ok != want {
+			t.Errorf("the seal at %d: found %v (%v), want %v", start, ok, err, want)
+		}
+	}
+}

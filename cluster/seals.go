@@ -123,3 +123,32 @@ func (m *Member) Seal(ctx context.Context, topic string, p int32, start uint64) 
 	}
 	return s, true, nil
 }
+
+// PruneSeals deletes the records of partition p's segments that end below
+// offset below, its log start: they were deleted (retention, DeleteRecords),
+// and their records would otherwise stay in etcd for the topic's life. The
+// segment that holds below keeps its record.
+func (m *Member) PruneSeals(ctx context.Context, topic string, p int32, below uint64) (int, error) {
+	resp, err := m.cli.Get(ctx, m.keys.partitionSeals(topic, p), clientv3.WithRange(m.keys.seal(topic, p, below)))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: pruning the seals of %s-%d: %w", topic, p, err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		var s SealRecord
+		if err := json.Unmarshal(kv.Value, &s); err != nil || s.Last >= below {
+			continue
+		}
+		// Only the record as read: a later write (a replica added) is left
+		// for the next prune.
+		txn, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return n, fmt.Errorf("cluster: pruning the seals of %s-%d: %w", topic, p, err)
+		}
+		if txn.Succeeded {
+			n++
+		}
+	}
+	return n, nil
+}

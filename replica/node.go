@@ -85,6 +85,9 @@ type Meta interface {
 	// partition's leader at leaderEpoch: its checksum and the replicas
 	// whose copies agree.
 	RecordSeal(ctx context.Context, topic string, partition int32, leaderEpoch int32, s SealRecord) error
+	// PruneSeals deletes the seal records of segments that end below the
+	// partition's log start.
+	PruneSeals(ctx context.Context, topic string, partition int32, below uint64) (int, error)
 }
 
 // NodeConfig configures a Node.
@@ -139,6 +142,10 @@ type partition struct {
 	seals   []pendingSeal
 	reports map[int32]map[uint64]Seal
 	sealing bool
+	// pruned is the log start below which the leader last pruned seal
+	// records, and when.
+	pruned   uint64
+	prunedAt time.Time
 }
 
 type following struct {
@@ -316,6 +323,7 @@ func (n *Node) tick() {
 		if p.leader != nil {
 			n.apply(p, p.leader.Tick(now))
 			n.settleSeals(p)
+			n.pruneSeals(p, now)
 		}
 		p.mu.Unlock()
 	}

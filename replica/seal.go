@@ -216,3 +216,32 @@ func (n *Node) settleSeals(p *partition) {
 		return
 	}
 }
+
+// pruneSeals has the leader delete, at most once a minute, the seal records
+// of segments its log no longer holds (retention, DeleteRecords); p.mu is
+// held.
+func (n *Node) pruneSeals(p *partition, now time.Time) {
+	if now.Sub(p.prunedAt) < time.Minute {
+		return
+	}
+	p.prunedAt = now
+	low, _, err := n.cfg.Store.Watermarks(context.Background(), p.shard)
+	if err != nil || low <= p.pruned {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k, err := n.cfg.Meta.PruneSeals(ctx, p.topic, p.p, low)
+		if err != nil {
+			n.cfg.Log.Warn("replica: pruning the seals below the log start", "shard", p.shard, "log_start", low, "err", err)
+			return
+		}
+		p.mu.Lock()
+		p.pruned = low
+		p.mu.Unlock()
+		if k > 0 {
+			n.cfg.Log.Info("replica: seal records below the log start deleted", "shard", p.shard, "log_start", low, "deleted", k)
+		}
+	}()
+}

@@ -224,3 +224,7 @@ func (r replicaMeta) ReportCandidate(ctx context.Context, topic string, p int32,
 func (r replicaMeta) RecordSeal(ctx context.Context, topic string, p int32, leaderEpoch int32, s replica.SealRecord) error {
 	return r.m.RecordSeal(ctx, topic, p, leaderEpoch, cluster.SealRecord{Start: s.Start, Last: s.Last, CRC: s.CRC, Replicas: s.Replicas})
 }
+
+func (r replicaMeta) PruneSeals(ctx context.Context, topic string, p int32, below uint64) (int, error) {
+	return r.m.PruneSeals(ctx, topic, p, below)
+}
