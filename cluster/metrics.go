@@ -1,9 +1,9 @@
 package cluster
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"strata/internal/promreg"
 )
 
 type metrics struct {
@@ -23,43 +23,27 @@ type metrics struct {
 // a refused Join, or a Close) takes over the metrics already registered.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
-		live: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_live",
+		live: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_live",
 			Help: "1 while this node is registered under a live lease, 0 while it has lost it."})),
-		controller: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_controller",
+		controller: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_cluster_controller",
 			Help: "1 while this node is the elected controller."})),
-		sessionsLost: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_sessions_lost_total",
+		sessionsLost: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_sessions_lost_total",
 			Help: "Times this node lost its lease (etcd unreachable past the session TTL, or revoked)."})),
-		elections: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_elections_won_total",
+		elections: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_elections_won_total",
 			Help: "Times this node was elected controller."})),
-		writes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_placement_writes_total",
+		writes: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_cluster_placement_writes_total",
 			Help: "Partition records this node wrote as controller."})),
-		refused: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_placement_refused_total",
+		refused: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_placement_refused_total",
 			Help: "Placement transactions etcd refused, by reason: deposed (the term is over) or conflict (planned from an old view)."},
 			[]string{"reason"})),
-		handoffs: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_handoffs_total",
+		handoffs: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_handoffs_total",
 			Help: "Partitions this node handed to the node chosen for their next segment at a roll, by result: done, or refused (the record changed first)."},
 			[]string{"result"})),
-		isrWrites: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_isr_writes_total",
+		isrWrites: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_isr_writes_total",
 			Help: "ISR changes this node wrote as a partition's leader, by result: done, conflict (the record changed since it was read) or not_leader (not the leader at that epoch, or the lease is lost)."},
 			[]string{"result"})),
-		candidates: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_candidate_reports_total",
+		candidates: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_cluster_candidate_reports_total",
 			Help: "Log positions this node reported for a quorum election, by result: done, or refused (the record changed, or the lease is lost)."},
 			[]string{"result"})),
 	}
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var dup prometheus.AlreadyRegisteredError
-		if errors.As(err, &dup) {
-			if existing, ok := dup.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
