@@ -134,7 +134,7 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 // continue nothing).
 func chunkAfter(r io.ReaderAt, pos, end int64) (int64, bool) {
 	const window = 1 << 20
-	buf := make([]byte, window+HeaderSize)
+	buf := make([]byte, min(window+HeaderSize, max(0, end-pos)))
 	for start := pos + 1; start+HeaderSize <= end; start += window {
 		n, _ := r.ReadAt(buf[:min(int64(len(buf)), end-start)], start)
 		for i := 0; i+HeaderSize <= n; i++ {
