@@ -113,7 +113,8 @@ func parseName(name string) (uint64, bool) {
 // and fsynced, and it is sealed, so writers always start new files and a
 // change of writer count between starts does not matter. Damage inside a
 // file, with whole chunks after it, is reported and leaves the file as it
-// is. Open returns one Recovered per file, in file-number order.
+// is. A file with no whole chunk is removed. Open returns one Recovered
+// per file kept, in file-number order.
 func Open(cfg Config) (*Dir, []Recovered, error) {
 	if cfg.Dir == "" {
 		return nil, nil, errors.New("sharedfile: Config.Dir is empty")
@@ -146,7 +147,9 @@ func Open(cfg Config) (*Dir, []Recovered, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		out = append(out, rec)
+		if rec.Path != "" {
+			out = append(out, rec)
+		}
 		d.next = max(d.next, no+1)
 	}
 	return d, out, nil
@@ -195,6 +198,12 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 		d.files[no] = f
 		rec.FileInfo = f.info()
 		return rec, nil
+	}
+	if len(res.Chunks) == 0 && res.Sealed == nil {
+		// Created, and the process died before a chunk was committed in it:
+		// it holds nothing. Its number stays used (Open's sequence).
+		d.log.Info("removing a shared file with no chunk", "file", path, "bytes", size)
+		return Recovered{}, d.cfg.FS.Remove(path)
 	}
 	wf, err := d.cfg.FS.OpenReadWrite(path)
 	if err != nil {

@@ -430,3 +430,64 @@ func TestWriteFaults(t *testing.T) {
 		})
 	}
 }
+
+// Readers read committed chunks while a writer commits and rolls files
+// (go test -race): every read sees whole chunks of the right shard.
+func TestReadWhileWriting(t *testing.T) {
+	d, _ := openDir(t, t.TempDir(), 16<<10)
+	w := d.NewWriter()
+	refs := make(chan Chunk, 4096)
+	done := make(chan error, 2)
+	go func() {
+		var dst []Chunk
+		next := map[uint64]uint64{}
+		for b := 0; b < 300; b++ {
+			dst = dst[:0]
+			for s := uint64(0); s < 4; s++ {
+				var err error
+				if dst, err = w.Add(dst, s, testRecords(next[s], 2, "rw")); err != nil {
+					done <- err
+					return
+				}
+				next[s] += 2
+			}
+			if _, err := w.Commit(false); err != nil {
+				done <- err
+				return
+			}
+			for _, c := range dst {
+				refs <- c
+			}
+		}
+		close(refs)
+		done <- nil
+	}()
+	go func() {
+		n := 0
+		for c := range refs {
+			err := d.ReadChunk(c.Ref, &c.Shard, func(h Header, recs []byte) error {
+				if h != c.Header {
+					return fmt.Errorf("read %+v at %+v; committed %+v", h, c.Ref, c.Header)
+				}
+				return nil
+			})
+			if err != nil {
+				done <- err
+				return
+			}
+			if n++; n%50 == 0 {
+				d.Files()
+				d.Shards(c.File)
+			}
+		}
+		done <- nil
+	}()
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(d.Files()) < 3 {
+		t.Fatalf("%d files; the test should roll several", len(d.Files()))
+	}
+}

@@ -30,6 +30,29 @@ func unsealedFile(t *testing.T, dir string) (string, []Chunk) {
 	return filepath.Join(dir, FileName(0)), cs
 }
 
+// A file made but never given a whole chunk (the process died in between)
+// is removed, and its number is not used again.
+func TestRecoveryRemovesAFileWithNoChunk(t *testing.T) {
+	for _, content := range [][]byte{nil, make([]byte, 100), []byte{Magic, KindRecords}} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, FileName(3)), content, 0o644)
+		d, rec := openDir(t, dir, 1<<20)
+		if len(rec) != 0 {
+			t.Fatalf("%d bytes with no chunk: recovered %+v; want the file gone", len(content), rec)
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileName(3))); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the file is still there: %v", err)
+		}
+		w := d.NewWriter()
+		if _, err := w.Add(nil, 1, testRecords(0, 1, "a")); err != nil {
+			t.Fatal(err)
+		}
+		if no, _ := w.Active(); no != 4 {
+			t.Fatalf("the next file is %d; want 4", no)
+		}
+	}
+}
+
 func TestRecovery(t *testing.T) {
 	flip := func(at func(cs []Chunk) int64) func(*testing.T, string, []Chunk) {
 		return func(t *testing.T, path string, cs []Chunk) {
