@@ -74,8 +74,9 @@ type Recovered struct {
 // file is one shared file. Readers use the mmap view up to readable; only
 // the owning Writer touches the write side.
 type file struct {
-	no   uint64
-	path string
+	no       uint64
+	path     string
+	maxBytes int64 // what to map of an active file: its cap and the batch past it
 
 	mu       sync.RWMutex
 	mm       mmap.MMap
@@ -290,7 +291,7 @@ func (d *Dir) newFile() (*file, error) {
 		wf.Close()
 		return nil, err
 	}
-	f := &file{no: no, path: path, wf: wf, shards: map[uint64]struct{}{}}
+	f := &file{no: no, path: path, wf: wf, shards: map[uint64]struct{}{}, maxBytes: d.cfg.MaxFileBytes + 1<<20}
 	d.mu.Lock()
 	d.files[no] = f
 	d.mu.Unlock()
@@ -378,7 +379,14 @@ func (f *file) remapLocked(n int64) error {
 	}
 	// The mapping outlives the descriptor: no fd is held per file.
 	defer rf.Close()
-	mm, err := mmap.Map(rf, mmap.RDONLY, 0)
+	length := n
+	if !f.sealed.Load() {
+		// An active file grows: mapping up to its cap at once (past the end
+		// of the file, which is allowed as long as nothing reads there:
+		// readers stop at readable) saves a re-map per commit.
+		length = max(n, f.maxBytes)
+	}
+	mm, err := mmap.MapRegion(rf, int(length), mmap.RDONLY, 0, 0)
 	if err != nil {
 		return fmt.Errorf("sharedfile: %s: mmap: %w", f.path, err)
 	}

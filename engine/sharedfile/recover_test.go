@@ -151,3 +151,33 @@ func TestRecovery(t *testing.T) {
 		})
 	}
 }
+
+// A torn last chunk whose records carry, as payload, the bytes of a whole
+// chunk is a torn tail: the search for whole chunks after damage starts
+// past a chunk whose header checked out, never inside its records.
+func TestRecoveryIgnoresChunksInsidePayloads(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := openDir(t, dir, 1<<20)
+	w := d.NewWriter()
+	if _, err := w.Add(nil, 1, testRecords(0, 2, "a")); err != nil {
+		t.Fatal(err)
+	}
+	inner := chunkBytes(t, 2, testRecords(0, 1, "inner"))
+	recs := testRecords(2, 1, "a")
+	recs[0].Value = append(inner, make([]byte, 64)...) // the inner chunk ends well before the record does
+	cs, err := w.Add(nil, 1, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	w.f.wf.Close()
+	d.Close()
+	path := filepath.Join(dir, FileName(0))
+	os.Truncate(path, cs[0].Pos+cs[0].Size()-10) // the last chunk torn inside its padding
+	_, rec := openDir(t, dir, 1<<20)
+	if len(rec) != 1 || rec[0].Damage != nil || !rec[0].Sealed || rec[0].DataLen != cs[0].Pos || len(rec[0].Chunks) != 1 {
+		t.Fatalf("recovered %+v; want the torn chunk cut at byte %d and one chunk kept", rec, cs[0].Pos)
+	}
+}

@@ -67,18 +67,23 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 	head := make([]byte, HeaderSize)
 	var buf []byte
 	pos := int64(0)
+	// skip is where the search for a whole chunk after damage starts: past
+	// a damaged chunk whose header checked out (its length is known, and
+	// a record's payload cannot pass for a chunk), else the next byte.
+	skip := int64(1)
 	fail := func(err error) ScanResult {
 		if !errors.Is(err, ErrCorrupt) {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		ce := &CorruptError{Path: path, Pos: pos, Torn: true, Err: err}
-		if next, ok := chunkAfter(r, pos, size); ok {
+		if next, ok := chunkAfter(r, pos+skip, size); ok {
 			ce.Torn, ce.NextValid = false, next
 		}
 		res.End, res.Err = pos, ce
 		return res
 	}
 	for pos < size {
+		skip = 1
 		if size-pos < HeaderSize {
 			return fail(ErrShort)
 		}
@@ -108,8 +113,10 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 			return fail(err)
 		}
 		if pos+h.Size() > size {
+			skip = size - pos // a torn tail: nothing whole can follow
 			return fail(fmt.Errorf("%w: chunk of %d bytes runs past the end of the file (%d)", ErrShort, h.Size(), size))
 		}
+		skip = h.Size()
 		if cap(buf) < int(h.Size()) {
 			buf = make([]byte, h.Size())
 		}
@@ -128,14 +135,14 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 	return res
 }
 
-// chunkAfter looks past damage at byte pos for a whole chunk (header and
+// chunkAfter looks from byte pos on, past damage, for a whole chunk (header and
 // records check out) or a valid trailer: proof that the damage lies inside
 // the file rather than at a torn tail (a cut write, zeros, or bytes that
 // continue nothing).
 func chunkAfter(r io.ReaderAt, pos, end int64) (int64, bool) {
 	const window = 1 << 20
 	buf := make([]byte, min(window+HeaderSize, max(0, end-pos)))
-	for start := pos + 1; start+HeaderSize <= end; start += window {
+	for start := pos; start+HeaderSize <= end; start += window {
 		n, _ := r.ReadAt(buf[:min(int64(len(buf)), end-start)], start)
 		for i := 0; i+HeaderSize <= n; i++ {
 			if buf[i] != Magic {
