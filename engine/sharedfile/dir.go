@@ -206,6 +206,11 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 		d.log.Info("removing a shared file with no chunk", "file", path, "bytes", size)
 		return Recovered{}, d.cfg.FS.Remove(path)
 	}
+	if st.Mode().Perm()&0o200 == 0 {
+		// Read-only means sealed by this layer, so a 0444 file without a valid
+		// trailer was damaged after its seal; it is cut and sealed again.
+		os.Chmod(path, 0o644)
+	}
 	wf, err := d.cfg.FS.OpenReadWrite(path)
 	if err != nil {
 		return Recovered{}, err

@@ -91,6 +91,7 @@ func TestRecovery(t *testing.T) {
 			seal(t, path)
 			os.Chmod(path, 0o644)
 			flip(func(cs []Chunk) int64 { return end(cs) + 10 })(t, path, cs)
+			os.Chmod(path, 0o444) // as the seal left it
 		}, 5, true, false},
 		{"sealed, then bytes after the trailer", func(t *testing.T, path string, cs []Chunk) {
 			seal(t, path)
