@@ -491,3 +491,109 @@ func TestReadWhileWriting(t *testing.T) {
 		t.Fatalf("%d files; the test should roll several", len(d.Files()))
 	}
 }
+
+// A failure injected at each write-side file operation of a workload in
+// turn (creating files, syncing the folder, writes, fsyncs, seals, the
+// removal of an empty file): after a reopen on the real files, every
+// acknowledged batch is there, the failed one is there whole or not at
+// all, and a writer takes batches again.
+func TestFaultAtEveryOperation(t *testing.T) {
+	type batch struct{ chunks []Chunk }
+	workload := func(fs vfs.FS, dir string) (acked []batch, failed *batch, err error) {
+		d, _, err := Open(Config{Dir: dir, FS: fs, MaxFileBytes: 700, Logger: quiet()})
+		if err != nil {
+			return nil, nil, err
+		}
+		defer d.Close()
+		w := d.NewWriter()
+		for b := 0; b < 8; b++ {
+			var cs []Chunk
+			for s := uint64(0); s < 2; s++ {
+				if cs, err = w.Add(cs, s, testRecords(uint64(2*b), 2, fmt.Sprint(b))); err != nil {
+					return acked, nil, err
+				}
+			}
+			if _, err := w.Commit(true); err != nil {
+				return acked, &batch{cs}, err
+			}
+			acked = append(acked, batch{cs})
+		}
+		_, err = w.Seal()
+		return acked, nil, err
+	}
+	eligible := func(op errorfs.Op) bool {
+		return op.OpKind() == errorfs.OpKindWrite && op != errorfs.OpFileClose && op != errorfs.OpLock
+	}
+	var ops int
+	counting := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if eligible(op) {
+			ops++
+		}
+		return nil
+	}))
+	if acked, _, err := workload(counting, t.TempDir()); err != nil || len(acked) != 8 {
+		t.Fatalf("the workload without a failure: %d batches, %v", len(acked), err)
+	}
+	if ops < 20 {
+		t.Fatalf("the workload made %d write-side operations; expected more", ops)
+	}
+	for i := 0; i < ops; i++ {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			dir := t.TempDir()
+			at := errorfs.OnIndex(int32(i))
+			var failedOp string
+			faulty := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+				if !eligible(op) {
+					return nil
+				}
+				err := at.MaybeError(op, path)
+				if err != nil {
+					failedOp = fmt.Sprintf("op %d on %s", op, filepath.Base(path))
+				}
+				return err
+			}))
+			acked, failed, err := workload(faulty, dir)
+			if !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("failing %s: the workload ended with %v, not the injected error", failedOp, err)
+			}
+			d, rec := openDir(t, dir, 700)
+			chunks, err := allChunks(d, rec)
+			if err != nil {
+				t.Fatalf("failing %s: after a reopen: %v", failedOp, err)
+			}
+			want := map[uint64][]Header{}
+			for _, b := range acked {
+				for _, c := range b.chunks {
+					want[c.Shard] = append(want[c.Shard], c.Header)
+				}
+			}
+			for s := uint64(0); s < 2; s++ {
+				var got []Header
+				for _, c := range chunks[s] {
+					got = append(got, c.Header)
+				}
+				w := want[s]
+				if len(got) > len(w) && failed != nil {
+					w = append(w, failed.chunks[s].Header)
+				}
+				if !reflect.DeepEqual(got, w) {
+					t.Fatalf("failing %s: shard %d holds chunks %+v after a reopen; want %+v (%d batches acknowledged)", failedOp, s, got, w, len(acked))
+				}
+			}
+			// The two shards' chunks of the failed batch are there together
+			// or not at all.
+			if len(chunks[0]) != len(chunks[1]) {
+				t.Fatalf("failing %s: part of the failed batch is there: %d and %d chunks", failedOp, len(chunks[0]), len(chunks[1]))
+			}
+			w := d.NewWriter()
+			next := uint64(2 * len(chunks[0]))
+			if _, err := w.Add(nil, 0, testRecords(next, 1, "after")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Commit(true); err != nil {
+				t.Fatalf("failing %s: a commit after a reopen: %v", failedOp, err)
+			}
+		})
+	}
+	t.Logf("%d operations failed in turn", ops)
+}
