@@ -44,7 +44,26 @@ type Dir struct {
 	mu    sync.RWMutex
 	files map[uint64]*file
 	next  uint64
+
+	stats Stats
 }
+
+// Stats counts the file layer's work since Open, for the engine's
+// Prometheus collector (cmd/strata's engineCollector) to export.
+type Stats struct {
+	Commits atomic.Uint64 // Commits that wrote chunks
+	Fsyncs  atomic.Uint64 // fsyncs of shared files by writers (commits, seals, Sync)
+	Chunks  atomic.Uint64
+	Bytes   atomic.Uint64 // bytes of chunks written, headers included
+	Sealed  atomic.Uint64 // files sealed by writers and by recovery
+	// CutBytes counts the bytes of torn tails recovery cut; Damaged the
+	// files found damaged inside (left unsealed for the engine to decide).
+	CutBytes atomic.Uint64
+	Damaged  atomic.Uint64
+}
+
+// Stats is the layer's counters.
+func (d *Dir) Stats() *Stats { return &d.stats }
 
 // FileInfo describes one shared file.
 type FileInfo struct {
@@ -196,6 +215,7 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 		d.log.Error("a shared file is damaged inside, with whole chunks after the damage: left as it is, unsealed",
 			"file", path, "at_byte", ce.Pos, "next_valid_chunk_at", ce.NextValid, "err", ce.Err)
 		rec.Damage = ce
+		d.stats.Damaged.Add(1)
 		d.files[no] = f
 		rec.FileInfo = f.info()
 		return rec, nil
@@ -223,6 +243,7 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 			return Recovered{}, fmt.Errorf("truncate %s: %w", path, err)
 		}
 		rec.Cut = size - res.End
+		d.stats.CutBytes.Add(uint64(rec.Cut))
 	}
 	if res.Sealed == nil {
 		// The trailer makes the next start trust the file without a scan.
@@ -236,6 +257,7 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	}
 	os.Chmod(path, 0o444)
 	f.sealed.Store(true)
+	d.stats.Sealed.Add(1)
 	d.files[no] = f
 	rec.FileInfo = f.info()
 	return rec, nil

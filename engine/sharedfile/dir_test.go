@@ -99,6 +99,14 @@ func TestShardsReadBackAsTheirSegmentFiles(t *testing.T) {
 	if len(sealed) < 5 {
 		t.Fatalf("%d files sealed; the test should roll several", len(sealed))
 	}
+	nchunks := 0
+	for _, l := range logs {
+		nchunks += len(l.chunks)
+	}
+	if st := d.Stats(); st.Commits.Load() != 120 || st.Fsyncs.Load() != 120 || st.Chunks.Load() != uint64(nchunks) || st.Sealed.Load() != uint64(len(sealed)) {
+		t.Fatalf("stats: %d commits, %d fsyncs, %d chunks, %d sealed; want 120, 120 (one per batch), %d, %d",
+			st.Commits.Load(), st.Fsyncs.Load(), st.Chunks.Load(), st.Sealed.Load(), nchunks, len(sealed))
+	}
 	for s, l := range logs {
 		want := segmentBytes(t, l.recs)
 		var got []byte

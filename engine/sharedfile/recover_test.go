@@ -134,6 +134,9 @@ func TestRecovery(t *testing.T) {
 					t.Fatalf("recovered file's mode %v; want 0444", after.Mode())
 				}
 			}
+			if st := d.Stats(); st.CutBytes.Load() != uint64(r.Cut) || (st.Damaged.Load() == 1) != tc.inside {
+				t.Fatalf("stats: %d bytes cut, %d damaged files; recovered %+v", st.CutBytes.Load(), st.Damaged.Load(), r)
+			}
 			for _, c := range r.Chunks {
 				if err := d.ReadChunk(c.Ref, &c.Shard, func(Header, []byte) error { return nil }); err != nil {
 					t.Fatalf("reading a recovered chunk: %v", err)

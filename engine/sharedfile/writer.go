@@ -115,7 +115,12 @@ func (w *Writer) Commit(sync bool) (sealed *FileInfo, err error) {
 		}
 		return nil, fmt.Errorf("sharedfile: write %s: %w", f.path, err)
 	}
+	st := &w.d.stats
+	st.Commits.Add(1)
+	st.Chunks.Add(uint64(len(w.pending)))
+	st.Bytes.Add(uint64(len(w.buf)))
 	if sync || seal {
+		st.Fsyncs.Add(1)
 		if err := f.wf.Sync(); err != nil {
 			w.discard()
 			w.failed = fmt.Errorf("sharedfile: %s refuses writes until restart: fsync: %w", f.path, err)
@@ -143,6 +148,7 @@ func (w *Writer) Sync() error {
 	if w.failed != nil || w.f == nil {
 		return w.failed
 	}
+	w.d.stats.Fsyncs.Add(1)
 	if err := w.f.wf.Sync(); err != nil {
 		w.failed = fmt.Errorf("sharedfile: %s refuses writes until restart: fsync: %w", w.f.path, err)
 		return w.failed
@@ -163,6 +169,7 @@ func (w *Writer) sealLocal() FileInfo {
 	f := w.f
 	w.f = nil
 	f.sealed.Store(true)
+	w.d.stats.Sealed.Add(1)
 	if err := f.wf.Close(); err != nil {
 		w.d.log.Warn("closing a sealed shared file", "file", f.path, "err", err)
 	}
@@ -205,6 +212,7 @@ func (w *Writer) Seal() (*FileInfo, error) {
 		}
 		return nil, fmt.Errorf("sharedfile: seal %s: %w", f.path, err)
 	}
+	w.d.stats.Fsyncs.Add(1)
 	if err := f.wf.Sync(); err != nil {
 		w.failed = fmt.Errorf("sharedfile: %s refuses writes until restart: fsync: %w", f.path, err)
 		return nil, w.failed
