@@ -130,3 +130,41 @@ func BenchmarkSharedFileAddCommit(b *testing.B) {
 		}
 	}
 }
+
+// The recovery scan of an active file of small chunks (one 100-byte record
+// each, as many small partitions write them): MB/s of file scanned.
+func BenchmarkSharedFileScan(b *testing.B) {
+	dir := b.TempDir()
+	d, _, err := Open(Config{Dir: dir, MaxFileBytes: 1 << 30, Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := d.NewWriter()
+	recs := make([]record.Record, 1)
+	for batch := 0; batch < 200; batch++ {
+		for s := 0; s < 1000; s++ {
+			recs[0] = benchRecord(s, batch, 100)
+			if _, err := w.Add(nil, uint64(s), recs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := w.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, FileName(0))
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	b.SetBytes(st.Size())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res := Scan(0, path, f, st.Size())
+		if res.Err != nil || len(res.Chunks) != 200_000 {
+			b.Fatalf("%d chunks, %v", len(res.Chunks), res.Err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sharedfile
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -64,8 +65,11 @@ type ScanResult struct {
 // file holds and where to cut it.
 func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 	var res ScanResult
-	head := make([]byte, HeaderSize)
-	var buf []byte
+	// Small chunks are the shared model's common case: reading each with
+	// its own ReadAt made the scan two syscalls per chunk (~100 MB/s on
+	// 100-byte records); a buffered reader makes it a memory scan.
+	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<20)
+	var big []byte
 	pos := int64(0)
 	// skip is where the search for a whole chunk after damage starts: past
 	// a damaged chunk whose header checked out (its length is known, and
@@ -87,7 +91,8 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 		if size-pos < HeaderSize {
 			return fail(ErrShort)
 		}
-		if _, err := r.ReadAt(head, pos); err != nil {
+		head, err := br.Peek(HeaderSize)
+		if err != nil {
 			return fail(fmt.Errorf("%w: %v", ErrShort, err))
 		}
 		kind, err := kindOf(head)
@@ -117,18 +122,27 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 			return fail(fmt.Errorf("%w: chunk of %d bytes runs past the end of the file (%d)", ErrShort, h.Size(), size))
 		}
 		skip = h.Size()
-		if cap(buf) < int(h.Size()) {
-			buf = make([]byte, h.Size())
+		var c []byte
+		if h.Size() <= int64(br.Size()) {
+			c, err = br.Peek(int(h.Size()))
+		} else {
+			if cap(big) < int(h.Size()) {
+				big = make([]byte, h.Size())
+			}
+			c = big[:h.Size()]
+			_, err = io.ReadFull(br, c)
 		}
-		buf = buf[:h.Size()]
-		if _, err := r.ReadAt(buf, pos); err != nil {
+		if err != nil {
 			return fail(fmt.Errorf("%w: %v", ErrShort, err))
 		}
-		if _, _, err := DecodeChunk(buf); err != nil {
+		if _, _, err := DecodeChunk(c); err != nil {
 			return fail(err)
 		}
 		res.Chunks = append(res.Chunks, Chunk{Ref: Ref{File: no, Pos: pos}, Header: h})
-		res.CRC = crc32.Update(res.CRC, castagnoli, buf)
+		res.CRC = crc32.Update(res.CRC, castagnoli, c)
+		if h.Size() <= int64(br.Size()) {
+			br.Discard(int(h.Size()))
+		}
 		pos += h.Size()
 	}
 	res.End = pos
