@@ -349,7 +349,8 @@ func (d *Dir) Remove(no uint64) error {
 	return d.cfg.FS.Remove(f.path)
 }
 
-// Close unmaps every file. Writers must be closed first.
+// Close unmaps every file. Writers are sealed (Writer.Seal) or dropped
+// first: their open files are theirs to close.
 func (d *Dir) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
