@@ -1,0 +1,202 @@
+// Package sharedfile is the file layer of the shared-file model
+// (docs/engine.md, "The shared-file model (design)"): many shards append
+// to one file, each batch of an I/O worker writing one chunk per shard it
+// touched and fsyncing once for all of them. A chunk is a 32-byte header
+// followed by records in the unchanged binding record format
+// (engine/record), so one shard's record bytes, taken chunk by chunk in
+// offset order, are the bytes its own segment file would hold in the
+// partition-per-file model, and checksum the same. The format is in
+// docs/format.md, "Shared files".
+package sharedfile
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"strata/engine/record"
+)
+
+const (
+	// HeaderSize is the size of a chunk header, and of the seal trailer:
+	// one size, so the last HeaderSize bytes of a sealed file are its
+	// trailer.
+	HeaderSize = 32
+	// Magic starts every chunk header and the trailer. It is not zero, so
+	// zeros a crash left (preallocation, unwritten pages) never read as a
+	// chunk.
+	Magic = 0xCB
+	// KindRecords is a chunk of one shard's records.
+	KindRecords = 1
+	// KindSeal is the trailer that closes a sealed file.
+	KindSeal = 2
+	// MaxChunkBytes bounds the records of one chunk; the writer splits a
+	// larger append into several chunks. It holds a record of the
+	// format's maximum size.
+	MaxChunkBytes = 128 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by every decoding error of a chunk or trailer; a
+// damaged record inside a chunk also wraps record.ErrCorrupt.
+var ErrCorrupt = errors.New("corrupt shared-file chunk")
+
+// ErrShort means the bytes end inside a chunk: at the tail of a file, a
+// torn write.
+var ErrShort = fmt.Errorf("%w: truncated", ErrCorrupt)
+
+// Header is a chunk header: Count records of shard Shard, offsets First to
+// First+Count-1, in Length bytes after the header.
+type Header struct {
+	Shard  uint64
+	First  uint64
+	Count  uint32
+	Length uint32
+}
+
+// Last is the offset of the chunk's last record.
+func (h Header) Last() uint64 { return h.First + uint64(h.Count) - 1 }
+
+// Size is the chunk's size in the file, header included.
+func (h Header) Size() int64 { return HeaderSize + int64(h.Length) }
+
+// AppendHeader encodes h at the end of dst.
+//
+//	magic u8 | kind u8 | flags u16 | shard u64 | first_offset u64 |
+//	count u32 | length u32 | crc32c u32 (of the 28 bytes before it)
+func AppendHeader(dst []byte, h Header) []byte {
+	start := len(dst)
+	dst = append(dst, Magic, KindRecords, 0, 0)
+	dst = binary.BigEndian.AppendUint64(dst, h.Shard)
+	dst = binary.BigEndian.AppendUint64(dst, h.First)
+	dst = binary.BigEndian.AppendUint32(dst, h.Count)
+	dst = binary.BigEndian.AppendUint32(dst, h.Length)
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// kindOf checks the magic, flags and CRC of the HeaderSize bytes at the
+// start of b and returns their kind.
+func kindOf(b []byte) (byte, error) {
+	if len(b) < HeaderSize {
+		return 0, ErrShort
+	}
+	if b[0] != Magic {
+		return 0, fmt.Errorf("%w: magic %#02x, want %#02x", ErrCorrupt, b[0], Magic)
+	}
+	if want, got := binary.BigEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
+		return 0, fmt.Errorf("%w: header crc32c %08x, stored %08x", ErrCorrupt, got, want)
+	}
+	if b[2] != 0 || b[3] != 0 {
+		return 0, fmt.Errorf("%w: flags %#04x, want 0", ErrCorrupt, binary.BigEndian.Uint16(b[2:]))
+	}
+	if b[1] != KindRecords && b[1] != KindSeal {
+		return 0, fmt.Errorf("%w: kind %d", ErrCorrupt, b[1])
+	}
+	return b[1], nil
+}
+
+// ParseHeader decodes and checks the chunk header at the start of b (not
+// the records after it).
+func ParseHeader(b []byte) (Header, error) {
+	kind, err := kindOf(b)
+	if err != nil {
+		return Header{}, err
+	}
+	if kind != KindRecords {
+		return Header{}, fmt.Errorf("%w: kind %d where a records chunk was expected", ErrCorrupt, kind)
+	}
+	h := Header{Shard: binary.BigEndian.Uint64(b[4:]), First: binary.BigEndian.Uint64(b[12:]),
+		Count: binary.BigEndian.Uint32(b[20:]), Length: binary.BigEndian.Uint32(b[24:])}
+	return h, h.check()
+}
+
+func (h Header) check() error {
+	switch {
+	case h.Count == 0:
+		return fmt.Errorf("%w: a chunk of shard %d with no records", ErrCorrupt, h.Shard)
+	case h.Length > MaxChunkBytes:
+		return fmt.Errorf("%w: chunk length %d over the %d allowed", ErrCorrupt, h.Length, MaxChunkBytes)
+	case uint64(h.Length) < uint64(h.Count)*record.MinSize:
+		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.Count, h.Length)
+	case h.First+uint64(h.Count)-1 < h.First:
+		return fmt.Errorf("%w: offsets %d + %d records overflow", ErrCorrupt, h.First, h.Count)
+	}
+	return nil
+}
+
+// DecodeChunk checks the chunk at the start of b, header and every record
+// (length, CRC, offsets First, First+1, ... filling Length exactly), and
+// returns its header and its record bytes, which alias b.
+func DecodeChunk(b []byte) (Header, []byte, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	if int64(len(b)) < h.Size() {
+		return Header{}, nil, ErrShort
+	}
+	recs := b[HeaderSize:h.Size()]
+	if err := checkRecords(h, recs); err != nil {
+		return Header{}, nil, err
+	}
+	return h, recs, nil
+}
+
+// checkRecords verifies that recs holds exactly h's records.
+func checkRecords(h Header, recs []byte) error {
+	pos := 0
+	for i := uint32(0); i < h.Count; i++ {
+		off, n, err := record.Check(recs[pos:])
+		if err != nil {
+			return fmt.Errorf("%w: shard %d record %d of %d at chunk byte %d: %w", ErrCorrupt, h.Shard, i, h.Count, pos, err)
+		}
+		if want := h.First + uint64(i); off != want {
+			return fmt.Errorf("%w: shard %d record %d carries offset %d, want %d", ErrCorrupt, h.Shard, i, off, want)
+		}
+		pos += n
+	}
+	if pos != len(recs) {
+		return fmt.Errorf("%w: shard %d chunk of %d records has %d bytes after them", ErrCorrupt, h.Shard, h.Count, len(recs)-pos)
+	}
+	return nil
+}
+
+// Trailer closes a sealed file: the chunks before it, their bytes and the
+// CRC-32C of every byte before it.
+type Trailer struct {
+	Chunks  uint64
+	DataLen uint64
+	CRC     uint32
+}
+
+// AppendTrailer encodes t at the end of dst.
+//
+//	magic u8 | kind u8 = 2 | flags u16 | chunks u64 | data_len u64 |
+//	data_crc32c u32 | reserved u32 = 0 | crc32c u32 (of the 28 bytes before it)
+func AppendTrailer(dst []byte, t Trailer) []byte {
+	start := len(dst)
+	dst = append(dst, Magic, KindSeal, 0, 0)
+	dst = binary.BigEndian.AppendUint64(dst, t.Chunks)
+	dst = binary.BigEndian.AppendUint64(dst, t.DataLen)
+	dst = binary.BigEndian.AppendUint32(dst, t.CRC)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// ParseTrailer decodes and checks a trailer at the start of b.
+func ParseTrailer(b []byte) (Trailer, error) {
+	kind, err := kindOf(b)
+	if err != nil {
+		return Trailer{}, err
+	}
+	if kind != KindSeal {
+		return Trailer{}, fmt.Errorf("%w: kind %d where the seal trailer was expected", ErrCorrupt, kind)
+	}
+	if r := binary.BigEndian.Uint32(b[24:]); r != 0 {
+		return Trailer{}, fmt.Errorf("%w: trailer's reserved field %#x, want 0", ErrCorrupt, r)
+	}
+	return Trailer{Chunks: binary.BigEndian.Uint64(b[4:]), DataLen: binary.BigEndian.Uint64(b[12:]),
+		CRC: binary.BigEndian.Uint32(b[20:])}, nil
+}
