@@ -370,6 +370,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if err := w.Flush(); err != nil {
 			return
 		}
+		putBuf(resp) // written: the next answer may reuse it
 		if sess.closeAfterAnswer() {
 			return
 		}
@@ -477,6 +478,9 @@ func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, s
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("API key %d v%d: %w", key, version, err)
 	}
+	ctx, sc := withScratch(ctx)
+	defer sc.release() // after the answer is framed
+	cl.ctx = ctx
 	start := time.Now()
 	resp, err := s.handleSession(sess, req, cl)
 	if err != nil {
@@ -501,7 +505,12 @@ func frameResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte {
 			}
 		}
 	}
-	out := make([]byte, 8, size)
+	var out []byte
+	if size >= 1<<minPooledShift {
+		out = getBuf(size)[:8] // handed back once written (serveConn)
+	} else {
+		out = make([]byte, 8, size)
+	}
 	binary.BigEndian.PutUint32(out[4:], uint32(corr))
 	if flexibleHeader {
 		out = append(out, 0) // no tagged fields

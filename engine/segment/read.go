@@ -134,6 +134,20 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 	return nil
 }
 
+// viewEstimate is how many records of size bytes a read is likely to
+// return, for sizing its result once: what the budget (which has n records
+// and used bytes) and the rest bytes of the file allow, at most 64 Ki.
+func viewEstimate(b store.Budget, n, used, size, rest int) int {
+	est := rest / size
+	if b.MaxBytes > 0 {
+		est = min(est, (b.MaxBytes-used)/size)
+	}
+	if b.MaxRecords > 0 {
+		est = min(est, b.MaxRecords-n)
+	}
+	return min(max(est, 0)+1, 64<<10)
+}
+
 // verifyFrom is how much one read must take from a sealed segment before
 // the segment is checked against its checksum as a whole: a consumer
 // scanning it, not a point lookup, pays for (and profits from) the check.
@@ -178,6 +192,9 @@ func (s *segment) scan(pos, limit int64, gen uint64, sealed bool, sum uint32, fr
 				start = p
 			}
 			if o.view {
+				if k == 0 { // room for as many more records of this size as the budget and the file allow
+					o.recs = slices.Grow(o.recs, viewEstimate(b, had, o.used, size, len(data)-p))
+				}
 				r, _, err := decode(data[p:])
 				if err != nil {
 					return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
