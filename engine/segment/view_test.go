@@ -173,7 +173,9 @@ func TestReadViewsUnderRetention(t *testing.T) {
 	cfg.MaxSegmentBytes, cfg.RollCheckInterval = 4096, 5
 	e := open(t, cfg)
 	e.CreateShard(ctx, "churn-0")
-	value := func(off uint64) []byte { return []byte(fmt.Sprintf("record %d %s", off, strings.Repeat("v", int(off%97)))) }
+	value := func(off uint64) []byte {
+		return []byte(fmt.Sprintf("record %d %s", off, strings.Repeat("v", int(off%97))))
+	}
 	appendN := func(n int) {
 		_, end, _ := e.Watermarks(ctx, "churn-0")
 		recs := make([]record.Record, n)
