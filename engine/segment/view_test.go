@@ -223,7 +223,7 @@ func TestReadViewsUnderRetention(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(time.Second)
 	deleted := 0
 	for time.Now().Before(deadline) {
 		appendN(50)
