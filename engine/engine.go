@@ -60,6 +60,7 @@ var (
 	_ store.Replica = (*Adapter)(nil)
 	_ store.Starter = (*Adapter)(nil)
 	_ store.Epochs  = (*Adapter)(nil)
+	_ store.Viewer  = (*Adapter)(nil)
 )
 
 // Open opens every engine the config names.
@@ -173,6 +174,11 @@ func (a *Adapter) Append(ctx context.Context, shard string, recs []record.Record
 
 func (a *Adapter) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
 	return a.route(shard).Read(ctx, shard, offset, b)
+}
+
+// ReadView reads without copying from the engines that can (store.Viewer).
+func (a *Adapter) ReadView(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, func(), error) {
+	return store.ReadView(ctx, a.route(shard), shard, offset, b)
 }
 
 func (a *Adapter) OffsetForTime(ctx context.Context, shard string, ts int64) (uint64, error) {

@@ -190,7 +190,9 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				left -= limit // held while reading; what is not used goes back
 				reading++
 				mu.Unlock()
-				recs, err := s.store.Read(ctx, rd.shard, rd.from, store.Budget{MaxBytes: limit})
+				// A view, not a copy: the records are reframed straight
+				// from the segment's mapping, then let go.
+				recs, release, err := store.ReadView(ctx, s.store, rd.shard, rd.from, store.Budget{MaxBytes: limit})
 				var epochs leaderepoch.History
 				if err == nil && len(recs) > 0 {
 					epochs, err = s.storedEpochs(ctx, rd.shard)
@@ -203,8 +205,9 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
 					rd.rp.ErrorCode = kerr.UnknownServerError.Code
 				default:
-					rd.rp.RecordBatches = encodeBatches(rd.rp.RecordBatches, recs, epochs)
+					rd.rp.RecordBatches = encodeBatches(scratchBuf(ctx, batchesSize(recs)), recs, epochs)
 				}
+				release()
 				mu.Lock()
 				left += limit - len(rd.rp.RecordBatches)
 				reading--

@@ -238,6 +238,17 @@ func encodeBatches(dst []byte, recs []record.Record, epochs leaderepoch.History)
 	return dst
 }
 
+// batchesSize is about what encodeBatches makes of recs, to size its
+// buffer once: a record takes fewer bytes framed than stored, but for its
+// headers (up to 4 more each) and each batch's header.
+func batchesSize(recs []record.Record) int {
+	n := 0
+	for i := range recs {
+		n += record.Size(&recs[i])
+	}
+	return n
+}
+
 // encodeBatch frames records as one batch with no leader epoch (-1).
 func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBatch(dst, recs, -1) }
 

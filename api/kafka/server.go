@@ -7,7 +7,9 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -353,6 +355,8 @@ func (s *Server) serveConn(c net.Conn) {
 		// away, so a long poll, a JoinGroup waiting for its rebalance or a
 		// produce waiting on the disk does not outlive it.
 		ctx, stopWatch := watchClient(c, r)
+		// The buffers the answer is built from go back once it is written.
+		ctx, sc := withScratch(ctx)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
 		s.inflight.release(int64(size))
@@ -364,12 +368,16 @@ func (s *Server) serveConn(c net.Conn) {
 			continue // acks=0: Kafka sends no answer
 		}
 		c.SetWriteDeadline(time.Now().Add(time.Minute))
-		if _, err := w.Write(resp); err != nil {
-			return
+		for _, part := range resp { // a large part goes to the connection without a copy
+			if _, err := w.Write(part); err != nil {
+				return
+			}
 		}
 		if err := w.Flush(); err != nil {
 			return
 		}
+		putBuf(resp[0]) // written: the next answers may reuse the buffers
+		sc.release()
 		if sess.closeAfterAnswer() {
 			return
 		}
@@ -420,7 +428,7 @@ func readFrame(r *bufio.Reader, size int) ([]byte, error) {
 
 // handleFrame decodes one request frame and returns the whole response
 // frame (size prefix included).
-func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, sess *session) ([]byte, error) {
+func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, sess *session) ([][]byte, error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corr := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -491,20 +499,117 @@ func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, s
 	return frameResponse(corr, resp, resp.IsFlexible() && key != apiVersionsKey), nil
 }
 
-func frameResponse(corr int32, resp kmsg.Response, flexibleHeader bool) []byte {
+// frameResponse frames resp as the parts to write in turn: the whole frame,
+// or, for a fetch answer, the frame around its large record batches and
+// the batches themselves, written from their own buffers rather than
+// copied into the frame (a fetch moves megabytes). kmsg encodes the answer
+// with a marker in place of each large batch; the marker (random to this
+// process, numbered) is then found in the encoding and cut out, and the
+// batch's real length written where the marker's began. The first part
+// starts the frame's buffer (handed back with putBuf once written).
+func frameResponse(corr int32, resp kmsg.Response, flexibleHeader bool) [][]byte {
 	size := 256
-	if f, ok := resp.(*kmsg.FetchResponse); ok { // megabytes of records: allocate once
-		for _, t := range f.Topics {
-			size += len(t.Topic) + 16
-			for _, p := range t.Partitions {
+	f, isFetch := resp.(*kmsg.FetchResponse)
+	var spliced []splice
+	if isFetch {
+		for ti := range f.Topics {
+			size += len(f.Topics[ti].Topic) + 16
+			for pi := range f.Topics[ti].Partitions {
+				p := &f.Topics[ti].Partitions[pi]
+				if len(p.RecordBatches) < minSpliced {
+					size += len(p.RecordBatches) + 64
+					continue
+				}
+				spliced = append(spliced, splice{p, p.RecordBatches})
+				p.RecordBatches = spliceMarker(len(spliced) - 1)
 				size += len(p.RecordBatches) + 64
 			}
 		}
 	}
-	out := make([]byte, 8, size)
+	var out []byte
+	if size >= 1<<minPooledShift {
+		out = getBuf(size)[:8] // handed back once written (serveConn)
+	} else {
+		out = make([]byte, 8, size)
+	}
 	binary.BigEndian.PutUint32(out[4:], uint32(corr))
 	if flexibleHeader {
 		out = append(out, 0) // no tagged fields
+	}
+	out = resp.AppendTo(out)
+	for _, sp := range spliced {
+		sp.p.RecordBatches = sp.batches
+	}
+	parts, ok := cutSplices(out, spliced, resp.IsFlexible())
+	if !ok { // a marker not where kmsg puts a partition's batches: frame it whole
+		return [][]byte{frameWhole(out[:8], flexibleHeader, resp)}
+	}
+	return parts
+}
+
+// minSpliced is the smallest record batches written from their own buffer:
+// below it, copying them into the frame costs less than another write.
+const minSpliced = 64 << 10
+
+// splice is a fetch partition whose record batches are written apart.
+type splice struct {
+	p       *kmsg.FetchResponseTopicPartition
+	batches []byte
+}
+
+// spliceSeed makes the markers unguessable, so no topic name or other
+// field of an answer can pass for one.
+var spliceSeed = func() (b [16]byte) {
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+func spliceMarker(i int) []byte {
+	return binary.BigEndian.AppendUint32(spliceSeed[:len(spliceSeed):len(spliceSeed)], uint32(i))
+}
+
+// cutSplices splits a framed answer at the markers of spliced, in order,
+// into the frame's pieces and the batches between them, and sets the
+// frame's size. Each marker must follow the length kmsg gave it (int32,
+// or uvarint of length+1 in flexible versions).
+func cutSplices(out []byte, spliced []splice, flexible bool) ([][]byte, bool) {
+	parts := make([][]byte, 0, 2*len(spliced)+1)
+	pos, total := 0, 0
+	for i, sp := range spliced {
+		marker := spliceMarker(i)
+		pattern := append(lengthPrefix(nil, len(marker), flexible), marker...)
+		at := bytes.Index(out[pos:], pattern)
+		if at < 0 {
+			return nil, false
+		}
+		at += pos
+		// The batches' own length goes where the marker's began: it is at
+		// most 5 bytes, the marker's place 20 and more.
+		n := len(lengthPrefix(out[at:at], len(sp.batches), flexible))
+		parts = append(parts, out[pos:at+n], sp.batches)
+		total += at + n - pos + len(sp.batches)
+		pos = at + len(pattern)
+	}
+	parts = append(parts, out[pos:])
+	total += len(out) - pos
+	binary.BigEndian.PutUint32(out, uint32(total-4))
+	return parts, true
+}
+
+func lengthPrefix(dst []byte, n int, flexible bool) []byte {
+	if flexible {
+		return binary.AppendUvarint(dst, uint64(n)+1)
+	}
+	return binary.BigEndian.AppendUint32(dst, uint32(n))
+}
+
+// frameWhole frames resp in one buffer, after head (size and correlation id).
+func frameWhole(head []byte, flexibleHeader bool, resp kmsg.Response) []byte {
+	out := append([]byte(nil), head...)
+	if flexibleHeader {
+		out = append(out, 0)
 	}
 	out = resp.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))

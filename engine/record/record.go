@@ -124,6 +124,25 @@ func Decode(b []byte) (Record, int, error) {
 	if err != nil {
 		return Record{}, 0, err
 	}
+	return decodeBody(b, offset, size)
+}
+
+// DecodeVerified decodes the record at the start of b as Decode does but
+// without its CRC: for bytes already checked in bulk (a sealed segment whose
+// whole-file checksum matched). Lengths and structure are still checked, so
+// no input makes it read outside b.
+func DecodeVerified(b []byte) (Record, int, error) {
+	offset, size, err := Peek(b)
+	if err != nil {
+		return Record{}, 0, err
+	}
+	if len(b) < size {
+		return Record{}, 0, ErrShort
+	}
+	return decodeBody(b, offset, size)
+}
+
+func decodeBody(b []byte, offset uint64, size int) (Record, int, error) {
 	body := b[HeaderSize:size]
 	var r Record
 	r.Offset = offset

@@ -135,3 +135,40 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// DecodeVerified trusts the CRC but nothing else: whatever the bytes, it
+// never reads outside them, and what it accepts encodes back to the same
+// bytes but for the CRC field; where the CRC is right it agrees with Decode.
+func FuzzDecodeVerified(f *testing.F) {
+	for _, tc := range cases {
+		b, _ := Append(nil, &tc.r)
+		f.Add(b)
+		bad := bytes.Clone(b)
+		bad[12] ^= 0xff // a wrong CRC: DecodeVerified takes it, Decode does not
+		f.Add(bad)
+	}
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0xff}, 40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, n, err := DecodeVerified(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeVerified error %v does not wrap ErrCorrupt", err)
+			}
+			if _, _, err2 := Decode(b); err2 == nil {
+				t.Fatalf("Decode accepts what DecodeVerified refuses (%v)", err)
+			}
+			return
+		}
+		again, err := Append(nil, &r)
+		if err != nil {
+			t.Fatalf("a decoded record does not encode: %v", err)
+		}
+		if !bytes.Equal(again[:12], b[:12]) || !bytes.Equal(again[HeaderSize:], b[HeaderSize:n]) {
+			t.Fatalf("decode then encode changed the bytes:\n in %x\nout %x", b[:n], again)
+		}
+		if r2, n2, err := Decode(b); err == nil && (n2 != n || r2.Offset != r.Offset || !bytes.Equal(r2.Value, r.Value)) {
+			t.Fatalf("Decode and DecodeVerified disagree on %x", b[:n])
+		}
+	})
+}

@@ -164,6 +164,7 @@ type Engine struct {
 var (
 	_ store.Store   = (*Engine)(nil)
 	_ store.Replica = (*Engine)(nil)
+	_ store.Viewer  = (*Engine)(nil)
 	_ store.Starter = (*Engine)(nil)
 	_ store.Epochs  = (*Engine)(nil)
 )
@@ -871,6 +872,12 @@ func (e *Engine) Close() error {
 			s.closeRead()
 		}
 	}
+	e.retiredMu.Lock()
+	for _, r := range e.retired { // a read still holding a view keeps its mapping
+		r.s.closeRead()
+	}
+	e.retired = nil
+	e.retiredMu.Unlock()
 	errs = append(errs, e.index.Close(), e.manifest.Close())
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)

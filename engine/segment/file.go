@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,7 +83,11 @@ type segment struct {
 	// Read side: a read-only mapping, re-made when the file has grown.
 	mu sync.RWMutex
 	rf *os.File
-	mm mmap.MMap
+	mm *mapping
+	// verified: the sealed file's bytes matched its checksum once, so
+	// reads skip the per-record CRC (verifySealed).
+	verified, verifying atomic.Bool
+	mismatch            atomic.Bool // the check found other bytes than the checksum's
 	// gen counts the truncations of this (active) segment's file and keep
 	// is the length the last one left (replica.go); changed under mu and
 	// the shard's lock.
@@ -116,23 +121,75 @@ func (s *segment) track(r *record.Record) {
 	s.count++
 }
 
+// mapping is one read-only mmap of a segment file. Reads that hand out
+// records aliasing it (Engine.ReadView) hold a reference, and so does the
+// segment while the mapping is its current one: the mapping is unmapped
+// when the last reference goes, never under a reader's feet (a segment
+// deleted by retention or tiering, or re-mapped as it grew, while a fetch
+// still encodes its records).
+type mapping struct {
+	mm   mmap.MMap
+	refs atomic.Int64
+}
+
+// liveMappings counts mappings not yet unmapped (tests check that the
+// last release unmaps).
+var liveMappings atomic.Int64
+
+func newMapping(mm mmap.MMap) *mapping {
+	m := &mapping{mm: mm}
+	m.refs.Store(1) // the segment's
+	liveMappings.Add(1)
+	return m
+}
+
+func (m *mapping) acquire() { m.refs.Add(1) }
+
+// release drops one reference; the last one unmaps.
+func (m *mapping) release() {
+	if n := m.refs.Add(-1); n == 0 {
+		m.mm.Unmap()
+		m.mm = nil
+		liveMappings.Add(-1)
+	} else if n < 0 {
+		panic("segment mapping released more often than acquired")
+	}
+}
+
+// dropMapLocked lets go of the segment's reference to its mapping; the
+// caller holds s.mu.
+func (s *segment) dropMapLocked() {
+	if s.mm != nil {
+		s.mm.release()
+		s.mm = nil
+	}
+}
+
+// mapped is the length of the current mapping.
+func (s *segment) mapped() int64 {
+	if s.mm == nil {
+		return 0
+	}
+	return int64(len(s.mm.mm))
+}
+
 // view returns the first n bytes of the file, mapping or re-mapping it as
 // needed; n was read in a view of truncation generation gen, and is cut
 // to what a later truncation kept (segment.readable). The caller must hold
-// s.mu.RLock until done with the bytes; view takes the write lock itself
-// when it has to re-map, so a truncation may come in between: the length
-// is checked again after.
+// s.mu.RLock until done with the bytes (or a reference to s.mm); view
+// takes the write lock itself when it has to re-map, so a truncation may
+// come in between: the length is checked again after.
 func (s *segment) view(limit int64, gen uint64) ([]byte, error) {
 	for try := 0; ; try++ {
 		n := s.readable(limit, gen)
 		if n == 0 {
 			return nil, nil
 		}
-		if int64(len(s.mm)) >= n {
-			return s.mm[:n], nil
+		if s.mapped() >= n {
+			return s.mm.mm[:n], nil
 		}
 		if try == 3 {
-			return nil, fmt.Errorf("segment %s: mapped %d bytes, need %d", s.path, len(s.mm), n)
+			return nil, fmt.Errorf("segment %s: mapped %d bytes, need %d", s.path, s.mapped(), n)
 		}
 		s.mu.RUnlock()
 		s.mu.Lock()
@@ -146,15 +203,10 @@ func (s *segment) view(limit int64, gen uint64) ([]byte, error) {
 }
 
 func (s *segment) remapLocked(n int64) error {
-	if int64(len(s.mm)) >= n {
+	if s.mapped() >= n {
 		return nil
 	}
-	if s.mm != nil {
-		if err := s.mm.Unmap(); err != nil {
-			return fmt.Errorf("segment %s: unmap: %w", s.path, err)
-		}
-		s.mm = nil
-	}
+	s.dropMapLocked()
 	if s.rf == nil {
 		f, err := os.Open(s.path)
 		if err != nil {
@@ -170,18 +222,39 @@ func (s *segment) remapLocked(n int64) error {
 	if err != nil {
 		return fmt.Errorf("segment %s: mmap: %w", s.path, err)
 	}
-	s.mm = mm
+	s.mm = newMapping(mm)
 	return nil
 }
 
-// closeRead drops the mapping and read handle.
+// verifyLater checks a sealed segment's bytes against the checksum its
+// writer (or recovery) computed over the whole file, once, in the
+// background: a match stands for every record's CRC, and later reads
+// decode without checking each one (record.DecodeVerified). Until then,
+// and for good after a mismatch, reads check every record, so the read
+// that meets a bad one names it. data is the whole file, in s.mm; the
+// caller holds s.mu.RLock.
+func (s *segment) verifyLater(data []byte, sum uint32) {
+	if !s.verifying.CompareAndSwap(false, true) {
+		return
+	}
+	m := s.mm
+	m.acquire()
+	go func() {
+		defer m.release()
+		if crc32.Checksum(data, castagnoli) == sum {
+			s.verified.Store(true)
+		} else {
+			s.mismatch.Store(true)
+		}
+	}()
+}
+
+// closeRead drops the segment's hold on its mapping (unmapped now, or when
+// the last read holding records in it lets go) and its read handle.
 func (s *segment) closeRead() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mm != nil {
-		s.mm.Unmap()
-		s.mm = nil
-	}
+	s.dropMapLocked()
 	if s.rf != nil {
 		s.rf.Close()
 		s.rf = nil

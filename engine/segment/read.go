@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"strata/engine/index"
@@ -35,7 +36,8 @@ func (e *Engine) view(name string) (view, error) {
 
 // Read returns records from offset on: the segment holding it, a floor
 // seek in the sparse offset index, then a forward scan of the mmap'd files,
-// crossing into later segments with what is left of the budget.
+// crossing into later segments with what is left of the budget. The
+// records are copied out of the mapping: the caller may keep them.
 func (e *Engine) Read(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, error) {
 	v, err := e.view(name)
 	if err != nil {
@@ -47,60 +49,132 @@ func (e *Engine) Read(ctx context.Context, name string, offset uint64, b store.B
 	return e.scan(ctx, v, offset, b)
 }
 
+// ReadView reads as Read does without copying: the records' byte slices
+// alias the segment files' mappings (records the cold tier serves are
+// copies, as Read's). They stay valid until release is called, however
+// the segments change meanwhile (deleted by retention or tiering, re-mapped
+// as they grow): each mapping read from is unmapped only after its last
+// release. The caller must call release exactly once, and must not touch
+// the records' bytes after. Only records below the high watermark are
+// served, which no truncation cuts, so the file under a view never shrinks
+// below it.
+func (e *Engine) ReadView(ctx context.Context, name string, offset uint64, b store.Budget) ([]record.Record, func(), error) {
+	v, err := e.view(name)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if offset < v.low || offset > v.high {
+		return nil, func() {}, &store.OutOfRangeError{Shard: name, Offset: offset, Low: v.low, High: v.high}
+	}
+	o := readOut{view: true}
+	err = e.scanInto(ctx, v, offset, b, &o)
+	return o.recs, o.release, err
+}
+
+// readOut is what one read gathers: the records, their bytes, and (for a
+// view) the mappings they alias.
+type readOut struct {
+	recs   []record.Record
+	used   int
+	view   bool
+	leases []*mapping
+}
+
+func (o *readOut) release() {
+	for _, m := range o.leases {
+		m.release()
+	}
+	o.leases = nil
+}
+
 func (e *Engine) scan(ctx context.Context, v view, offset uint64, b store.Budget) ([]record.Record, error) {
+	var o readOut
+	err := e.scanInto(ctx, v, offset, b, &o)
+	return o.recs, err
+}
+
+func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Budget, o *readOut) error {
 	if offset >= v.high {
-		return nil, nil
+		return nil
 	}
 	i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > offset }) - 1
 	// Below the first local segment, or in a sealed one's gap before the
 	// next (a segment whose local copy went while an older one stayed):
 	// the cold tier has those offsets.
 	if i < 0 || (i < len(v.segments)-1 && offset >= v.segments[i].next) {
-		return e.readCold(ctx, v, offset, b)
+		recs, err := e.readCold(ctx, v, offset, b)
+		o.recs = recs
+		return err
 	}
 	var pos int64
 	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
-		return nil, err
+		return err
 	} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
 		pos = p
 	}
-	var out []record.Record
-	used := 0
 	for ; i < len(v.segments); i++ {
 		s := v.segments[i]
 		// The active segment's size is the worker's: readers take the
-		// durable length the view published.
-		limit, gen := v.activeLen, v.activeGen
-		if i < len(v.segments)-1 {
-			limit, gen = s.size, anyGen
+		// durable length the view published. A sealed one's size and
+		// checksum no longer change.
+		sealed := i < len(v.segments)-1
+		limit, gen, sum := v.activeLen, v.activeGen, uint32(0)
+		if sealed {
+			limit, gen, sum = s.size, anyGen, s.crc
 		}
-		more, err := s.scan(pos, limit, gen, offset, v.high, b, &out, &used)
+		more, err := s.scan(pos, limit, gen, sealed, sum, offset, v.high, b, o)
 		if err != nil {
-			return out, err
+			return err
 		}
 		if !more || (i+1 < len(v.segments) && v.segments[i+1].start != s.next) {
 			break // the budget is used, or a gap follows: the next read goes cold
 		}
 		pos = 0
 	}
-	return out, nil
+	return nil
 }
 
-// scan appends the records of s from byte pos up to limit whose offsets
-// are in [from, high), within the budget. It reports whether the read may
-// continue into the next segment. gen is the truncation generation limit
-// was taken at (anyGen for a segment sealed then).
-func (s *segment) scan(pos, limit int64, gen uint64, from, high uint64, b store.Budget, out *[]record.Record, used *int) (bool, error) {
+// viewEstimate is how many records of size bytes a read is likely to
+// return, for sizing its result once: what the budget (which has n records
+// and used bytes) and the rest bytes of the file allow, at most 64 Ki.
+func viewEstimate(b store.Budget, n, used, size, rest int) int {
+	est := rest / size
+	if b.MaxBytes > 0 {
+		est = min(est, (b.MaxBytes-used)/size)
+	}
+	if b.MaxRecords > 0 {
+		est = min(est, b.MaxRecords-n)
+	}
+	return min(max(est, 0)+1, 64<<10)
+}
+
+// verifyFrom is how much one read must take from a sealed segment before
+// the segment is checked against its checksum as a whole: a consumer
+// scanning it, not a point lookup, pays for (and profits from) the check.
+const verifyFrom = 64 << 10
+
+// scan appends to o the records of s from byte pos up to limit whose
+// offsets are in [from, high), within the budget. It reports whether the
+// read may continue into the next segment. gen is the truncation
+// generation limit was taken at (anyGen for a segment sealed then); a
+// sealed segment's sum is its whole file's checksum.
+func (s *segment) scan(pos, limit int64, gen uint64, sealed bool, sum uint32, from, high uint64, b store.Budget, o *readOut) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	data, err := s.view(limit, gen)
 	if err != nil {
 		return false, err
 	}
-	// Find the run of wanted records first, then copy it out in one piece:
-	// the mapping may be replaced once the lock is released.
-	var run []span
-	start, n := -1, 0
+	verified := s.verified.Load()
+	decode := record.Decode
+	if verified {
+		decode = record.DecodeVerified
+	}
+	// Find the run of wanted records, decoding each on the way when the
+	// read holds the mapping (a view); else copy the run out in one piece
+	// and decode the copy: the mapping may be replaced once the lock is
+	// released.
+	start, n, k, more, had := -1, 0, 0, true, len(o.recs)
 	for p := int(pos); p < len(data); {
 		off, size, err := record.Peek(data[p:])
 		if err != nil {
@@ -110,38 +184,51 @@ func (s *segment) scan(pos, limit int64, gen uint64, from, high uint64, b store.
 			break
 		}
 		if off >= from {
-			if !b.Take(len(*out)+len(run), *used+n, size) {
-				return s.decodeRun(data, start, n, run, out, used, false)
+			if !b.Take(had+k, o.used+n, size) {
+				more = false
+				break
 			}
 			if start < 0 {
 				start = p
 			}
-			run = append(run, span{p - start, size})
+			if o.view {
+				if k == 0 { // room for as many more records of this size as the budget and the file allow
+					o.recs = slices.Grow(o.recs, viewEstimate(b, had, o.used, size, len(data)-p))
+				}
+				r, _, err := decode(data[p:])
+				if err != nil {
+					return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+				}
+				o.recs = append(o.recs, r)
+			}
+			k++
 			n += size
 		}
 		p += size
 	}
-	_, err = s.decodeRun(data, start, n, run, out, used, true)
-	return err == nil, err
-}
-
-// span is a record's place in a run copied out of a segment.
-type span struct{ p, size int }
-
-func (s *segment) decodeRun(data []byte, start, n int, run []span, out *[]record.Record, used *int, more bool) (bool, error) {
-	if len(run) == 0 {
+	if k == 0 {
 		return more, nil
 	}
-	buf := make([]byte, n)
-	copy(buf, data[start:start+n])
-	for _, a := range run {
-		r, _, err := record.Decode(buf[a.p : a.p+a.size])
-		if err != nil {
-			return false, fmt.Errorf("segment %s at byte %d: %w", s.path, start+a.p, err)
-		}
-		*out = append(*out, r)
+	if !verified && sealed && n >= verifyFrom {
+		s.verifyLater(data, sum)
 	}
-	*used += n
+	if o.view {
+		s.mm.acquire()
+		o.leases = append(o.leases, s.mm)
+	} else {
+		// append, not make and copy: the buffer is not zeroed first.
+		run := append([]byte(nil), data[start:start+n]...)
+		o.recs = slices.Grow(o.recs, k)
+		for p := 0; p < n; {
+			r, size, err := decode(run[p:])
+			if err != nil {
+				return false, fmt.Errorf("segment %s at byte %d: %w", s.path, start+p, err)
+			}
+			o.recs = append(o.recs, r)
+			p += size
+		}
+	}
+	o.used += n
 	return more, nil
 }
 

@@ -248,9 +248,8 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 		w.fail(sh, fmt.Errorf("truncate %s: %w", s.path, err))
 		return sh.failed
 	}
-	if s.mm != nil && int64(len(s.mm)) > kept.size {
-		s.mm.Unmap() // past the new end a mapping faults; re-made on the next read
-		s.mm = nil
+	if s.mapped() > kept.size {
+		s.dropMapLocked() // past the new end a mapping faults; re-made on the next read
 	}
 	s.gen++
 	s.keep = kept.size

@@ -127,6 +127,27 @@ type Starter interface {
 	CreateShardAt(ctx context.Context, shard string, start uint64) error
 }
 
+// Viewer is a Store that can read without copying (the segment engine and
+// the adapter): ReadView answers what Read answers, but the records' byte
+// slices may alias the engine's memory (an mmapped segment file). They
+// stay valid, whatever happens to the shard meanwhile, until release is
+// called, exactly once; the caller must not touch them after. For a read
+// that only passes records on (a Kafka fetch reframing them), it saves a
+// copy of every byte.
+type Viewer interface {
+	ReadView(ctx context.Context, shard string, offset uint64, b Budget) (recs []record.Record, release func(), err error)
+}
+
+// ReadView reads through s's ReadView when it has one, else through Read
+// (the records are then the caller's, and release does nothing).
+func ReadView(ctx context.Context, s Store, shard string, offset uint64, b Budget) ([]record.Record, func(), error) {
+	if v, ok := s.(Viewer); ok {
+		return v.ReadView(ctx, shard, offset, b)
+	}
+	recs, err := s.Read(ctx, shard, offset, b)
+	return recs, func() {}, err
+}
+
 // Budget bounds one read. Zero means no bound.
 type Budget struct {
 	MaxRecords int

@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"context"
+	"math/bits"
+	"sync"
+)
+
+// A fetch answer moves megabytes: each partition's record batches, then
+// the frame they are copied into. A fresh buffer that large costs a
+// zeroing pass (the runtime clears every large allocation) and GC work,
+// about as much as copying the records into it; so the buffers of answers
+// already written are kept for the next ones. Kept by power-of-two
+// capacity from 1 MiB to 16 MiB, 16 MiB of each class: at most 80 MiB
+// held, whatever the load. A sync.Pool would hold none for long: a
+// consumer's fetches allocate enough to empty it at every GC.
+const (
+	minPooledShift = 20
+	maxPooledShift = 24
+	pooledPerClass = 16 << 20
+)
+
+var frameBufs = func() (c [maxPooledShift - minPooledShift + 1]chan []byte) {
+	for i := range c {
+		c[i] = make(chan []byte, pooledPerClass>>(minPooledShift+i))
+	}
+	return c
+}()
+
+// getBuf returns an empty buffer with room for at least n bytes.
+func getBuf(n int) []byte {
+	shift := max(minPooledShift, bits.Len(uint(max(n, 1)-1)))
+	if shift > maxPooledShift {
+		return make([]byte, 0, n)
+	}
+	select {
+	case b := <-frameBufs[shift-minPooledShift]:
+		return b[:0]
+	default:
+		return make([]byte, 0, 1<<shift)
+	}
+}
+
+// putBuf hands b back for reuse; the caller must hold no other reference
+// to its bytes.
+func putBuf(b []byte) {
+	c := cap(b)
+	if c < 1<<minPooledShift || c > 1<<maxPooledShift || c&(c-1) != 0 {
+		return
+	}
+	select {
+	case frameBufs[bits.Len(uint(c))-1-minPooledShift] <- b[:0]:
+	default:
+	}
+}
+
+// scratch is the buffers one request's answer is built from (a fetch's
+// record batches), handed back once the answer is framed: the frame holds
+// a copy, and nothing else a reference.
+type scratch struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+type scratchKey struct{}
+
+func withScratch(ctx context.Context) (context.Context, *scratch) {
+	sc := &scratch{}
+	return context.WithValue(ctx, scratchKey{}, sc), sc
+}
+
+// scratchBuf returns an empty buffer with room for n bytes, handed back
+// when ctx's request is answered (a new one when ctx has no scratch).
+func scratchBuf(ctx context.Context, n int) []byte {
+	sc, ok := ctx.Value(scratchKey{}).(*scratch)
+	if !ok || n < 1<<minPooledShift>>1 {
+		return make([]byte, 0, n)
+	}
+	b := getBuf(n)
+	sc.mu.Lock()
+	sc.bufs = append(sc.bufs, b)
+	sc.mu.Unlock()
+	return b
+}
+
+// release hands the request's buffers back: call it only once the answer
+// is framed.
+func (sc *scratch) release() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, b := range sc.bufs {
+		putBuf(b)
+	}
+	sc.bufs = nil
+}
