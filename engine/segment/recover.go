@@ -75,6 +75,7 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		return err
 	}
 	e.shards[cs.Name] = sh
+	sh.worker.shards++
 	return nil
 }
 

@@ -42,6 +42,8 @@ type worker struct {
 	ch  chan request
 	buf []byte
 	pos []int64 // file position of each record in buf
+	// shards counts the shards mapped to this worker (under Engine.mu).
+	shards int
 }
 
 func newWorker(e *Engine, id int) *worker {
