@@ -198,6 +198,9 @@ type shard struct {
 
 	// Worker-owned.
 	sinceIndex int   // records since the last offset-index entry
+	// offsets is the offset-index group the next point joins; reset where
+	// the index is cut or rebuilt, so a new group starts past its last point.
+	offsets index.OffsetGroup
 	tsBucket   int64 // running-max timestamp bucket of the last time entry
 	tsIndexed  bool  // a time entry exists
 	failed     error // a failed fsync: refuse writes until restart
@@ -696,7 +699,7 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	for _, kind := range []byte{index.KindOffset, index.KindTime, index.KindKey, index.KindTag} {
+	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag} {
 		p := index.Prefix(kind, name)
 		ib.DeleteRange(p, index.UpperBound(p), nil)
 	}

@@ -238,12 +238,14 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 	return base, nil
 }
 
-// indexRecord adds r's index entries to the batch: a sparse offset entry
-// (and always one at a segment's first record), a time entry when the
+// indexRecord adds r's index entries to the batch: a sparse offset point
+// (and always one at a segment's first record), written as its group, a time entry when the
 // shard's largest timestamp enters a new bucket, key and tag entries.
 func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64, ib *pebble.Batch) {
 	if r.Offset == s.start || sh.sinceIndex >= w.e.cfg.IndexInterval {
-		ib.Set(index.OffsetKey(sh.name, r.Offset), index.OffsetValue(s.no, pos), nil)
+		g := &sh.offsets
+		g.Add(r.Offset, s.no, pos)
+		ib.Set(index.OffsetKey(sh.name, g.First()), g.Value(), nil)
 		sh.sinceIndex = 0
 	}
 	sh.sinceIndex++
