@@ -198,14 +198,14 @@ type shard struct {
 
 	// Worker-owned.
 	sinceIndex int   // records since the last offset-index entry
-	// offsets is the offset-index group the next point joins; reset where
-	// the index is cut or rebuilt, so a new group starts past its last point.
-	offsets index.OffsetGroup
 	tsBucket   int64 // running-max timestamp bucket of the last time entry
 	tsIndexed  bool  // a time entry exists
 	failed     error // a failed fsync: refuse writes until restart
 	dirty      bool  // written since the last fsync (interval policy)
 	dictated   bool  // a copy of a leader's log: rolls only by RollAt
+	// offsets is the offset-index group the next point joins; reset where
+	// the index is cut or rebuilt, so a new group starts past its last point.
+	offsets index.OffsetGroup
 
 	// hwMu orders SetHighWatermark with TruncateTo; hwSaved: the high
 	// watermark file exists (replica.go).
