@@ -119,16 +119,38 @@ func DecodeOffsetGroup(first uint64, v []byte, point func(offset, seg uint64, po
 	}
 }
 
-// floorInGroup is the last point of a group at or below offset.
+// floorInGroup is the last point of a group at or below offset. It is
+// DecodeOffsetGroup without the callback, which would cost every lookup
+// an allocation.
 func floorInGroup(first uint64, v []byte, offset uint64) (at, seg uint64, pos int64, err error) {
-	err = DecodeOffsetGroup(first, v, func(o, s uint64, p int64) bool {
-		if o > offset {
-			return false
+	seg, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, 0, errors.New("offset index: bad segment number")
+	}
+	v = v[n:]
+	p, n := binary.Uvarint(v)
+	if n <= 0 || p > math.MaxInt64 {
+		return 0, 0, 0, errors.New("offset index: bad position")
+	}
+	v = v[n:]
+	at, pos = first, int64(p)
+	for len(v) > 0 {
+		do, n := binary.Uvarint(v)
+		if n <= 0 || do == 0 || do > math.MaxUint64-at {
+			return 0, 0, 0, fmt.Errorf("offset index: bad offset step after offset %d", at)
 		}
-		at, seg, pos = o, s, p
-		return true
-	})
-	return at, seg, pos, err
+		v = v[n:]
+		dp, m := binary.Uvarint(v)
+		if m <= 0 || dp == 0 || dp > uint64(math.MaxInt64-pos) {
+			return 0, 0, 0, fmt.Errorf("offset index: bad position step after offset %d", at)
+		}
+		v = v[m:]
+		if at+do > offset {
+			break
+		}
+		at, pos = at+do, pos+int64(dp)
+	}
+	return at, seg, pos, nil
 }
 
 // orderedTS maps a signed timestamp to an unsigned one that sorts the same.
@@ -174,8 +196,15 @@ func UpperBound(prefix []byte) []byte {
 // the group whose first point is the last at or below it, then the last
 // of its points at or below it (groups never interleave).
 func FloorOffset(db pebble.Reader, shard string, offset uint64) (entryOffset, segNo uint64, pos int64, ok bool, err error) {
-	prefix := Prefix(KindOffset, shard)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+	// One buffer for the bounds and the seek key: a lookup allocates little.
+	n := 2 + len(shard)
+	buf := make([]byte, 0, 3*n+8)
+	prefix := append(buf, KindOffset)
+	prefix = append(prefix, shard...)
+	prefix = append(prefix, 0)
+	upper := append(prefix[len(prefix):len(prefix)], prefix...)
+	upper[len(upper)-1]++ // the 0x00 after the shard name: never 0xff
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
@@ -184,8 +213,11 @@ func FloorOffset(db pebble.Reader, shard string, offset uint64) (entryOffset, se
 		if !it.Last() {
 			return 0, 0, 0, false, it.Error()
 		}
-	} else if !it.SeekLT(OffsetKey(shard, offset+1)) {
-		return 0, 0, 0, false, it.Error()
+	} else {
+		seek := append(upper[len(upper):len(upper)], prefix...)
+		if !it.SeekLT(binary.BigEndian.AppendUint64(seek, offset+1)) {
+			return 0, 0, 0, false, it.Error()
+		}
 	}
 	k := it.Key()
 	entryOffset, segNo, pos, err = floorInGroup(binary.BigEndian.Uint64(k[len(k)-8:]), it.Value(), offset)

@@ -155,7 +155,8 @@ func TestFloorOffsetAndCut(t *testing.T) {
 }
 
 // FuzzDecodeOffsetGroup: any bytes decode to ascending points or an error,
-// never a panic or a loop.
+// never a panic or a loop, and the lookup's own decoder (floorInGroup)
+// finds the same floor point as a walk of the points.
 func FuzzDecodeOffsetGroup(f *testing.F) {
 	var g OffsetGroup
 	for i := 0; i < 5; i++ {
@@ -166,7 +167,9 @@ func FuzzDecodeOffsetGroup(f *testing.F) {
 	f.Add(uint64(7), []byte{0x80})
 	f.Fuzz(func(t *testing.T, first uint64, v []byte) {
 		prev, prevPos, n := uint64(0), int64(-1), 0
-		DecodeOffsetGroup(first, v, func(o, s uint64, p int64) bool {
+		var all []point
+		err := DecodeOffsetGroup(first, v, func(o, s uint64, p int64) bool {
+			all = append(all, point{o, s, p})
 			if n > 0 && (o <= prev || p <= prevPos) {
 				t.Fatalf("point %d (%d, %d) not after (%d, %d)", n, o, p, prev, prevPos)
 			}
@@ -175,7 +178,27 @@ func FuzzDecodeOffsetGroup(f *testing.F) {
 			}
 			prev, prevPos = o, p
 			n++
-			return n <= len(v)
+			return true
 		})
+		for _, x := range []uint64{first, first + 1, first + 999, first + 1000, first * 2, math.MaxUint64} {
+			at, seg, pos, ferr := floorInGroup(first, v, x)
+			// The lookup stops at the first point past x, so damage after it
+			// may go unseen; damage before it may not.
+			if ferr != nil && err == nil {
+				t.Fatalf("floor of %d: error %v, the walk found none", x, ferr)
+			}
+			if ferr != nil || x < first {
+				continue
+			}
+			var want point
+			for _, p := range all {
+				if p.off <= x {
+					want = p
+				}
+			}
+			if (point{at, seg, pos}) != want {
+				t.Fatalf("floor of %d: %d %d %d, the walk's %v", x, at, seg, pos, want)
+			}
+		}
 	})
 }

@@ -55,7 +55,7 @@ type Config struct {
 	Fsync   FsyncPolicy
 	// FsyncInterval for FsyncInterval (100ms).
 	FsyncInterval time.Duration
-	// IndexInterval: one offset-index entry per this many records (1000).
+	// IndexInterval: one offset-index point per this many records (500).
 	IndexInterval int
 	// TimeIndexGranularity: one time-index entry per this much growth of
 	// the shard's largest timestamp (1s).
@@ -98,7 +98,7 @@ func (c *Config) defaults() {
 		c.FsyncInterval = 100 * time.Millisecond
 	}
 	if c.IndexInterval <= 0 {
-		c.IndexInterval = 1000
+		c.IndexInterval = 500
 	}
 	if c.TimeIndexGranularity <= 0 {
 		c.TimeIndexGranularity = time.Second
@@ -132,6 +132,11 @@ type SegmentPolicy struct {
 	MaxBytes int64
 	MaxAge   time.Duration
 }
+
+// indexCacheBytes is the index database's block cache, memtables included
+// (Pebble counts them against it): room for two 4 MiB memtables and 24 MiB
+// of index blocks.
+const indexCacheBytes = 32 << 20
 
 // Engine is the File Segment engine. It implements store.Store.
 type Engine struct {
@@ -236,7 +241,13 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}})
+	// Pebble's memtables reserve their size out of the block cache: with
+	// its default 8 MiB cache and 4 MiB memtables, a flushed memtable not
+	// yet released beside the live one left no room at all, and every
+	// lookup read and decompressed its index block from the file.
+	idxCache := pebble.NewCache(indexCacheBytes)
+	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}, Cache: idxCache})
+	idxCache.Unref() // the database holds its own reference
 	if err != nil {
 		man.Close()
 		lock.Close()
