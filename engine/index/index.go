@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -196,33 +197,42 @@ func UpperBound(prefix []byte) []byte {
 // the group whose first point is the last at or below it, then the last
 // of its points at or below it (groups never interleave).
 func FloorOffset(db pebble.Reader, shard string, offset uint64) (entryOffset, segNo uint64, pos int64, ok bool, err error) {
-	// One buffer for the bounds and the seek key: a lookup allocates little.
-	n := 2 + len(shard)
-	buf := make([]byte, 0, 3*n+8)
-	prefix := append(buf, KindOffset)
+	// The bounds, the seek key and the options come from a pool: a lookup
+	// is a hot path, and what it allocates is what the GC stops it for.
+	fa := floorPool.Get().(*floorAlloc)
+	defer floorPool.Put(fa)
+	prefix := append(fa.buf[:0], KindOffset)
 	prefix = append(prefix, shard...)
 	prefix = append(prefix, 0)
-	upper := append(prefix[len(prefix):len(prefix)], prefix...)
-	upper[len(upper)-1]++ // the 0x00 after the shard name: never 0xff
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	n := len(prefix)
+	fa.buf = append(prefix, prefix...)
+	fa.buf[len(fa.buf)-1]++ // the 0x00 after the shard name: never 0xff
+	fa.buf = binary.BigEndian.AppendUint64(append(fa.buf, prefix...), offset+1)
+	prefix, upper, seek := fa.buf[:n], fa.buf[n:2*n], fa.buf[2*n:]
+	fa.opts = pebble.IterOptions{LowerBound: prefix, UpperBound: upper}
+	it, err := db.NewIter(&fa.opts)
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
-	defer it.Close()
+	defer it.Close() // before the pool gets the bounds back (defers run last first)
 	if offset == math.MaxUint64 {
 		if !it.Last() {
 			return 0, 0, 0, false, it.Error()
 		}
-	} else {
-		seek := append(upper[len(upper):len(upper)], prefix...)
-		if !it.SeekLT(binary.BigEndian.AppendUint64(seek, offset+1)) {
-			return 0, 0, 0, false, it.Error()
-		}
+	} else if !it.SeekLT(seek) {
+		return 0, 0, 0, false, it.Error()
 	}
 	k := it.Key()
 	entryOffset, segNo, pos, err = floorInGroup(binary.BigEndian.Uint64(k[len(k)-8:]), it.Value(), offset)
 	return entryOffset, segNo, pos, err == nil, err
 }
+
+type floorAlloc struct {
+	buf  []byte
+	opts pebble.IterOptions
+}
+
+var floorPool = sync.Pool{New: func() any { return new(floorAlloc) }}
 
 // DeleteOffsetsFrom adds to b the deletion of the shard's offset-index
 // points at offsets from end on: the groups that start there or later go,
