@@ -134,19 +134,20 @@ func (w *worker) process(batch []request) {
 	if len(touched) > 0 {
 		w.e.stats.Batches.Add(1)
 	}
-	for sh := range touched {
-		if w.e.cfg.Fsync != FsyncBatch {
+	if w.e.cfg.Fsync == FsyncBatch {
+		w.syncAll(touched)
+	} else {
+		for sh := range touched {
 			sh.dirty = true
-			continue
-		}
-		w.e.stats.Fsyncs.Add(1)
-		if err := sh.active().wf.Sync(); err != nil {
-			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
 		}
 	}
 	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost.
-	idxErr := ib.Commit(pebble.NoSync)
+	// recovery re-adds whatever a crash lost. Most batches have no entry
+	// (a point per 500 records): those skip Pebble's commit pipeline.
+	var idxErr error
+	if !ib.Empty() {
+		idxErr = ib.Commit(pebble.NoSync)
+	}
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
@@ -167,6 +168,19 @@ func (w *worker) process(batch []request) {
 			w.e.log.Error("index write failed; the next start rebuilds it", "err", idxErr)
 		}
 		p.req.done <- result{base: p.base, err: err}
+	}
+}
+
+// syncAll fsyncs the active file of every touched shard, one after the
+// other. (Running them at once, for the filesystem to commit them together,
+// showed no gain it could tell from the noise of a loaded 2-core machine:
+// 256 shards, 4 alternating runs each, 120 vs 128 MB/s medians.)
+func (w *worker) syncAll(touched map[*shard]bool) {
+	w.e.stats.Fsyncs.Add(uint64(len(touched)))
+	for sh := range touched {
+		if err := sh.active().wf.Sync(); err != nil {
+			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
+		}
 	}
 }
 
