@@ -172,9 +172,8 @@ func (w *worker) process(batch []request) {
 }
 
 // syncAll fsyncs the active file of every touched shard, one after the
-// other. (Running them at once, for the filesystem to commit them together,
-// showed no gain it could tell from the noise of a loaded 2-core machine:
-// 256 shards, 4 alternating runs each, 120 vs 128 MB/s medians.)
+// other: fsyncs at once (for the filesystem to commit them together) were
+// measured with 256 shards and showed no gain (docs/bench.md).
 func (w *worker) syncAll(touched map[*shard]bool) {
 	w.e.stats.Fsyncs.Add(uint64(len(touched)))
 	for sh := range touched {
@@ -253,8 +252,9 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 }
 
 // indexRecord adds r's index entries to the batch: a sparse offset point
-// (and always one at a segment's first record), written as its group, a time entry when the
-// shard's largest timestamp enters a new bucket, key and tag entries.
+// (and always one at a segment's first record), written as its whole
+// group; a time entry when the shard's largest timestamp enters a new
+// bucket; key and tag entries.
 func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64, ib *pebble.Batch) {
 	if r.Offset == s.start || sh.sinceIndex >= w.e.cfg.IndexInterval {
 		g := &sh.offsets
