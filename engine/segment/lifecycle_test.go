@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -382,4 +383,68 @@ func TestOffsetIndexV1IsRebuilt(t *testing.T) {
 			t.Fatalf("read at %d after the rebuild: %v, %v", off, recs, err)
 		}
 	}
+}
+
+// With many points to a segment (several full groups) and segments rolling,
+// every offset's floor point is the last point at or below it in its own
+// segment, and it locates that point's record; after a restart (the
+// groups then begin afresh) and more appends too.
+func TestOffsetGroupsLocateEveryRecord(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.IndexInterval = 2
+	cfg.MaxSegmentBytes = 40 << 10
+	cfg.RollCheckInterval = 10
+	e := open(t, cfg)
+	fill(t, e, "g-0", 900)
+	check := func(e *Engine, n uint64) {
+		t.Helper()
+		v, err := e.view("g-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.segments) < 3 {
+			t.Fatalf("want several segments, have %d", len(v.segments))
+		}
+		for off := uint64(0); off < n; off++ {
+			at, seg, pos, ok, err := index.FloorOffset(e.index, "g-0", off)
+			if err != nil || !ok {
+				t.Fatalf("floor of %d: %v, %v", off, ok, err)
+			}
+			i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > off }) - 1
+			s := v.segments[i]
+			if seg != s.no || at < s.start || at > off || off-at >= 2 {
+				t.Fatalf("floor of %d: point %d in segment %d, want one of the last 2 offsets at or below it in segment %d (from %d)", off, at, seg, s.no, s.start)
+			}
+			data, err := os.ReadFile(s.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := record.Check(data[pos:]); err != nil || got != at {
+				t.Fatalf("floor of %d: the point (%d at byte %d) holds offset %d, %v", off, at, pos, got, err)
+			}
+		}
+	}
+	check(e, 900)
+	if groups, segs := countGroups(t, e, "g-0"), len(e.shards["g-0"].segments); groups < 2*segs {
+		t.Fatalf("%d groups over %d segments: want segments of several full groups", groups, segs)
+	}
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	fill(t, e, "g-0", 300)
+	check(e, 1200)
+}
+
+func countGroups(t *testing.T, e *Engine, shard string) int {
+	p := index.Prefix(index.KindOffset, shard)
+	it, err := e.index.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: index.UpperBound(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
 }
