@@ -7,17 +7,23 @@ package index
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble"
 )
 
 // Key kinds.
 const (
-	KindOffset = 'o' // offset (sparse)      -> segment no, byte position
-	KindTime   = 't' // running-max ts bucket -> (offset in key)
-	KindKey    = 'k' // key, offset           -> (empty)
-	KindTag    = 'g' // tag, offset           -> (empty)
+	KindOffset = 'O' // first offset of a group -> segment no, the group's points (OffsetGroup)
+	KindTime   = 't' // running-max ts bucket   -> (offset in key)
+	KindKey    = 'k' // key, offset             -> (empty)
+	KindTag    = 'g' // tag, offset             -> (empty)
+	// KindOffsetV1 is the first offset index, one key per point (offset ->
+	// segment no, byte position). It is no longer written or read: a shard
+	// that still has it gets its offset index rebuilt from its data on open.
+	KindOffsetV1 = 'o'
 )
 
 // Prefix starts every key of one kind for one shard.
@@ -28,28 +34,124 @@ func Prefix(kind byte, shard string) []byte {
 	return append(b, 0)
 }
 
-// OffsetKey is the sparse offset index's key for offset.
+// OffsetKey is the key of the offset-index group whose first point is at
+// offset.
 func OffsetKey(shard string, offset uint64) []byte {
 	return binary.BigEndian.AppendUint64(Prefix(KindOffset, shard), offset)
 }
 
-// OffsetValue locates a record: its segment and byte position.
-func OffsetValue(segNo uint64, pos int64) []byte {
-	v := binary.AppendUvarint(nil, segNo)
-	return binary.AppendUvarint(v, uint64(pos))
+// MaxGroupPoints bounds the points of one offset-index group: each new
+// point rewrites its group's value, so this bounds what a point costs to
+// write (about 5 bytes a point, so at most about 330 bytes) and to decode
+// on a lookup.
+const MaxGroupPoints = 64
+
+// OffsetGroup is one value of the offset index: up to MaxGroupPoints
+// points (offset, byte position) of one segment, ascending, the first at
+// the key's offset. Stored as uvarints:
+//
+//	segment no | first point's position | (offset - previous offset, position - previous position) ...
+//
+// A point is a few bytes where a key of its own cost about 14 on disk
+// (docs/indexes.md).
+type OffsetGroup struct {
+	first, last uint64 // offsets of the first and last point
+	seg         uint64
+	lastPos     int64
+	n           int
+	val         []byte
 }
 
-// DecodeOffsetValue reads what OffsetValue wrote.
-func DecodeOffsetValue(v []byte) (segNo uint64, pos int64, err error) {
-	no, n := binary.Uvarint(v)
+// Add adds the point (offset, pos) of segment seg. It starts a new group
+// when this one is full, of another segment, or empty; the caller then
+// writes the group under OffsetKey(shard, g.First()) with g.Value(),
+// replacing what it wrote for the group's earlier points.
+func (g *OffsetGroup) Add(offset, seg uint64, pos int64) {
+	if g.n == 0 || g.n >= MaxGroupPoints || seg != g.seg || offset <= g.last || pos <= g.lastPos {
+		g.first, g.seg, g.n = offset, seg, 0
+		g.val = binary.AppendUvarint(g.val[:0], seg)
+		g.val = binary.AppendUvarint(g.val, uint64(pos))
+	} else {
+		g.val = binary.AppendUvarint(g.val, offset-g.last)
+		g.val = binary.AppendUvarint(g.val, uint64(pos-g.lastPos))
+	}
+	g.last, g.lastPos = offset, pos
+	g.n++
+}
+
+// Reset makes the next point start a new group.
+func (g *OffsetGroup) Reset() { g.n = 0 }
+
+// First is the offset of the group's first point: its key.
+func (g *OffsetGroup) First() uint64 { return g.first }
+
+// Value is the group's encoding; it is valid until the next Add.
+func (g *OffsetGroup) Value() []byte { return g.val }
+
+// DecodeOffsetGroup calls point for each point of the group stored under
+// first with value v, in ascending order, until point returns false.
+func DecodeOffsetGroup(first uint64, v []byte, point func(offset, seg uint64, pos int64) bool) error {
+	seg, n := binary.Uvarint(v)
 	if n <= 0 {
-		return 0, 0, errors.New("offset index: bad segment number")
+		return errors.New("offset index: bad segment number")
 	}
-	p, m := binary.Uvarint(v[n:])
-	if m <= 0 || p > math.MaxInt64 {
-		return 0, 0, errors.New("offset index: bad position")
+	v = v[n:]
+	p, n := binary.Uvarint(v)
+	if n <= 0 || p > math.MaxInt64 {
+		return errors.New("offset index: bad position")
 	}
-	return no, int64(p), nil
+	v = v[n:]
+	off, pos := first, int64(p)
+	for {
+		if !point(off, seg, pos) || len(v) == 0 {
+			return nil
+		}
+		do, n := binary.Uvarint(v)
+		if n <= 0 || do == 0 || do > math.MaxUint64-off {
+			return fmt.Errorf("offset index: bad offset step after offset %d", off)
+		}
+		v = v[n:]
+		dp, m := binary.Uvarint(v)
+		if m <= 0 || dp == 0 || dp > uint64(math.MaxInt64-pos) {
+			return fmt.Errorf("offset index: bad position step after offset %d", off)
+		}
+		v = v[m:]
+		off, pos = off+do, pos+int64(dp)
+	}
+}
+
+// floorInGroup is the last point of a group at or below offset. It is
+// DecodeOffsetGroup without the callback, which would cost every lookup
+// an allocation.
+func floorInGroup(first uint64, v []byte, offset uint64) (at, seg uint64, pos int64, err error) {
+	seg, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, 0, errors.New("offset index: bad segment number")
+	}
+	v = v[n:]
+	p, n := binary.Uvarint(v)
+	if n <= 0 || p > math.MaxInt64 {
+		return 0, 0, 0, errors.New("offset index: bad position")
+	}
+	v = v[n:]
+	at, pos = first, int64(p)
+	for len(v) > 0 {
+		do, n := binary.Uvarint(v)
+		if n <= 0 || do == 0 || do > math.MaxUint64-at {
+			return 0, 0, 0, fmt.Errorf("offset index: bad offset step after offset %d", at)
+		}
+		v = v[n:]
+		dp, m := binary.Uvarint(v)
+		if m <= 0 || dp == 0 || dp > uint64(math.MaxInt64-pos) {
+			return 0, 0, 0, fmt.Errorf("offset index: bad position step after offset %d", at)
+		}
+		v = v[m:]
+		if at+do > offset {
+			break
+		}
+		at, pos = at+do, pos+int64(dp)
+	}
+	return at, seg, pos, nil
 }
 
 // orderedTS maps a signed timestamp to an unsigned one that sorts the same.
@@ -91,25 +193,99 @@ func UpperBound(prefix []byte) []byte {
 	return nil
 }
 
-// FloorOffset finds the sparse offset-index entry at or below offset.
-func FloorOffset(db *pebble.DB, shard string, offset uint64) (entryOffset, segNo uint64, pos int64, ok bool, err error) {
-	prefix := Prefix(KindOffset, shard)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+// FloorOffset finds the sparse offset index's point at or below offset:
+// the group whose first point is the last at or below it, then the last
+// of its points at or below it (groups never interleave).
+func FloorOffset(db pebble.Reader, shard string, offset uint64) (entryOffset, segNo uint64, pos int64, ok bool, err error) {
+	// The bounds, the seek key and the options come from a pool: a lookup
+	// is a hot path, and what it allocates is what the GC stops it for.
+	fa := floorPool.Get().(*floorAlloc)
+	defer floorPool.Put(fa)
+	prefix := append(fa.buf[:0], KindOffset)
+	prefix = append(prefix, shard...)
+	prefix = append(prefix, 0)
+	n := len(prefix)
+	fa.buf = append(prefix, prefix...)
+	fa.buf[len(fa.buf)-1]++ // the 0x00 after the shard name: never 0xff
+	fa.buf = binary.BigEndian.AppendUint64(append(fa.buf, prefix...), offset+1)
+	prefix, upper, seek := fa.buf[:n], fa.buf[n:2*n], fa.buf[2*n:]
+	fa.opts = pebble.IterOptions{LowerBound: prefix, UpperBound: upper}
+	it, err := db.NewIter(&fa.opts)
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
-	defer it.Close()
+	defer it.Close() // before the pool gets the bounds back (defers run last first)
 	if offset == math.MaxUint64 {
 		if !it.Last() {
 			return 0, 0, 0, false, it.Error()
 		}
-	} else if !it.SeekLT(OffsetKey(shard, offset+1)) {
+	} else if !it.SeekLT(seek) {
 		return 0, 0, 0, false, it.Error()
 	}
 	k := it.Key()
-	entryOffset = binary.BigEndian.Uint64(k[len(k)-8:])
-	segNo, pos, err = DecodeOffsetValue(it.Value())
+	entryOffset, segNo, pos, err = floorInGroup(binary.BigEndian.Uint64(k[len(k)-8:]), it.Value(), offset)
 	return entryOffset, segNo, pos, err == nil, err
+}
+
+type floorAlloc struct {
+	buf  []byte
+	opts pebble.IterOptions
+}
+
+var floorPool = sync.Pool{New: func() any { return new(floorAlloc) }}
+
+// DeleteOffsetsFrom adds to b the deletion of the shard's offset-index
+// points at offsets from end on: the groups that start there or later go,
+// and the group before them is written again with its points below end.
+func DeleteOffsetsFrom(db pebble.Reader, b *pebble.Batch, shard string, end uint64) error {
+	if err := b.DeleteRange(OffsetKey(shard, end), OffsetKey(shard, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if err := b.Delete(OffsetKey(shard, math.MaxUint64), nil); err != nil {
+		return err
+	}
+	if end == 0 {
+		return nil
+	}
+	prefix := Prefix(KindOffset, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: OffsetKey(shard, end)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return it.Error()
+	}
+	k := it.Key()
+	first := binary.BigEndian.Uint64(k[len(k)-8:])
+	var g OffsetGroup
+	cut := false
+	if err := DecodeOffsetGroup(first, it.Value(), func(o, s uint64, p int64) bool {
+		if o >= end {
+			cut = true
+			return false
+		}
+		g.Add(o, s, p)
+		return true
+	}); err != nil {
+		return err
+	}
+	if !cut {
+		return nil
+	}
+	return b.Set(append([]byte(nil), k...), g.Value(), nil)
+}
+
+// HasOffsetsV1 reports whether the shard has points of the first offset
+// index (KindOffsetV1), which are no longer read.
+func HasOffsetsV1(db pebble.Reader, shard string) (bool, error) {
+	prefix := Prefix(KindOffsetV1, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return it.First(), it.Error()
 }
 
 // OffsetsFrom lists the offsets stored after prefix, from offset on, at most limit.

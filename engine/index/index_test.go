@@ -2,8 +2,12 @@ package index
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"sort"
 	"testing"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // Keys sort as their numbers do, negatives before positives, one shard's
@@ -41,11 +45,160 @@ func TestUpperBound(t *testing.T) {
 			t.Errorf("UpperBound(%x) = %x, want %x", tc.in, got, tc.want)
 		}
 	}
-	v := OffsetValue(12, 1<<33)
-	if no, pos, err := DecodeOffsetValue(v); err != nil || no != 12 || pos != 1<<33 {
-		t.Fatalf("offset value round trip: %d %d %v", no, pos, err)
+}
+
+type point struct {
+	off, seg uint64
+	pos      int64
+}
+
+func groupPoints(t *testing.T, first uint64, v []byte) []point {
+	t.Helper()
+	var got []point
+	if err := DecodeOffsetGroup(first, v, func(o, s uint64, p int64) bool {
+		got = append(got, point{o, s, p})
+		return true
+	}); err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := DecodeOffsetValue([]byte{0x80}); err == nil {
-		t.Fatal("a truncated offset value decoded")
+	return got
+}
+
+// Points go into groups of one segment, at most MaxGroupPoints each, and
+// come back as they went in; each group is what its key's FloorOffset
+// decodes.
+func TestOffsetGroups(t *testing.T) {
+	var in []point
+	for i := 0; i < 150; i++ {
+		in = append(in, point{uint64(i) * 1000, 3, int64(i) * 38000})
 	}
+	in = append(in, point{150_000, 4, 0}, point{151_000, 4, 1 << 33}) // a roll, then a large position
+	var g OffsetGroup
+	groups := map[uint64][]byte{}
+	var firsts []uint64
+	for _, p := range in {
+		g.Add(p.off, p.seg, p.pos)
+		if _, ok := groups[g.First()]; !ok {
+			firsts = append(firsts, g.First())
+		}
+		groups[g.First()] = append([]byte(nil), g.Value()...)
+	}
+	if want := []uint64{0, 64_000, 128_000, 150_000}; !slices.Equal(firsts, want) {
+		t.Fatalf("groups start at %v, want %v", firsts, want)
+	}
+	var out []point
+	for _, f := range firsts {
+		out = append(out, groupPoints(t, f, groups[f])...)
+	}
+	if !slices.Equal(out, in) {
+		t.Fatalf("points came back as %v, want %v", out, in)
+	}
+	if n := len(groups[64_000]); n > 5*MaxGroupPoints {
+		t.Fatalf("a full group of 1000-record steps takes %d bytes, want at most %d", n, 5*MaxGroupPoints)
+	}
+	for _, tc := range []struct {
+		name string
+		v    []byte
+	}{
+		{"empty", nil},
+		{"no position", []byte{3}},
+		{"truncated step", append(groups[0][:len(groups[0]):len(groups[0])], 0x80)},
+		{"zero offset step", append(groups[0][:len(groups[0]):len(groups[0])], 0, 5)},
+		{"no position step", append(groups[0][:len(groups[0]):len(groups[0])], 5)},
+	} {
+		if err := DecodeOffsetGroup(0, tc.v, func(uint64, uint64, int64) bool { return true }); err == nil {
+			t.Errorf("%s: decoded without an error", tc.name)
+		}
+	}
+}
+
+// FloorOffset finds the last point at or below an offset across groups,
+// and DeleteOffsetsFrom cuts the points from an offset on, inside a group
+// too.
+func TestFloorOffsetAndCut(t *testing.T) {
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var g OffsetGroup
+	for i := 0; i < 200; i++ {
+		g.Add(uint64(i)*10, 0, int64(i)*100)
+		if err := db.Set(OffsetKey("s-0", g.First()), g.Value(), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		offset, at uint64
+		ok         bool
+	}{{0, 0, true}, {9, 0, true}, {10, 10, true}, {645, 640, true}, {1999, 1990, true}, {math.MaxUint64, 1990, true}} {
+		at, seg, pos, ok, err := FloorOffset(db, "s-0", tc.offset)
+		if err != nil || ok != tc.ok || at != tc.at || seg != 0 || pos != int64(at)*10 {
+			t.Errorf("FloorOffset(%d) = %d, %d, %d, %v, %v; want %d at byte %d", tc.offset, at, seg, pos, ok, err, tc.at, tc.at*10)
+		}
+	}
+	if _, _, _, ok, err := FloorOffset(db, "s-1", 5); ok || err != nil {
+		t.Errorf("another shard's points found: %v %v", ok, err)
+	}
+	b := db.NewBatch()
+	if err := DeleteOffsetsFrom(db, b, "s-0", 655); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ offset, at uint64 }{{654, 650}, {655, 650}, {5000, 650}, {math.MaxUint64, 650}, {639, 630}} {
+		if at, _, _, ok, err := FloorOffset(db, "s-0", tc.offset); err != nil || !ok || at != tc.at {
+			t.Errorf("after the cut, FloorOffset(%d) = %d, %v, %v; want %d", tc.offset, at, ok, err, tc.at)
+		}
+	}
+}
+
+// FuzzDecodeOffsetGroup: any bytes decode to ascending points or an error,
+// never a panic or a loop, and the lookup's own decoder (floorInGroup)
+// finds the same floor point as a walk of the points.
+func FuzzDecodeOffsetGroup(f *testing.F) {
+	var g OffsetGroup
+	for i := 0; i < 5; i++ {
+		g.Add(uint64(i)*1000, 2, int64(i)*38000)
+	}
+	f.Add(uint64(0), append([]byte(nil), g.Value()...))
+	f.Add(uint64(math.MaxUint64-1), []byte{0, 0, 1, 1, 1, 1})
+	f.Add(uint64(7), []byte{0x80})
+	f.Fuzz(func(t *testing.T, first uint64, v []byte) {
+		prev, prevPos, n := uint64(0), int64(-1), 0
+		var all []point
+		err := DecodeOffsetGroup(first, v, func(o, s uint64, p int64) bool {
+			all = append(all, point{o, s, p})
+			if n > 0 && (o <= prev || p <= prevPos) {
+				t.Fatalf("point %d (%d, %d) not after (%d, %d)", n, o, p, prev, prevPos)
+			}
+			if p < 0 {
+				t.Fatalf("negative position %d", p)
+			}
+			prev, prevPos = o, p
+			n++
+			return true
+		})
+		for _, x := range []uint64{first, first + 1, first + 999, first + 1000, first * 2, math.MaxUint64} {
+			at, seg, pos, ferr := floorInGroup(first, v, x)
+			// The lookup stops at the first point past x, so damage after it
+			// may go unseen; damage before it may not.
+			if ferr != nil && err == nil {
+				t.Fatalf("floor of %d: error %v, the walk found none", x, ferr)
+			}
+			if ferr != nil || x < first {
+				continue
+			}
+			var want point
+			for _, p := range all {
+				if p.off <= x {
+					want = p
+				}
+			}
+			if (point{at, seg, pos}) != want {
+				t.Fatalf("floor of %d: %d %d %d, the walk's %v", x, at, seg, pos, want)
+			}
+		}
+	})
 }

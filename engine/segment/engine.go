@@ -55,7 +55,7 @@ type Config struct {
 	Fsync   FsyncPolicy
 	// FsyncInterval for FsyncInterval (100ms).
 	FsyncInterval time.Duration
-	// IndexInterval: one offset-index entry per this many records (1000).
+	// IndexInterval: one offset-index point per this many records (500).
 	IndexInterval int
 	// TimeIndexGranularity: one time-index entry per this much growth of
 	// the shard's largest timestamp (1s).
@@ -98,7 +98,7 @@ func (c *Config) defaults() {
 		c.FsyncInterval = 100 * time.Millisecond
 	}
 	if c.IndexInterval <= 0 {
-		c.IndexInterval = 1000
+		c.IndexInterval = 500
 	}
 	if c.TimeIndexGranularity <= 0 {
 		c.TimeIndexGranularity = time.Second
@@ -132,6 +132,11 @@ type SegmentPolicy struct {
 	MaxBytes int64
 	MaxAge   time.Duration
 }
+
+// indexCacheBytes is the index database's block cache, memtables included
+// (Pebble counts them against it): room for two 4 MiB memtables and 24 MiB
+// of index blocks.
+const indexCacheBytes = 32 << 20
 
 // Engine is the File Segment engine. It implements store.Store.
 type Engine struct {
@@ -204,6 +209,9 @@ type shard struct {
 	failed     error // a failed fsync: refuse writes until restart
 	dirty      bool  // written since the last fsync (interval policy)
 	dictated   bool  // a copy of a leader's log: rolls only by RollAt
+	// offsets is the offset-index group the next point joins; reset where
+	// the index is cut or rebuilt, so a new group starts past its last point.
+	offsets index.OffsetGroup
 
 	// hwMu orders SetHighWatermark with TruncateTo; hwSaved: the high
 	// watermark file exists (replica.go).
@@ -234,7 +242,13 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}})
+	// Pebble's memtables reserve their size out of the block cache: with
+	// its default 8 MiB cache and 4 MiB memtables, a flushed memtable not
+	// yet released beside the live one left no room at all, and every
+	// lookup read and decompressed its index block from the file.
+	idxCache := pebble.NewCache(indexCacheBytes)
+	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}, Cache: idxCache})
+	idxCache.Unref() // the database holds its own reference
 	if err != nil {
 		man.Close()
 		lock.Close()
@@ -308,10 +322,25 @@ func (e *Engine) ticker() {
 	}
 }
 
+// workerFor picks the worker of a new shard: the one with the fewest
+// shards, so as many files are written and fsynced at once as there are
+// workers. A hash of the name put the 16 partitions "a-0".."a-15" on only 9
+// of 16 workers (two shards' fsyncs in series on 7 of them). Ties go to the
+// worker the name hashes to, so one shard on an idle pool keeps its place.
+// The caller holds e.mu (or is Open, before any other goroutine runs), and
+// counts the shard in (worker.shards) once it is in e.shards.
 func (e *Engine) workerFor(name string) *worker {
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return e.workers[h.Sum32()%uint32(len(e.workers))]
+	n := len(e.workers)
+	first := int(h.Sum32() % uint32(n))
+	best := e.workers[first]
+	for i := 1; i < n; i++ {
+		if w := e.workers[(first+i)%n]; w.shards < best.shards {
+			best = w
+		}
+	}
+	return best
 }
 
 func (e *Engine) shard(name string) (*shard, error) {
@@ -397,6 +426,7 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 	sh.publishEnd(start)
 	sh.mu.Unlock()
 	e.shards[name] = sh
+	sh.worker.shards++
 	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
 		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", name, err)
 	}
@@ -614,6 +644,7 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 		return store.ErrClosed
 	}
 	delete(e.shards, name)
+	sh.worker.shards--
 	gone := make(chan struct{})
 	e.deleting[name] = gone
 	req := request{shard: sh, drop: true, done: make(chan result, 1)}
@@ -680,7 +711,7 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	for _, kind := range []byte{index.KindOffset, index.KindTime, index.KindKey, index.KindTag} {
+	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag} {
 		p := index.Prefix(kind, name)
 		ib.DeleteRange(p, index.UpperBound(p), nil)
 	}

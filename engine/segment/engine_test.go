@@ -1,8 +1,11 @@
 package segment
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"strata/engine/store"
@@ -48,4 +51,62 @@ func TestContractSmallSegments(t *testing.T) {
 		e.Close()
 		return open(t, e.cfg)
 	}})
+}
+
+// Shards spread evenly over the workers, whatever their names hash to, on
+// create, after a delete and after a restart: every worker writes and
+// fsyncs its own files at the same time as the others.
+func TestShardsSpreadOverWorkers(t *testing.T) {
+	perWorker := func(e *Engine) []int {
+		n := make([]int, len(e.workers))
+		for _, sh := range e.shards {
+			n[sh.worker.id]++
+		}
+		for i, w := range e.workers {
+			if w.shards != n[i] {
+				t.Fatalf("worker %d counts %d shards, but %d are mapped to it", i, w.shards, n[i])
+			}
+		}
+		return n
+	}
+	spread := func(n []int) int { return slices.Max(n) - slices.Min(n) }
+	for _, tc := range []struct {
+		shards, workers int
+	}{{16, 16}, {4, 16}, {40, 8}, {10, 3}} {
+		t.Run(fmt.Sprintf("%d shards on %d workers", tc.shards, tc.workers), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Workers = tc.workers
+			e := open(t, cfg)
+			ctx := context.Background()
+			for i := 0; i < tc.shards; i++ {
+				if err := e.CreateShard(ctx, fmt.Sprintf("a-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := perWorker(e); spread(n) > 1 {
+				t.Fatalf("shards per worker %v: want at most one apart", n)
+			}
+			for i := 0; i < tc.shards; i += 3 {
+				if err := e.DeleteShard(ctx, fmt.Sprintf("a-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < tc.shards; i += 3 {
+				if err := e.CreateShard(ctx, fmt.Sprintf("b-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := perWorker(e); spread(n) > 1 {
+				t.Fatalf("after deletes and creates, shards per worker %v: want at most one apart", n)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e = open(t, cfg)
+			defer e.Close()
+			if n := perWorker(e); spread(n) > 1 {
+				t.Fatalf("after a restart, shards per worker %v: want at most one apart", n)
+			}
+		})
+	}
 }

@@ -2,11 +2,13 @@ package segment
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -313,7 +315,9 @@ func TestStaleIndexEntryIsRebuilt(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	e := open(t, cfg)
 	want := fill(t, e, "x-0", 50)
-	if err := e.index.Set(index.OffsetKey("x-0", 30), index.OffsetValue(0, 7), pebble.Sync); err != nil {
+	var g index.OffsetGroup
+	g.Add(30, 0, 7)
+	if err := e.index.Set(index.OffsetKey("x-0", 30), g.Value(), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	e.Close()
@@ -324,4 +328,123 @@ func TestStaleIndexEntryIsRebuilt(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Offset != 35 {
 		t.Fatalf("read at 35 after the rebuild: %v, %v", recs, err)
 	}
+}
+
+// An index of the first offset format (a key per point, docs/indexes.md)
+// opens: its points are dropped and the offset index is rebuilt from the
+// data, and reads at every offset find their record.
+func TestOffsetIndexV1IsRebuilt(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.IndexInterval = 7
+	cfg.MaxSegmentBytes = 4096
+	cfg.RollCheckInterval = 5
+	e := open(t, cfg)
+	want := fill(t, e, "x-0", 300)
+	if len(e.shards["x-0"].segments) < 3 {
+		t.Fatalf("want several segments, have %d", len(e.shards["x-0"].segments))
+	}
+	// Rewrite the offset index as the first format had it: one key
+	// ('o', shard, 0x00, offset u64) per point, valued uvarint segment
+	// no and uvarint byte position.
+	p := index.Prefix(index.KindOffset, "x-0")
+	b := e.index.NewBatch()
+	b.DeleteRange(p, index.UpperBound(p), nil)
+	for _, s := range e.shards["x-0"].segments {
+		var pos int64
+		for off := s.start; off < s.next; off++ {
+			if off == s.start || (off-s.start)%7 == 0 {
+				k := binary.BigEndian.AppendUint64(index.Prefix(index.KindOffsetV1, "x-0"), off)
+				v := binary.AppendUvarint(binary.AppendUvarint(nil, s.no), uint64(pos))
+				b.Set(k, v, nil)
+			}
+			recs, err := e.Read(ctx, "x-0", off, store.Budget{MaxRecords: 1})
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("read at %d: %v", off, err)
+			}
+			pos += int64(record.Size(&recs[0]))
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	if v1, err := index.HasOffsetsV1(e.index, "x-0"); err != nil || v1 {
+		t.Fatalf("first-format points left after the start: %v, %v", v1, err)
+	}
+	if _, _, _, ok, err := index.FloorOffset(e.index, "x-0", 299); err != nil || !ok {
+		t.Fatalf("no offset index after the start: %v, %v", ok, err)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, e, "x-0", 0), want)
+	for off := uint64(0); off < 300; off++ {
+		recs, err := e.Read(ctx, "x-0", off, store.Budget{MaxRecords: 1})
+		if err != nil || len(recs) != 1 || recs[0].Offset != off {
+			t.Fatalf("read at %d after the rebuild: %v, %v", off, recs, err)
+		}
+	}
+}
+
+// With many points to a segment (several full groups) and segments rolling,
+// every offset's floor point is the last point at or below it in its own
+// segment, and it locates that point's record; after a restart (the
+// groups then begin afresh) and more appends too.
+func TestOffsetGroupsLocateEveryRecord(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.IndexInterval = 2
+	cfg.MaxSegmentBytes = 40 << 10
+	cfg.RollCheckInterval = 10
+	e := open(t, cfg)
+	fill(t, e, "g-0", 900)
+	check := func(e *Engine, n uint64) {
+		t.Helper()
+		v, err := e.view("g-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.segments) < 3 {
+			t.Fatalf("want several segments, have %d", len(v.segments))
+		}
+		for off := uint64(0); off < n; off++ {
+			at, seg, pos, ok, err := index.FloorOffset(e.index, "g-0", off)
+			if err != nil || !ok {
+				t.Fatalf("floor of %d: %v, %v", off, ok, err)
+			}
+			i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > off }) - 1
+			s := v.segments[i]
+			if seg != s.no || at < s.start || at > off || off-at >= 2 {
+				t.Fatalf("floor of %d: point %d in segment %d, want one of the last 2 offsets at or below it in segment %d (from %d)", off, at, seg, s.no, s.start)
+			}
+			data, err := os.ReadFile(s.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := record.Check(data[pos:]); err != nil || got != at {
+				t.Fatalf("floor of %d: the point (%d at byte %d) holds offset %d, %v", off, at, pos, got, err)
+			}
+		}
+	}
+	check(e, 900)
+	if groups, segs := countGroups(t, e, "g-0"), len(e.shards["g-0"].segments); groups < 2*segs {
+		t.Fatalf("%d groups over %d segments: want segments of several full groups", groups, segs)
+	}
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	fill(t, e, "g-0", 300)
+	check(e, 1200)
+}
+
+func countGroups(t *testing.T, e *Engine, shard string) int {
+	p := index.Prefix(index.KindOffset, shard)
+	it, err := e.index.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: index.UpperBound(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
 }

@@ -75,6 +75,7 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		return err
 	}
 	e.shards[cs.Name] = sh
+	sh.worker.shards++
 	return nil
 }
 
@@ -172,11 +173,24 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 func (e *Engine) reindex(sh *shard) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	if err := ib.DeleteRange(index.OffsetKey(sh.name, sh.end), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	if err := index.DeleteOffsetsFrom(e.index, ib, sh.name, sh.end); err != nil {
 		return err
 	}
-	if err := ib.Delete(index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	// An offset index of the first format (a key per point) is dropped:
+	// finding no point of the current one, the rebuild below starts from
+	// the first segment.
+	if v1, err := index.HasOffsetsV1(e.index, sh.name); err != nil {
 		return err
+	} else if v1 {
+		e.log.Info("the offset index is in its first format (a key per point); rebuilding it from the data", "shard", sh.name)
+		p := index.Prefix(index.KindOffsetV1, sh.name)
+		if err := ib.DeleteRange(p, index.UpperBound(p), nil); err != nil {
+			return err
+		}
+		q := index.Prefix(index.KindOffset, sh.name)
+		if err := ib.DeleteRange(q, index.UpperBound(q), nil); err != nil {
+			return err
+		}
 	}
 	if err := ib.Commit(pebble.NoSync); err != nil {
 		return err
@@ -207,6 +221,7 @@ func (e *Engine) reindex(sh *shard) error {
 				"segment", s.no, "at_byte", pos, "err", err)
 			if err = ib.DeleteRange(index.OffsetKey(sh.name, s.start), index.OffsetKey(sh.name, s.next), nil); err == nil {
 				sh.sinceIndex = 0
+				sh.offsets.Reset()
 				n, err = e.reindexFrom(sh, s, 0, s.start, ib)
 			}
 		}

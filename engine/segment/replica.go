@@ -220,10 +220,7 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	}
 	ib := w.e.index.NewBatch()
 	defer ib.Close()
-	if err := ib.DeleteRange(index.OffsetKey(sh.name, end), index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
-		return err
-	}
-	if err := ib.Delete(index.OffsetKey(sh.name, math.MaxUint64), nil); err != nil {
+	if err := index.DeleteOffsetsFrom(w.e.index, ib, sh.name, end); err != nil {
 		return err
 	}
 	if err := index.DeleteTimeFrom(w.e.index, ib, sh.name, minCut, end); err != nil {
@@ -266,6 +263,7 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	// The next record gets an offset entry; the time index goes on from
 	// its last entry left.
 	sh.sinceIndex = w.e.cfg.IndexInterval
+	sh.offsets.Reset()
 	ts, _, ok, err := index.LastTime(w.e.index, sh.name)
 	if err != nil {
 		return err
