@@ -2,11 +2,13 @@ package tiering
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"strata/catalog"
@@ -194,25 +196,50 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 	return v.(*coldFile), nil
 }
 
-// pointRead is the largest read served by decoding just the rows asked for
-// instead of the whole row group.
+// pointRead is the largest read served by fetching and decoding just the
+// pages holding the rows asked for instead of the whole row group.
 const pointRead = 16
 
 // rows decodes up to n rows from offset within row group gi: a point read
-// fetches the group's bytes (one ranged read, cached) but decodes only the
-// pages holding the rows. A group already decoded is used as it is.
+// fetches only the pages holding them (the offset index says where they
+// are; one ranged read per run of nearby pages, in parallel) and decodes
+// them column-wise. A group already decoded is used as it is.
 func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint64, n int) ([]record.Record, error) {
 	if recs, ok := c.groups.get(rangeKey{cf.id, gi}); ok {
 		c.Hits.Add(1)
 		return recs, nil
 	}
 	c.Misses.Add(1)
+	from := int64(offset-cf.f.FirstOffset()) - cf.f.Groups()[gi].FirstRow
+	spans, err := cf.f.PageSpans(gi, from, int64(n))
+	if err == nil {
+		bufs := make([][]byte, len(spans))
+		g, gctx := errgroup.WithContext(ctx)
+		for i, sp := range spans {
+			g.Go(func() error {
+				var err error
+				bufs[i], err = c.fetch(gctx, cf, sp.Start, sp.End)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		recs, err := cf.f.DecodeRows(gi, from, int64(n), spanBytes(spans, bufs))
+		if !errors.Is(err, parquet.ErrNoFastPath) {
+			if err != nil {
+				return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
+			}
+			return recs, nil
+		}
+	}
+	// A file the column-wise reader does not read: parquet-go's row reader
+	// over the whole group's bytes.
 	if _, err, _ := c.flight.Do(fmt.Sprintf("range:%s:%d", cf.id, gi), func() (any, error) {
 		return nil, c.fetchRange(ctx, cf, gi)
 	}); err != nil {
 		return nil, err
 	}
-	from := int64(offset-cf.f.FirstOffset()) - cf.f.Groups()[gi].FirstRow
 	cf.mu.Lock()
 	defer cf.mu.Unlock()
 	recs, err := cf.f.ReadRows(gi, from, int64(n))
@@ -220,6 +247,18 @@ func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint
 		return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
 	}
 	return recs, nil
+}
+
+// spanBytes serves the decoder from the spans fetched.
+func spanBytes(spans []parquet.Span, bufs [][]byte) parquet.Bytes {
+	return func(start, end int64) ([]byte, bool) {
+		for i, sp := range spans {
+			if sp.Start <= start && end <= sp.End && end-sp.Start <= int64(len(bufs[i])) {
+				return bufs[i][start-sp.Start : end-sp.Start : end-sp.Start], true
+			}
+		}
+		return nil, false
+	}
 }
 
 // group returns row group gi decoded, fetching its bytes with one ranged
@@ -232,12 +271,21 @@ func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.
 	}
 	c.Misses.Add(1)
 	v, err, _ := c.flight.Do(fmt.Sprintf("group:%s:%d", cf.id, gi), func() (any, error) {
-		if err := c.fetchRange(ctx, cf, gi); err != nil {
+		g := cf.f.Groups()[gi]
+		var recs []record.Record
+		buf, err := c.fetch(ctx, cf, g.Start, g.End)
+		if err != nil {
 			return nil, err
 		}
-		cf.mu.Lock()
-		recs, err := cf.f.ReadGroup(gi)
-		cf.mu.Unlock()
+		recs, err = cf.f.DecodeRows(gi, 0, g.Rows, spanBytes([]parquet.Span{{Start: g.Start, End: g.End}}, [][]byte{buf}))
+		if errors.Is(err, parquet.ErrNoFastPath) {
+			// parquet-go's row reader reads the group's bytes from the
+			// range cache (cachedObject).
+			c.ranges.add(k, buf, int64(len(buf)))
+			cf.mu.Lock()
+			recs, err = cf.f.ReadGroup(gi)
+			cf.mu.Unlock()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
 		}
@@ -254,33 +302,48 @@ func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.
 	return v.([]record.Record), nil
 }
 
+// fetch reads bytes [start, end) of a file's object with one ranged read.
+func (c *ColdReader) fetch(ctx context.Context, cf *coldFile, start, end int64) ([]byte, error) {
+	buf := make([]byte, end-start)
+	n, err := c.bucket.ReadAt(ctx, cf.key, buf, start)
+	c.Fetches.Add(1)
+	c.FetchedBytes.Add(int64(n))
+	if err != nil {
+		return nil, fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, start, end, err)
+	}
+	return buf, nil
+}
+
 func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error {
 	k := rangeKey{cf.id, gi}
 	if _, ok := c.ranges.get(k); ok {
 		return nil
 	}
 	g := cf.f.Groups()[gi]
-	buf := make([]byte, g.End-g.Start)
-	n, err := c.bucket.ReadAt(ctx, cf.key, buf, g.Start)
-	c.Fetches.Add(1)
-	c.FetchedBytes.Add(int64(n))
+	buf, err := c.fetch(ctx, cf, g.Start, g.End)
 	if err != nil {
-		return fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, g.Start, g.End, err)
+		return err
 	}
 	c.ranges.add(k, buf, int64(len(buf)))
 	return nil
 }
 
-// readAhead fetches the next row group in the background, so a consumer
-// scanning forward finds it ready.
+// readAheadGroups is how many row groups a scan keeps fetched or in flight
+// ahead of the reader: enough that fetching one group, decoding another and
+// the consumer's copying overlap on two cores.
+const readAheadGroups = 3
+
+// readAhead fetches the row groups from gi on in the background, so a
+// consumer scanning forward finds them ready.
 func (c *ColdReader) readAhead(cf *coldFile, gi int) {
-	if c.NoReadAhead || gi >= len(cf.f.Groups()) {
+	if c.NoReadAhead {
 		return
 	}
-	if _, ok := c.groups.get(rangeKey{cf.id, gi}); ok {
-		return
+	for g := gi; g < min(gi+readAheadGroups, len(cf.f.Groups())); g++ {
+		if _, ok := c.groups.get(rangeKey{cf.id, g}); !ok {
+			go c.group(context.Background(), cf, g)
+		}
 	}
-	go c.group(context.Background(), cf, gi)
 }
 
 // cachedObject is the Parquet reader's view of an object: reads inside a
