@@ -339,6 +339,11 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 	if present != nv-int(v2.NumNulls) {
 		return 0, fmt.Errorf("%d values present, the page header says %d: %w", present, nv-int(v2.NumNulls), record.ErrCorrupt)
 	}
+	if typ == format.Int64 {
+		col.ints = slices.Grow(col.ints, present)
+	} else {
+		col.vals = slices.Grow(col.vals, present)
+	}
 	data := body[replen+deflen:]
 	if !v2.IsCompressed.Valid || v2.IsCompressed.V {
 		if data, err = decompress(codec, data, int(h.UncompressedPageSize)-replen-deflen); err != nil {

@@ -3,6 +3,7 @@ package parquet
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -245,4 +246,84 @@ func TestColumnWiseOtherEncodings(t *testing.T) {
 		sameRecords(t, "point", got, want)
 	}
 	sameRecords(t, "file", all, recs)
+}
+
+// A cold point read's decoding: one record out of a 1 MiB row group of 1
+// KiB records, from its pages alone.
+func BenchmarkDecodePointRow(b *testing.B) {
+	recs := storetestRecords1K(4000)
+	data := write(b, recs, Options{PageBytes: 32 << 10})
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		off := rng.Int64N(int64(len(recs)))
+		gi, _ := f.GroupOf(uint64(off))
+		from := off - f.Groups()[gi].FirstRow
+		spans, _ := f.PageSpans(gi, from, 1)
+		if _, err := f.DecodeRows(gi, from, 1, spanBytes(data, spans)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func storetestRecords1K(n int) []record.Record {
+	rng := rand.New(rand.NewPCG(1, 2))
+	recs := make([]record.Record, n)
+	for i := range recs {
+		v := make([]byte, 1024)
+		for j := range v {
+			v[j] = byte(rng.IntN(64)) + 32
+		}
+		recs[i] = record.Record{Offset: uint64(i), Timestamp: int64(1_700_000_000_000 + i), Key: []byte(fmt.Sprintf("user-%d", rng.IntN(10000))),
+			Value: v, Headers: []record.Header{{Key: "source", Value: []byte("bench")}}}
+	}
+	return recs
+}
+
+// A cold scan's decoding: whole 1 MiB row groups of 1 KiB records.
+func BenchmarkDecodeGroup(b *testing.B) {
+	recs := storetestRecords1K(4000)
+	data := write(b, recs, Options{PageBytes: 32 << 10})
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for i := range recs {
+		size += int64(record.Size(&recs[i]))
+	}
+	b.SetBytes(size / int64(len(f.Groups())))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		gi := i % len(f.Groups())
+		g := f.Groups()[gi]
+		if _, err := f.DecodeRows(gi, 0, g.Rows, spanBytes(data, []Span{{g.Start, g.End}})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The same with parquet-go's row reader, as the cold reader read before.
+func BenchmarkReadGroupRows(b *testing.B) {
+	recs := storetestRecords1K(4000)
+	data := write(b, recs, Options{PageBytes: 32 << 10})
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for i := range recs {
+		size += int64(record.Size(&recs[i]))
+	}
+	b.SetBytes(size / int64(len(f.Groups())))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.ReadGroup(i % len(f.Groups())); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

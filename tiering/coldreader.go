@@ -19,18 +19,23 @@ import (
 )
 
 // ColdReader serves offsets of segments whose local copy is gone, from their
-// Parquet objects: the footer and page index are read once and cached; a read
-// then fetches the one row group holding the offset with a single ranged
-// read, decodes it, and caches it; a reader moving forward gets the next row
-// group fetched ahead. It implements segment.ColdSource.
+// Parquet objects: the footer and page index are read once and cached; a
+// point read then fetches only the pages holding its offsets (the offset
+// index names them) and decodes them column-wise; a reader moving forward
+// gets runs of row groups fetched with one ranged read each, decoded and
+// cached several runs ahead. It implements segment.ColdSource.
 type ColdReader struct {
 	catalog catalog.Catalog
 	bucket  objstore.Bucket
 
 	files  *lru[string, *coldFile]         // object key -> open footer
-	ranges *lru[rangeKey, []byte]          // raw row-group bytes, for the Parquet reader
+	ranges *lru[rangeKey, []byte]          // raw row-group bytes, for parquet-go's reader
+	chunks *lru[rangeKey, []byte]          // raw bytes of a scan's runs of row groups
 	groups *lru[rangeKey, []record.Record] // decoded row groups
 	flight singleflight.Group
+	ahead  sync.Map // rangeKey -> struct{}: row groups a read-ahead is decoding
+	chunk  int64    // the bytes a scan fetches with one ranged read
+	depth  int      // how many runs of row groups a scan reads ahead
 
 	// NoReadAhead turns read-ahead off (benchmarks of single point reads).
 	NoReadAhead bool
@@ -50,18 +55,48 @@ type coldFile struct {
 	size int64
 	f    *parquet.File
 	mu   sync.Mutex // the Parquet reader of one file decodes one group at a time
+	// A scan fetches runs of adjacent row groups, chunks[k] the first
+	// group of run k (and the end of the last run), with one ranged read.
+	chunks  []int
+	chunkOf []int // row group -> run
+	seg     catalog.Segment
 }
+
+// setChunks cuts the file's row groups into runs of about max bytes.
+func (cf *coldFile) setChunks(max int64) {
+	groups := cf.f.Groups()
+	cf.chunkOf = make([]int, len(groups))
+	for gi, g := range groups {
+		k := len(cf.chunks) - 1
+		if k < 0 || g.Start != groups[gi-1].End || g.End-groups[cf.chunks[k]].Start > max {
+			cf.chunks = append(cf.chunks, gi)
+			k++
+		}
+		cf.chunkOf[gi] = k
+	}
+	cf.chunks = append(cf.chunks, len(groups))
+}
+
+// scanChunk is what a scan fetches with one ranged read: a few row groups,
+// since each request costs the object store far more than its bytes do.
+const scanChunk = 4 << 20
 
 // NewColdReader caches up to cacheBytes of row groups (raw and decoded).
 func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *ColdReader {
 	if cacheBytes <= 0 {
 		cacheBytes = 256 << 20
 	}
+	// Decoded groups take most of the budget; raw bytes only wait for
+	// their decoding (or for parquet-go's reader, on files the column-wise
+	// one does not read).
 	return &ColdReader{
 		catalog: cat, bucket: b,
 		files:  newLRU[string, *coldFile](4096),
-		ranges: newLRU[rangeKey, []byte](cacheBytes / 2),
+		ranges: newLRU[rangeKey, []byte](cacheBytes / 4),
+		chunks: newLRU[rangeKey, []byte](cacheBytes / 4),
 		groups: newLRU[rangeKey, []record.Record](cacheBytes / 2),
+		chunk:  min(scanChunk, cacheBytes/16),
+		depth:  int(max(1, min(3, cacheBytes/8/scanChunk))),
 	}
 }
 
@@ -74,7 +109,7 @@ func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b st
 	}
 	var out []record.Record
 	used := 0
-	for _, s := range segs {
+	for si, s := range segs {
 		if s.State != catalog.Remote || s.EndOffset < offset {
 			continue
 		}
@@ -100,7 +135,7 @@ func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b st
 				recs, err = c.rows(ctx, cf, gi, offset, b.MaxRecords-len(out))
 			} else {
 				recs, err = c.group(ctx, cf, gi)
-				c.readAhead(cf, gi+1)
+				c.readAhead(cf, gi, segs[si+1:])
 			}
 			if err != nil {
 				return out, err
@@ -187,6 +222,8 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 				s.ObjectKey, f.FirstOffset(), f.Rows(), s.StartOffset, s.Records)
 		}
 		cf.f = f
+		cf.seg = s
+		cf.setChunks(c.chunk)
 		c.files.add(id, cf, 1)
 		return cf, nil
 	})
@@ -273,7 +310,7 @@ func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.
 	v, err, _ := c.flight.Do(fmt.Sprintf("group:%s:%d", cf.id, gi), func() (any, error) {
 		g := cf.f.Groups()[gi]
 		var recs []record.Record
-		buf, err := c.fetch(ctx, cf, g.Start, g.End)
+		buf, err := c.groupBytes(ctx, cf, gi)
 		if err != nil {
 			return nil, err
 		}
@@ -302,6 +339,39 @@ func (c *ColdReader) group(ctx context.Context, cf *coldFile, gi int) ([]record.
 	return v.([]record.Record), nil
 }
 
+// groupBytes returns row group gi's bytes out of its run's, fetched once
+// for every group of the run.
+func (c *ColdReader) groupBytes(ctx context.Context, cf *coldFile, gi int) ([]byte, error) {
+	k := cf.chunkOf[gi]
+	first, last := cf.chunks[k], cf.chunks[k+1]-1
+	groups := cf.f.Groups()
+	g := groups[gi]
+	if first == last {
+		return c.fetch(ctx, cf, g.Start, g.End)
+	}
+	start := groups[first].Start
+	key := rangeKey{cf.id, first}
+	buf, ok := c.chunks.get(key)
+	if !ok {
+		v, err, _ := c.flight.Do(fmt.Sprintf("chunk:%s:%d", cf.id, first), func() (any, error) {
+			if buf, ok := c.chunks.get(key); ok {
+				return buf, nil
+			}
+			buf, err := c.fetch(ctx, cf, start, groups[last].End)
+			if err != nil {
+				return nil, err
+			}
+			c.chunks.add(key, buf, int64(len(buf)))
+			return buf, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		buf = v.([]byte)
+	}
+	return buf[g.Start-start : g.End-start : g.End-start], nil
+}
+
 // fetch reads bytes [start, end) of a file's object with one ranged read.
 func (c *ColdReader) fetch(ctx context.Context, cf *coldFile, start, end int64) ([]byte, error) {
 	buf := make([]byte, end-start)
@@ -328,22 +398,52 @@ func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error
 	return nil
 }
 
-// readAheadGroups is how many row groups a scan keeps fetched or in flight
-// ahead of the reader: enough that fetching one group, decoding another and
-// the consumer's copying overlap on two cores.
-const readAheadGroups = 3
-
-// readAhead fetches the row groups from gi on in the background, so a
-// consumer scanning forward finds them ready.
-func (c *ColdReader) readAhead(cf *coldFile, gi int) {
+// readAhead decodes in the background what a reader scanning forward
+// from row group gi needs next: the rest of its run and the next c.depth
+// runs (in the next object when this one ends), each run fetched with one
+// ranged read. A run takes longer to fetch than to consume, so one run
+// ahead leaves the reader waiting on every fetch; three keep the object
+// store busy.
+func (c *ColdReader) readAhead(cf *coldFile, gi int, next []catalog.Segment) {
 	if c.NoReadAhead {
 		return
 	}
-	for g := gi; g < min(gi+readAheadGroups, len(cf.f.Groups())); g++ {
-		if _, ok := c.groups.get(rangeKey{cf.id, g}); !ok {
-			go c.group(context.Background(), cf, g)
-		}
+	k, runs := cf.chunkOf[gi], len(cf.chunks)-1
+	for g := gi + 1; g < cf.chunks[min(k+c.depth, runs-1)+1]; g++ {
+		c.decodeAhead(cf, g)
 	}
+	more := k + c.depth - (runs - 1) // runs wanted past this object
+	if more <= 0 || len(next) == 0 || next[0].State != catalog.Remote || next[0].StartOffset != cf.seg.EndOffset+1 {
+		return
+	}
+	s := next[0]
+	if _, ok := c.ahead.LoadOrStore(rangeKey{cacheID(s), -1}, struct{}{}); ok {
+		return
+	}
+	go func() {
+		defer c.ahead.Delete(rangeKey{cacheID(s), -1})
+		if nf, err := c.file(context.Background(), s); err == nil && len(nf.chunks) > 1 {
+			for g := 0; g < nf.chunks[min(more, len(nf.chunks)-1)]; g++ {
+				c.decodeAhead(nf, g)
+			}
+		}
+	}()
+}
+
+// decodeAhead decodes row group gi in the background unless it is cached or
+// on its way.
+func (c *ColdReader) decodeAhead(cf *coldFile, gi int) {
+	k := rangeKey{cf.id, gi}
+	if _, ok := c.groups.get(k); ok {
+		return
+	}
+	if _, ok := c.ahead.LoadOrStore(k, struct{}{}); ok {
+		return
+	}
+	go func() {
+		defer c.ahead.Delete(k)
+		c.group(context.Background(), cf, gi)
+	}()
 }
 
 // cachedObject is the Parquet reader's view of an object: reads inside a
