@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,14 +29,15 @@ type ColdReader struct {
 	catalog catalog.Catalog
 	bucket  objstore.Bucket
 
-	files  *lru[string, *coldFile]         // object key -> open footer
-	ranges *lru[rangeKey, []byte]          // raw row-group bytes, for parquet-go's reader
-	chunks *lru[rangeKey, []byte]          // raw bytes of a scan's runs of row groups
-	groups *lru[rangeKey, []record.Record] // decoded row groups
-	flight singleflight.Group
-	ahead  sync.Map // rangeKey -> struct{}: row groups a read-ahead is decoding
-	chunk  int64    // the bytes a scan fetches with one ranged read
-	depth  int      // how many runs of row groups a scan reads ahead
+	files   *lru[string, *coldFile]         // object key -> open footer
+	ranges  *lru[rangeKey, []byte]          // raw row-group bytes, for parquet-go's reader
+	chunks  *lru[rangeKey, []byte]          // raw bytes of a scan's runs of row groups
+	groups  *lru[rangeKey, []record.Record] // decoded row groups
+	flight  singleflight.Group
+	ahead   sync.Map // rangeKey -> struct{}: row groups a read-ahead is decoding
+	chunk   int64    // the bytes a scan fetches with one ranged read
+	depth   int      // how many runs of row groups a scan reads ahead
+	fetches *queue   // a read-ahead's fetches of runs
 
 	// NoReadAhead turns read-ahead off (benchmarks of single point reads).
 	NoReadAhead bool
@@ -91,12 +93,13 @@ func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *Co
 	// one does not read).
 	return &ColdReader{
 		catalog: cat, bucket: b,
-		files:  newLRU[string, *coldFile](4096),
-		ranges: newLRU[rangeKey, []byte](cacheBytes / 4),
-		chunks: newLRU[rangeKey, []byte](cacheBytes / 4),
-		groups: newLRU[rangeKey, []record.Record](cacheBytes / 2),
-		chunk:  min(scanChunk, cacheBytes/16),
-		depth:  int(max(1, min(3, cacheBytes/8/scanChunk))),
+		files:   newLRU[string, *coldFile](4096),
+		ranges:  newLRU[rangeKey, []byte](cacheBytes / 4),
+		chunks:  newLRU[rangeKey, []byte](cacheBytes / 4),
+		groups:  newLRU[rangeKey, []record.Record](cacheBytes / 2),
+		chunk:   min(scanChunk, cacheBytes/16),
+		depth:   int(max(1, min(3, cacheBytes/8/scanChunk))),
+		fetches: &queue{width: 2},
 	}
 }
 
@@ -213,7 +216,12 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 			size = a.Size
 		}
 		cf := &coldFile{key: s.ObjectKey, id: id, size: size}
-		f, err := parquet.Open(cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey, id: id}, size)
+		obj := cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey, id: id, pre: &prefetched{}}
+		if err := c.prefetchEnds(ctx, obj, size); err != nil {
+			return nil, err
+		}
+		f, err := parquet.Open(obj, size)
+		obj.pre.spans, obj.pre.bufs = nil, nil // opened: the footer is parsed
 		if err != nil {
 			return nil, fmt.Errorf("cold object %s: %w", s.ObjectKey, err)
 		}
@@ -290,7 +298,7 @@ func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint
 func spanBytes(spans []parquet.Span, bufs [][]byte) parquet.Bytes {
 	return func(start, end int64) ([]byte, bool) {
 		for i, sp := range spans {
-			if sp.Start <= start && end <= sp.End && end-sp.Start <= int64(len(bufs[i])) {
+			if i < len(bufs) && sp.Start <= start && end <= sp.End && end-sp.Start <= int64(len(bufs[i])) {
 				return bufs[i][start-sp.Start : end-sp.Start : end-sp.Start], true
 			}
 		}
@@ -402,15 +410,15 @@ func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error
 // from row group gi needs next: the rest of its run and the next c.depth
 // runs (in the next object when this one ends), each run fetched with one
 // ranged read. A run takes longer to fetch than to consume, so one run
-// ahead leaves the reader waiting on every fetch; three keep the object
-// store busy.
+// ahead leaves the reader waiting on every fetch; with three, two fetches
+// stay in flight, in the order the reader will want them.
 func (c *ColdReader) readAhead(cf *coldFile, gi int, next []catalog.Segment) {
 	if c.NoReadAhead {
 		return
 	}
 	k, runs := cf.chunkOf[gi], len(cf.chunks)-1
-	for g := gi + 1; g < cf.chunks[min(k+c.depth, runs-1)+1]; g++ {
-		c.decodeAhead(cf, g)
+	for r := k; r <= min(k+c.depth, runs-1); r++ {
+		c.runAhead(cf, r)
 	}
 	more := k + c.depth - (runs - 1) // runs wanted past this object
 	if more <= 0 || len(next) == 0 || next[0].State != catalog.Remote || next[0].StartOffset != cf.seg.EndOffset+1 {
@@ -422,41 +430,136 @@ func (c *ColdReader) readAhead(cf *coldFile, gi int, next []catalog.Segment) {
 	}
 	go func() {
 		defer c.ahead.Delete(rangeKey{cacheID(s), -1})
-		if nf, err := c.file(context.Background(), s); err == nil && len(nf.chunks) > 1 {
-			for g := 0; g < nf.chunks[min(more, len(nf.chunks)-1)]; g++ {
-				c.decodeAhead(nf, g)
+		if nf, err := c.file(context.Background(), s); err == nil {
+			for r := 0; r < min(more, len(nf.chunks)-1); r++ {
+				c.runAhead(nf, r)
 			}
 		}
 	}()
 }
 
-// decodeAhead decodes row group gi in the background unless it is cached or
-// on its way.
-func (c *ColdReader) decodeAhead(cf *coldFile, gi int) {
-	k := rangeKey{cf.id, gi}
-	if _, ok := c.groups.get(k); ok {
+// runAhead fetches run r of a file and decodes its row groups in the
+// background, unless they are cached or on their way. Fetches wait their
+// turn in c.fetches, two at a time in the order asked for, so the run a
+// reader wants first comes first instead of sharing the store's bandwidth
+// with those it wants later.
+func (c *ColdReader) runAhead(cf *coldFile, r int) {
+	first, end := cf.chunks[r], cf.chunks[r+1]
+	if _, ok := c.groups.get(rangeKey{cf.id, end - 1}); ok {
 		return
 	}
+	k := rangeKey{cf.id, -2 - r}
 	if _, ok := c.ahead.LoadOrStore(k, struct{}{}); ok {
 		return
 	}
-	go func() {
-		defer c.ahead.Delete(k)
-		c.group(context.Background(), cf, gi)
-	}()
+	ctx := context.Background()
+	c.fetches.push(func() {
+		if _, err := c.groupBytes(ctx, cf, first); err != nil {
+			c.ahead.Delete(k)
+			return
+		}
+		go func() {
+			defer c.ahead.Delete(k)
+			for g := first; g < end; g++ {
+				if _, err := c.group(ctx, cf, g); err != nil {
+					return
+				}
+			}
+		}()
+	})
+}
+
+// queue runs jobs in the order pushed, at most width at a time, on
+// goroutines that exist only while there is work.
+type queue struct {
+	mu     sync.Mutex
+	jobs   []func()
+	active int
+	width  int
+}
+
+func (q *queue) push(job func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.jobs = append(q.jobs, job)
+	if q.active < q.width {
+		q.active++
+		go q.work()
+	}
+}
+
+func (q *queue) work() {
+	for {
+		q.mu.Lock()
+		if len(q.jobs) == 0 {
+			q.active--
+			q.mu.Unlock()
+			return
+		}
+		job := q.jobs[0]
+		q.jobs[0] = nil
+		q.jobs = q.jobs[1:]
+		q.mu.Unlock()
+		job()
+	}
 }
 
 // cachedObject is the Parquet reader's view of an object: reads inside a
-// fetched row group come from memory, anything else (the footer, the page
-// index) from the bucket.
+// fetched row group come from memory, and so do the ends of the file while
+// it is being opened; anything else from the bucket.
 type cachedObject struct {
 	c   *ColdReader
 	ctx context.Context
 	key string
 	id  string
+	pre *prefetched
+}
+
+// prefetched holds the bytes fetched to open a file.
+type prefetched struct {
+	spans []parquet.Span
+	bufs  [][]byte
+}
+
+// footerGuess is how much of an object's end an open fetches at once: the
+// footer and the page index before it, about 2 KiB per row group, in one
+// ranged read instead of the several small ones parquet-go makes.
+func footerGuess(size int64) int64 {
+	return min(size, max(64<<10, min(size/256, 8<<20)))
+}
+
+// prefetchEnds fetches the first bytes of an object (the magic) and its
+// tail (footer, page index) at once, for Open to read from memory.
+func (c *ColdReader) prefetchEnds(ctx context.Context, o cachedObject, size int64) error {
+	tail := footerGuess(size)
+	o.pre.spans = []parquet.Span{{Start: size - tail, End: size}, {Start: 0, End: min(4, size)}}
+	o.pre.bufs = make([][]byte, 2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sp := range o.pre.spans {
+		if i == 1 && tail == size {
+			break // the tail is the whole object
+		}
+		g.Go(func() error {
+			buf := make([]byte, sp.End-sp.Start)
+			n, err := c.bucket.ReadAt(gctx, o.key, buf, sp.Start)
+			c.Fetches.Add(1)
+			c.FetchedBytes.Add(int64(n))
+			if err != nil && !(errors.Is(err, io.EOF) && int64(n) == sp.End-sp.Start) {
+				return fmt.Errorf("cold object %s bytes %d-%d: %w", o.key, sp.Start, sp.End, err)
+			}
+			o.pre.bufs[i] = buf
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (o cachedObject) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) > 0 {
+		if b, ok := spanBytes(o.pre.spans, o.pre.bufs)(off, off+int64(len(p))); ok {
+			return copy(p, b), nil
+		}
+	}
 	cf, _ := o.c.files.get(o.id)
 	if cf != nil && cf.f != nil {
 		groups := cf.f.Groups()
