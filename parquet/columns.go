@@ -157,6 +157,12 @@ func (f *File) PageSpans(i int, from, n int64) ([]Span, error) {
 // more cost less than another request.
 const spanGap = 8 << 10
 
+// maxSpans bounds the ranged reads of a point read: the columns before
+// value, value's page, the columns after. With small records a column's
+// chunk holds several pages, and the pages wanted lie apart; past this many
+// spans the closest are fetched together, gap and all.
+const maxSpans = 3
+
 func mergeSpans(spans []Span) []Span {
 	sort.Slice(spans, func(a, b int) bool { return spans[a].Start < spans[b].Start })
 	out := spans[:1]
@@ -167,6 +173,16 @@ func mergeSpans(spans []Span) []Span {
 			continue
 		}
 		out = append(out, s)
+	}
+	for len(out) > maxSpans {
+		j := 0
+		for i := 1; i+1 < len(out); i++ {
+			if out[i+1].Start-out[i].End < out[j+1].Start-out[j].End {
+				j = i
+			}
+		}
+		out[j].End = out[j+1].End
+		out = append(out[:j+1], out[j+2:]...)
 	}
 	return out
 }

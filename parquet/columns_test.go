@@ -327,3 +327,36 @@ func BenchmarkReadGroupRows(b *testing.B) {
 		}
 	}
 }
+
+// A file written with data page v1 (what other writers, pyarrow's default
+// among them, produce) is left to parquet-go's row reader, which the cold
+// reader falls back to: never misread.
+func TestColumnWiseLeavesPageV1(t *testing.T) {
+	recs := edgeRecords(3)
+	var buf bytes.Buffer
+	w := pq.NewGenericWriter[Row](&buf, pq.DataPageVersion(1), pq.PageBufferSize(4<<10))
+	var sl slots
+	for i := range recs {
+		if _, err := w.Write([]Row{toRow(&recs[i], &sl)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.SetKeyValueMetadata(MetaFirstOffset, "3")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.Groups()[0]
+	if _, err := f.DecodeRows(0, 0, g.Rows, spanBytes(data, []Span{{g.Start, g.End}})); !errors.Is(err, ErrNoFastPath) {
+		t.Fatalf("page v1 decoded column-wise: %v", err)
+	}
+	got, err := f.ReadGroup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "row reader", got, recs)
+}
