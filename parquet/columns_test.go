@@ -89,7 +89,7 @@ func TestColumnWiseMatchesRowReader(t *testing.T) {
 			}
 			sameRecords(t, "file", all, recs)
 			rng := rand.New(rand.NewPCG(5, 6))
-			for k := 0; k < 200; k++ {
+			for k := 0; k < 60; k++ {
 				off := rng.IntN(len(recs))
 				n := int64(1 + rng.IntN(20))
 				gi, err := f.GroupOf(recs[off].Offset)
