@@ -27,6 +27,7 @@ type File struct {
 	groups      []Group
 	firstOffset uint64
 	rows        int64
+	slow        error // why the file cannot be read column-wise, if it cannot
 }
 
 var wantColumns = []string{"offset", "timestamp", "key", "value", "headers", "tags", "protocol_data"}
@@ -94,6 +95,7 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 	if row != f.rows {
 		return nil, fmt.Errorf("row groups hold %d rows, footer says %d: %w", row, f.rows, ErrNotStrata)
 	}
+	f.slow = f.checkColumnWise()
 	return f, nil
 }
 

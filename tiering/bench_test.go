@@ -86,7 +86,7 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	ctx := context.Background()
 	e, cat, sb, m, prefix := minioRig(b, 16<<20)
 	fill1K(b, e, "cold-0", 100_000) // ~100 MiB in ~7 segments
-	job := &Job{Engine: e, Catalog: cat, Bucket: sb, Log: quiet, Parquet: parquet.Options{RowGroupBytes: rowGroupBytes()}}
+	job := &Job{Engine: e, Catalog: cat, Bucket: sb, Log: quiet, Parquet: parquet.Options{RowGroupBytes: rowGroupBytes(), PageBytes: pageBytes()}}
 	if sum, err := job.Run(ctx); err != nil || len(sum.Errors) > 0 {
 		b.Fatal(err, sum.Errors)
 	}
@@ -143,22 +143,36 @@ func BenchmarkTieringColdRead(b *testing.B) {
 	for _, s := range remote {
 		e.Read(ctx, "cold-0", s.StartOffset, store.Budget{MaxRecords: 1})
 	}
-	f0, b0 := cr.Fetches.Load(), cr.FetchedBytes.Load()
+	// The reference is measured again between these reads: on a loaded
+	// machine two phases a few seconds apart are not the same conditions.
+	var plainWarm []time.Duration
+	var f, fb int64
 	for i := 0; i < samples; i++ {
+		plainWarm = append(plainWarm, plainGet())
+		f0, b0 := cr.Fetches.Load(), cr.FetchedBytes.Load()
 		warm = append(warm, pointRead(cr))
+		f, fb = f+cr.Fetches.Load()-f0, fb+cr.FetchedBytes.Load()-b0
 	}
-	fetches := float64(cr.Fetches.Load()-f0) / samples
-	perRead := float64(cr.FetchedBytes.Load()-b0) / samples
+	fetches := float64(f) / samples
+	perRead := float64(fb) / samples
 	for _, p := range []float64{50, 99} {
 		report(b, bench.Figure{Name: fmt.Sprintf("cold point read p%.0f, empty cache", p), Value: bench.Ms(bench.Percentile(empty, p)), Unit: "ms",
 			Reference: "target", ReferenceValue: 50, Target: "<= 1.00 at p99", Runs: samples})
+		target := ""
+		if p == 50 {
+			target = "<= 2.00" // issue #15's floor
+		}
 		report(b, bench.Figure{Name: fmt.Sprintf("cold point read p%.0f, footers cached", p), Value: bench.Ms(bench.Percentile(warm, p)), Unit: "ms",
-			Reference: "plain 64KiB ranged GET p" + strconv.Itoa(int(p)), ReferenceValue: bench.Ms(bench.Percentile(plain, p)), Target: "<= 3.00 at p50", Runs: samples})
+			Reference: "plain 64KiB ranged GET p" + strconv.Itoa(int(p)), ReferenceValue: bench.Ms(bench.Percentile(plainWarm, p)), Target: target, Runs: samples})
 	}
+	// A point read fetches one page of each column: three runs of pages
+	// (the columns before the value, the value's page, the ones after),
+	// fetched in parallel.
 	report(b, bench.Figure{Name: "cold point read: ranged reads per read, footers cached", Value: fetches, Unit: "reads",
-		Reference: "target", ReferenceValue: 2, Target: "<= 1.00", Runs: samples})
+		Reference: "target", ReferenceValue: 3, Target: "<= 1.00", Runs: samples})
+	// The floor: 128 KiB.
 	report(b, bench.Figure{Name: "cold point read: bytes fetched per read", Value: perRead / 1024, Unit: "KiB",
-		Reference: "a plain 64KiB ranged GET", ReferenceValue: 64, Runs: samples})
+		Reference: "a plain 64KiB ranged GET", ReferenceValue: 64, Target: "<= 2.00", Runs: samples})
 
 	// Sequential scan with read-ahead, beside plain whole-object GETs; a
 	// fresh reader (empty caches) each run, median of 3.
@@ -193,12 +207,18 @@ func BenchmarkTieringColdRead(b *testing.B) {
 		getMBs = append(getMBs, float64(objBytes)/1e6/time.Since(t0).Seconds())
 	}
 	report(b, bench.Figure{Name: "cold sequential scan (record bytes)", Value: bench.Median(scanMBs), Unit: "MB/s",
-		Reference: "plain GET of the same objects", ReferenceValue: bench.Median(getMBs), Runs: scanRuns})
+		Reference: "plain GET of the same objects", ReferenceValue: bench.Median(getMBs), Target: ">= 0.50", Runs: scanRuns})
 }
 
 // rowGroupBytes lets a run try other row-group sizes (STRATA_BENCH_ROW_GROUP).
 func rowGroupBytes() int {
 	n, _ := strconv.Atoi(os.Getenv("STRATA_BENCH_ROW_GROUP"))
+	return n
+}
+
+// pageBytes lets a run try other page sizes (STRATA_BENCH_PAGE).
+func pageBytes() int {
+	n, _ := strconv.Atoi(os.Getenv("STRATA_BENCH_PAGE"))
 	return n
 }
 

@@ -65,11 +65,16 @@ type rig struct {
 // newRig opens the engine in dir with the catalog in dir/catalog listening
 // to it, as cmd wires them.
 func newRig(t *testing.T, bucket objstore.Bucket, dir string) *rig {
+	return newRigSegments(t, bucket, dir, 16<<10)
+}
+
+// newRigSegments is newRig with segments of segBytes.
+func newRigSegments(t *testing.T, bucket objstore.Bucket, dir string, segBytes int64) *rig {
 	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: segBytes, RollCheckInterval: 10, Logger: quiet,
 		Events: Listen(cat, bucket, "data", quiet)})
 	if err != nil {
 		cat.Close()
@@ -192,5 +197,46 @@ func TestTierAndReadBack(t *testing.T) {
 			r2 := newRig(t, r.bucket, r.dir)
 			storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-3", 0), want)
 		})
+	}
+}
+
+// A point read with the footer cached fetches the pages holding its
+// record, not its row group; a scan reads the same records in whole runs.
+func TestColdPointReadFetchesItsPages(t *testing.T) {
+	ctx := context.Background()
+	r := newRigSegments(t, backends["local"](t), t.TempDir(), 1<<20)
+	r.job.Parquet = parquet.Options{RowGroupBytes: 16 << 10, PageBytes: 2 << 10}
+	want := produce(t, r.engine, "orders-1", 600)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+		t.Fatalf("run: %v %v", err, sum.Errors)
+	}
+	segs, _ := r.catalog().Segments("orders-1")
+	s := segs[0]
+	if s.State != catalog.Remote {
+		t.Fatalf("segment 0 is %s", s.State)
+	}
+	cold := NewColdReader(r.cat, r.bucket, 1) // no row group fits the cache
+	r.engine.SetColdSource(cold)
+	if _, err := r.engine.Read(ctx, "orders-1", s.StartOffset, store.Budget{MaxRecords: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []uint64{s.StartOffset + 1, (s.StartOffset + s.EndOffset) / 2, s.EndOffset} {
+		f0, b0 := cold.Fetches.Load(), cold.FetchedBytes.Load()
+		got, err := r.engine.Read(ctx, "orders-1", off, store.Budget{MaxRecords: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.Equal(t, got, want[off:off+1])
+		fetches, fetched := cold.Fetches.Load()-f0, cold.FetchedBytes.Load()-b0
+		if fetches < 1 || fetches > 3 || fetched*2 > 16<<10 {
+			t.Fatalf("point read at %d fetched %d bytes in %d reads (16 KiB row groups)", off, fetched, fetches)
+		}
+	}
+	// A scan whose cache makes runs of a few row groups, read ahead in order.
+	scan := NewColdReader(r.cat, r.bucket, 1<<20)
+	r.engine.SetColdSource(scan)
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-1", 0), want)
+	if groups := s.ObjectSize / (16 << 10); scan.Fetches.Load() > int64(len(segs))*2+groups/2 {
+		t.Fatalf("the scan made %d ranged reads; row groups of segment 0 alone: %d", scan.Fetches.Load(), groups)
 	}
 }

@@ -31,7 +31,7 @@ func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.Cold
 		lagBytes:   d("strata_tiering_lag_bytes", "Bytes of sealed segments not yet tiered."),
 		hits:       d("strata_cold_cache_hits_total", "Cold reads served from cached row groups."),
 		misses:     d("strata_cold_cache_misses_total", "Cold reads that had to fetch a row group."),
-		fetches:    d("strata_cold_fetches_total", "Ranged reads of row groups from the cold tier."),
+		fetches:    d("strata_cold_fetches_total", "Ranged reads from the cold tier: pages of a point read, runs of row groups of a scan, the ends of an object opened."),
 		fetched:    d("strata_cold_fetched_bytes_total", "Bytes fetched from the cold tier by ranged reads."),
 		runs:       d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
 		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
