@@ -122,11 +122,16 @@ func TestScannerViews(t *testing.T) {
 // whole, contiguous, and end where it says.
 func FuzzScanner(f *testing.F) {
 	whole, _ := segmentBytes(f, 5)
-	f.Add(whole)
-	f.Add(whole[:len(whole)/2])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
+	for _, views := range []bool{false, true} {
+		f.Add(whole, views)
+		f.Add(whole[:len(whole)/2], views)
+		f.Add([]byte{}, views)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, views bool) {
 		sc := NewScanner("fuzz.msg", bytes.NewReader(data), 0, int64(len(data)), nil)
+		if views {
+			sc.Views()
+		}
 		var end int64
 		var last *uint64
 		for sc.Next() {
