@@ -130,10 +130,14 @@ type Summary struct {
 // soon as Write returns. parquet-go's row path (Go structs, reflection,
 // a pointer per optional value) took a sixth of the conversion's time.
 type Writer struct {
-	w       *pq.GenericWriter[Row]
-	opts    Options
-	cols    columns
-	vals    []pq.Value // one column's values of the record being written
+	w    *pq.GenericWriter[Row]
+	opts Options
+	cols columns
+	// The batch: each column's values of up to batchRows records, their
+	// bytes copied into arena (so the caller's may be reused at once).
+	vals    [numColumns][]pq.Value
+	arena   []byte
+	pending int
 	inGroup int
 	sum     Summary
 	meta    map[string]string
@@ -231,6 +235,9 @@ func (w *Writer) Write(r *record.Record) error {
 	w.sum.Rows++
 	w.inGroup += record.Size(r)
 	if w.inGroup >= w.opts.RowGroupBytes {
+		if err := w.writeBatch(); err != nil {
+			return err
+		}
 		if err := w.w.Flush(); err != nil {
 			return err
 		}
@@ -240,72 +247,95 @@ func (w *Writer) Write(r *record.Record) error {
 	return nil
 }
 
-// writeColumns writes one row: a value (or, for a list, its values) into
-// every leaf column. Levels follow docs/parquet.md's schema: key, value
-// and protocol_data are optional (definition 1 when present); headers and
-// tags are lists (repetition 1 from their second element on, definition 1
-// for an element of a list, 0 for an empty list), and a header's value is
-// optional inside it (definition 2 present, 1 null).
-func (w *Writer) writeColumns(r *record.Record) error {
-	cw := w.w.ColumnWriters()
-	c := &w.cols
-	vals := w.vals[:0]
-	vals = append(vals, pq.Int64Value(int64(r.Offset)).Level(0, 0, c.offset))
-	vals = append(vals, pq.Int64Value(r.Timestamp).Level(0, 0, c.timestamp))
-	vals = append(vals, optional(r.Key, c.key))
-	vals = append(vals, optional(r.Value, c.value))
-	vals = append(vals, optional(r.ProtocolData, c.protocolData))
-	for i, col := range [...]int{c.offset, c.timestamp, c.key, c.value, c.protocolData} {
-		if _, err := cw[col].WriteRowValues(vals[i : i+1]); err != nil {
-			return err
-		}
-	}
+// batchRows records go to the column writers at once: a call per column
+// per record cost more than the values' copy into the arena.
+const batchRows = 64
 
-	// The lists: headers' keys, headers' values, tags.
-	vals = vals[:0]
-	if len(r.Headers) == 0 {
-		vals = append(vals, pq.NullValue().Level(0, 0, c.headerKey))
+const numColumns = 8
+
+// keep copies b into the arena. A value points into the
+// arena's array of the moment, which stays alive while the value does.
+func (w *Writer) keep(b []byte) []byte {
+	if len(b) == 0 {
+		return b // nil stays null, empty stays empty: nothing to copy
 	}
-	for i := range r.Headers {
-		vals = append(vals, pq.ByteArrayValue(stringBytes(r.Headers[i].Key)).Level(min(i, 1), 1, c.headerKey))
+	if len(w.arena)+len(b) > cap(w.arena) {
+		w.arena = make([]byte, 0, max(2*cap(w.arena), len(b), 256<<10))
 	}
-	if _, err := cw[c.headerKey].WriteRowValues(vals); err != nil {
-		return err
-	}
-	vals = vals[:0]
-	if len(r.Headers) == 0 {
-		vals = append(vals, pq.NullValue().Level(0, 0, c.headerValue))
-	}
-	for i := range r.Headers {
-		if v := r.Headers[i].Value; v != nil {
-			vals = append(vals, pq.ByteArrayValue(v).Level(min(i, 1), 2, c.headerValue))
-		} else {
-			vals = append(vals, pq.NullValue().Level(min(i, 1), 1, c.headerValue))
-		}
-	}
-	if _, err := cw[c.headerValue].WriteRowValues(vals); err != nil {
-		return err
-	}
-	vals = vals[:0]
-	if len(r.Tags) == 0 {
-		vals = append(vals, pq.NullValue().Level(0, 0, c.tag))
-	}
-	for i := range r.Tags {
-		vals = append(vals, pq.ByteArrayValue(stringBytes(r.Tags[i])).Level(min(i, 1), 1, c.tag))
-	}
-	_, err := cw[c.tag].WriteRowValues(vals)
-	clear(vals) // no hold on the record's bytes past this call
-	w.vals = vals[:0]
-	return err
+	start := len(w.arena)
+	w.arena = append(w.arena, b...)
+	return w.arena[start:len(w.arena):len(w.arena)]
 }
 
-// stringBytes views s as bytes without a copy: the column buffer copies
-// them, and nothing writes through the view.
+// writeColumns adds one row to the batch: a value (or, for a list, its
+// values) for every leaf column. Levels follow docs/parquet.md's schema:
+// key, value and protocol_data are optional (definition 1 when present);
+// headers and tags are lists (repetition 1 from their second element on,
+// definition 1 for an element of a list, 0 for an empty list), and a
+// header's value is optional inside it (definition 2 present, 1 null).
+func (w *Writer) writeColumns(r *record.Record) error {
+	c := &w.cols
+	v := &w.vals
+	v[0] = append(v[0], pq.Int64Value(int64(r.Offset)).Level(0, 0, c.offset))
+	v[1] = append(v[1], pq.Int64Value(r.Timestamp).Level(0, 0, c.timestamp))
+	v[2] = append(v[2], optional(w.keep(r.Key), c.key))
+	v[3] = append(v[3], optional(w.keep(r.Value), c.value))
+	v[4] = append(v[4], optional(w.keep(r.ProtocolData), c.protocolData))
+	if len(r.Headers) == 0 {
+		v[5] = append(v[5], pq.NullValue().Level(0, 0, c.headerKey))
+		v[6] = append(v[6], pq.NullValue().Level(0, 0, c.headerValue))
+	}
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		v[5] = append(v[5], pq.ByteArrayValue(w.keep(stringBytes(h.Key))).Level(min(i, 1), 1, c.headerKey))
+		if h.Value != nil {
+			v[6] = append(v[6], pq.ByteArrayValue(w.keep(h.Value)).Level(min(i, 1), 2, c.headerValue))
+		} else {
+			v[6] = append(v[6], pq.NullValue().Level(min(i, 1), 1, c.headerValue))
+		}
+	}
+	if len(r.Tags) == 0 {
+		v[7] = append(v[7], pq.NullValue().Level(0, 0, c.tag))
+	}
+	for i := range r.Tags {
+		v[7] = append(v[7], pq.ByteArrayValue(w.keep(stringBytes(r.Tags[i]))).Level(min(i, 1), 1, c.tag))
+	}
+	w.pending++
+	if w.pending >= batchRows {
+		return w.writeBatch()
+	}
+	return nil
+}
+
+// writeBatch hands the batch to the column writers, which copy it.
+func (w *Writer) writeBatch() error {
+	if w.pending == 0 {
+		return nil
+	}
+	cw := w.w.ColumnWriters()
+	c := &w.cols
+	for i, col := range [numColumns]int{c.offset, c.timestamp, c.key, c.value, c.protocolData, c.headerKey, c.headerValue, c.tag} {
+		if _, err := cw[col].WriteRowValues(w.vals[i]); err != nil {
+			return err
+		}
+		clear(w.vals[i]) // no hold on the arena past this call
+		w.vals[i] = w.vals[i][:0]
+	}
+	w.pending = 0
+	w.arena = w.arena[:0]
+	return nil
+}
+
+// stringBytes views s as bytes without a copy: keep copies them, and
+// nothing writes through the view.
 func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Close finishes the file: the last row group, the page index and the
 // footer with strata's metadata.
 func (w *Writer) Close() (Summary, error) {
+	if err := w.writeBatch(); err != nil {
+		return w.sum, err
+	}
 	if w.inGroup > 0 {
 		w.sum.RowGroups++
 	}
