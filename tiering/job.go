@@ -372,6 +372,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	return sum, nil
 }
 
+// convertAhead bounds how far conversion runs ahead of the upload: one
+// default S3 part (16 MiB), so a part is converted while the previous one
+// is sent; it adds that much memory per upload in flight.
+const convertAhead = 16 << 20
+
 // Metadata keys strata adds to each object's footer for verification.
 const (
 	MetaShard          = "strata.shard"
@@ -453,14 +458,21 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 		return UploadSummary{}, false, err
 	}
 
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(j.convert(shard, s, f.Path, cp.Remote, pw)) }()
-	var body io.Reader = pr
+	// The converter runs up to a part ahead of the upload, so it works
+	// while a part is on its way.
+	pipe := newAheadPipe(convertAhead)
+	converted := make(chan struct{})
+	go func() {
+		defer close(converted)
+		pipe.CloseWithError(j.convert(shard, s, f.Path, cp.Remote, pipe))
+	}()
+	var body io.Reader = pipe
 	if limiter != nil {
-		body = &limitedReader{ctx: ctx, r: pr, l: limiter}
+		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
 	}
 	err = j.Bucket.Upload(ctx, key, body)
-	pr.CloseWithError(err) // stops the converter if the upload gave up first
+	pipe.CloseReader(err) // stops the converter if the upload gave up first
+	<-converted           // and lets it finish before its file may go (f.Remove)
 	if err != nil {
 		return abandon(fmt.Errorf("upload %s: %w", key, err))
 	}

@@ -142,8 +142,9 @@ func (e *Engine) shardDir(shard string) string { return e.cfg.Dir + string(os.Pa
 
 // ScanFile streams the records of a segment file to fn, checking each one,
 // and returns the CRC-32C of the bytes it read, to compare with the checksum
-// recorded when it was sealed. Each record has its own memory, which fn may
-// keep; the file is never held whole.
+// recorded when it was sealed. The record fn is given is valid only during
+// the call (it is a view of the read buffer): fn copies what it keeps. The
+// file is never held whole.
 func ScanFile(path string, fn func(*record.Record) error) (crc uint32, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,6 +156,7 @@ func ScanFile(path string, fn func(*record.Record) error) (crc uint32, size int6
 		return 0, 0, err
 	}
 	sc := NewScanner(path, f, 0, st.Size(), nil)
+	sc.Views()
 	for sc.Next() {
 		r, _, _ := sc.Record()
 		if err := fn(r); err != nil {

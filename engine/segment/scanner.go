@@ -54,7 +54,17 @@ type Scanner struct {
 	recPos  int64
 	recSize int
 	err     error
+
+	// views: a record's bytes are valid until the next call of Next only
+	// (Views); big holds a record larger than the read buffer.
+	views bool
+	big   []byte
 }
+
+// Views makes the records Next returns views of the scanner's buffer,
+// valid until the next call of Next: a caller that copies what it keeps
+// (the tiering conversion) saves a copy and an allocation per record.
+func (s *Scanner) Views() { s.views = true }
 
 // NewScanner scans r (a segment file named path, for errors) from byte
 // from to byte size; next, when not nil, is the offset the first record
@@ -81,9 +91,27 @@ func (s *Scanner) Next() bool {
 	if s.pos+int64(n) > s.end {
 		return s.fail(record.ErrShort, true)
 	}
-	buf := make([]byte, n) // each record owns its memory: callers keep them
-	if _, err := io.ReadFull(s.br, buf); err != nil {
-		return s.fail(fmt.Errorf("%w: %v", record.ErrShort, err), true)
+	var buf []byte
+	switch {
+	case !s.views:
+		buf = make([]byte, n) // each record owns its memory: callers keep them
+		if _, err := io.ReadFull(s.br, buf); err != nil {
+			return s.fail(fmt.Errorf("%w: %v", record.ErrShort, err), true)
+		}
+	case n <= s.br.Size():
+		// A view of the read buffer: no copy, no allocation.
+		if buf, err = s.br.Peek(n); err != nil {
+			return s.fail(fmt.Errorf("%w: %v", record.ErrShort, err), true)
+		}
+		s.br.Discard(n)
+	default:
+		if cap(s.big) < n {
+			s.big = make([]byte, n)
+		}
+		buf = s.big[:n]
+		if _, err := io.ReadFull(s.br, buf); err != nil {
+			return s.fail(fmt.Errorf("%w: %v", record.ErrShort, err), true)
+		}
 	}
 	r, _, err := record.Decode(buf)
 	if err == nil && s.next != nil && off != *s.next {

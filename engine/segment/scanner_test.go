@@ -50,29 +50,71 @@ func TestScanner(t *testing.T) {
 		{"a flipped byte in the last record", flip(int64(len(whole)) - 2), 19, starts[19], true, true},
 		{"an offset missing", gap, 5, starts[5], false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			next := uint64(0)
-			sc := NewScanner("test.msg", bytes.NewReader(tc.data), 0, int64(len(tc.data)), &next)
-			n := 0
-			for sc.Next() {
-				r, _, _ := sc.Record()
-				if r.Offset != uint64(n) {
-					t.Fatalf("record %d has offset %d", n, r.Offset)
+		for _, views := range []bool{false, true} {
+			name := tc.name
+			if views {
+				name += ", views"
+			}
+			t.Run(name, func(t *testing.T) {
+				next := uint64(0)
+				sc := NewScanner("test.msg", bytes.NewReader(tc.data), 0, int64(len(tc.data)), &next)
+				if views {
+					sc.Views()
 				}
-				n++
-			}
-			var ce *CorruptError
-			switch {
-			case n != tc.records || sc.Pos() != tc.pos:
-				t.Fatalf("read %d records up to byte %d; want %d up to %d (%v)", n, sc.Pos(), tc.records, tc.pos, sc.Err())
-			case !tc.damaged && sc.Err() != nil:
-				t.Fatalf("a whole file: %v", sc.Err())
-			case tc.damaged && (!errors.As(sc.Err(), &ce) || !errors.Is(sc.Err(), record.ErrCorrupt)):
-				t.Fatalf("damage reported as %v", sc.Err())
-			case tc.damaged && (ce.Torn != tc.torn || ce.Pos != tc.pos || ce.Offset == nil || *ce.Offset != uint64(tc.records)):
-				t.Fatalf("damage reported as %+v; want torn=%t at byte %d, offset %d", ce, tc.torn, tc.pos, tc.records)
-			}
-		})
+				n := 0
+				for sc.Next() {
+					r, _, _ := sc.Record()
+					if r.Offset != uint64(n) {
+						t.Fatalf("record %d has offset %d", n, r.Offset)
+					}
+					n++
+				}
+				var ce *CorruptError
+				switch {
+				case n != tc.records || sc.Pos() != tc.pos:
+					t.Fatalf("read %d records up to byte %d; want %d up to %d (%v)", n, sc.Pos(), tc.records, tc.pos, sc.Err())
+				case !tc.damaged && sc.Err() != nil:
+					t.Fatalf("a whole file: %v", sc.Err())
+				case tc.damaged && (!errors.As(sc.Err(), &ce) || !errors.Is(sc.Err(), record.ErrCorrupt)):
+					t.Fatalf("damage reported as %v", sc.Err())
+				case tc.damaged && (ce.Torn != tc.torn || ce.Pos != tc.pos || ce.Offset == nil || *ce.Offset != uint64(tc.records)):
+					t.Fatalf("damage reported as %+v; want torn=%t at byte %d, offset %d", ce, tc.torn, tc.pos, tc.records)
+				}
+			})
+		}
+	}
+}
+
+// With views, each record read encodes to exactly the bytes the file holds
+// there, also a record larger than the read buffer.
+func TestScannerViews(t *testing.T) {
+	var data []byte
+	var want [][]byte
+	for i, r := range storetest.Records(40, 9) {
+		r.Offset = uint64(i)
+		if i == 17 {
+			r.Value = bytes.Repeat([]byte("large "), 300_000) // 1.8 MB: more than the 1 MiB read buffer
+		}
+		start := len(data)
+		var err error
+		if data, err = record.Append(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, data[start:])
+	}
+	sc := NewScanner("views.msg", bytes.NewReader(data), 0, int64(len(data)), nil)
+	sc.Views()
+	n := 0
+	for sc.Next() {
+		r, _, _ := sc.Record()
+		got, err := record.Append(nil, r)
+		if err != nil || n >= len(want) || !bytes.Equal(got, want[n]) {
+			t.Fatalf("record %d read as %d bytes (%v), the file holds %d others", n, len(got), err, len(want[min(n, len(want)-1)]))
+		}
+		n++
+	}
+	if sc.Err() != nil || n != len(want) || sc.Pos() != int64(len(data)) {
+		t.Fatalf("read %d records up to byte %d (%v); the file holds %d in %d bytes", n, sc.Pos(), sc.Err(), len(want), len(data))
 	}
 }
 
@@ -80,11 +122,16 @@ func TestScanner(t *testing.T) {
 // whole, contiguous, and end where it says.
 func FuzzScanner(f *testing.F) {
 	whole, _ := segmentBytes(f, 5)
-	f.Add(whole)
-	f.Add(whole[:len(whole)/2])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
+	for _, views := range []bool{false, true} {
+		f.Add(whole, views)
+		f.Add(whole[:len(whole)/2], views)
+		f.Add([]byte{}, views)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, views bool) {
 		sc := NewScanner("fuzz.msg", bytes.NewReader(data), 0, int64(len(data)), nil)
+		if views {
+			sc.Views()
+		}
 		var end int64
 		var last *uint64
 		for sc.Next() {

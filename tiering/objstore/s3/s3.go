@@ -34,7 +34,8 @@ type Config struct {
 	// Addressing is "path" (MinIO's usual), "virtual" (bucket.host) or "auto".
 	Addressing string
 	// PartSize is the multipart part size for uploads (default 16 MiB,
-	// at least 5 MiB as S3 requires). Uploads hold one part in memory.
+	// at least 5 MiB as S3 requires). A streamed upload holds up to two
+	// parts in memory (uploadThreads).
 	PartSize uint64
 	// DialTimeout bounds each connection attempt (default 5s).
 	DialTimeout time.Duration
@@ -43,6 +44,10 @@ type Config struct {
 const (
 	defaultPartSize = 16 << 20
 	minPartSize     = 5 << 20
+	// uploadThreads is how many parts of a streamed upload are in flight
+	// (and in memory) at once: two is enough for the next part to fill
+	// while one is sent.
+	uploadThreads = 2
 )
 
 // Bucket stores objects in one S3 bucket under Prefix.
@@ -131,10 +136,15 @@ func (b *Bucket) Upload(ctx context.Context, name string, r io.Reader) error {
 	if s, ok := r.(interface{ Size() int64 }); ok {
 		size = s.Size()
 	}
-	_, err := b.client.PutObject(ctx, b.cfg.Bucket, b.key(name), r, size, minio.PutObjectOptions{
-		PartSize:    b.cfg.PartSize,
-		ContentType: "application/octet-stream",
-	})
+	opts := minio.PutObjectOptions{PartSize: b.cfg.PartSize, ContentType: "application/octet-stream"}
+	if size < 0 {
+		// A stream of unknown length (the tiering conversion): parts are
+		// filled one after another and sent up to uploadThreads at once, so
+		// reading the stream goes on while a part is sent; one part at a
+		// time made the converter wait for every part's round trip.
+		opts.ConcurrentStreamParts, opts.NumThreads = true, uploadThreads
+	}
+	_, err := b.client.PutObject(ctx, b.cfg.Bucket, b.key(name), r, size, opts)
 	if err != nil {
 		return b.wrap("upload", name, err)
 	}
