@@ -200,9 +200,8 @@ func TestColumnWiseOtherEncodings(t *testing.T) {
 	recs := edgeRecords(40)
 	var buf bytes.Buffer
 	w := pq.NewGenericWriter[rowOtherEncodings](&buf, pq.PageBufferSize(4<<10))
-	var sl slots
 	for i := range recs {
-		r := toRow(&recs[i], &sl)
+		r := testRow(&recs[i])
 		o := rowOtherEncodings{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Tags: r.Tags, ProtocolData: r.ProtocolData}
 		for _, h := range r.Headers {
 			o.Headers = append(o.Headers, headerOtherEncodings{h.Key, h.Value})
@@ -335,9 +334,8 @@ func TestColumnWiseLeavesPageV1(t *testing.T) {
 	recs := edgeRecords(3)
 	var buf bytes.Buffer
 	w := pq.NewGenericWriter[Row](&buf, pq.DataPageVersion(1), pq.PageBufferSize(4<<10))
-	var sl slots
 	for i := range recs {
-		if _, err := w.Write([]Row{toRow(&recs[i], &sl)}); err != nil {
+		if _, err := w.Write([]Row{testRow(&recs[i])}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -359,4 +357,20 @@ func TestColumnWiseLeavesPageV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameRecords(t, "row reader", got, recs)
+}
+
+// testRow is r as parquet-go's row writer takes it, for files written
+// other ways than strata's Writer.
+func testRow(r *record.Record) Row {
+	opt := func(b []byte) *[]byte {
+		if b == nil {
+			return nil
+		}
+		return &b
+	}
+	row := Row{Offset: int64(r.Offset), Timestamp: r.Timestamp, Key: opt(r.Key), Value: opt(r.Value), Tags: r.Tags, ProtocolData: opt(r.ProtocolData)}
+	for _, h := range r.Headers {
+		row.Headers = append(row.Headers, Header{Key: h.Key, Value: opt(h.Value)})
+	}
+	return row
 }
