@@ -58,6 +58,10 @@ func deref(p *[]byte) []byte {
 // FormatVersion is written to every file's key-value metadata.
 const FormatVersion = "1"
 
+// DefaultPageBytes is the page size written when Options.PageBytes is not
+// set (the config's tiering.page_bytes default).
+const DefaultPageBytes = 64 << 10
+
 // Metadata keys strata writes into the footer.
 const (
 	MetaVersion     = "strata.format_version"
@@ -196,7 +200,7 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		opts.RowGroupBytes = 1 << 20
 	}
 	if opts.PageBytes <= 0 {
-		opts.PageBytes = 64 << 10
+		opts.PageBytes = DefaultPageBytes
 	}
 	w := &Writer{opts: opts, meta: map[string]string{MetaVersion: FormatVersion}}
 	for k, v := range opts.Metadata {

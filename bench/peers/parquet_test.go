@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func BenchmarkPeerParquet(b *testing.B) {
 		strataSize = c.n
 		runtime.GOMAXPROCS(prev)
 
-		cmd := exec.CommandContext(ctx, python(b), "pyarrow_write.py", file, "1")
+		cmd := exec.CommandContext(ctx, python(b), "pyarrow_write.py", file, "1", strconv.Itoa(parquet.DefaultPageBytes))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
