@@ -1,0 +1,73 @@
+package curves
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"strata/bench"
+	"strata/internal/testsvc"
+)
+
+var strataBin string
+
+func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
+
+const command = "make bench (go test -bench Curve ./bench/curves)"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func report(b testing.TB, f bench.Figure) {
+	bench.Must(b, command, f)
+}
+
+// points is the first STRATA_CURVE_POINTS of xs (all when unset): while
+// developing, on two shared cores, only the small end of a curve runs.
+// The first point, each curve's reference, always runs.
+func points[T any](b testing.TB, xs []T) []T {
+	v := os.Getenv("STRATA_CURVE_POINTS")
+	if v == "" {
+		return xs
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("STRATA_CURVE_POINTS=%q: want a number of points, at least 1", v)
+	}
+	return xs[:min(n, len(xs))]
+}
+
+// text is 1 MiB of text-like bytes (what a log or JSON value compresses
+// like, neither all zeros nor noise); records take slices of it.
+var text = func() []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t := make([]byte, 1<<20)
+	for i := range t {
+		t[i] = byte(rng.IntN(64)) + 32
+	}
+	return t
+}()
+
+// value returns size bytes of text starting at a place that depends on i,
+// so neighbouring records differ.
+func value(i, size int) []byte {
+	if size >= len(text) {
+		return text[:size]
+	}
+	start := (i * 7919) % (len(text) - size)
+	return text[start : start+size]
+}
+
+// sizeName is how a record size reads on a chart: 100B, 1KiB, 16KiB, 1MiB.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
