@@ -1,0 +1,235 @@
+package curves
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"strata/bench"
+	"strata/bench/load"
+	"strata/internal/testsvc"
+)
+
+var partitionCounts = []int{16, 256, 1_000, 10_000}
+
+// fileModel is one way to lay a topic's partitions out on disk: the topic
+// configs its topics are created with and the server settings it needs.
+// The partitions curve runs once per model, each a series of its charts.
+type fileModel struct {
+	name    string
+	configs map[string]*string
+	sets    []string
+}
+
+// fileModels are the models the partitions curve compares. A model added
+// to the engine (issue #15 item 3, strata.file.model=shared) is one more
+// line here, e.g.
+//
+//	{name: "shared file", configs: map[string]*string{"strata.file.model": ptr("shared")}},
+var fileModels = []fileModel{
+	{name: "file per partition"},
+}
+
+// BenchmarkCurvePartitions: how produce, consume, latency and memory move
+// with the partitions of a topic, through `strata serve` (default
+// settings: fsync before the acknowledgement; tiering off) driven by
+// franz-go with bench/load's producer settings (acks=all, no compression,
+// 1 KiB values). At each point (16, 256, 1,000, 10,000 partitions) a fresh
+// server and one topic; records go round robin over the partitions, so
+// every partition takes writes. One untimed warm-up pass of 20,000 records,
+// then 3 runs of: produce 100,000 records as fast as the client goes,
+// consume the first 100,000 from the start with a new client; then p99
+// latency of 20,000 records at one rate (half the 16-partition point's
+// produce rate, or half this point's when that is lower), 3 runs. RSS is
+// the server's peak resident set (its process_resident_memory_bytes,
+// sampled every 100 ms from the first write to the last read). Every
+// figure is judged against the 16-partition point of the same model in
+// the same run.
+func BenchmarkCurvePartitions(b *testing.B) {
+	for _, m := range fileModels {
+		var ref *partitionPoint
+		for _, n := range points(b, partitionCounts) {
+			p := measurePartitions(b, m, n, ref)
+			if ref == nil {
+				ref = &p
+			}
+			series := func(what string) string { return what + ", " + m.name }
+			x := float64(n)
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: produce 1KiB x %d partitions, %s", n, m.name), Value: p.produce, Unit: "rec/s",
+				Reference: "16 partitions, same run", ReferenceValue: ref.produce, Runs: partitionRuns,
+				Curve: "partitions-throughput", Series: series("produce"), X: x, XUnit: "partitions"})
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: consume x %d partitions, %s", n, m.name), Value: p.consume, Unit: "rec/s",
+				Reference: "16 partitions, same run", ReferenceValue: ref.consume, Runs: partitionRuns,
+				Curve: "partitions-throughput", Series: series("consume"), X: x, XUnit: "partitions"})
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: produce p99 at %.0f rec/s x %d partitions, %s", p.rate, n, m.name), Value: p.p99, Unit: "ms",
+				Reference: "16 partitions, same run", ReferenceValue: ref.p99, Runs: partitionRuns,
+				Curve: "partitions-latency", Series: series("produce p99"), X: x, XUnit: "partitions"})
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: server peak RSS x %d partitions, %s", n, m.name), Value: p.rssMiB, Unit: "MiB",
+				Reference: "16 partitions, same run", ReferenceValue: ref.rssMiB, Runs: 1,
+				Curve: "partitions-rss", Series: series("server peak RSS"), X: x, XUnit: "partitions"})
+		}
+	}
+}
+
+const (
+	partitionRuns    = 3
+	partitionRecords = 100_000
+	partitionWarmup  = 20_000
+	partitionLatency = 20_000
+)
+
+type partitionPoint struct {
+	produce, consume, p99, rate, rssMiB float64
+}
+
+func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) partitionPoint {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	srv := testsvc.StartProcess(b, strataBin, b.TempDir(), append([]string{"tiering.enabled=false"}, m.sets...)...)
+	defer srv.Stop()
+	topic := fmt.Sprintf("curve-%d", n)
+	t0 := time.Now()
+	if err := load.CreateTopic(ctx, srv.Kafka, topic, n, m.configs); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "curves: %s, %d partitions created in %s\n", m.name, n, time.Since(t0).Round(time.Millisecond))
+	peak := watchRSS(b, srv.Admin)
+	c, err := kgo.NewClient(append(load.ClientOpts(srv.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := produceSpread(ctx, c, topic, n, partitionWarmup, 0); err != nil {
+		b.Fatal(err)
+	}
+	var prod, cons, p99 []float64
+	for run := 0; run < partitionRuns; run++ {
+		pr, err := produceSpread(ctx, c, topic, n, partitionRecords, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cr, err := load.Consume(ctx, srv.Kafka, topic, partitionRecords, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prod, cons = append(prod, pr.RecordsPerSec()), append(cons, cr.RecordsPerSec())
+		fmt.Fprintf(os.Stderr, "curves: %s, %d partitions, run %d/%d: produce %.0f rec/s, consume %.0f rec/s\n",
+			m.name, n, run+1, partitionRuns, pr.RecordsPerSec(), cr.RecordsPerSec())
+	}
+	p := partitionPoint{produce: bench.Median(prod), consume: bench.Median(cons)}
+	p.rate = p.produce / 2
+	if ref != nil {
+		p.rate = min(ref.rate, p.rate)
+	}
+	for run := 0; run < partitionRuns; run++ {
+		lr, err := produceSpread(ctx, c, topic, n, partitionLatency, p.rate)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p99 = append(p99, bench.Ms(bench.Percentile(lr.Latencies, 99)))
+	}
+	p.p99 = bench.Median(p99)
+	p.rssMiB = float64(peak()) / (1 << 20)
+	return p
+}
+
+// produceSpread is load.Produce with the records dealt round robin over
+// the topic's partitions (the client must use kgo.ManualPartitioner):
+// franz-go's default sticky partitioner would fill one partition's batch
+// at a time and leave most of 10,000 partitions untouched.
+func produceSpread(ctx context.Context, c *kgo.Client, topic string, partitions, n int, rate float64) (load.Result, error) {
+	val := value(0, 1024)
+	res := load.Result{Records: n, Bytes: int64(n) * int64(len(val)), Latencies: make([]time.Duration, 0, n)}
+	var mu sync.Mutex
+	var failed error
+	var tick *time.Ticker
+	if rate > 0 {
+		tick = time.NewTicker(time.Duration(float64(time.Second) * 64 / rate))
+		defer tick.Stop()
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if tick != nil && i%64 == 0 {
+			<-tick.C
+		}
+		sent := time.Now()
+		c.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: val}, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && failed == nil {
+				failed = err
+			}
+			res.Latencies = append(res.Latencies, time.Since(sent))
+		})
+	}
+	if err := c.Flush(ctx); err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	if failed != nil {
+		return res, fmt.Errorf("produce to %s: %w", topic, failed)
+	}
+	return res, nil
+}
+
+// watchRSS samples the server's resident set from its /metrics every
+// 100 ms until the benchmark ends; the function returned stops it and
+// gives the largest sample.
+func watchRSS(b testing.TB, admin string) func() int64 {
+	var peak atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	sample := func() {
+		if v, err := serverRSS(admin); err == nil && v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	go func() {
+		defer close(done)
+		for {
+			sample()
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	finish := func() int64 {
+		once.Do(func() { close(stop); <-done; sample() })
+		return peak.Load()
+	}
+	b.Cleanup(func() { finish() })
+	return finish
+}
+
+// serverRSS is the process_resident_memory_bytes a strata serve reports.
+func serverRSS(admin string) (int64, error) {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s/metrics has no process_resident_memory_bytes", admin)
+}
