@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"strata/bench"
@@ -46,10 +47,12 @@ var fileModels = []fileModel{
 // franz-go with bench/load's producer settings (acks=all, no compression,
 // 1 KiB values). At each point (16, 256, 1,000, 10,000 partitions) a fresh
 // server and one topic; records go round robin over the partitions, so
-// every partition takes writes. One untimed warm-up pass of 20,000 records,
-// then 3 runs of: produce 100,000 records as fast as the client goes,
-// consume the first 100,000 from the start with a new client; then p99
-// latency of 20,000 records at one rate (half the 16-partition point's
+// every partition takes writes. The topic's creation is timed (CreateTopics
+// until Metadata gives every partition a leader). One untimed warm-up pass
+// of 20,000 records, then 3 runs of: produce 100,000 records (30,000 above
+// 1,000 partitions) as fast as the client goes, consume as many from the
+// start with a new client; then p99 latency of a fifth as many records at
+// one rate (half the 16-partition point's
 // produce rate, or half this point's when that is lower), 3 runs. RSS is
 // the server's peak resident set (its process_resident_memory_bytes,
 // sampled every 100 ms from the first write to the last read). Every
@@ -74,6 +77,9 @@ func BenchmarkCurvePartitions(b *testing.B) {
 			report(b, bench.Figure{Name: fmt.Sprintf("curve: produce p99 at %.0f rec/s x %d partitions, %s", p.rate, n, m.name), Value: p.p99, Unit: "ms",
 				Reference: "16 partitions, same run", ReferenceValue: ref.p99, Runs: partitionRuns,
 				Curve: "partitions-latency", Series: series("produce p99"), X: x, XUnit: "partitions"})
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: create a topic of %d partitions, %s", n, m.name), Value: p.create, Unit: "s",
+				Reference: "16 partitions, same run", ReferenceValue: ref.create, Runs: 1,
+				Curve: "partitions-create", Series: series("CreateTopics until every partition has a leader"), X: x, XUnit: "partitions"})
 			report(b, bench.Figure{Name: fmt.Sprintf("curve: server peak RSS x %d partitions, %s", n, m.name), Value: p.rssMiB, Unit: "MiB",
 				Reference: "16 partitions, same run", ReferenceValue: ref.rssMiB, Runs: 1,
 				Curve: "partitions-rss", Series: series("server peak RSS"), X: x, XUnit: "partitions"})
@@ -84,12 +90,36 @@ func BenchmarkCurvePartitions(b *testing.B) {
 const (
 	partitionRuns    = 3
 	partitionRecords = 100_000
-	partitionWarmup  = 20_000
-	partitionLatency = 20_000
+	// Above 1,000 partitions a run is 30,000 records (3 a partition), so
+	// the 10,000-partition point takes minutes, not a quarter of an hour.
+	partitionRecordsMany = 30_000
+	partitionWarmup      = 20_000
 )
 
+// createTopic is load.CreateTopic with room for 10,000 partitions: the
+// broker creates each partition's files before it answers, which takes
+// longer than a client's default request timeout.
+func createTopic(ctx context.Context, brokers, topic string, partitions int, configs map[string]*string) error {
+	c, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RequestTimeoutOverhead(10*time.Minute))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	adm := kadm.NewClient(c)
+	adm.SetTimeoutMillis(int32((10 * time.Minute).Milliseconds()))
+	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("create topic %s with %d partitions at %s: %w", topic, partitions, brokers, err)
+	}
+	// Then every partition has a leader (load.CreateTopic's wait).
+	return load.CreateTopic(ctx, brokers, topic, partitions, configs)
+}
+
 type partitionPoint struct {
-	produce, consume, p99, rate, rssMiB float64
+	produce, consume, p99, rate, rssMiB, create float64
 }
 
 func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) partitionPoint {
@@ -99,10 +129,15 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 	defer srv.Stop()
 	topic := fmt.Sprintf("curve-%d", n)
 	t0 := time.Now()
-	if err := load.CreateTopic(ctx, srv.Kafka, topic, n, m.configs); err != nil {
+	if err := createTopic(ctx, srv.Kafka, topic, n, m.configs); err != nil {
 		b.Fatal(err)
 	}
-	fmt.Fprintf(os.Stderr, "curves: %s, %d partitions created in %s\n", m.name, n, time.Since(t0).Round(time.Millisecond))
+	created := time.Since(t0)
+	fmt.Fprintf(os.Stderr, "curves: %s, %d partitions created in %s\n", m.name, n, created.Round(time.Millisecond))
+	records := partitionRecords
+	if n > 1_000 {
+		records = partitionRecordsMany
+	}
 	peak := watchRSS(b, srv.Admin)
 	c, err := kgo.NewClient(append(load.ClientOpts(srv.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -114,11 +149,11 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 	}
 	var prod, cons, p99 []float64
 	for run := 0; run < partitionRuns; run++ {
-		pr, err := produceSpread(ctx, c, topic, n, partitionRecords, 0)
+		pr, err := produceSpread(ctx, c, topic, n, records, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cr, err := load.Consume(ctx, srv.Kafka, topic, partitionRecords, nil)
+		cr, err := load.Consume(ctx, srv.Kafka, topic, records, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,13 +161,13 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 		fmt.Fprintf(os.Stderr, "curves: %s, %d partitions, run %d/%d: produce %.0f rec/s, consume %.0f rec/s\n",
 			m.name, n, run+1, partitionRuns, pr.RecordsPerSec(), cr.RecordsPerSec())
 	}
-	p := partitionPoint{produce: bench.Median(prod), consume: bench.Median(cons)}
+	p := partitionPoint{produce: bench.Median(prod), consume: bench.Median(cons), create: created.Seconds()}
 	p.rate = p.produce / 2
 	if ref != nil {
 		p.rate = min(ref.rate, p.rate)
 	}
 	for run := 0; run < partitionRuns; run++ {
-		lr, err := produceSpread(ctx, c, topic, n, partitionLatency, p.rate)
+		lr, err := produceSpread(ctx, c, topic, n, records/5, p.rate)
 		if err != nil {
 			b.Fatal(err)
 		}
