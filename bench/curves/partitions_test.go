@@ -1,13 +1,9 @@
 package curves
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,21 +246,13 @@ func watchRSS(b testing.TB, admin string) func() int64 {
 
 // serverRSS is the process_resident_memory_bytes a strata serve reports.
 func serverRSS(admin string) (int64, error) {
-	resp, err := http.Get("http://" + admin + "/metrics")
+	m, err := serverMetrics(admin)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
-		}
+	v, ok := m["process_resident_memory_bytes"]
+	if !ok {
+		return 0, fmt.Errorf("%s/metrics has no process_resident_memory_bytes", admin)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%s/metrics has no process_resident_memory_bytes", admin)
+	return int64(v), nil
 }
