@@ -71,3 +71,6 @@ func sizeName(n int) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// ptr is a topic config's value, as kadm takes them.
+func ptr(s string) *string { return &s }

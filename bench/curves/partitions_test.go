@@ -48,10 +48,10 @@ var fileModels = []fileModel{
 // of 20,000 records, then 3 runs of: produce 100,000 records (30,000 above
 // 1,000 partitions) as fast as the client goes, consume as many from the
 // start with a new client; then p99 latency of a fifth as many records at
-// one rate (half the 16-partition point's
-// produce rate, or half this point's when that is lower), 3 runs. RSS is
-// the server's peak resident set (its process_resident_memory_bytes,
-// sampled every 100 ms from the first write to the last read). Every
+// one rate (half the 16-partition point's produce rate, or half this
+// point's when that is lower), 3 runs. RSS is the server's peak resident
+// set (its process_resident_memory_bytes, sampled every 100 ms from the
+// topic's creation to the last write). Every
 // figure is judged against the 16-partition point of the same model in
 // the same run.
 func BenchmarkCurvePartitions(b *testing.B) {

@@ -56,10 +56,9 @@ func TestSoak(t *testing.T) {
 	defer srv.Stop()
 	ctx := context.Background()
 	const partitions = 16
-	str := func(s string) *string { return &s }
 	topic := "soak"
 	if err := createTopic(ctx, srv.Kafka, topic, partitions, map[string]*string{
-		"segment.bytes": str(strconv.Itoa(64 << 20)), "retention.bytes": str(strconv.Itoa(512 << 20)), "local.retention.ms": str("60000")}); err != nil {
+		"segment.bytes": ptr(strconv.Itoa(64 << 20)), "retention.bytes": ptr(strconv.Itoa(512 << 20)), "local.retention.ms": ptr("60000")}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := kgo.NewClient(append(load.ClientOpts(srv.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
