@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 
 	"strata/bench"
@@ -40,25 +41,29 @@ func points[T any](b testing.TB, xs []T) []T {
 	return xs[:min(n, len(xs))]
 }
 
-// text is 1 MiB of text-like bytes (what a log or JSON value compresses
-// like, neither all zeros nor noise); records take slices of it.
-var text = func() []byte {
+// text is 72 MiB of text-like bytes (what a log or JSON value compresses
+// like, neither all zeros nor noise), made once when first asked for;
+// records take slices of it.
+var text = sync.OnceValue(func() []byte {
 	rng := rand.New(rand.NewPCG(1, 2))
-	t := make([]byte, 1<<20)
-	for i := range t {
-		t[i] = byte(rng.IntN(64)) + 32
+	t := make([]byte, 72<<20)
+	for i := 0; i < len(t); i += 8 {
+		v := rng.Uint64()
+		for j := 0; j < 8; j++ {
+			t[i+j] = byte(v>>(8*j))&63 + 32
+		}
 	}
 	return t
-}()
+})
 
-// value returns size bytes of text starting at a place that depends on i,
-// so neighbouring records differ.
+// value returns record i's size bytes: consecutive records get
+// consecutive slices of text, so the records of one 64 MiB segment never
+// repeat one another (repeats would let zstd, with its window across
+// records, look faster than Parquet's page-by-page compression can be).
 func value(i, size int) []byte {
-	if size >= len(text) {
-		return text[:size]
-	}
-	start := (i * 7919) % (len(text) - size)
-	return text[start : start+size]
+	t := text()
+	start := (i * size) % (len(t) - size)
+	return t[start : start+size]
 }
 
 // sizeName is how a record size reads on a chart: 100B, 1KiB, 16KiB, 1MiB.
