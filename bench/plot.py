@@ -17,6 +17,7 @@ TITLES = {
     "partitions-latency": "Produce p99 at a fixed rate, by partitions",
     "partitions-rss": "strata serve's peak resident memory, by partitions",
     "partitions-create": "Creating the topic, by partitions",
+    "partitions-fsyncs": "Engine fsyncs per 1,000 records at the p99 rate, by partitions",
     "history-cold-read": "Cold point read (empty cache, MinIO), by history kept",
     "history-size": "Catalog and bucket manifest size, by history kept",
     "history-rebuild": "Catalog rebuild from the bucket, by objects",

@@ -51,7 +51,9 @@ var fileModels = []fileModel{
 // one rate (half the 16-partition point's produce rate, or half this
 // point's when that is lower), 3 runs. RSS is the server's peak resident
 // set (its process_resident_memory_bytes, sampled every 100 ms from the
-// topic's creation to the last write). Every
+// topic's creation to the last write). The engine's fsyncs per 1,000
+// records in the p99 passes (its /metrics) say what the fixed rate costs
+// the disk. Every
 // figure is judged against the 16-partition point of the same model in
 // the same run.
 func BenchmarkCurvePartitions(b *testing.B) {
@@ -73,6 +75,9 @@ func BenchmarkCurvePartitions(b *testing.B) {
 			report(b, bench.Figure{Name: fmt.Sprintf("curve: produce p99 at %.0f rec/s x %d partitions, %s", p.rate, n, m.name), Value: p.p99, Unit: "ms",
 				Reference: "16 partitions, same run", ReferenceValue: ref.p99, Runs: partitionRuns,
 				Curve: "partitions-latency", Series: series("produce p99"), X: x, XUnit: "partitions"})
+			report(b, bench.Figure{Name: fmt.Sprintf("curve: engine fsyncs per 1,000 records at %.0f rec/s x %d partitions, %s", p.rate, n, m.name), Value: p.fsyncsPer1k, Unit: "fsyncs",
+				Reference: "16 partitions, same run", ReferenceValue: ref.fsyncsPer1k, Runs: partitionRuns,
+				Curve: "partitions-fsyncs", Series: series("engine fsyncs per 1,000 records, p99 passes"), X: x, XUnit: "partitions"})
 			report(b, bench.Figure{Name: fmt.Sprintf("curve: create a topic of %d partitions, %s", n, m.name), Value: p.create, Unit: "s",
 				Reference: "16 partitions, same run", ReferenceValue: ref.create, Runs: 1,
 				Curve: "partitions-create", Series: series("CreateTopics until every partition has a leader"), X: x, XUnit: "partitions"})
@@ -116,6 +121,9 @@ func createTopic(ctx context.Context, brokers, topic string, partitions int, con
 
 type partitionPoint struct {
 	produce, consume, p99, rate, rssMiB, create float64
+	// fsyncsPer1k is the engine's fsyncs per 1,000 records appended in
+	// the latency passes: what a fixed rate costs the disk.
+	fsyncsPer1k float64
 }
 
 func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) partitionPoint {
@@ -162,6 +170,10 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 	if ref != nil {
 		p.rate = min(ref.rate, p.rate)
 	}
+	before, err := serverMetrics(srv.Admin)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for run := 0; run < partitionRuns; run++ {
 		lr, err := produceSpread(ctx, c, topic, n, records/5, p.rate)
 		if err != nil {
@@ -170,6 +182,12 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 		p99 = append(p99, bench.Ms(bench.Percentile(lr.Latencies, 99)))
 	}
 	p.p99 = bench.Median(p99)
+	after, err := serverMetrics(srv.Admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const fsyncs, appended = "strata_engine_fsyncs_total", "strata_engine_appended_records_total"
+	p.fsyncsPer1k = (after[fsyncs] - before[fsyncs]) / max(1, after[appended]-before[appended]) * 1000
 	p.rssMiB = float64(peak()) / (1 << 20)
 	return p
 }
