@@ -32,6 +32,16 @@ def _short(v):
     return f"{v:,.0f}" if v >= 1000 else f"{v:g}"
 
 
+def _val(v):
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if abs(v) >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
 def curves(figures, out_dir):
     """Draws one chart per curve named in figures; returns the paths."""
     by_curve = collections.OrderedDict()
@@ -50,11 +60,11 @@ def curves(figures, out_dir):
             color = f"C{i}"
             ax.plot(xs, ys, marker="o", color=color, label=label)
             for x, y, f in zip(xs, ys, pts):
-                ax.annotate(f"{y:,.3g}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color=color)
+                ax.annotate(_val(y), (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7, color=color)
             # A reference that is not just the curve's own first point (the
             # disk, zstd alone, a plain listing) is drawn dashed beside it.
             if any(abs(r - ys[0]) > 1e-9 * max(1.0, abs(ys[0])) for r in refs):
-                ax.plot(xs, refs, linestyle="--", color=color, alpha=0.6, label=f"reference: {pts[0]['reference']}")
+                ax.plot(xs, refs, linestyle="--", color=color, alpha=0.6, label=f"reference ({pts[0]['reference'].split(',')[0]})")
                 values += refs
             units.add(pts[0]["unit"])
             xunit = pts[0].get("x_unit", "")
