@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -28,8 +30,22 @@ func report(b testing.TB, f bench.Figure) {
 
 // points is the first STRATA_CURVE_POINTS of xs (all when unset): while
 // developing, on two shared cores, only the small end of a curve runs.
-// The first point, each curve's reference, always runs.
-func points[T any](b testing.TB, xs []T) []T {
+// STRATA_CURVE_X=x,... runs those points alone instead (e.g. 1048576, to
+// profile one). The first point, each curve's reference, always runs.
+func points(b testing.TB, xs []int) []int {
+	if v := os.Getenv("STRATA_CURVE_X"); v != "" {
+		out := xs[:1]
+		for _, f := range strings.Split(v, ",") {
+			x, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || !slices.Contains(xs, x) {
+				b.Fatalf("STRATA_CURVE_X=%q: %q is not a point of this curve (%v)", v, f, xs)
+			}
+			if x != xs[0] {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
 	v := os.Getenv("STRATA_CURVE_POINTS")
 	if v == "" {
 		return xs
