@@ -94,9 +94,20 @@ def soak(series_path, out_dir):
     rows = [json.loads(l) for l in open(series_path) if l.strip()]
     os.makedirs(out_dir, exist_ok=True)
     minutes = [r["t"] / 60 for r in rows]
+    # TestSoak's verdict, drawn into the title: the median RSS of the last
+    # fifth of the windows beside that of the second (the first is warm-up).
+    fifth = max(1, len(rows) // 5)
+
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+    early = median([r["rss_mib"] for r in rows[fifth:2 * fifth]])
+    late = median([r["rss_mib"] for r in rows[-fifth:]])
+    verdict = f"{'grew' if late > early * 1.10 else 'did not grow'}: {late:.0f} MiB in the last fifth, {early:.0f} in the second"
     paths = []
     for key, label, title in (("p99_ms", "produce p99 (ms)", "Soak: produce p99 in each window"),
-                              ("rss_mib", "strata serve RSS (MiB)", "Soak: strata serve's resident memory")):
+                              ("rss_mib", "strata serve RSS (MiB)", f"Soak: strata serve's resident memory ({verdict})")):
         fig, ax = plt.subplots(figsize=(8, 4))
         ax.plot(minutes, [r[key] for r in rows], color="C0")
         for r in rows:
