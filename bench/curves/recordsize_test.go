@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func BenchmarkCurveRecordSize(b *testing.B) {
 		var mbs, limits []float64
 		var ref string
 		for run := 0; run < runs; run++ {
-			r := appendRun(b, size, 16)
+			var r appendResult
+			pprof.Do(context.Background(), pprof.Labels("size", sizeName(size)), func(context.Context) { r = appendRun(b, size, 16) })
 			mbs, limits = append(mbs, r.mbs), append(limits, r.limit)
 			ref = fmt.Sprintf("disk, %d files, %d KiB/fsync", r.files, r.chunk>>10)
 		}
@@ -45,7 +47,12 @@ func BenchmarkCurveRecordSize(b *testing.B) {
 			Reference: ref, ReferenceValue: bench.Median(limits), Runs: runs,
 			Curve: "record-size", Series: "engine append, 16 shards (reference: the disk)", X: float64(size), XUnit: "record bytes"})
 
-		conv, zs := convertRuns(b, size, runs)
+		var conv, zs []float64
+		// Labelled, so a profile of the whole curve can be cut to one size
+		// (go tool pprof -tagfocus size=1MiB).
+		pprof.Do(context.Background(), pprof.Labels("size", sizeName(size)), func(context.Context) {
+			conv, zs = convertRuns(b, size, runs)
+		})
 		report(b, bench.Figure{Name: fmt.Sprintf("curve: convert %s records to Parquet (zstd), one core", sizeName(size)), Value: bench.Median(conv), Unit: "MB/s",
 			Reference: "zstd of the same bytes, one core", ReferenceValue: bench.Median(zs), Runs: runs,
 			Curve: "record-size", Series: "Parquet conversion, one core (reference: zstd alone)", X: float64(size), XUnit: "record bytes"})
