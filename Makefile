@@ -29,9 +29,14 @@ bench:
 
 # The randomized workload (cmd/strata TestWorkload) for SOAK_TIME (30m) with
 # a fresh seed, printed as "workload seed=N"; STRATA_WORKLOAD_SEED=N replays.
+# Then the long run (bench/curves TestSoak): produce at half the top rate for
+# SOAK_TIME with tiering every minute; its p99 and RSS over time go to
+# bench/soak.jsonl and are drawn in bench/charts/soak-*.svg.
 SOAK_TIME ?= 30m
 soak:
-	STRATA_WORKLOAD_TIME=$(SOAK_TIME) $(GO) test -count=1 -timeout 60m -run 'TestWorkload$$' -v ./cmd/strata/
+	STRATA_WORKLOAD_TIME=$(SOAK_TIME) $(GO) test -count=1 -timeout 90m -run 'TestWorkload$$' -v ./cmd/strata/
+	STRATA_SOAK_TIME=$(SOAK_TIME) STRATA_SOAK_OUT=$(CURDIR)/bench/soak.jsonl $(GO) test -count=1 -timeout 90m -run 'TestSoak$$' -v ./bench/curves/
+	"$$(scripts/pyenv)" bench/report.py soak bench/soak.jsonl bench/charts
 
 services:
 	scripts/services up

@@ -28,6 +28,13 @@ type Figure struct {
 	Target  string `json:"target,omitempty"`
 	Runs    int    `json:"runs"`
 	Command string `json:"command"`
+	// A point of a curve (how a cost grows with X) names the curve, which
+	// becomes one chart (bench/charts/<Curve>.svg), the series, which
+	// becomes one line on it, and its X; bench/report.py draws them.
+	Curve  string  `json:"curve,omitempty"`
+	Series string  `json:"series,omitempty"`
+	X      float64 `json:"x,omitempty"`
+	XUnit  string  `json:"x_unit,omitempty"`
 }
 
 var mu sync.Mutex

@@ -1,8 +1,13 @@
 """Gathers the figures `make bench` printed (one JSON line each, from
-bench.Report) into bench/results.json, and rewrites the README's results
-table between its bench markers.
+bench.Report) into bench/results.json, rewrites the README's results
+table between its bench markers, and draws every curve (the figures that
+name one: bench/curves) as an SVG chart in bench/charts/.
 
 usage: report.py RESULTS.jsonl RESULTS.json README.md
+       report.py charts RESULTS.jsonl CHARTS_DIR   (the charts alone)
+       report.py soak SERIES.jsonl CHARTS_DIR      (make soak's charts)
+
+Charts need matplotlib: run it with the Python of scripts/pyenv.
 """
 import datetime
 import json
@@ -10,6 +15,18 @@ import os
 import platform
 import re
 import sys
+
+import plot
+
+if sys.argv[1:2] == ["charts"]:
+    figs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+    for path in plot.curves(figs, sys.argv[3]):
+        print(f"bench: chart {path}")
+    sys.exit(0)
+if sys.argv[1:2] == ["soak"]:
+    for path in plot.soak(sys.argv[2], sys.argv[3]):
+        print(f"soak: chart {path}")
+    sys.exit(0)
 
 lines, out_path, readme_path = sys.argv[1:4]
 figures = [json.loads(l) for l in open(lines) if l.strip()]
@@ -24,7 +41,8 @@ print(f"bench: {len(figures)} figures written to {out_path}")
 SECTIONS = [("./bench/peers", "Against peers: Apache Kafka and pyarrow"), ("./api/kafka", "Kafka front end"),
             ("./engine/segment", "Segment engine"), ("./tiering)", "Tiering and cold reads"),
             ("./tiering/objstore", "Object stores"), ("-bench Cluster ./cluster/e2e", "Cluster: three nodes on one etcd"),
-            ("-bench Replicated ./cluster/e2e", "Replication: three nodes, replication factor 3")]
+            ("-bench Replicated ./cluster/e2e", "Replication: three nodes, replication factor 3"),
+            ("./bench/curves", "How cost grows: partitions, history, record size (charts below the table)")]
 
 
 def num(v):
@@ -67,3 +85,6 @@ head, rest = readme.split(start, 1)
 _, tail = rest.split(end, 1)
 open(readme_path, "w").write(head + start + "\n" + "\n".join(rows) + end + tail)
 print(f"bench: results table rewritten in {readme_path}")
+
+for path in plot.curves(figures, os.path.join(os.path.dirname(out_path) or ".", "charts")):
+    print(f"bench: chart {path}")
