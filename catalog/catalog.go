@@ -107,6 +107,11 @@ type Catalog interface {
 	Shard(name string) (Shard, error)
 	// Segments lists a shard's segments in order.
 	Segments(shard string) ([]Segment, error)
+	// SegmentsFrom lists at most max of a shard's segments in order, from
+	// the one holding offset: the last that starts at or before it (the
+	// first segment when offset is below them all). Its cost does not grow
+	// with the shard's history, which a cold read must not pay per read.
+	SegmentsFrom(shard string, offset uint64, max int) ([]Segment, error)
 	// Roll seals the active segment (its final record given as sealed)
 	// and allocates the next one, starting after it; ErrConflict if the
 	// segment is not the active one.
@@ -155,4 +160,29 @@ func NextTopicVersion(t, cur Topic, readErr error) (Topic, error) {
 	t.Version++
 	t.Created = t.Created.UTC()
 	return t, nil
+}
+
+// FindSegment is SegmentsFrom's search: the number of the last segment
+// starting at or before offset among those numbered first..last (both in
+// use; first when offset is below them all). Offsets grow with segment
+// numbers, though numbers may have gaps, so it bisects the numbers with
+// seek, which returns the first segment numbered at or after no.
+func FindSegment(first, last, offset uint64, seek func(no uint64) (Segment, error)) (uint64, error) {
+	found, lo, hi := first, first, last
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		s, err := seek(mid)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case s.No <= hi && s.StartOffset <= offset:
+			found, lo = s.No, s.No+1
+		case mid == 0:
+			return found, nil
+		default: // nothing in mid..hi starts at or before offset
+			hi = mid - 1
+		}
+	}
+	return found, nil
 }

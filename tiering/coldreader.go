@@ -85,6 +85,10 @@ func (cf *coldFile) setChunks(max int64) {
 // GET, 4 MiB 0.33x to 0.42x, 16 MiB 0.37x to 0.55x, alternating runs).
 const scanChunk = 8 << 20
 
+// segmentWindow is how many catalog segments a cold read lists at a time:
+// enough for a fetch's budget and the read-ahead behind it.
+const segmentWindow = 16
+
 // NewColdReader caches up to cacheBytes of row groups (raw and decoded).
 func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *ColdReader {
 	if cacheBytes <= 0 {
@@ -108,90 +112,119 @@ func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *Co
 // Read returns records from offset on, within the budget, from the shard's
 // segments that live only in the cold tier.
 func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
-	segs, err := c.catalog.Segments(shard)
-	if err != nil {
-		return nil, err
+	r := &coldRead{offset: offset, budget: b}
+	// The segments from the one holding offset, a window at a time: a
+	// read never lists the shard's whole history.
+	for {
+		segs, err := c.catalog.SegmentsFrom(shard, r.offset, segmentWindow)
+		if err != nil {
+			return r.out, err
+		}
+		from := r.offset
+		more, err := c.readSegments(ctx, segs, r)
+		if err != nil || !more || len(segs) < segmentWindow || r.offset == from {
+			return r.out, err
+		}
 	}
-	var out []record.Record
-	used := 0
+}
+
+// coldRead is a Read in progress.
+type coldRead struct {
+	out    []record.Record
+	used   int    // bytes of out, as the budget counts them
+	offset uint64 // the next offset wanted
+	budget store.Budget
+}
+
+// readSegments reads on into r out of segs, a window of the shard's
+// segments; false once the read is over (the budget spent, or a gap: the
+// next offset is not in the cold tier).
+func (c *ColdReader) readSegments(ctx context.Context, segs []catalog.Segment, r *coldRead) (bool, error) {
+	offset, b := r.offset, r.budget
 	for si, s := range segs {
 		if s.State != catalog.Remote || s.EndOffset < offset {
 			continue
 		}
 		if s.StartOffset > offset {
-			break // a gap: not ours to fill
+			return false, nil // a gap: not ours to fill
 		}
 		cf, err := c.file(ctx, s)
 		if err != nil {
-			return out, err
+			return false, err
 		}
 		for gi, err := cf.f.GroupOf(offset); ; gi++ {
 			if err != nil {
-				return out, fmt.Errorf("%s: %w", s.ObjectKey, err)
+				return false, fmt.Errorf("%s: %w", s.ObjectKey, err)
 			}
 			if gi >= len(cf.f.Groups()) {
 				break
 			}
-			if b.MaxRecords > 0 && len(out) >= b.MaxRecords {
-				return out, nil
+			if b.MaxRecords > 0 && len(r.out) >= b.MaxRecords {
+				return false, nil
 			}
 			var recs []record.Record
 			if b.MaxRecords > 0 && b.MaxRecords <= pointRead {
-				recs, err = c.rows(ctx, cf, gi, offset, b.MaxRecords-len(out))
+				recs, err = c.rows(ctx, cf, gi, offset, b.MaxRecords-len(r.out))
 			} else {
 				recs, err = c.group(ctx, cf, gi)
 				c.readAhead(cf, gi, segs[si+1:])
 			}
 			if err != nil {
-				return out, err
+				return false, err
 			}
 			for i := range recs {
-				r := &recs[i]
-				if r.Offset < offset {
+				rec := &recs[i]
+				if rec.Offset < offset {
 					continue
 				}
-				size := record.Size(r)
-				if !b.Take(len(out), used, size) {
-					return out, nil
+				size := record.Size(rec)
+				if !b.Take(len(r.out), r.used, size) {
+					return false, nil
 				}
-				out = append(out, *r)
-				used += size
-				offset = r.Offset + 1
+				r.out = append(r.out, *rec)
+				r.used += size
+				offset = rec.Offset + 1
+				r.offset = offset
 			}
 		}
 	}
-	return out, nil
+	return true, nil
 }
 
 // OffsetForTime finds the first cold offset at or after from whose
 // timestamp is at or after ts. The catalog's per-segment largest timestamp
 // skips whole segments; within one, row groups are read in order.
 func (c *ColdReader) OffsetForTime(ctx context.Context, shard string, from uint64, ts int64) (uint64, bool, error) {
-	segs, err := c.catalog.Segments(shard)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, s := range segs {
-		if s.State != catalog.Remote || s.EndOffset < from || s.MaxTimestamp < ts {
-			continue
-		}
-		cf, err := c.file(ctx, s)
+	for next := from; ; {
+		segs, err := c.catalog.SegmentsFrom(shard, next, segmentWindow)
 		if err != nil {
 			return 0, false, err
 		}
-		for gi := range cf.f.Groups() {
-			recs, err := c.group(ctx, cf, gi)
+		for _, s := range segs {
+			if s.State != catalog.Remote || s.EndOffset < from || s.MaxTimestamp < ts {
+				continue
+			}
+			cf, err := c.file(ctx, s)
 			if err != nil {
 				return 0, false, err
 			}
-			for _, r := range recs {
-				if r.Offset >= from && r.Timestamp >= ts {
-					return r.Offset, true, nil
+			for gi := range cf.f.Groups() {
+				recs, err := c.group(ctx, cf, gi)
+				if err != nil {
+					return 0, false, err
+				}
+				for _, r := range recs {
+					if r.Offset >= from && r.Timestamp >= ts {
+						return r.Offset, true, nil
+					}
 				}
 			}
 		}
+		if len(segs) < segmentWindow || segs[len(segs)-1].EndOffset < next {
+			return 0, false, nil // the end of the shard, or its active segment
+		}
+		next = segs[len(segs)-1].EndOffset + 1
 	}
-	return 0, false, nil
 }
 
 // cacheID names a segment's object in the caches. The key alone is not

@@ -240,3 +240,48 @@ func TestColdPointReadFetchesItsPages(t *testing.T) {
 		t.Fatalf("the scan made %d ranged reads; row groups of segment 0 alone: %d", scan.Fetches.Load(), groups)
 	}
 }
+
+// A cold read lists the catalog a window of segments at a time: one read
+// with room for everything crosses many windows, in order, and a read by
+// time finds a record far past the first window.
+func TestColdReadAcrossManySegments(t *testing.T) {
+	ctx := context.Background()
+	r := newRigSegments(t, backends["local"](t), t.TempDir(), 2<<10)
+	defer r.close()
+	want := produce(t, r.engine, "clicks-0", 60)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+		t.Fatalf("run: %v %v", err, sum.Errors)
+	}
+	segs, _ := r.catalog().Segments("clicks-0")
+	remote := 0
+	for _, s := range segs {
+		if s.State == catalog.Remote {
+			remote++
+		}
+	}
+	if remote < 3*segmentWindow {
+		t.Fatalf("%d segments in the cold tier, want at least %d to cross windows", remote, 3*segmentWindow)
+	}
+	cold := segs[remote-1].EndOffset + 1 // every offset below is only in the bucket
+	got, err := r.cold.Read(ctx, "clicks-0", 0, store.Budget{MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Equal(t, got, want[:cold])
+	mid := segs[segmentWindow+3].StartOffset + 1
+	got, err = r.cold.Read(ctx, "clicks-0", mid, store.Budget{MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Equal(t, got, want[mid:cold])
+	for _, i := range []uint64{1, mid, cold - 1} {
+		off, ok, err := r.cold.OffsetForTime(ctx, "clicks-0", 0, want[i].Timestamp)
+		expect := uint64(0)
+		for want[expect].Timestamp < want[i].Timestamp {
+			expect++
+		}
+		if err != nil || !ok || off != expect {
+			t.Fatalf("OffsetForTime(%d) = %d, %v, %v; want %d", want[i].Timestamp, off, ok, err, expect)
+		}
+	}
+}

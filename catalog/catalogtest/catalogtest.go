@@ -36,6 +36,7 @@ func testdata(t *testing.T) string {
 //	restore shard=S                      restore S from the segments in the input (no state start-end per line)
 //	delete shard=S
 //	show [shard=S]                       shards, or one shard's segments
+//	from shard=S offset=O max=M          the numbers SegmentsFrom lists (checked against Segments)
 //	put-topic topic=T version=V          write T's configs (key=value lines) over version V
 //	delete-topic topic=T
 //	show-topics                          every topic record with its version and configs
@@ -51,7 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			var shard, topic string
 			var version uint64
-			var no, end, records, low uint64
+			var no, end, records, low, offset uint64
+			max := 0
 			var from, to string
 			for _, a := range d.CmdArgs {
 				switch a.Key {
@@ -67,6 +69,10 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 					d.ScanArgs(t, "end", &end)
 				case "records":
 					d.ScanArgs(t, "records", &records)
+				case "offset":
+					d.ScanArgs(t, "offset", &offset)
+				case "max":
+					d.ScanArgs(t, "max", &max)
 				case "from":
 					d.ScanArgs(t, "from", &from)
 				case "to":
@@ -111,6 +117,8 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 				err = c.DeleteShard(shard)
 			case "show":
 				return show(t, c, shard)
+			case "from":
+				return segmentsFrom(t, c, shard, offset, max)
 			case "put-topic":
 				tp := catalog.Topic{Name: topic, Version: version, Created: now}
 				for _, line := range strings.Fields(d.Input) {
@@ -194,4 +202,41 @@ func show(t *testing.T, c catalog.Catalog, shard string) string {
 		fmt.Fprintf(&b, " local=%t\n", s.State.Local())
 	}
 	return b.String()
+}
+
+// segmentsFrom prints the numbers SegmentsFrom lists, after checking them
+// against what a walk of Segments gives.
+func segmentsFrom(t *testing.T, c catalog.Catalog, shard string, offset uint64, max int) string {
+	got, err := c.SegmentsFrom(shard, offset, max)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	all, err := c.Segments(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := 0
+	for i, s := range all {
+		if s.StartOffset <= offset {
+			at = i
+		}
+	}
+	want := all[at:min(len(all), at+max)]
+	if len(all) == 0 {
+		want = nil
+	}
+	var b strings.Builder
+	for i, s := range got {
+		if i >= len(want) || s.No != want[i].No || s.StartOffset != want[i].StartOffset {
+			t.Fatalf("SegmentsFrom(%s, %d, %d) = %v, walking Segments gives %v", shard, offset, max, got, want)
+		}
+		fmt.Fprintf(&b, "%d ", s.No)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("SegmentsFrom(%s, %d, %d) listed %d segments, walking Segments gives %d", shard, offset, max, len(got), len(want))
+	}
+	if len(got) == 0 {
+		return "none\n"
+	}
+	return strings.TrimSpace(b.String()) + "\n"
 }

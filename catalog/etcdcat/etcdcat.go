@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"strata/catalog"
@@ -272,6 +273,80 @@ func (c *Catalog) Segments(shard string) ([]catalog.Segment, error) {
 		var s catalog.Segment
 		if err := json.Unmarshal(kv.Value, &s); err != nil {
 			return nil, fmt.Errorf("%s: %w", kv.Key, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SegmentsFrom bisects the shard's segment keys (catalog.FindSegment) with
+// ranged reads of one key, all at the revision of the first, so the search
+// sees one version of the shard; then reads max segments on from there.
+func (c *Catalog) SegmentsFrom(shard string, offset uint64, max int) ([]catalog.Segment, error) {
+	ctx, cancel := c.ctx()
+	defer cancel()
+	prefix := c.segPrefix(shard)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	resp, err := c.cli.Txn(ctx).Then(
+		clientv3.OpGet(c.shardKey(shard), clientv3.WithCountOnly()),
+		clientv3.OpGet(prefix, clientv3.WithRange(end), clientv3.WithLimit(1)),
+		clientv3.OpGet(prefix, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)),
+	).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if resp.Responses[0].GetResponseRange().Count == 0 {
+		return nil, nil
+	}
+	rev := resp.Header.Revision
+	one := func(kvs []*mvccpb.KeyValue) (catalog.Segment, error) {
+		var s catalog.Segment
+		if len(kvs) == 0 {
+			return s, fmt.Errorf("shard %q: no segment where one was: %w", shard, catalog.ErrConflict)
+		}
+		if err := json.Unmarshal(kvs[0].Value, &s); err != nil {
+			return s, fmt.Errorf("%s: %w", kvs[0].Key, err)
+		}
+		return s, nil
+	}
+	firstKVs, lastKVs := resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
+	if len(firstKVs) == 0 {
+		return nil, nil
+	}
+	first, err := one(firstKVs)
+	if err != nil {
+		return nil, err
+	}
+	last, err := one(lastKVs)
+	if err != nil {
+		return nil, err
+	}
+	from := func(no uint64, limit int64) ([]*mvccpb.KeyValue, error) {
+		r, err := c.cli.Get(ctx, c.segKey(shard, no), clientv3.WithRange(end), clientv3.WithLimit(limit), clientv3.WithRev(rev))
+		if err != nil {
+			return nil, err
+		}
+		return r.Kvs, nil
+	}
+	no, err := catalog.FindSegment(first.No, last.No, offset, func(no uint64) (catalog.Segment, error) {
+		kvs, err := from(no, 1)
+		if err != nil {
+			return catalog.Segment{}, err
+		}
+		return one(kvs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	kvs, err := from(no, int64(max))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catalog.Segment, 0, len(kvs))
+	for _, kv := range kvs {
+		s, err := one([]*mvccpb.KeyValue{kv})
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, s)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +124,50 @@ func (c *Catalog) Segments(shard string) ([]catalog.Segment, error) {
 		return nil
 	})
 	return out, err
+}
+
+// SegmentsFrom bisects the shard's segment keys (catalog.FindSegment),
+// then reads max segments on from there.
+func (c *Catalog) SegmentsFrom(shard string, offset uint64, max int) ([]catalog.Segment, error) {
+	prefix := segPrefix(shard)
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: append(slices.Clone(prefix), 0xff)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	decode := func(ok bool) (catalog.Segment, error) {
+		var s catalog.Segment
+		if !ok {
+			return s, fmt.Errorf("shard %q: its segments changed during a read: %w", shard, catalog.ErrConflict)
+		}
+		return s, json.Unmarshal(it.Value(), &s)
+	}
+	if !it.First() {
+		return nil, it.Error()
+	}
+	first, err := decode(true)
+	if err != nil {
+		return nil, err
+	}
+	last, err := decode(it.Last())
+	if err != nil {
+		return nil, err
+	}
+	no, err := catalog.FindSegment(first.No, last.No, offset, func(no uint64) (catalog.Segment, error) {
+		return decode(it.SeekGE(segKey(shard, no)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.Segment
+	for ok := it.SeekGE(segKey(shard, no)); ok && len(out) < max; ok = it.Next() {
+		s, err := decode(true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, it.Error()
 }
 
 func (c *Catalog) scan(prefix []byte, fn func(raw []byte) error) error {
