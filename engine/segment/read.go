@@ -21,6 +21,9 @@ type view struct {
 	end       uint64 // the log end
 	activeLen int64
 	activeGen uint64 // the active segment's truncation generation
+	// shared: a shared-model shard, sid its id in chunk headers.
+	shared bool
+	sid    uint64
 }
 
 func (e *Engine) view(name string) (view, error) {
@@ -31,7 +34,7 @@ func (e *Engine) view(name string) (view, error) {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, end: sh.end, activeLen: sh.activeLen,
-		activeGen: sh.active().gen}, nil
+		activeGen: sh.active().gen, shared: sh.shared, sid: sh.sid}, nil
 }
 
 // Read returns records from offset on: the segment holding it, a floor
@@ -105,6 +108,9 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		recs, err := e.readCold(ctx, v, offset, b)
 		o.recs = recs
 		return err
+	}
+	if v.shared {
+		return e.scanShared(v, offset, b, o)
 	}
 	var pos int64
 	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {

@@ -461,3 +461,11 @@ func crcOf(r io.ReaderAt, n int64) (uint32, error) {
 	}
 	return crc, nil
 }
+
+// NextNo is the number the next new file will take: every chunk written
+// from now on lies in a file numbered at least this.
+func (d *Dir) NextNo() uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.next
+}
