@@ -341,11 +341,18 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 	next, more := offset, true
 	var rerr error
 	sid := v.sid
+	// local says whether offset is in a local segment: a read stops where
+	// the local log has a hole (a segment read cold), as scanInto does.
+	last := len(v.segments) - 1
+	local := func(offset uint64) bool {
+		i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > offset }) - 1
+		return i >= 0 && (i == last || offset < v.segments[i].next)
+	}
 	err := index.ChunksFrom(e.index, v.name, offset, func(c index.ChunkEntry) bool {
 		if c.End() <= next {
 			return true // the entry before offset's
 		}
-		if c.First >= v.high || (c.First > next) {
+		if c.First >= v.high || c.First > next || !local(next) {
 			return false
 		}
 		rerr = d.ReadChunk(sharedfile.Ref{File: c.File, Pos: c.Pos}, &sid, func(h sharedfile.Header, recs []byte) error {
