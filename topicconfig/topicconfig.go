@@ -137,8 +137,8 @@ var Keys = []Key{
 		Honoured: "the storage engine of the topic's partitions, chosen at creation",
 		Doc:      "The storage engine of the topic's partitions: segment (files, tiered), memory (bounded, lost at restart) or pebble. Fixed when the topic is created."},
 	{Name: "strata.file.model", Type: String, Default: "partition", one: []string{"partition", "shared"}, CreateOnly: true,
-		Honoured: "partition: each partition's segments are its own files; shared is refused until the segment engine writes shared files",
-		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions interleaved in shared files with one fsync per batch (not supported yet: refused). Fixed when the topic is created."},
+		Honoured: "the segment engine keeps each partition in its own segment files (partition) or interleaves the topic's partitions with others in shared files, one fsync per I/O worker batch (shared); fixed at creation",
+		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions' records interleaved in shared files with one fsync per batch, for topics with many small partitions. Same records, reads, crash guarantees and Parquet objects. A shared topic takes replication factor 1 for now. Fixed when the topic is created."},
 	{Name: "strata.parquet.codec", Type: String, Default: "zstd", Broker: "tiering.codec", DefaultSynonym: true, one: []string{"zstd", "snappy", "gzip", "none"},
 		Honoured: "the compression of the topic's Parquet objects, from the next upload",
 		Doc:      "The compression codec of the topic's Parquet objects in the cold tier."},
@@ -249,11 +249,6 @@ func Check(o Overrides, b Broker) error {
 	}
 	if v, ok := o["cleanup.policy"]; ok && slices.Contains(SplitList(v), "compact") {
 		return &Error{Key: "cleanup.policy", Value: v, Why: "strata does not compact logs yet: use delete"}
-	}
-	if v, ok := o["strata.file.model"]; ok && strings.TrimSpace(v) == "shared" {
-		// The segment engine does not write shared files yet: a topic
-		// created with them would silently get the partition model.
-		return &Error{Key: "strata.file.model", Value: v, Why: "the shared-file model is not supported by the segment engine yet: use partition"}
 	}
 	if v, ok := o["remote.storage.enable"]; ok && parseBool(v) && b["remote.storage.enable"] != "true" {
 		return &Error{Key: "remote.storage.enable", Value: v, Message: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."}

@@ -60,7 +60,7 @@ func TestCheck(t *testing.T) {
 		{Overrides{"strata.acks.all": "quorum"}, nil, ""},
 		{Overrides{"strata.acks.all": "isr"}, nil, ""},
 		{Overrides{"strata.file.model": "partition"}, nil, ""},
-		{Overrides{"strata.file.model": "shared"}, nil, "Invalid value shared for configuration strata.file.model: the shared-file model is not supported by the segment engine yet: use partition"},
+		{Overrides{"strata.file.model": "shared"}, nil, ""},
 		{Overrides{"strata.file.model": "pooled"}, nil, "Invalid value pooled for configuration strata.file.model: String must be one of: partition, shared"},
 		{Overrides{"strata.acks.all": "majority"}, nil, "Invalid value majority for configuration strata.acks.all: String must be one of: isr, quorum"},
 	} {

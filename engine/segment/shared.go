@@ -511,6 +511,15 @@ func (e *Engine) ScanSegment(name string, no uint64, fn func(*record.Record) err
 	return e.scanSegmentShared(name, sh.sid, s, end, fn)
 }
 
+// SharedStats is the shared files' counters; nil until the first shared
+// shard (or a start that found shared files).
+func (e *Engine) SharedStats() *sharedfile.Stats {
+	if d := e.shared.Load(); d != nil {
+		return d.Stats()
+	}
+	return nil
+}
+
 // Shared says whether a shard keeps its records in the shared files.
 func (e *Engine) Shared(name string) (bool, error) {
 	sh, err := e.shard(name)
