@@ -179,6 +179,8 @@ type Engine struct {
 	shared    atomic.Pointer[sharedfile.Dir]
 	sharedMu  sync.Mutex                    // opens shared; orders file removal
 	recovered map[uint64][]sharedfile.Chunk // Open's scan of unsealed files, for recovery
+	// damagedFiles are the shared files Open found damaged inside.
+	damagedFiles map[uint64]sharedfile.CorruptError
 
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
@@ -305,7 +307,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if err == nil {
 		err = e.recoverShared(shards)
-		e.recovered = nil
+		e.recovered, e.damagedFiles = nil, nil
 	}
 	if err == nil {
 		err = e.sweepShared()

@@ -142,10 +142,11 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 		return nil, fmt.Errorf("shared files: %w", err)
 	}
 	e.recovered = map[uint64][]sharedfile.Chunk{}
+	e.damagedFiles = map[uint64]sharedfile.CorruptError{}
 	for _, r := range recs {
 		if r.Damage != nil {
-			e.stats.Damaged.Add(1)
-			e.log.Error("a shared file is damaged inside: the chunks after the damage are not read back", "file", r.Path, "err", r.Damage)
+			e.damagedFiles[r.No] = *r.Damage
+			e.log.Error("a shared file is damaged inside: the shards that may have chunks after the damage refuse writes", "file", r.Path, "err", r.Damage)
 		}
 		if r.Chunks != nil {
 			e.recovered[r.No] = r.Chunks

@@ -193,6 +193,24 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 	for _, c := range cuts {
 		cut(c.End)
 	}
+	// A shared file damaged inside may hold this shard's chunks after the
+	// damage, which the replay could not reach: then writes would give
+	// acknowledged offsets to new records. Refuse them, as a segment file
+	// damaged inside does, unless the shard's log goes on past that file.
+	// The shard's last chunk known: its chunks before it are all indexed.
+	last := st.from
+	if n := len(added); n > 0 {
+		last = sharedfile.Ref{File: added[n-1].File, Pos: added[n-1].Pos}
+	}
+	for no, derr := range e.damagedFiles {
+		if last.Less(sharedfile.Ref{File: no, Pos: derr.Pos}) && no >= cs.FromFile && sh.failed == nil {
+			sh.failed = fmt.Errorf("shard %s refuses writes: shared file %d is damaged inside (%v) and may hold its records past offset %d; reads stop there",
+				cs.Name, no, &derr, end)
+			e.stats.Damaged.Add(1)
+			e.log.Error("a shared shard may have records after the damage of a shared file: serving what comes before, refusing writes",
+				"shard", cs.Name, "file", no, "log_end", end)
+		}
+	}
 	if end < a.start {
 		return fmt.Errorf("shard %s: the shared files hold its offsets up to %d, but its active segment %d starts at %d: %w",
 			cs.Name, end, a.no, a.start, record.ErrCorrupt)

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
 	"strata/engine/record"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
 )
@@ -338,4 +340,84 @@ func mustLow(t *testing.T, e *Engine, shard string) uint64 {
 	}
 	t.Fatalf("%s has no local segment", shard)
 	return 0
+}
+
+// A shared file damaged inside, with whole chunks after the damage (found
+// unsealed at start, as after a crash): the shards that may have records
+// after the damage serve what comes before it and refuse writes, rather
+// than give acknowledged offsets to new records.
+func TestSharedDamageInsideRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sharedConfig(dir)
+	cfg.Workers = 1
+	e := open(t, cfg)
+	for _, s := range []string{"a-0", "b-0"} {
+		if err := e.CreateShard(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		for _, s := range []string{"a-0", "b-0"} {
+			if _, err := e.Append(ctx, s, storetest.Records(5, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A copy of the folder as a crash leaves it: the shared file unsealed.
+	crashed := t.TempDir()
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	os.Remove(filepath.Join(crashed, "LOCK"))
+	os.RemoveAll(filepath.Join(crashed, "index")) // recovery must read the files
+	files := msgFiles(t, filepath.Join(crashed, "shared"))
+	if len(files) != 1 {
+		t.Fatalf("%d shared files, want 1", len(files))
+	}
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Inside the third chunk (a's second): a record byte, not the header.
+	chunks, err := chunkPositions(files[0])
+	if err != nil || len(chunks) < 4 {
+		t.Fatalf("chunks %v, %v", chunks, err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, chunks[2]+60); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg.Dir = crashed
+	e = open(t, cfg)
+	defer e.Close()
+	_, err = e.Append(ctx, "a-0", storetest.Records(1, 99))
+	if err == nil || !strings.Contains(err.Error(), "damaged inside") {
+		t.Fatalf("append to a shard with records after the damage: %v; want it refused", err)
+	}
+	got := readAll(t, e, "a-0", 0)
+	if len(got) != 5 {
+		t.Errorf("a reads %d records; want the 5 before the damage", len(got))
+	}
+	if e.Stats().Damaged.Load() == 0 {
+		t.Errorf("no damaged shard counted")
+	}
+}
+
+// chunkPositions lists the byte positions of a shared file's chunks.
+func chunkPositions(path string) ([]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for pos := int64(0); pos < int64(len(b)); {
+		h, err := sharedfile.ParseHeader(b[pos:])
+		if err != nil {
+			break
+		}
+		out = append(out, pos)
+		pos += h.Size()
+	}
+	return out, nil
 }
