@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"strata/engine/index"
 	"strata/engine/record"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -81,6 +83,8 @@ type readOut struct {
 	used   int
 	view   bool
 	leases []*mapping
+	// retried: a shared shard's read started again from a fresh view once.
+	retried bool
 }
 
 func (o *readOut) release() {
@@ -110,7 +114,24 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		return err
 	}
 	if v.shared {
-		return e.scanShared(v, offset, b, o)
+		err := e.scanShared(v, offset, b, o)
+		if errors.Is(err, sharedfile.ErrGone) && !o.retried {
+			// A file this view named went with a segment dropped since
+			// (tiered, or past retention). What was read stands (the next
+			// read goes on from it); with nothing read, read again from a
+			// fresh view, which sends the offsets to the cold tier.
+			if len(o.recs) > 0 {
+				return nil
+			}
+			nv, verr := e.view(v.name)
+			if verr != nil {
+				return verr
+			}
+			nv.high = min(nv.high, v.high)
+			o.retried = true
+			return e.scanInto(ctx, nv, offset, b, o)
+		}
+		return err
 	}
 	var pos int64
 	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {

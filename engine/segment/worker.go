@@ -122,6 +122,12 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.drop {
+			if w.pendingShared[req.shard] {
+				// Its chunk entries must reach the index before the
+				// deletion clears the shard's entries, or they would
+				// outlive it (and mislead a new shard of the name).
+				w.commitShared()
+			}
 			// Appends earlier in this batch were written but not synced:
 			// they are answered with the deletion's error, never acknowledged.
 			for _, seg := range req.shard.segments {
