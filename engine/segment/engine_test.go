@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -129,6 +130,7 @@ func TestContractShared(t *testing.T) {
 		{"small segments and files", func(c *Config) {
 			c.MaxSegmentBytes, c.RollCheckInterval, c.SharedFileBytes = 2048, 5, 4096
 		}},
+		{"fsync interval", func(c *Config) { c.Fsync, c.FsyncInterval = FsyncInterval, 5*time.Millisecond }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {

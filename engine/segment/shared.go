@@ -263,8 +263,8 @@ func (w *worker) commitShared() {
 		w.sib.Close()
 		w.sib = nil
 	}
-	if !sync {
-		w.sharedDirty = true
+	if w.e.cfg.Fsync == FsyncInterval {
+		w.sharedDirty = true // the tick syncs it
 	}
 	clear(w.pendingShared)
 }
