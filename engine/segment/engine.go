@@ -181,6 +181,9 @@ type Engine struct {
 	recovered map[uint64][]sharedfile.Chunk // Open's scan of unsealed files, for recovery
 	// damagedFiles are the shared files Open found damaged inside.
 	damagedFiles map[uint64]sharedfile.CorruptError
+	// cleanStart: the last Close left every chunk entry durable (markClean)
+	// and the index is that one (indexKept).
+	cleanStart, indexKept bool
 
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
@@ -272,6 +275,9 @@ func Open(cfg Config) (*Engine, error) {
 	// its default 8 MiB cache and 4 MiB memtables, a flushed memtable not
 	// yet released beside the live one left no room at all, and every
 	// lookup read and decompressed its index block from the file.
+	// A lost index is rebuilt from the data: a shared shard's chunk
+	// entries too, whatever the last Close said (markClean).
+	_, statErr := cfg.FS.Stat(filepath.Join(cfg.Dir, "index"))
 	idxCache := pebble.NewCache(indexCacheBytes)
 	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}, Cache: idxCache})
 	idxCache.Unref() // the database holds its own reference
@@ -281,7 +287,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
-		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
+		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -986,6 +992,9 @@ func (e *Engine) Close() error {
 	}
 	e.retired = nil
 	e.retiredMu.Unlock()
+	if e.shared.Load() != nil && errors.Join(errs...) == nil {
+		errs = append(errs, e.markClean())
+	}
 	errs = append(errs, e.index.Close(), e.manifest.Close())
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -320,9 +321,12 @@ func (e *Engine) recoverShared(shards []ShardMeta) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	chunks, err := e.sharedChunks(first)
-	if err != nil {
-		return err
+	chunks := map[uint64][]sharedfile.Chunk{}
+	if !e.cleanStart {
+		var err error
+		if chunks, err = e.sharedChunks(first); err != nil {
+			return err
+		}
 	}
 	for _, p := range todo {
 		if err := e.recoverSharedShard(p.cs, p.segs, p.st, chunks[p.cs.ID]); err != nil {
@@ -336,6 +340,17 @@ func (e *Engine) recoverShared(shards []ShardMeta) error {
 // shared shard or the folder exists (files of shards since deleted, to
 // sweep).
 func (e *Engine) openSharedAtStart(shards []ShardMeta) error {
+	// A clean Close synced every chunk entry and said so: the files need
+	// no reading. The mark goes (synced) before anything is written.
+	clean, err := readCounter(e.manifest, "clean")
+	if err != nil {
+		return err
+	}
+	if clean != 0 {
+		if err := e.manifest.Delete(counterKey("clean"), pebble.Sync); err != nil {
+			return err
+		}
+	}
 	need := false
 	for _, s := range shards {
 		need = need || s.Model == ModelShared
@@ -345,6 +360,21 @@ func (e *Engine) openSharedAtStart(shards []ShardMeta) error {
 			return nil
 		}
 	}
-	_, err := e.openShared()
-	return err
+	if _, err := e.openShared(); err != nil {
+		return err
+	}
+	// Files a crash left unsealed, or damaged, were written after the mark
+	// (it is only made with every writer's file sealed): read them all.
+	e.cleanStart = clean == 1 && e.indexKept && len(e.recovered) == 0 && len(e.damagedFiles) == 0
+	return nil
+}
+
+// markClean, at Close, makes every chunk entry durable (they are written
+// unsynced), then records that in the manifest, so the next start need
+// not read the shared files' chunk headers to find lost ones.
+func (e *Engine) markClean() error {
+	if err := e.index.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	return e.manifest.Set(counterKey("clean"), binary.BigEndian.AppendUint64(nil, 1), pebble.Sync)
 }

@@ -168,6 +168,9 @@ func TestSharedShardsShareFiles(t *testing.T) {
 	}
 	e = open(t, modelConfig(dir))
 	check("after a restart", e)
+	if !e.cleanStart {
+		t.Errorf("a start after a clean Close read the shared files' chunk headers")
+	}
 	// Lost index: the chunk entries are rebuilt from the shared files.
 	e.Close()
 	if err := os.RemoveAll(filepath.Join(dir, "index")); err != nil {
@@ -176,6 +179,9 @@ func TestSharedShardsShareFiles(t *testing.T) {
 	e = open(t, modelConfig(dir))
 	defer e.Close()
 	check("after the index was lost", e)
+	if e.cleanStart {
+		t.Errorf("a start that lost the index trusted the clean mark")
+	}
 	for _, s := range shards {
 		base, err := e.Append(ctx, s, storetest.Records(3, 9999))
 		if err != nil || base != uint64(len(want[s])) {
