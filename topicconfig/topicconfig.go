@@ -138,7 +138,7 @@ var Keys = []Key{
 		Doc:      "The storage engine of the topic's partitions: segment (files, tiered), memory (bounded, lost at restart) or pebble. Fixed when the topic is created."},
 	{Name: "strata.file.model", Type: String, Default: "partition", one: []string{"partition", "shared"}, CreateOnly: true,
 		Honoured: "the segment engine keeps each partition in its own segment files (partition) or interleaves the topic's partitions with others in shared files, one fsync per I/O worker batch (shared); fixed at creation",
-		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions' records interleaved in shared files with one fsync per batch, for topics with many small partitions. Same records, reads, crash guarantees and Parquet objects. A shared topic takes replication factor 1 for now. Fixed when the topic is created."},
+		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions' records interleaved in shared files with one fsync per batch, for topics with many small partitions. Same records, reads, crash guarantees, replication and Parquet objects. Fixed when the topic is created."},
 	{Name: "strata.parquet.codec", Type: String, Default: "zstd", Broker: "tiering.codec", DefaultSynonym: true, one: []string{"zstd", "snappy", "gzip", "none"},
 		Honoured: "the compression of the topic's Parquet objects, from the next upload",
 		Doc:      "The compression codec of the topic's Parquet objects in the cold tier."},

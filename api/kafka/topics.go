@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,18 +13,6 @@ import (
 
 func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 	return s.cluster.Topics(ctx)
-}
-
-// sharedReplicated refuses a replicated topic in the shared files: the
-// engine's replication seams work on shared shards (its contract suite),
-// but no cluster test covers a follower on the shared model yet
-// (docs/engine.md, "The shared-file model").
-func sharedReplicated(configs map[string]string, rf int16) *string {
-	if rf <= 1 || strings.TrimSpace(configs["strata.file.model"]) != "shared" {
-		return nil
-	}
-	msg := fmt.Sprintf("Invalid value shared for configuration strata.file.model: a topic in the shared files takes replication factor 1 for now, not %d: use strata.file.model=partition to replicate it", rf)
-	return &msg
 }
 
 // createTopic checks a topic against the broker's bounds and creates it
@@ -86,8 +73,6 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 			rt.ErrorCode = kerr.InvalidTopicException.Code
 		case code != errNone:
 			rt.ErrorCode, rt.ErrorMessage = code, msg
-		case sharedReplicated(configs, rt.ReplicationFactor) != nil:
-			rt.ErrorCode, rt.ErrorMessage = kerr.InvalidConfig.Code, sharedReplicated(configs, rt.ReplicationFactor)
 		case !r.ValidateOnly:
 			rt.ErrorCode, rt.ErrorMessage = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor, configs)
 		}
