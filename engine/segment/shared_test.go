@@ -464,3 +464,20 @@ func TestSharedShardRecreated(t *testing.T) {
 	}
 	defer e.Close()
 }
+
+// The offline check names a shared partition's folder for what it is.
+func TestVerifyDirOfASharedShard(t *testing.T) {
+	dir := t.TempDir()
+	e := open(t, sharedConfig(dir))
+	if err := e.CreateShard(ctx, "v-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, "v-0", storetest.Records(3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	_, err := VerifyDir(filepath.Join(dir, "v-0"), nil)
+	if err == nil || !strings.Contains(err.Error(), "strata.file.model=shared") {
+		t.Fatalf("VerifyDir of a shared shard's folder: %v", err)
+	}
+}
