@@ -557,6 +557,11 @@ func (e *Engine) sweepShared() error {
 	}
 	e.sharedMu.Lock()
 	defer e.sharedMu.Unlock()
+	// The files first, then what holds them: a chunk's segment records the
+	// file (firstFile, lastFile) when the chunk is added, before the
+	// commit that may seal the file, so a file sealed by the time it is
+	// listed here is seen held by any segment with a chunk in it.
+	files := d.Files()
 	type span struct{ first, last uint64 }
 	var live []span
 	e.mu.RLock()
@@ -580,7 +585,7 @@ func (e *Engine) sweepShared() error {
 	}
 	e.mu.RUnlock()
 	var gone []uint64
-	for _, f := range d.Files() {
+	for _, f := range files {
 		if !f.Sealed {
 			continue
 		}
