@@ -62,20 +62,36 @@ type rig struct {
 	closed bool
 }
 
-// newRig opens the engine in dir with the catalog in dir/catalog listening
-// to it, as cmd wires them.
-func newRig(t *testing.T, bucket objstore.Bucket, dir string) *rig {
-	return newRigSegments(t, bucket, dir, 16<<10)
+// shared puts every shard of the rig's engine in the shared files
+// (strata.file.model=shared).
+func shared(c *segment.Config) { c.FileModel = func(string) string { return segment.ModelShared } }
+
+// modelOpts are the rig options of a file model.
+func modelOpts(model string) []func(*segment.Config) {
+	if model == segment.ModelShared {
+		return []func(*segment.Config){shared}
+	}
+	return nil
 }
 
-// newRigSegments is newRig with segments of segBytes.
-func newRigSegments(t *testing.T, bucket objstore.Bucket, dir string, segBytes int64) *rig {
+// segmentBytes is a rig option: segments of n bytes.
+func segmentBytes(n int64) func(*segment.Config) {
+	return func(c *segment.Config) { c.MaxSegmentBytes = n }
+}
+
+// newRig opens the engine in dir with the catalog in dir/catalog listening
+// to it, as cmd wires them; opts change the engine's config.
+func newRig(t *testing.T, bucket objstore.Bucket, dir string, opts ...func(*segment.Config)) *rig {
 	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: segBytes, RollCheckInterval: 10, Logger: quiet,
-		Events: Listen(cat, bucket, "data", quiet)})
+	cfg := segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: Listen(cat, bucket, "data", quiet)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := segment.Open(cfg)
 	if err != nil {
 		cat.Close()
 		t.Fatal(err)
@@ -127,76 +143,88 @@ func produce(t *testing.T, e *segment.Engine, shard string, batches int) []recor
 // byte-identical through the engine's ordinary read, on every backend.
 func TestTierAndReadBack(t *testing.T) {
 	for name, open := range backends {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			r := newRig(t, open(t), t.TempDir())
-			want := produce(t, r.engine, "orders-3", 40)
-			sum, err := r.job.Run(ctx)
-			if err != nil || len(sum.Errors) > 0 {
-				t.Fatalf("run: %v %v", err, sum.Errors)
-			}
-			segs, _ := r.catalog().Segments("orders-3")
-			sealed := len(segs) - 1
-			if sealed < 3 || len(sum.Uploaded) != sealed || sum.DroppedLocal != sealed {
-				t.Fatalf("%d segments sealed; run uploaded %d, dropped %d local copies", sealed, len(sum.Uploaded), sum.DroppedLocal)
-			}
-			for _, s := range segs[:sealed] {
-				if s.State != catalog.Remote || !strings.HasPrefix(s.ObjectKey, "data/topic=orders/partition=3/") {
-					t.Fatalf("segment %d: %s at %q", s.No, s.State, s.ObjectKey)
-				}
-			}
-			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", 0), want)
-			mid := segs[1].StartOffset + 3
-			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", mid), want[mid:])
-			// Point reads decode just their rows; across row groups and segments too.
-			for _, off := range []uint64{0, 1, 57, segs[1].StartOffset - 1, segs[1].StartOffset, segs[sealed].StartOffset - 2} {
-				got, err := r.engine.Read(ctx, "orders-3", off, store.Budget{MaxRecords: 3})
-				if err != nil {
-					t.Fatalf("point read at %d: %v", off, err)
-				}
-				storetest.Equal(t, got, want[off:off+3])
-			}
-			// Read by time crosses from cold to local exactly as it did while hot.
-			for _, i := range []int{0, 17, int(segs[1].StartOffset) + 5, len(want) - 1} {
-				got, err := r.engine.OffsetForTime(ctx, "orders-3", want[i].Timestamp)
-				expect := uint64(0)
-				for expect < uint64(len(want)) && want[expect].Timestamp < want[i].Timestamp {
-					expect++
-				}
-				if err != nil || got != expect {
-					t.Fatalf("OffsetForTime(%d) = %d, %v; want %d", want[i].Timestamp, got, err, expect)
-				}
-			}
-			if r.cold.Fetches.Load() == 0 {
-				t.Fatal("no ranged reads reached the bucket: the reads did not go to the cold tier")
-			}
+		for _, model := range []string{"partition", segment.ModelShared} {
+			t.Run(name+"/"+model, func(t *testing.T) { tierAndReadBack(t, open, model) })
+		}
+	}
+}
 
-			// The objects are plain Parquet, readable straight from the bucket.
-			var rows int64
-			err = r.bucket.List(ctx, "data/", func(a objstore.Attrs) error {
-				if !strings.HasSuffix(a.Name, ".parquet") {
-					return nil
-				}
-				f, err := parquet.Open(ObjectReader(ctx, r.bucket, a.Name), a.Size)
-				if err != nil {
-					return err
-				}
-				rows += f.Rows()
-				return nil
-			})
-			if err != nil || rows != int64(segs[sealed].StartOffset) {
-				t.Fatalf("objects in the bucket hold %d rows (%v), want %d", rows, err, segs[sealed].StartOffset)
-			}
-			m, err := readManifest(ctx, r.bucket, Location{"orders", 3}.ManifestKey("data"))
-			if err != nil || len(m.Objects) != sealed || m.Objects[0].StartOffset != 0 {
-				t.Fatalf("manifest: %+v, %v", m, err)
-			}
+// tierAndReadBack is TestTierAndReadBack on one backend, for one file
+// model: a shard in the shared files tiers to the same objects.
+func tierAndReadBack(t *testing.T, open func(t *testing.T) objstore.Bucket, model string) {
+	opts := modelOpts(model)
+	ctx := context.Background()
+	r := newRig(t, open(t), t.TempDir(), opts...)
+	want := produce(t, r.engine, "orders-3", 40)
+	sum, err := r.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 {
+		t.Fatalf("run: %v %v", err, sum.Errors)
+	}
+	segs, _ := r.catalog().Segments("orders-3")
+	sealed := len(segs) - 1
+	if sealed < 3 || len(sum.Uploaded) != sealed || sum.DroppedLocal != sealed {
+		t.Fatalf("%d segments sealed; run uploaded %d, dropped %d local copies", sealed, len(sum.Uploaded), sum.DroppedLocal)
+	}
+	for _, s := range segs[:sealed] {
+		if s.State != catalog.Remote || !strings.HasPrefix(s.ObjectKey, "data/topic=orders/partition=3/") {
+			t.Fatalf("segment %d: %s at %q", s.No, s.State, s.ObjectKey)
+		}
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", 0), want)
+	mid := segs[1].StartOffset + 3
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-3", mid), want[mid:])
+	// Point reads decode just their rows; across row groups and segments too.
+	for _, off := range []uint64{0, 1, 57, segs[1].StartOffset - 1, segs[1].StartOffset, segs[sealed].StartOffset - 2} {
+		got, err := r.engine.Read(ctx, "orders-3", off, store.Budget{MaxRecords: 3})
+		if err != nil {
+			t.Fatalf("point read at %d: %v", off, err)
+		}
+		storetest.Equal(t, got, want[off:off+3])
+	}
+	// Read by time crosses from cold to local exactly as it did while hot.
+	for _, i := range []int{0, 17, int(segs[1].StartOffset) + 5, len(want) - 1} {
+		got, err := r.engine.OffsetForTime(ctx, "orders-3", want[i].Timestamp)
+		expect := uint64(0)
+		for expect < uint64(len(want)) && want[expect].Timestamp < want[i].Timestamp {
+			expect++
+		}
+		if err != nil || got != expect {
+			t.Fatalf("OffsetForTime(%d) = %d, %v; want %d", want[i].Timestamp, got, err, expect)
+		}
+	}
+	if r.cold.Fetches.Load() == 0 {
+		t.Fatal("no ranged reads reached the bucket: the reads did not go to the cold tier")
+	}
 
-			// After a restart the cold tier still answers.
-			r.close()
-			r2 := newRig(t, r.bucket, r.dir)
-			storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-3", 0), want)
-		})
+	// The objects are plain Parquet, readable straight from the bucket.
+	var rows int64
+	err = r.bucket.List(ctx, "data/", func(a objstore.Attrs) error {
+		if !strings.HasSuffix(a.Name, ".parquet") {
+			return nil
+		}
+		f, err := parquet.Open(ObjectReader(ctx, r.bucket, a.Name), a.Size)
+		if err != nil {
+			return err
+		}
+		rows += f.Rows()
+		return nil
+	})
+	if err != nil || rows != int64(segs[sealed].StartOffset) {
+		t.Fatalf("objects in the bucket hold %d rows (%v), want %d", rows, err, segs[sealed].StartOffset)
+	}
+	m, err := readManifest(ctx, r.bucket, Location{"orders", 3}.ManifestKey("data"))
+	if err != nil || len(m.Objects) != sealed || m.Objects[0].StartOffset != 0 {
+		t.Fatalf("manifest: %+v, %v", m, err)
+	}
+
+	// After a restart the cold tier still answers.
+	r.close()
+	r2 := newRig(t, r.bucket, r.dir, opts...)
+	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-3", 0), want)
+	if model == segment.ModelShared {
+		if m, _ := filepath.Glob(filepath.Join(r.dir, "orders-3", "*.msg")); len(m) > 0 {
+			t.Fatalf("the shared shard has segment files of its own: %v", m)
+		}
 	}
 }
 
@@ -204,7 +232,7 @@ func TestTierAndReadBack(t *testing.T) {
 // record, not its row group; a scan reads the same records in whole runs.
 func TestColdPointReadFetchesItsPages(t *testing.T) {
 	ctx := context.Background()
-	r := newRigSegments(t, backends["local"](t), t.TempDir(), 1<<20)
+	r := newRig(t, backends["local"](t), t.TempDir(), segmentBytes(1<<20))
 	r.job.Parquet = parquet.Options{RowGroupBytes: 16 << 10, PageBytes: 2 << 10}
 	want := produce(t, r.engine, "orders-1", 600)
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
@@ -246,7 +274,7 @@ func TestColdPointReadFetchesItsPages(t *testing.T) {
 // time finds a record far past the first window.
 func TestColdReadAcrossManySegments(t *testing.T) {
 	ctx := context.Background()
-	r := newRigSegments(t, backends["local"](t), t.TempDir(), 2<<10)
+	r := newRig(t, backends["local"](t), t.TempDir(), segmentBytes(2<<10))
 	defer r.close()
 	want := produce(t, r.engine, "clicks-0", 60)
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {

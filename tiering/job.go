@@ -157,12 +157,24 @@ type CopyFile struct {
 	// Remove, if set, deletes the file once the upload is done (a remote
 	// copy's temporary file).
 	Remove func()
+	// Scan, if set, reads the copy instead of Path: a shard in the
+	// shared files (strata.file.model=shared) has no file of its own, and
+	// the engine streams its segment's records out of the shared files.
+	// It returns the CRC-32C and length of the record bytes, as ScanFile.
+	Scan func(fn func(*record.Record) error) (crc uint32, size int64, err error)
 }
 
 // LocalReplica is this node's own copy.
 type LocalReplica struct{ Engine *segment.Engine }
 
 func (l LocalReplica) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (Copy, error) {
+	if shared, err := l.Engine.Shared(shard); err == nil && shared {
+		return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
+			return CopyFile{Size: s.Size, Records: s.Records, Scan: func(fn func(*record.Record) error) (uint32, int64, error) {
+				return l.Engine.ScanSegment(shard, s.No, fn)
+			}}, nil
+		}}, nil
+	}
 	path := l.Engine.SegmentPath(shard, s.No)
 	return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
 		return CopyFile{Path: path, Size: s.Size, Records: s.Records}, nil
@@ -464,7 +476,7 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	converted := make(chan struct{})
 	go func() {
 		defer close(converted)
-		pipe.CloseWithError(j.convert(shard, s, f.Path, cp.Remote, pipe))
+		pipe.CloseWithError(j.convert(shard, s, f, cp.Remote, pipe))
 	}()
 	var body io.Reader = pipe
 	if limiter != nil {
@@ -538,10 +550,10 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 	return UploadSummary{Shard: shard, Segment: s.No, Key: e.Key, Records: s.Records, ObjectBytes: size}, nil
 }
 
-// convert streams the copy at path into Parquet, and fails (so the upload
-// publishes nothing) unless the bytes read match the sealed checksum (s's,
-// which for a remote copy is the cluster's).
-func (j *Job) convert(shard string, s catalog.Segment, path string, remote bool, out io.Writer) error {
+// convert streams the copy (its file, or its Scan) into Parquet, and fails
+// (so the upload publishes nothing) unless the bytes read match the sealed
+// checksum (s's, which for a remote copy is the cluster's).
+func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool, out io.Writer) error {
 	opts := j.Parquet
 	if j.ParquetFor != nil {
 		opts = j.ParquetFor(shard)
@@ -556,7 +568,11 @@ func (j *Job) convert(shard string, s catalog.Segment, path string, remote bool,
 	if err != nil {
 		return err
 	}
-	crc, size, err := segment.ScanFile(path, func(r *record.Record) error { return w.Write(r) })
+	scan := cf.Scan
+	if scan == nil {
+		scan = func(fn func(*record.Record) error) (uint32, int64, error) { return segment.ScanFile(cf.Path, fn) }
+	}
+	crc, size, err := scan(func(r *record.Record) error { return w.Write(r) })
 	if err != nil {
 		return err
 	}

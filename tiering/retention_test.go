@@ -9,6 +9,7 @@ import (
 
 	"strata/catalog"
 	"strata/engine/record"
+	"strata/engine/segment"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
 	"strata/tiering/objstore"
@@ -20,8 +21,14 @@ import (
 // the log is past retention its oldest segments leave every tier, uploaded
 // or not, and the low watermark rises past them.
 func TestRetentionOverEveryTier(t *testing.T) {
+	for _, model := range []string{"partition", segment.ModelShared} {
+		t.Run(model, func(t *testing.T) { retentionOverEveryTier(t, modelOpts(model)...) })
+	}
+}
+
+func retentionOverEveryTier(t *testing.T, opts ...func(*segment.Config)) {
 	ctx := context.Background()
-	r := newRig(t, backends["local"](t), t.TempDir())
+	r := newRig(t, backends["local"](t), t.TempDir(), opts...)
 	want := produce(t, r.engine, "logs-0", 20) // timestamps from 2023: years old
 
 	// Tiering behind, the log within its byte bound: nothing goes anywhere.
@@ -86,7 +93,7 @@ func TestRetentionOverEveryTier(t *testing.T) {
 
 	// A restart agrees.
 	r.close()
-	r2 := newRig(t, r.bucket, r.dir)
+	r2 := newRig(t, r.bucket, r.dir, opts...)
 	if low2, _, _ := r2.engine.Watermarks(ctx, "logs-0"); low2 != low {
 		t.Fatalf("after a restart the low watermark is %d, want %d", low2, low)
 	}
@@ -99,8 +106,14 @@ func TestRetentionOverEveryTier(t *testing.T) {
 // path would have to step around), and every offset left reads back. The
 // randomized workload found the hole when a drop ran ahead of the expiry.
 func TestExpiryAndLocalDropsKeepLocalSegmentsContiguous(t *testing.T) {
+	for _, model := range []string{"partition", segment.ModelShared} {
+		t.Run(model, func(t *testing.T) { expiryAndLocalDropsKeepLocalSegmentsContiguous(t, modelOpts(model)...) })
+	}
+}
+
+func expiryAndLocalDropsKeepLocalSegmentsContiguous(t *testing.T, opts ...func(*segment.Config)) {
 	ctx := context.Background()
-	r := newRig(t, backends["local"](t), t.TempDir())
+	r := newRig(t, backends["local"](t), t.TempDir(), opts...)
 	if err := r.engine.CreateShard(ctx, "mixed-0"); err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +152,14 @@ func TestExpiryAndLocalDropsKeepLocalSegmentsContiguous(t *testing.T) {
 // not make reads of the remote one's offsets skip ahead: they come from the
 // cold tier, at their own offsets.
 func TestReadsStepAroundAHoleInTheLocalLog(t *testing.T) {
+	for _, model := range []string{"partition", segment.ModelShared} {
+		t.Run(model, func(t *testing.T) { readsStepAroundAHoleInTheLocalLog(t, modelOpts(model)...) })
+	}
+}
+
+func readsStepAroundAHoleInTheLocalLog(t *testing.T, opts ...func(*segment.Config)) {
 	ctx := context.Background()
-	r := newRig(t, backends["local"](t), t.TempDir())
+	r := newRig(t, backends["local"](t), t.TempDir(), opts...)
 	want := produce(t, r.engine, "holey-0", 30)
 	r.job.Policy = Policy{LocalRetention: time.Hour}
 	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 3 {
@@ -152,7 +171,7 @@ func TestReadsStepAroundAHoleInTheLocalLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.close()
-	r = newRig(t, r.bucket, r.dir) // recovery removes the remote segment's file
+	r = newRig(t, r.bucket, r.dir, opts...) // recovery removes the remote segment's file
 	for _, off := range []uint64{hole.StartOffset, hole.StartOffset + 3, hole.EndOffset} {
 		got, err := r.engine.Read(ctx, "holey-0", off, store.Budget{MaxRecords: 2})
 		if err != nil || len(got) == 0 || got[0].Offset != off {

@@ -136,6 +136,9 @@ var Keys = []Key{
 	{Name: "strata.engine", Type: String, Default: "segment", Broker: "engine.default", DefaultSynonym: true, one: []string{"segment", "memory", "pebble"}, CreateOnly: true,
 		Honoured: "the storage engine of the topic's partitions, chosen at creation",
 		Doc:      "The storage engine of the topic's partitions: segment (files, tiered), memory (bounded, lost at restart) or pebble. Fixed when the topic is created."},
+	{Name: "strata.file.model", Type: String, Default: "partition", one: []string{"partition", "shared"}, CreateOnly: true,
+		Honoured: "the segment engine keeps each partition in its own segment files (partition) or interleaves the topic's partitions with others in shared files, one fsync per I/O worker batch (shared); fixed at creation",
+		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions' records interleaved in shared files with one fsync per batch, for topics with many small partitions. Same records, reads, crash guarantees, replication and Parquet objects. Fixed when the topic is created."},
 	{Name: "strata.parquet.codec", Type: String, Default: "zstd", Broker: "tiering.codec", DefaultSynonym: true, one: []string{"zstd", "snappy", "gzip", "none"},
 		Honoured: "the compression of the topic's Parquet objects, from the next upload",
 		Doc:      "The compression codec of the topic's Parquet objects in the cold tier."},
@@ -367,8 +370,10 @@ type Resolved struct {
 	MinInsyncReplicas                     int32
 	CleanupPolicy                         string
 	Engine                                string
-	ParquetCodec                          string
-	ParquetRowGroupBytes                  int64
+	// FileModel is strata.file.model: "partition" or "shared".
+	FileModel            string
+	ParquetCodec         string
+	ParquetRowGroupBytes int64
 	// AcksAll is strata.acks.all: "isr" or "quorum".
 	AcksAll string
 	// UncleanLeaderElection is unclean.leader.election.enable.
@@ -406,6 +411,7 @@ func Resolve(o Overrides, b Broker) Resolved {
 		MinInsyncReplicas: int32(num("min.insync.replicas")),
 		CleanupPolicy:     str("cleanup.policy"),
 		Engine:            str("strata.engine"), ParquetCodec: str("strata.parquet.codec"),
+		FileModel:             str("strata.file.model"),
 		ParquetRowGroupBytes:  num("strata.parquet.row.group.bytes"),
 		AcksAll:               str("strata.acks.all"),
 		UncleanLeaderElection: parseBool(str("unclean.leader.election.enable")),

@@ -59,6 +59,9 @@ func TestCheck(t *testing.T) {
 		{Overrides{"unclean.leader.election.enable": "sometimes"}, nil, "Invalid value sometimes for configuration unclean.leader.election.enable: Expected value to be either true or false"},
 		{Overrides{"strata.acks.all": "quorum"}, nil, ""},
 		{Overrides{"strata.acks.all": "isr"}, nil, ""},
+		{Overrides{"strata.file.model": "partition"}, nil, ""},
+		{Overrides{"strata.file.model": "shared"}, nil, ""},
+		{Overrides{"strata.file.model": "pooled"}, nil, "Invalid value pooled for configuration strata.file.model: String must be one of: partition, shared"},
 		{Overrides{"strata.acks.all": "majority"}, nil, "Invalid value majority for configuration strata.acks.all: String must be one of: isr, quorum"},
 	} {
 		err := Check(tc.o, tc.b)

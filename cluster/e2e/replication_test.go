@@ -91,18 +91,24 @@ func TestReplicatedLeaderKilledUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		nodes, kills int
+		model        string // strata.file.model
 	}{
-		{"3 nodes", 3, 9},
-		{"5 nodes", 5, 9},
+		{"3 nodes", 3, 9, ""},
+		{"5 nodes", 5, 9, ""},
+		{"3 nodes, shared files", 3, 6, "shared"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { leaderKilledUnderLoad(t, tc.nodes, tc.kills) })
+		t.Run(tc.name, func(t *testing.T) { leaderKilledUnderLoad(t, tc.nodes, tc.kills, tc.model) })
 	}
 }
 
-func leaderKilledUnderLoad(t *testing.T, nodes, kills int) {
+func leaderKilledUnderLoad(t *testing.T, nodes, kills int, model string) {
 	c := newClusterWith(t, nodes, "cluster.replica_lag_time_max=2s")
 	two := "2"
-	createReplicated(t, c, "rep", 3, 3, map[string]*string{"min.insync.replicas": &two})
+	configs := map[string]*string{"min.insync.replicas": &two}
+	if model != "" {
+		configs["strata.file.model"] = &model
+	}
+	createReplicated(t, c, "rep", 3, 3, configs)
 	c.waitISR(1, "rep", 3)
 	h := newHistory()
 	all := make([]int32, 0, nodes)
@@ -148,6 +154,11 @@ func leaderKilledUnderLoad(t *testing.T, nodes, kills int) {
 	c.sameCopies(h, "rep", live)
 	n := h.check(t)
 	t.Logf("%d kills in %s, %d records acknowledged; failures: %s", kills+1, time.Since(began).Round(time.Second), n, h.failures())
+	if model == "shared" {
+		for p := 0; p < 3; p++ {
+			checkInSharedFiles(t, c, fmt.Sprintf("rep-%d", p))
+		}
+	}
 }
 
 // produceOne sends one record to topic's partition 0 at node `via` with

@@ -12,13 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The service is killed with SIGKILL while franz-go produces with acks=all,
 // three times over the same data: after each restart every acknowledged
 // record is there, at its acknowledged offset, with its bytes.
-func TestServiceKilledLosesNothingAcknowledged(t *testing.T) {
+func TestServiceKilledLosesNothingAcknowledged(t *testing.T) { serviceKilled(t, "", 4) }
+
+// The same for a topic in the shared files (strata.file.model=shared) with
+// many partitions, each record to the next partition: every worker batch
+// commits many partitions' chunks with one fsync. The topic's partitions
+// have no segment files of their own, and DescribeConfigs shows the model.
+func TestSharedTopicKilledLosesNothingAcknowledged(t *testing.T) {
+	serviceKilled(t, "shared", 64)
+}
+
+func serviceKilled(t *testing.T, model string, partitions int32) {
 	bin := filepath.Join(t.TempDir(), "strata")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -32,8 +43,8 @@ func TestServiceKilledLosesNothingAcknowledged(t *testing.T) {
 	var acked []ack
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(bin, "serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-			"--set", "cold.local.dir="+dir+"/cold", "--set", "kafka.default_partitions=4", "--set", "segment.max_bytes=64KiB",
-			"--set", "segment.roll_check_interval=50")
+			"--set", "cold.local.dir="+dir+"/cold", "--set", "segment.max_bytes=64KiB",
+			"--set", "segment.roll_check_interval=50", "--set", fmt.Sprintf("kafka.default_partitions=%d", partitions))
 		logs, _ := cmd.StdoutPipe() // the service logs to stdout
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -87,22 +98,31 @@ func TestServiceKilledLosesNothingAcknowledged(t *testing.T) {
 			}
 			checkAcked()
 		}
+		if round == 0 && model != "" {
+			createModelTopic(t, addr, model, partitions)
+		}
 		// Produce until killed.
 		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("crash"), kgo.AllowAutoTopicCreation(),
-			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second))
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for g := 0; g < 4; g++ {
+		producers := 4
+		if model == "shared" {
+			producers = 16 // many partitions in each worker batch
+		}
+		for g := 0; g < producers; g++ {
 			wg.Add(1)
 			go func(g int) {
 				defer wg.Done()
 				for i := 0; ctx.Err() == nil; i++ {
 					v := fmt.Sprintf("round %d producer %d record %d", round, g, i)
-					res := c.ProduceSync(ctx, &kgo.Record{Value: []byte(v)})
+					p := int32((g + i*producers) % int(partitions))
+					res := c.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Partition: p})
 					if r, err := res.First(); err == nil {
 						mu.Lock()
 						acked = append(acked, ack{r.Partition, r.Offset, v})
@@ -122,4 +142,49 @@ func TestServiceKilledLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged records survived 3 kills", len(acked))
+	if model == "shared" {
+		if m, _ := filepath.Glob(filepath.Join(dir, "crash-*", "*.msg")); len(m) > 0 {
+			t.Errorf("the shared topic's partitions have segment files of their own: %v", m[:min(3, len(m))])
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "shared", "*.msg")); len(m) == 0 {
+			t.Errorf("no shared files in %s", filepath.Join(dir, "shared"))
+		}
+	}
+}
+
+// createModelTopic creates the topic "crash" with its file model, and
+// checks that DescribeConfigs names the model.
+func createModelTopic(t *testing.T, addr, model string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"strata.file.model": &model}, "crash")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create crash with strata.file.model=%s: %v %v", model, err, resp.Err)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range cfgs {
+		for _, c := range rc.Configs {
+			if c.Key == "strata.file.model" {
+				found = true
+				if c.Value == nil || *c.Value != model || c.Source.String() != "DYNAMIC_TOPIC_CONFIG" {
+					t.Fatalf("DescribeConfigs shows strata.file.model=%v from %s", c.MaybeValue(), c.Source)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("DescribeConfigs does not list strata.file.model")
+	}
+
 }

@@ -15,6 +15,7 @@ import (
 	"strata/catalog/pebblecat"
 	"strata/engine"
 	"strata/engine/segment"
+	"strata/engine/sharedfile"
 	"strata/replica"
 	"strata/tiering"
 	"strata/tiering/objstore"
@@ -56,6 +57,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 			IndexInterval:     cfg.Engine.IndexInterval,
 			MaxSegmentBytes:   int64(cfg.Segment.MaxBytes),
 			TopicSegments:     topics.segments,
+			FileModel:         topics.fileModel,
 			RollCheckInterval: uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:     time.Duration(cfg.Segment.MaxAge),
 			Logger:            log.With("component", "engine"),
@@ -68,6 +70,8 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 type engineCollector struct {
 	e                                       *segment.Engine
 	batches, fsyncs, records, byts, damaged *prometheus.Desc
+	// The shared files' (engine/sharedfile) own counters.
+	sharedCommits, sharedFsyncs, sharedChunks, sharedBytes, sharedSealed, sharedCut, sharedDamaged *prometheus.Desc
 }
 
 func newEngineCollector(e *segment.Engine) *engineCollector {
@@ -78,6 +82,14 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		records: d("strata_engine_appended_records_total", "Records appended to segment files."),
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
 		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage inside their active segment: they serve reads and refuse writes until repaired."),
+
+		sharedCommits: d("strata_engine_shared_commits_total", "Commits of chunks to shared files (strata.file.model=shared): one per I/O worker batch with shared partitions."),
+		sharedFsyncs:  d("strata_engine_shared_fsyncs_total", "Fsyncs of shared files by their writers (commits, seals, the interval policy's syncs)."),
+		sharedChunks:  d("strata_engine_shared_chunks_total", "Chunks written to shared files: one per shared partition per I/O worker batch."),
+		sharedBytes:   d("strata_engine_shared_bytes_total", "Bytes of chunks written to shared files, headers included."),
+		sharedSealed:  d("strata_engine_shared_files_sealed_total", "Shared files sealed, by their writers and by recovery."),
+		sharedCut:     d("strata_engine_shared_cut_bytes_total", "Bytes of torn shared-file tails recovery cut off at start."),
+		sharedDamaged: d("strata_engine_shared_damaged_files_total", "Shared files found at start damaged inside, with whole chunks after the damage (not cut)."),
 	}
 }
 
@@ -87,6 +99,13 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.records
 	ch <- c.byts
 	ch <- c.damaged
+	ch <- c.sharedCommits
+	ch <- c.sharedFsyncs
+	ch <- c.sharedChunks
+	ch <- c.sharedBytes
+	ch <- c.sharedSealed
+	ch <- c.sharedCut
+	ch <- c.sharedDamaged
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -96,6 +115,19 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records.Load()))
 	ch <- prometheus.MustNewConstMetric(c.byts, prometheus.CounterValue, float64(s.Bytes.Load()))
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(s.Damaged.Load()))
+	var sh sharedfile.Stats // zero until the first shared partition
+	sp := &sh
+	if st := c.e.SharedStats(); st != nil {
+		sp = st
+	}
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{{c.sharedCommits, sp.Commits.Load()}, {c.sharedFsyncs, sp.Fsyncs.Load()}, {c.sharedChunks, sp.Chunks.Load()},
+		{c.sharedBytes, sp.Bytes.Load()}, {c.sharedSealed, sp.Sealed.Load()}, {c.sharedCut, sp.CutBytes.Load()},
+		{c.sharedDamaged, sp.Damaged.Load()}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
 }
 
 // listener keeps the catalog in step with the engine and clears a deleted

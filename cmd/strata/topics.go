@@ -88,6 +88,9 @@ func (v *topicView) segments(topic string) segment.SegmentPolicy {
 	return p
 }
 
+// fileModel is the engine's FileModel: strata.file.model.
+func (v *topicView) fileModel(topic string) string { return v.resolve(topic).FileModel }
+
 // engine is the adapter's TopicEngine: strata.engine.
 func (v *topicView) engine(topic string) string { return v.resolve(topic).Engine }
 

@@ -24,6 +24,9 @@ const (
 	// segment no, byte position). It is no longer written or read: a shard
 	// that still has it gets its offset index rebuilt from its data on open.
 	KindOffsetV1 = 'o'
+	// KindChunk indexes a shared-model shard (engine/sharedfile): one entry
+	// per chunk, first offset -> where the chunk is (ChunkEntry).
+	KindChunk = 'c'
 )
 
 // Prefix starts every key of one kind for one shard.
@@ -357,4 +360,111 @@ func DeleteTimeFrom(db *pebble.DB, b *pebble.Batch, shard string, minTS int64, e
 		}
 	}
 	return it.Error()
+}
+
+// ChunkEntry is one chunk of a shared-model shard: its records' offsets
+// [First, First+Count) lie in shared file File, the chunk's header at byte
+// Pos. Count may be below the chunk header's when a truncation cut the
+// chunk: the records past it are not the shard's any more. The value is
+// 20 bytes: file u64 | pos u64 | count u32, big-endian.
+type ChunkEntry struct {
+	First uint64
+	File  uint64
+	Pos   int64
+	Count uint32
+}
+
+// End is the offset after the entry's last record.
+func (c ChunkEntry) End() uint64 { return c.First + uint64(c.Count) }
+
+// ChunkKey is the key of the shard's chunk entry whose first offset is first.
+func ChunkKey(shard string, first uint64) []byte {
+	return binary.BigEndian.AppendUint64(Prefix(KindChunk, shard), first)
+}
+
+// ChunkValue encodes the entry's value.
+func ChunkValue(c ChunkEntry) []byte {
+	v := make([]byte, 0, 20)
+	v = binary.BigEndian.AppendUint64(v, c.File)
+	v = binary.BigEndian.AppendUint64(v, uint64(c.Pos))
+	return binary.BigEndian.AppendUint32(v, c.Count)
+}
+
+func decodeChunk(k, v []byte) (ChunkEntry, error) {
+	if len(v) != 20 || len(k) < 8 {
+		return ChunkEntry{}, fmt.Errorf("index: chunk entry %q: %d value bytes, want 20", k, len(v))
+	}
+	return ChunkEntry{First: binary.BigEndian.Uint64(k[len(k)-8:]), File: binary.BigEndian.Uint64(v),
+		Pos: int64(binary.BigEndian.Uint64(v[8:])), Count: binary.BigEndian.Uint32(v[16:])}, nil
+}
+
+// ChunksFrom calls fn with the shard's chunk entries in offset order,
+// starting with the last one at or below from (the one that holds it, if
+// any), until fn returns false.
+func ChunksFrom(db pebble.Reader, shard string, from uint64, fn func(ChunkEntry) bool) error {
+	prefix := Prefix(KindChunk, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	ok := false
+	if from < math.MaxUint64 {
+		ok = it.SeekLT(ChunkKey(shard, from+1))
+	} else {
+		ok = it.Last()
+	}
+	if !ok {
+		ok = it.First()
+	}
+	for ; ok; ok = it.Next() {
+		c, err := decodeChunk(it.Key(), it.Value())
+		if err != nil {
+			return err
+		}
+		if !fn(c) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// LastChunk is the shard's chunk entry with the highest first offset.
+func LastChunk(db pebble.Reader, shard string) (ChunkEntry, bool, error) {
+	prefix := Prefix(KindChunk, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: UpperBound(prefix)})
+	if err != nil {
+		return ChunkEntry{}, false, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return ChunkEntry{}, false, it.Error()
+	}
+	c, err := decodeChunk(it.Key(), it.Value())
+	return c, err == nil, err
+}
+
+// DeleteChunksFrom adds to b the deletion of the shard's chunk entries at
+// offsets from end on: the entries that start there or later go, and the
+// one before them, if it runs past end, is written again ending there.
+func DeleteChunksFrom(db pebble.Reader, b *pebble.Batch, shard string, end uint64) error {
+	if err := b.DeleteRange(ChunkKey(shard, end), UpperBound(Prefix(KindChunk, shard)), nil); err != nil {
+		return err
+	}
+	if end == 0 {
+		return nil
+	}
+	var last ChunkEntry
+	found := false
+	if err := ChunksFrom(db, shard, end-1, func(c ChunkEntry) bool {
+		last, found = c, c.First < end
+		return false
+	}); err != nil {
+		return err
+	}
+	if found && last.End() > end {
+		last.Count = uint32(end - last.First)
+		return b.Set(ChunkKey(shard, last.First), ChunkValue(last), nil)
+	}
+	return nil
 }

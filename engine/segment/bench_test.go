@@ -235,3 +235,58 @@ func BenchmarkEngineHotRead(b *testing.B) {
 	benchReport(b, bench.Figure{Name: "engine hot read, copied out (Read)", Value: bench.Median(readMBs), Unit: "MB/s",
 		Reference: "memory copy of the same bytes", ReferenceValue: bench.Median(copyMBs), Runs: 5})
 }
+
+// Many small partitions: N shards, one producer each appending one 100 B
+// record at a time (fsync=batch), in the shared-file model beside the
+// partition model, same run. The shared model commits a worker batch's
+// shards with one fsync where the partition model fsyncs each shard's
+// file (docs/engine.md, "When to choose which"). Median of 3 runs.
+func BenchmarkEngineAppendModels(b *testing.B) {
+	const runs = 3
+	for _, shards := range []int{16, 256, 1024} {
+		b.Run(fmt.Sprint(shards), func(b *testing.B) {
+			var shared, partition []float64
+			for run := 0; run < runs; run++ {
+				shared = append(shared, modelRun(b, ModelShared, shards))
+				partition = append(partition, modelRun(b, "partition", shards))
+			}
+			benchReport(b, bench.Figure{Name: fmt.Sprintf("engine append, shared files, %d shards x 1 rec of 100 B per append", shards),
+				Value: bench.Median(shared), Unit: "rec/s", Reference: "partition model, same appends",
+				ReferenceValue: bench.Median(partition), Target: ">= 1.00", Runs: runs})
+		})
+	}
+}
+
+// modelRun appends for about a second from one producer per shard and
+// returns the records acknowledged per second.
+func modelRun(b *testing.B, model string, shards int) float64 {
+	dir := b.TempDir()
+	e := benchEngine(b, dir, func(c *Config) { c.FileModel = func(string) string { return model } })
+	defer os.RemoveAll(dir)
+	defer e.Close()
+	ctx := context.Background()
+	for s := 0; s < shards; s++ {
+		if err := e.CreateShard(ctx, fmt.Sprintf("m-%d", s)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	value := make([]byte, 100)
+	deadline := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := 0; s < shards; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("m-%d", s)
+			for i := 0; time.Now().Before(deadline); i++ {
+				if _, err := e.Append(ctx, name, []record.Record{{Timestamp: int64(i), Value: value}}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(e.Stats().Records.Load()) / time.Since(start).Seconds()
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 // TestMain lets this test binary double as the writer the crash test kills.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("STRATA_CRASH_WRITER"); dir != "" {
-		crashWriter(dir, os.Getenv("STRATA_CRASH_RUN"))
+		crashWriter(dir, os.Getenv("STRATA_CRASH_RUN"), os.Getenv("STRATA_CRASH_MODEL"))
 		return
 	}
 	if dir := os.Getenv("STRATA_TRUNCATE_DIR"); dir != "" {
@@ -53,6 +54,31 @@ var crashShards = []string{"crash-0", "crash-1", "crash-2", "crash-3", "crash-4"
 
 var crashStart = map[string]uint64{"crash-3": 12345, "crash-4": 1 << 40}
 
+// crashShardsOf is the shards of a file model's crash test: under the
+// shared model forty, so every commit interleaves many shards' chunks.
+func crashShardsOf(model string) []string {
+	if model != ModelShared {
+		return crashShards
+	}
+	out := slices.Clone(crashShards)
+	for i := len(out); i < 40; i++ {
+		out = append(out, fmt.Sprintf("crash-%d", i))
+	}
+	return out
+}
+
+// crashConfig is the engine of the crash test: small segments, and under
+// the shared model small shared files, so runs cross rolls and files.
+func crashConfig(dir, model string) Config {
+	cfg := Config{Dir: dir, Workers: 2, MaxSegmentBytes: 64 << 10, RollCheckInterval: 50, IndexInterval: 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if model == ModelShared {
+		cfg.FileModel = func(string) string { return ModelShared }
+		cfg.SharedFileBytes = 256 << 10
+	}
+	return cfg
+}
+
 // crashRecord is record i of batch b of run r: everything about it follows
 // from its value, so the checker can tell a whole record from a damaged one.
 func crashRecord(run, batch, i int) record.Record {
@@ -73,11 +99,10 @@ func parseCrashValue(v []byte) (run, batch, i int, ok bool) {
 
 // crashWriter appends from four goroutines until it is killed, printing
 // "ACK shard base run batch n" after each acknowledged append.
-func crashWriter(dir, runStr string) {
+func crashWriter(dir, runStr, model string) {
 	run, _ := strconv.Atoi(runStr)
-	cfg := Config{Dir: dir, Workers: 2, MaxSegmentBytes: 64 << 10, RollCheckInterval: 50, IndexInterval: 20,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	e, err := Open(cfg)
+	crashShards := crashShardsOf(model)
+	e, err := Open(crashConfig(dir, model))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(1)
@@ -122,14 +147,19 @@ type ack struct {
 // Kill a writer with SIGKILL at random moments, again and again on the same
 // data: every acknowledged record must come back with the same bytes,
 // offsets must stay contiguous, and no record may be half kept.
-func TestCrashLosesNothingAcknowledged(t *testing.T) {
+func TestCrashLosesNothingAcknowledged(t *testing.T) { crashTest(t, "", 24) }
+
+// The same under the shared-file model: forty shards' chunks interleaved
+// in shared files, one commit per worker batch.
+func TestSharedCrashLosesNothingAcknowledged(t *testing.T) { crashTest(t, ModelShared, 16) }
+
+func crashTest(t *testing.T, model string, runs int) {
 	dir := t.TempDir()
 	acks := map[string][]ack{}
 	rng := rand.New(rand.NewPCG(1, 2))
-	const runs = 24
 	for run := 1; run <= runs; run++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "STRATA_CRASH_WRITER="+dir, "STRATA_CRASH_RUN="+strconv.Itoa(run))
+		cmd.Env = append(os.Environ(), "STRATA_CRASH_WRITER="+dir, "STRATA_CRASH_RUN="+strconv.Itoa(run), "STRATA_CRASH_MODEL="+model)
 		stdout, _ := cmd.StdoutPipe()
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -171,7 +201,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 			}
 		}
 		cmd.Wait()
-		checkCrashData(t, dir, run, acks)
+		checkCrashData(t, dir, model, run, acks)
 	}
 	total := 0
 	for _, a := range acks {
@@ -183,15 +213,14 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 }
 
-func checkCrashData(t *testing.T, dir string, run int, acks map[string][]ack) {
+func checkCrashData(t *testing.T, dir, model string, run int, acks map[string][]ack) {
 	t.Helper()
-	e, err := Open(Config{Dir: dir, Workers: 2, MaxSegmentBytes: 64 << 10, RollCheckInterval: 50, IndexInterval: 20,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e, err := Open(crashConfig(dir, model))
 	if err != nil {
 		t.Fatalf("after kill %d: reopen: %v", run, err)
 	}
 	defer e.Close()
-	for _, shard := range crashShards {
+	for _, shard := range crashShardsOf(model) {
 		if _, err := e.shard(shard); err != nil {
 			continue // killed before it was created
 		}

@@ -7,6 +7,7 @@ package segment
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -28,6 +29,7 @@ import (
 	"strata/engine/index"
 	"strata/engine/leaderepoch"
 	"strata/engine/record"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -73,6 +75,14 @@ type Config struct {
 	// asked when a shard opens and at every tick (at least once a second),
 	// so a change applies from the shard's next roll check.
 	TopicSegments func(topic string) SegmentPolicy
+	// FileModel, if set, gives a topic's file model (its strata.file.model):
+	// ModelShared puts a new shard of the topic in the shared files
+	// (shared.go); anything else, the partition model. It is asked once,
+	// when the shard is created: a shard keeps its model for life.
+	FileModel func(topic string) string
+	// SharedFileBytes seals a shared file once a batch takes it to this
+	// size (MaxSegmentBytes).
+	SharedFileBytes int64
 	// MaxBatchRequests and MaxBatchBytes bound one worker batch (1024, 16 MiB).
 	MaxBatchRequests int
 	MaxBatchBytes    int
@@ -108,6 +118,9 @@ func (c *Config) defaults() {
 	}
 	if c.RollCheckInterval == 0 {
 		c.RollCheckInterval = 10_000
+	}
+	if c.SharedFileBytes <= 0 {
+		c.SharedFileBytes = c.MaxSegmentBytes
 	}
 	if c.MaxBatchRequests <= 0 {
 		c.MaxBatchRequests = 1024
@@ -161,6 +174,17 @@ type Engine struct {
 	retiredMu sync.Mutex
 	retired   []retiredSegment
 
+	// shared is the shared files' folder (shared.go): nil until the first
+	// shared-model shard, or a start that finds the folder.
+	shared    atomic.Pointer[sharedfile.Dir]
+	sharedMu  sync.Mutex                    // opens shared; orders file removal
+	recovered map[uint64][]sharedfile.Chunk // Open's scan of unsealed files, for recovery
+	// damagedFiles are the shared files Open found damaged inside.
+	damagedFiles map[uint64]sharedfile.CorruptError
+	// cleanStart: the last Close left every chunk entry durable (markClean)
+	// and the index is that one (indexKept).
+	cleanStart, indexKept bool
+
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
 	tick sync.WaitGroup // the ticker, which sends to workers
@@ -177,9 +201,14 @@ var (
 // shard is one log. Readers take mu.RLock for a consistent view of the
 // segments and watermarks; the worker takes mu.Lock to publish.
 type shard struct {
-	name     string
-	dir      string
-	created  time.Time // tells incarnations of one name apart
+	name    string
+	dir     string
+	created time.Time // tells incarnations of one name apart
+	// shared: the shard's records are chunks in the shared files, under
+	// the numeric id sid (shared.go).
+	shared   bool
+	sid      uint64
+	from     uint64 // ShardMeta.FromFile
 	worker   *worker
 	maxBytes int64         // segment size cap (worker-owned once open)
 	maxAge   time.Duration // seal this long after the first record (0: never)
@@ -246,6 +275,9 @@ func Open(cfg Config) (*Engine, error) {
 	// its default 8 MiB cache and 4 MiB memtables, a flushed memtable not
 	// yet released beside the live one left no room at all, and every
 	// lookup read and decompressed its index block from the file.
+	// A lost index is rebuilt from the data: a shared shard's chunk
+	// entries too, whatever the last Close said (markClean).
+	_, statErr := cfg.FS.Stat(filepath.Join(cfg.Dir, "index"))
 	idxCache := pebble.NewCache(indexCacheBytes)
 	idx, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{FS: cfg.FS, Logger: quietLogger{}, Cache: idxCache})
 	idxCache.Unref() // the database holds its own reference
@@ -255,7 +287,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
-		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{})}
+		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -267,11 +299,24 @@ func Open(cfg Config) (*Engine, error) {
 		shards, err = e.finishDeletes(shards)
 	}
 	if err == nil {
+		err = e.openSharedAtStart(shards)
+	}
+	if err == nil {
 		for _, s := range shards {
+			if s.Model == ModelShared {
+				continue
+			}
 			if err = e.recoverShard(s); err != nil {
 				break
 			}
 		}
+	}
+	if err == nil {
+		err = e.recoverShared(shards)
+		e.recovered, e.damagedFiles = nil, nil
+	}
+	if err == nil {
+		err = e.sweepShared()
 	}
 	if err != nil {
 		e.Close()
@@ -397,6 +442,23 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, StartOffset: start, Created: now}
 	b := e.manifest.NewBatch()
 	defer b.Close()
+	if e.cfg.FileModel != nil {
+		if tp, _ := store.ParseShard(name); e.cfg.FileModel(tp.Topic) == ModelShared {
+			d, err := e.openShared()
+			if err != nil {
+				return fmt.Errorf("shard %s: %w", name, err)
+			}
+			id, err := readCounter(e.manifest, "shard-id")
+			if err != nil {
+				return err
+			}
+			// Ids start at 1; the counter moves in the shard's own batch.
+			cs.Model, cs.ID, cs.FromFile = ModelShared, id+1, d.NextNo()
+			if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id+1), nil); err != nil {
+				return err
+			}
+		}
+	}
 	if err := putShard(b, cs); err != nil {
 		return err
 	}
@@ -452,7 +514,7 @@ func (e *Engine) clearStale(dir string) error {
 
 func (e *Engine) newShard(cs ShardMeta) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
-		created: cs.Created}
+		created: cs.Created, shared: cs.Model == ModelShared, sid: cs.ID, from: cs.FromFile}
 	sh.maxBytes, sh.maxAge = e.segmentPolicy(cs.Name)
 	return sh
 }
@@ -480,6 +542,9 @@ func (e *Engine) segmentPolicy(shard string) (int64, time.Duration) {
 // the segment's tracked size (WriteAt), which recovery sets for an existing
 // file.
 func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
+	if sh.shared { // a range of offsets in the shared files: no file of its own
+		return &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, created: seg.Created}, nil
+	}
 	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No), created: seg.Created}
 	var wf vfs.File
 	var err error
@@ -603,7 +668,7 @@ func (e *Engine) raiseLow(sh *shard, low uint64, b *pebble.Batch) error {
 	sh.mu.RLock()
 	low = max(low, sh.low)
 	sh.mu.RUnlock()
-	if err := putShard(b, ShardMeta{Name: sh.name, Created: sh.created, LowWatermark: low}); err != nil {
+	if err := putShard(b, sh.meta(low)); err != nil {
 		return err
 	}
 	segs, err := loadSegments(e.manifest, sh.name)
@@ -669,6 +734,11 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 	if err := e.forget(name, tomb); err != nil {
 		return err
 	}
+	if sh.shared {
+		if err := e.sweepShared(); err != nil {
+			e.log.Error("removing the shared files of a deleted shard; the next start tries again", "shard", name, "err", err)
+		}
+	}
 	e.log.Info("shard deleted", "shard", name)
 	return nil
 }
@@ -711,7 +781,7 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag} {
+	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag, index.KindChunk} {
 		p := index.Prefix(kind, name)
 		ib.DeleteRange(p, index.UpperBound(p), nil)
 	}
@@ -723,6 +793,8 @@ func (e *Engine) forget(name, tomb string) error {
 	defer mb.Close()
 	p := index.Prefix(kindSegment, name)
 	mb.DeleteRange(p, index.UpperBound(p), nil)
+	c := index.Prefix(kindCut, name)
+	mb.DeleteRange(c, index.UpperBound(c), nil)
 	mb.Delete(shardKey(name), nil)
 	if err := mb.Commit(pebble.Sync); err != nil {
 		return err
@@ -892,6 +964,17 @@ func (e *Engine) Close() error {
 	e.bg.Wait()
 	e.events.close()
 	var errs []error
+	// Sealed writers leave files the next start trusts without a scan.
+	for _, w := range e.workers {
+		if w.sw != nil {
+			if _, err := w.sw.Seal(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if d := e.shared.Load(); d != nil {
+		errs = append(errs, d.Close())
+	}
 	for _, sh := range e.shards {
 		for _, s := range sh.segments {
 			if s.wf != nil {
@@ -909,6 +992,9 @@ func (e *Engine) Close() error {
 	}
 	e.retired = nil
 	e.retiredMu.Unlock()
+	if e.shared.Load() != nil && errors.Join(errs...) == nil {
+		errs = append(errs, e.markClean())
+	}
 	errs = append(errs, e.index.Close(), e.manifest.Close())
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"strata/engine/store"
 	"strata/engine/store/storetest"
@@ -107,6 +108,42 @@ func TestShardsSpreadOverWorkers(t *testing.T) {
 			if n := perWorker(e); spread(n) > 1 {
 				t.Fatalf("after a restart, shards per worker %v: want at most one apart", n)
 			}
+		})
+	}
+}
+
+// sharedConfig puts every shard in the shared files (strata.file.model=shared).
+func sharedConfig(dir string) Config {
+	cfg := testConfig(dir)
+	cfg.FileModel = func(string) string { return ModelShared }
+	return cfg
+}
+
+// The contract holds for shards in the shared files, with small segments
+// and small shared files too: reads cross chunks, segments and files.
+func TestContractShared(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+	}{
+		{"default", func(*Config) {}},
+		{"small segments and files", func(c *Config) {
+			c.MaxSegmentBytes, c.RollCheckInterval, c.SharedFileBytes = 2048, 5, 4096
+		}},
+		{"fsync interval", func(c *Config) { c.Fsync, c.FsyncInterval = FsyncInterval, 5*time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				cfg := sharedConfig(t.TempDir())
+				tc.cfg(&cfg)
+				return open(t, cfg)
+			}, storetest.Options{Reopen: func(t *testing.T, s store.Store) store.Store {
+				e := s.(*Engine)
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				return open(t, e.cfg)
+			}})
 		})
 	}
 }

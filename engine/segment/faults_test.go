@@ -92,10 +92,20 @@ func faultEligible(root string, op errorfs.Op, path string) bool {
 // (errorfs): after it, the engine reopened on the real files holds every
 // acknowledged append, at its offsets, and of the append that failed either
 // all records or none; and it takes appends again.
-func TestFaultAtEveryOperation(t *testing.T) {
+func TestFaultAtEveryOperation(t *testing.T) { faultAtEveryOperation(t, "") }
+
+// The same with the shard in the shared files, 600-byte files: the
+// workload's commits, file seals and new files fail in turn.
+func TestSharedFaultAtEveryOperation(t *testing.T) { faultAtEveryOperation(t, ModelShared) }
+
+func faultAtEveryOperation(t *testing.T, model string) {
 	cfg := func(dir string, fs vfs.FS) Config {
 		c := testConfig(dir)
 		c.Workers, c.FS, c.MaxSegmentBytes, c.RollCheckInterval, c.IndexInterval = 1, fs, 400, 1, 2
+		if model == ModelShared {
+			c.FileModel = func(string) string { return ModelShared }
+			c.SharedFileBytes = 600
+		}
 		return c
 	}
 	// A run without a failure counts the operations.
@@ -113,7 +123,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 		t.Fatalf("the workload without a failure: %d appends acknowledged, %v", len(w.acked), w.err)
 	}
 	total := int(ops.Load())
-	if total < 30 {
+	if total < 20 {
 		t.Fatalf("the workload made %d write-side operations; expected more (creates, rolls, writes, fsyncs)", total)
 	}
 	start := time.Now()

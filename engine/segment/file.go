@@ -94,7 +94,12 @@ type segment struct {
 	gen  uint64
 	keep int64
 
-	// Write side, owned by the worker (nil once sealed).
+	// firstFile and lastFile bound the shared files a shared shard's
+	// segment has chunks in (0: none yet); read by the file sweep.
+	firstFile, lastFile atomic.Uint64
+
+	// Write side, owned by the worker (nil once sealed; always nil for a
+	// shared shard, whose size and crc count its record bytes).
 	wf      vfs.File
 	size    int64  // bytes written
 	next    uint64 // offset after the last record

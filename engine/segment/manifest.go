@@ -38,6 +38,14 @@ type ShardMeta struct {
 	// Created tells incarnations of one name apart.
 	Created      time.Time `json:"created"`
 	LowWatermark uint64    `json:"low_watermark"`
+	// Model is the shard's file model: "" (the partition model) or
+	// ModelShared; ID is a shared shard's number in chunk headers, from a
+	// manifest counter, never reused.
+	Model string `json:"model,omitempty"`
+	ID    uint64 `json:"id,omitempty"`
+	// FromFile is the shared-file number the shard was created at: its
+	// chunks are all in that file or later ones.
+	FromFile uint64 `json:"from_file,omitempty"`
 }
 
 // SegmentMeta is a segment as the manifest records it and events carry it.
@@ -54,6 +62,11 @@ type SegmentMeta struct {
 	Checksum     uint32       `json:"checksum"` // CRC-32C of the sealed file
 	Created      time.Time    `json:"created"`
 	SealedAt     time.Time    `json:"sealed_at,omitzero"`
+	// FirstFile and LastFile bound the shared files a shared shard's
+	// segment has chunks in (0: none): a file goes once no segment's
+	// range holds it.
+	FirstFile uint64 `json:"first_file,omitempty"`
+	LastFile  uint64 `json:"last_file,omitempty"`
 }
 
 // Manifest key kinds, laid out as the index's keys are (engine/index): one
@@ -124,7 +137,8 @@ func loadSegments(db *pebble.DB, name string) ([]SegmentMeta, error) {
 
 // meta is what the manifest says of a local segment.
 func (s *segment) meta(shard string, state SegmentState) SegmentMeta {
-	m := SegmentMeta{Shard: shard, No: s.no, State: state, StartOffset: s.start, Created: s.created, SealedAt: s.sealedAt}
+	m := SegmentMeta{Shard: shard, No: s.no, State: state, StartOffset: s.start, Created: s.created, SealedAt: s.sealedAt,
+		FirstFile: s.firstFile.Load(), LastFile: s.lastFile.Load()}
 	if state != SegmentActive {
 		m.EndOffset, m.MinTimestamp, m.MaxTimestamp = s.next-1, s.minTS, s.maxTS
 		m.Records, m.Size, m.Checksum = s.count, s.size, s.crc
@@ -149,7 +163,7 @@ func (e *Engine) Shard(name string) (ShardMeta, error) {
 	}
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return ShardMeta{Name: sh.name, Created: sh.created, LowWatermark: sh.low}, nil
+	return sh.meta(sh.low), nil
 }
 
 // Restore adopts a shard the engine does not hold from what another record

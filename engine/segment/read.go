@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"strata/engine/index"
 	"strata/engine/record"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -21,6 +23,9 @@ type view struct {
 	end       uint64 // the log end
 	activeLen int64
 	activeGen uint64 // the active segment's truncation generation
+	// shared: a shared-model shard, sid its id in chunk headers.
+	shared bool
+	sid    uint64
 }
 
 func (e *Engine) view(name string) (view, error) {
@@ -31,7 +36,7 @@ func (e *Engine) view(name string) (view, error) {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, end: sh.end, activeLen: sh.activeLen,
-		activeGen: sh.active().gen}, nil
+		activeGen: sh.active().gen, shared: sh.shared, sid: sh.sid}, nil
 }
 
 // Read returns records from offset on: the segment holding it, a floor
@@ -78,6 +83,8 @@ type readOut struct {
 	used   int
 	view   bool
 	leases []*mapping
+	// retried: a shared shard's read started again from a fresh view once.
+	retried bool
 }
 
 func (o *readOut) release() {
@@ -104,6 +111,26 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 	if i < 0 || (i < len(v.segments)-1 && offset >= v.segments[i].next) {
 		recs, err := e.readCold(ctx, v, offset, b)
 		o.recs = recs
+		return err
+	}
+	if v.shared {
+		err := e.scanShared(v, offset, b, o)
+		if errors.Is(err, sharedfile.ErrGone) && !o.retried {
+			// A file this view named went with a segment dropped since
+			// (tiered, or past retention). What was read stands (the next
+			// read goes on from it); with nothing read, read again from a
+			// fresh view, which sends the offsets to the cold tier.
+			if len(o.recs) > 0 {
+				return nil
+			}
+			nv, verr := e.view(v.name)
+			if verr != nil {
+				return verr
+			}
+			nv.high = min(nv.high, v.high)
+			o.retried = true
+			return e.scanInto(ctx, nv, offset, b, o)
+		}
 		return err
 	}
 	var pos int64

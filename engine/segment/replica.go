@@ -172,6 +172,9 @@ func (s *segment) readable(limit int64, gen uint64) int64 {
 // A crash between the two leaves the whole file with entries missing,
 // which recovery re-adds, and the truncation unacknowledged.
 func (w *worker) truncate(sh *shard, end uint64) error {
+	if sh.shared {
+		return w.truncateShared(sh, end)
+	}
 	if sh.failed != nil {
 		return sh.failed
 	}

@@ -131,7 +131,11 @@ func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string)
 			sh.segments = sh.segments[1:]
 			sh.mu.Unlock()
 			// A reader still scanning it keeps its mapping; the file goes now.
-			if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if sh.shared {
+				if err := e.dropSharedSegment(name, s); err != nil {
+					return deleted, fmt.Errorf("shard %s: drop segment %d: %w", name, s.no, err)
+				}
+			} else if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return deleted, fmt.Errorf("delete %s: %w", s.path, err)
 			}
 			e.retire(s)
@@ -226,6 +230,9 @@ func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint
 	if err != nil {
 		return 0, 0, err
 	}
+	if v.shared {
+		return e.checksumShared(v, no)
+	}
 	for i, s := range v.segments {
 		if s.no != no {
 			continue
@@ -271,6 +278,18 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 	}
 	for _, c := range segs {
 		if c.State != SegmentSealed {
+			continue
+		}
+		if sh.shared {
+			s := &segment{no: c.No, start: c.StartOffset}
+			got, size, err := e.scanSegmentShared(name, sh.sid, s, c.EndOffset+1, nil)
+			if err != nil {
+				return fmt.Errorf("scrub shard %s segment %d: %w", name, c.No, err)
+			}
+			if size != c.Size || got != c.Checksum {
+				return fmt.Errorf("scrub shard %s segment %d: %d record bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+					name, c.No, size, got, c.Size, c.Checksum, record.ErrCorrupt)
+			}
 			continue
 		}
 		path := segmentPath(sh.dir, c.No)

@@ -70,6 +70,10 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 		}
 	}
 	if len(nums) == 0 {
+		if st, err := os.Stat(filepath.Join(filepath.Dir(filepath.Clean(dir)), "shared")); err == nil && st.IsDir() {
+			return nil, fmt.Errorf("%s holds no segment files (N.msg): a partition of a strata.file.model=shared topic keeps its records in %s, which this tool does not check yet",
+				dir, filepath.Join(filepath.Dir(filepath.Clean(dir)), "shared"))
+		}
 		return nil, fmt.Errorf("%s holds no segment files (N.msg)", dir)
 	}
 	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })

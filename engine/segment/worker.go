@@ -11,6 +11,7 @@ import (
 
 	"strata/engine/index"
 	"strata/engine/record"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -44,6 +45,15 @@ type worker struct {
 	pos []int64 // file position of each record in buf
 	// shards counts the shards mapped to this worker (under Engine.mu).
 	shards int
+
+	// The shared model (shared.go): the worker's writer, the index entries
+	// and shards of the chunks not yet committed, and whether the writer
+	// has unsynced commits (interval policy).
+	sw            *sharedfile.Writer
+	sib           *pebble.Batch
+	chunks        []sharedfile.Chunk
+	pendingShared map[*shard]bool
+	sharedDirty   bool
 }
 
 func newWorker(e *Engine, id int) *worker {
@@ -112,6 +122,12 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.drop {
+			if w.pendingShared[req.shard] {
+				// Its chunk entries must reach the index before the
+				// deletion clears the shard's entries, or they would
+				// outlive it (and mislead a new shard of the name).
+				w.commitShared()
+			}
 			// Appends earlier in this batch were written but not synced:
 			// they are answered with the deletion's error, never acknowledged.
 			for _, seg := range req.shard.segments {
@@ -125,7 +141,13 @@ func (w *worker) process(batch []request) {
 			req.done <- result{}
 			continue
 		}
-		base, err := w.append(req.shard, req.recs, req.at, ib)
+		var base uint64
+		var err error
+		if req.shard.shared {
+			base, err = w.appendShared(req.shard, req.recs, req.at)
+		} else {
+			base, err = w.append(req.shard, req.recs, req.at, ib)
+		}
 		done = append(done, pending{req: req, base: base, err: err})
 		if err == nil {
 			touched[req.shard] = true
@@ -138,9 +160,10 @@ func (w *worker) process(batch []request) {
 		w.syncAll(touched)
 	} else {
 		for sh := range touched {
-			sh.dirty = true
+			sh.dirty = !sh.shared
 		}
 	}
+	w.commitShared()
 	// The index can be rebuilt from the data, so it need not be synced:
 	// recovery re-adds whatever a crash lost. Most batches have no entry
 	// (a point per 500 records): those skip Pebble's commit pipeline.
@@ -175,8 +198,11 @@ func (w *worker) process(batch []request) {
 // other: fsyncs at once (for the filesystem to commit them together) were
 // measured with 256 shards and showed no gain (docs/bench.md).
 func (w *worker) syncAll(touched map[*shard]bool) {
-	w.e.stats.Fsyncs.Add(uint64(len(touched)))
 	for sh := range touched {
+		if sh.shared {
+			continue // one commit for all of them (commitShared)
+		}
+		w.e.stats.Fsyncs.Add(1)
 		if err := sh.active().wf.Sync(); err != nil {
 			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
 		}
@@ -263,6 +289,13 @@ func (w *worker) indexRecord(sh *shard, s *segment, r *record.Record, pos int64,
 		sh.sinceIndex = 0
 	}
 	sh.sinceIndex++
+	w.indexAttrs(sh, r, ib)
+}
+
+// indexAttrs adds r's time, key and tag entries to the batch: a time entry
+// when the shard's largest timestamp enters a new bucket, key and tag
+// entries always.
+func (w *worker) indexAttrs(sh *shard, r *record.Record, ib *pebble.Batch) {
 	bucket := w.bucket(r.Timestamp)
 	if !sh.tsIndexed || bucket > sh.tsBucket {
 		ib.Set(index.TimeKey(sh.name, r.Timestamp, r.Offset), nil, nil)
@@ -313,9 +346,10 @@ func shouldRoll(count, next uint64, n int, size int64, checkInterval uint64, max
 // tick seals segments past their maximum age and fsyncs dirty shards under
 // the interval policy.
 func (w *worker) tick() {
+	w.syncShared()
 	for _, sh := range w.e.shardsOf(w) {
 		s := sh.active()
-		if sh.dirty && sh.failed == nil {
+		if sh.dirty && sh.failed == nil && !sh.shared {
 			if err := s.wf.Sync(); err != nil {
 				w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
 			}
@@ -375,6 +409,9 @@ func (w *worker) rollAt(sh *shard, next uint64) error {
 // manifest batch that seals it and records the next, the next file, then
 // the event (queued: the worker never waits on listeners).
 func (w *worker) roll(sh *shard) error {
+	if sh.shared {
+		return w.rollShared(sh)
+	}
 	s := sh.active()
 	if err := s.wf.Sync(); err != nil {
 		w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))

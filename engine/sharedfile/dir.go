@@ -114,6 +114,12 @@ type file struct {
 	shards   map[uint64]struct{}
 }
 
+// ErrGone is a read of a file that is not (or no longer) there: Remove
+// took it while the reader's view of a shard still named it. The engine
+// reads again with a fresh view, which sends those offsets to the cold
+// tier.
+var ErrGone = errors.New("the shared file was removed")
+
 // FileName is the name of shared file no: the number zero-padded to 20
 // digits, so names sort as numbers do.
 func FileName(no uint64) string { return fmt.Sprintf("%020d.msg", no) }
@@ -290,7 +296,7 @@ func (d *Dir) file(no uint64) (*file, error) {
 	f := d.files[no]
 	d.mu.RUnlock()
 	if f == nil {
-		return nil, fmt.Errorf("sharedfile: no file %d in %s", no, d.cfg.Dir)
+		return nil, fmt.Errorf("sharedfile: no file %d in %s: %w", no, d.cfg.Dir, ErrGone)
 	}
 	return f, nil
 }
@@ -372,7 +378,7 @@ func (d *Dir) Close() error {
 func (f *file) view(n int64) ([]byte, error) {
 	for try := 0; ; try++ {
 		if f.removed {
-			return nil, fmt.Errorf("sharedfile: %s was removed", f.path)
+			return nil, fmt.Errorf("sharedfile: %s: %w", f.path, ErrGone)
 		}
 		if int64(len(f.mm)) >= n {
 			return f.mm[:n], nil
@@ -460,4 +466,12 @@ func crcOf(r io.ReaderAt, n int64) (uint32, error) {
 		pos += m
 	}
 	return crc, nil
+}
+
+// NextNo is the number the next new file will take: every chunk written
+// from now on lies in a file numbered at least this.
+func (d *Dir) NextNo() uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.next
 }

@@ -1,5 +1,5 @@
 // Package sharedfile is the file layer of the shared-file model
-// (docs/engine.md, "The shared-file model (design)"): many shards append
+// (docs/engine.md, "The shared-file model"): many shards append
 // to one file, each batch of an I/O worker writing one chunk per shard it
 // touched and fsyncing once for all of them. A chunk is a 32-byte header
 // followed by records in the unchanged binding record format

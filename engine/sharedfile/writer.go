@@ -228,3 +228,36 @@ func (w *Writer) Active() (uint64, bool) {
 	}
 	return w.f.no, true
 }
+
+// Pending is the record bytes of a chunk Add returned and no Commit wrote
+// yet: the engine keeps a shard segment's running CRC-32C and size over
+// them. They are the writer's buffer: valid until the next Add, Commit
+// or Discard.
+func (w *Writer) Pending(c Chunk) []byte {
+	if w.f == nil || c.File != w.f.no {
+		return nil
+	}
+	at := c.Pos - w.f.size + HeaderSize
+	if at < HeaderSize || at+int64(c.Length) > int64(len(w.buf)) {
+		return nil
+	}
+	return w.buf[at : at+int64(c.Length)]
+}
+
+// Next is where the next chunk Add makes will lie, or, with chunks
+// pending, where the first byte after them goes: every chunk written
+// before is at a lower (file, position). A logical truncation records it,
+// so recovery can tell a shard's chunks written before the cut (dead past
+// it) from those written after.
+func (w *Writer) Next() Ref {
+	if w.f != nil {
+		return Ref{File: w.f.no, Pos: w.f.size + int64(len(w.buf))}
+	}
+	w.d.mu.RLock()
+	defer w.d.mu.RUnlock()
+	return Ref{File: w.d.next}
+}
+
+// Less orders refs by file, then position: the order chunks were written
+// in.
+func (r Ref) Less(o Ref) bool { return r.File < o.File || (r.File == o.File && r.Pos < o.Pos) }

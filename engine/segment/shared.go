@@ -1,0 +1,735 @@
+package segment
+
+// The shared-file model (docs/engine.md, "The shared-file model"): a
+// shard created under ModelShared keeps its records as chunks in the
+// shared files of engine/sharedfile, interleaved with other shards',
+// instead of files of its own. Everything above the bytes is the
+// partition model's: the manifest's segments (logical ranges of offsets,
+// rolled and sealed by the same gates, their checksum the CRC-32C of their
+// record bytes), the high watermark and leader-epoch files in the shard's
+// folder, the time, key and tag index entries, the events. What differs:
+//
+//   - a worker encodes a shared shard's append as a chunk of its Writer
+//     and commits every chunk of its batch with one write and one fsync;
+//   - the offset index is one entry per chunk (index.ChunkEntry);
+//   - a truncation cannot cut a shared file: it records the cut (its end
+//     and the writer's position then) in the manifest, and recovery
+//     skips the shard's chunks the cut made dead;
+//   - a shared file is removed once no local segment's file range holds
+//     it (sweepShared).
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/index"
+	"strata/engine/record"
+	"strata/engine/sharedfile"
+	"strata/engine/store"
+)
+
+// ModelShared is the file model (strata.file.model) whose shards share
+// files; any other value, the partition model.
+const ModelShared = "shared"
+
+// Manifest keys of the shared model.
+const (
+	// kindCounter: 'C' name -> u64 big-endian. "shard-id" is the next
+	// shared shard id; "file-no" the lowest shared file number not yet
+	// used by a file that was removed.
+	kindCounter = 'C'
+	// kindCut: 'T' shard 0x00 file u64 pos u64 -> cutMeta: a logical
+	// truncation of a shared shard, keyed by the writer's position then.
+	kindCut = 'T'
+)
+
+func counterKey(name string) []byte { return append([]byte{kindCounter}, name...) }
+
+func readCounter(db pebble.Reader, name string) (uint64, error) {
+	v, closer, err := db.Get(counterKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("engine manifest: counter %s: %d bytes, want 8", name, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// cutMeta is a shared shard's logical truncation: the shard's chunks
+// written before Pos (the writer's position when it was cut) hold no
+// record at or past End any more.
+type cutMeta struct {
+	End uint64         `json:"end"`
+	Pos sharedfile.Ref `json:"-"`
+}
+
+func cutKey(shard string, pos sharedfile.Ref) []byte {
+	k := binary.BigEndian.AppendUint64(index.Prefix(kindCut, shard), pos.File)
+	return binary.BigEndian.AppendUint64(k, uint64(pos.Pos))
+}
+
+// loadCuts reads a shard's cuts, in the order they were made.
+func loadCuts(db pebble.Reader, shard string) ([]cutMeta, error) {
+	p := index.Prefix(kindCut, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: index.UpperBound(p)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []cutMeta
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != len(p)+16 {
+			return nil, fmt.Errorf("engine manifest: shard %s: cut key %q", shard, k)
+		}
+		var c cutMeta
+		if err := json.Unmarshal(it.Value(), &c); err != nil {
+			return nil, fmt.Errorf("engine manifest: shard %s: cut: %w", shard, err)
+		}
+		c.Pos = sharedfile.Ref{File: binary.BigEndian.Uint64(k[len(p):]), Pos: int64(binary.BigEndian.Uint64(k[len(p)+8:]))}
+		out = append(out, c)
+	}
+	return out, it.Error()
+}
+
+// meta is the shard's manifest entry with low watermark low.
+func (sh *shard) meta(low uint64) ShardMeta {
+	m := ShardMeta{Name: sh.name, Created: sh.created, LowWatermark: low}
+	if sh.shared {
+		m.Model, m.ID, m.FromFile = ModelShared, sh.sid, sh.from
+	}
+	return m
+}
+
+// sharedDir is the shared files' folder.
+func (e *Engine) sharedDir() string { return filepath.Join(e.cfg.Dir, "shared") }
+
+// openShared opens the shared files once: at the first shared shard, or
+// at a start that finds the folder. Files a crash left unsealed are
+// scanned; their chunks are kept for recovery (e.recovered).
+func (e *Engine) openShared() (*sharedfile.Dir, error) {
+	if d := e.shared.Load(); d != nil {
+		return d, nil
+	}
+	e.sharedMu.Lock()
+	defer e.sharedMu.Unlock()
+	if d := e.shared.Load(); d != nil {
+		return d, nil
+	}
+	first, err := readCounter(e.manifest, "file-no")
+	if err != nil {
+		return nil, err
+	}
+	// File number 0 is never used: a segment's FirstFile 0 means "none".
+	d, recs, err := sharedfile.Open(sharedfile.Config{Dir: e.sharedDir(), FS: e.cfg.FS, MaxFileBytes: e.cfg.SharedFileBytes,
+		FirstFileNo: max(first, 1), Logger: e.log})
+	if err != nil {
+		return nil, fmt.Errorf("shared files: %w", err)
+	}
+	e.recovered = map[uint64][]sharedfile.Chunk{}
+	e.damagedFiles = map[uint64]sharedfile.CorruptError{}
+	for _, r := range recs {
+		if r.Damage != nil {
+			e.damagedFiles[r.No] = *r.Damage
+			e.log.Error("a shared file is damaged inside: the shards that may have chunks after the damage refuse writes", "file", r.Path, "err", r.Damage)
+		}
+		if r.Chunks != nil {
+			e.recovered[r.No] = r.Chunks
+		}
+	}
+	e.shared.Store(d)
+	return d, nil
+}
+
+// writer is the worker's shared-file writer, made at its first shared
+// append.
+func (w *worker) writer() *sharedfile.Writer {
+	if w.sw == nil {
+		w.sw = w.e.shared.Load().NewWriter()
+	}
+	return w.sw
+}
+
+// sharedBatch is the index batch of the shared appends since the last
+// commit: written only once their chunks are.
+func (w *worker) sharedBatch() *pebble.Batch {
+	if w.sib == nil {
+		w.sib = w.e.index.NewBatch()
+	}
+	return w.sib
+}
+
+// appendShared encodes a request of a shared shard as chunks of the
+// worker's writer; commitShared writes them with the rest of the batch.
+func (w *worker) appendShared(sh *shard, recs []record.Record, at bool) (uint64, error) {
+	if sh.failed != nil {
+		return 0, sh.failed
+	}
+	if at && recs[0].Offset != sh.active().next {
+		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
+	}
+	sh.dictated = at
+	if !at {
+		if err := w.maybeRoll(sh, len(recs)); err != nil {
+			return 0, err
+		}
+	}
+	s := sh.active()
+	base := s.next
+	for i := range recs {
+		recs[i].Offset = base + uint64(i)
+	}
+	sw := w.writer()
+	chunks, err := sw.Add(w.chunks[:0], sh.sid, recs)
+	w.chunks = chunks
+	if err != nil {
+		return 0, fmt.Errorf("shard %s: %w", sh.name, err)
+	}
+	ib := w.sharedBatch()
+	var n int64
+	for _, c := range chunks {
+		b := sw.Pending(c)
+		s.crc = crc32.Update(s.crc, castagnoli, b)
+		n += int64(len(b))
+		ib.Set(index.ChunkKey(sh.name, c.First), index.ChunkValue(index.ChunkEntry{First: c.First, File: c.File, Pos: c.Pos, Count: c.Count}), nil)
+		if s.firstFile.Load() == 0 {
+			s.firstFile.Store(c.File)
+		}
+		s.lastFile.Store(c.File)
+	}
+	for i := range recs {
+		w.indexAttrs(sh, &recs[i], ib)
+	}
+	s.size += n
+	w.e.stats.Bytes.Add(uint64(n))
+	w.e.stats.Records.Add(uint64(len(recs)))
+	s.next = base + uint64(len(recs))
+	if s.firstAt.IsZero() {
+		s.firstAt = w.e.cfg.Now()
+	}
+	for i := range recs {
+		s.track(&recs[i])
+	}
+	if w.pendingShared == nil {
+		w.pendingShared = map[*shard]bool{}
+	}
+	w.pendingShared[sh] = true
+	return base, nil
+}
+
+// commitShared writes the chunks added since the last commit: one write,
+// and under fsync=batch one fsync, for every shared shard of the batch.
+// Their index entries follow. A failed commit fails each of those shards
+// until a restart, which reads back what reached the disk: the chunks of
+// other shards share the write, so no one request can be refused alone.
+func (w *worker) commitShared() {
+	if len(w.pendingShared) == 0 {
+		return
+	}
+	sync := w.e.cfg.Fsync == FsyncBatch
+	_, err := w.sw.Commit(sync)
+	if err == nil && sync {
+		w.e.stats.Fsyncs.Add(1)
+	}
+	if err != nil {
+		for sh := range w.pendingShared {
+			w.fail(sh, fmt.Errorf("shared file commit: %w", err))
+		}
+		if w.sib != nil {
+			w.sib.Close()
+			w.sib = nil
+		}
+	} else if w.sib != nil {
+		if !w.sib.Empty() {
+			if err := w.sib.Commit(pebble.NoSync); err != nil {
+				w.e.log.Error("index write failed; the next start rebuilds it", "err", err)
+			}
+		}
+		w.sib.Close()
+		w.sib = nil
+	}
+	if w.e.cfg.Fsync == FsyncInterval {
+		w.sharedDirty = true // the tick syncs it
+	}
+	clear(w.pendingShared)
+}
+
+// rollShared seals a shared shard's active segment: its chunks are
+// committed first (the manifest must not name records a crash could
+// lose), then one synced manifest batch seals it and records the next.
+// No file is made or closed: the segments are ranges of offsets.
+func (w *worker) rollShared(sh *shard) error {
+	if w.pendingShared[sh] {
+		w.commitShared()
+		if sh.failed != nil {
+			return sh.failed
+		}
+	}
+	s := sh.active()
+	now := w.e.cfg.Now().UTC()
+	s.sealedAt = now
+	sealed := s.meta(sh.name, SegmentSealed)
+	next := SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
+	b := w.e.manifest.NewBatch()
+	err := putSegment(b, sealed)
+	if err == nil {
+		err = putSegment(b, next)
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	b.Close()
+	if err != nil {
+		s.sealedAt = time.Time{}
+		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
+	}
+	ns := &segment{no: next.No, start: next.StartOffset, next: next.StartOffset, created: now}
+	s.sealed = true
+	sh.mu.Lock()
+	sh.segments = append(sh.segments, ns)
+	sh.last.Store(ns)
+	sh.activeLen = 0
+	sh.activeMaxTS, sh.activeHasRecs = 0, false
+	sh.mu.Unlock()
+	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
+	w.e.postSegmentSealed(sealed, next)
+	return nil
+}
+
+// syncShared fsyncs the writer's active file (the interval policy's tick).
+func (w *worker) syncShared() {
+	if !w.sharedDirty || w.sw == nil {
+		return
+	}
+	w.sharedDirty = false
+	if err := w.sw.Sync(); err != nil {
+		for _, sh := range w.e.shardsOf(w) {
+			if sh.shared {
+				w.fail(sh, fmt.Errorf("shared file fsync: %w", err))
+			}
+		}
+		return
+	}
+	w.e.stats.Fsyncs.Add(1)
+}
+
+// scanShared is scanInto for a shared shard: the chunk entries from the
+// one holding offset on, each chunk checked (ReadChunk) and its wanted
+// records copied out, until the budget, the high watermark or a gap in
+// the local offsets (what follows is read cold by the next read). Views
+// get copies too: a shared file's mapping is not reference-counted, so
+// nothing aliases it past the read.
+func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) error {
+	d := e.shared.Load()
+	if d == nil {
+		return fmt.Errorf("shard %s: the shared files are not open", v.name)
+	}
+	next, more := offset, true
+	var rerr error
+	sid := v.sid
+	// local says whether offset is in a local segment: a read stops where
+	// the local log has a hole (a segment read cold), as scanInto does.
+	last := len(v.segments) - 1
+	local := func(offset uint64) bool {
+		i := sort.Search(len(v.segments), func(i int) bool { return v.segments[i].start > offset }) - 1
+		return i >= 0 && (i == last || offset < v.segments[i].next)
+	}
+	err := index.ChunksFrom(e.index, v.name, offset, func(c index.ChunkEntry) bool {
+		if c.End() <= next {
+			return true // the entry before offset's
+		}
+		if c.First >= v.high || c.First > next || !local(next) {
+			return false
+		}
+		rerr = d.ReadChunk(sharedfile.Ref{File: c.File, Pos: c.Pos}, &sid, func(h sharedfile.Header, recs []byte) error {
+			if h.First != c.First {
+				return fmt.Errorf("shard %s: the chunk at file %d byte %d starts at offset %d, its index entry at %d: %w",
+					v.name, c.File, c.Pos, h.First, c.First, record.ErrCorrupt)
+			}
+			start, n, k, had := -1, 0, 0, len(o.recs)
+			for p := 0; p < len(recs); {
+				off, size, err := record.Peek(recs[p:])
+				if err != nil {
+					return fmt.Errorf("shard %s: file %d chunk at byte %d: %w", v.name, c.File, c.Pos, err)
+				}
+				if off >= v.high || off >= c.End() {
+					break
+				}
+				if off >= offset {
+					if !b.Take(had+k, o.used+n, size) {
+						more = false
+						break
+					}
+					if start < 0 {
+						start = p
+					}
+					k++
+					n += size
+				}
+				p += size
+			}
+			if k == 0 {
+				return nil
+			}
+			run := append([]byte(nil), recs[start:start+n]...)
+			for p := 0; p < n; {
+				r, size, err := record.DecodeVerified(run[p:])
+				if err != nil {
+					return fmt.Errorf("shard %s: file %d chunk at byte %d: %w", v.name, c.File, c.Pos, err)
+				}
+				o.recs = append(o.recs, r)
+				p += size
+			}
+			o.used += n
+			return nil
+		})
+		next = c.End()
+		return rerr == nil && more && next < v.high
+	})
+	if rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// scanSegmentShared calls fn with each record of a shared shard's local
+// segment s below end, in order, and returns the CRC-32C and length of
+// their bytes: the segment's checksum, as a segment file of the same
+// records would have it.
+func (e *Engine) scanSegmentShared(name string, sid uint64, s *segment, end uint64, fn func(*record.Record) error) (uint32, int64, error) {
+	d := e.shared.Load()
+	if d == nil {
+		return 0, 0, fmt.Errorf("shard %s: the shared files are not open", name)
+	}
+	var entries []index.ChunkEntry
+	if err := index.ChunksFrom(e.index, name, s.start, func(c index.ChunkEntry) bool {
+		if c.First >= end {
+			return false
+		}
+		if c.End() > s.start {
+			entries = append(entries, c)
+		}
+		return true
+	}); err != nil {
+		return 0, 0, err
+	}
+	// Chunk by chunk rather than with a ShardScanner: an entry a
+	// truncation shortened ends before its chunk does.
+	next := s.start
+	var crc uint32
+	var size int64
+	var buf []byte
+	for _, c := range entries {
+		err := d.ReadChunk(sharedfile.Ref{File: c.File, Pos: c.Pos}, &sid, func(h sharedfile.Header, recs []byte) error {
+			if h.First != c.First {
+				return fmt.Errorf("the chunk at file %d byte %d starts at offset %d, its entry at %d", c.File, c.Pos, h.First, c.First)
+			}
+			buf = append(buf[:0], recs...) // records handed to fn outlive the mapping
+			for p := 0; p < len(buf); {
+				off, n, err := record.Peek(buf[p:])
+				if err != nil {
+					return err
+				}
+				if off >= c.End() || off >= end {
+					break
+				}
+				if off >= s.start {
+					if off != next {
+						return fmt.Errorf("offset %d where %d was expected", off, next)
+					}
+					next++
+					crc = crc32.Update(crc, castagnoli, buf[p:p+n])
+					size += int64(n)
+					if fn != nil {
+						r, _, err := record.Decode(buf[p : p+n])
+						if err != nil {
+							return err
+						}
+						if err := fn(&r); err != nil {
+							return err
+						}
+					}
+				}
+				p += n
+			}
+			if fn != nil {
+				buf = nil // fn may keep the records
+			}
+			return nil
+		})
+		if err != nil {
+			return crc, size, fmt.Errorf("shard %s segment %d: %w", name, s.no, err)
+		}
+	}
+	if next != end {
+		return crc, size, fmt.Errorf("shard %s segment %d: the shared files hold offsets %d to %d, not to %d: %w", name, s.no, s.start, next, end, record.ErrCorrupt)
+	}
+	return crc, size, nil
+}
+
+// ScanSegment streams a local segment's records to fn in order and
+// returns the CRC-32C and length of their bytes, in either file model:
+// what tiering converts, compared with the checksum the segment was
+// sealed with.
+func (e *Engine) ScanSegment(name string, no uint64, fn func(*record.Record) error) (uint32, int64, error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	sh.mu.RLock()
+	var s *segment
+	for _, c := range sh.segments {
+		if c.no == no {
+			s = c
+		}
+	}
+	end := sh.end
+	sh.mu.RUnlock()
+	if s == nil {
+		return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
+	}
+	if !sh.shared {
+		return ScanFile(s.path, fn)
+	}
+	if s.sealed {
+		end = s.next
+	}
+	return e.scanSegmentShared(name, sh.sid, s, end, fn)
+}
+
+// SharedStats is the shared files' counters; nil until the first shared
+// shard (or a start that found shared files).
+func (e *Engine) SharedStats() *sharedfile.Stats {
+	if d := e.shared.Load(); d != nil {
+		return d.Stats()
+	}
+	return nil
+}
+
+// Shared says whether a shard keeps its records in the shared files.
+func (e *Engine) Shared(name string) (bool, error) {
+	sh, err := e.shard(name)
+	if err != nil {
+		return false, err
+	}
+	return sh.shared, nil
+}
+
+// dropSharedSegment forgets a shared shard's segment that left the local
+// disk (retention, DropLocal): its chunk entries go, then every shared
+// file no local segment holds any more.
+func (e *Engine) dropSharedSegment(name string, s *segment) error {
+	ib := e.index.NewBatch()
+	defer ib.Close()
+	if err := ib.DeleteRange(index.ChunkKey(name, s.start), index.ChunkKey(name, s.next), nil); err != nil {
+		return err
+	}
+	if err := ib.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	return e.sweepShared()
+}
+
+// sweepShared removes the sealed shared files no local segment of any
+// shared shard holds: each segment holds the files from its first to its
+// last (an active one, every file from its first on). The file-number
+// counter passes the removed files first (synced), so no number is used
+// twice. Removal is not synced: a start sweeps again.
+func (e *Engine) sweepShared() error {
+	d := e.shared.Load()
+	if d == nil {
+		return nil
+	}
+	e.sharedMu.Lock()
+	defer e.sharedMu.Unlock()
+	// The files first, then what holds them: a chunk's segment records the
+	// file (firstFile, lastFile) when the chunk is added, before the
+	// commit that may seal the file, so a file sealed by the time it is
+	// listed here is seen held by any segment with a chunk in it.
+	files := d.Files()
+	type span struct{ first, last uint64 }
+	var live []span
+	e.mu.RLock()
+	for _, sh := range e.shards {
+		if !sh.shared {
+			continue
+		}
+		sh.mu.RLock()
+		for i, s := range sh.segments {
+			f := s.firstFile.Load()
+			if f == 0 {
+				continue
+			}
+			l := s.lastFile.Load()
+			if i == len(sh.segments)-1 {
+				l = math.MaxUint64
+			}
+			live = append(live, span{f, l})
+		}
+		sh.mu.RUnlock()
+	}
+	e.mu.RUnlock()
+	var gone []uint64
+	for _, f := range files {
+		if !f.Sealed {
+			continue
+		}
+		held := false
+		for _, s := range live {
+			if s.first <= f.No && f.No <= s.last {
+				held = true
+				break
+			}
+		}
+		if !held {
+			gone = append(gone, f.No)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+	if cur, err := readCounter(e.manifest, "file-no"); err != nil {
+		return err
+	} else if next := gone[len(gone)-1] + 1; next > cur {
+		if err := e.manifest.Set(counterKey("file-no"), binary.BigEndian.AppendUint64(nil, next), pebble.Sync); err != nil {
+			return err
+		}
+	}
+	for _, no := range gone {
+		if err := d.Remove(no); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.log.Error("removing a shared file no segment holds", "file", no, "err", err)
+			continue
+		}
+		e.log.Info("shared file removed: no local segment holds it", "file", no)
+	}
+	return nil
+}
+
+// truncateShared cuts a shared shard's log at end. The files are not
+// touched (other shards' chunks follow); the cut is recorded in the
+// manifest with the writer's position, synced, before the chunk entries
+// at or past end go: chunks of the shard written before that position
+// hold no record at or past end any more, which recovery applies.
+func (w *worker) truncateShared(sh *shard, end uint64) error {
+	if sh.failed != nil {
+		return sh.failed
+	}
+	sh.hwMu.Lock()
+	defer sh.hwMu.Unlock()
+	sh.epochMu.Lock()
+	defer sh.epochMu.Unlock()
+	s := sh.active()
+	switch {
+	case end < sh.high:
+		return store.TruncateCommittedError(sh.name, end, sh.high)
+	case end >= s.next:
+		return w.e.cutEpochs(sh, end)
+	case end < s.start:
+		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
+			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
+	}
+	if err := w.e.cutEpochs(sh, end); err != nil {
+		return err
+	}
+	if w.pendingShared[sh] {
+		w.commitShared()
+		if sh.failed != nil {
+			return sh.failed
+		}
+	}
+	kept := segment{no: s.no, start: s.start, next: s.start}
+	minCut := int64(math.MaxInt64)
+	var keptCRC uint32
+	var keptSize int64
+	_, _, err := w.e.scanSegmentShared(sh.name, sh.sid, s, s.next, func(r *record.Record) error {
+		if r.Offset < end {
+			kept.track(r)
+			kept.next = r.Offset + 1
+		} else {
+			minCut = min(minCut, r.Timestamp)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
+	}
+	// The kept records' checksum and size: scanned again up to end (a
+	// scanner's running CRC is of everything it read).
+	if end > s.start {
+		if keptCRC, keptSize, err = w.e.scanSegmentShared(sh.name, sh.sid, s, end, nil); err != nil {
+			return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
+		}
+	}
+	pos := w.writer().Next()
+	b := w.e.manifest.NewBatch()
+	v, _ := json.Marshal(cutMeta{End: end})
+	b.Set(cutKey(sh.name, pos), v, nil)
+	err = b.Commit(pebble.Sync)
+	b.Close()
+	if err != nil {
+		return fmt.Errorf("shard %s: truncate: manifest: %w", sh.name, err)
+	}
+	ib := w.e.index.NewBatch()
+	defer ib.Close()
+	if err := index.DeleteChunksFrom(w.e.index, ib, sh.name, end); err != nil {
+		return err
+	}
+	if err := index.DeleteTimeFrom(w.e.index, ib, sh.name, minCut, end); err != nil {
+		return err
+	}
+	if err := ib.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)
+	}
+	sh.mu.Lock()
+	s.size, s.crc, s.next = keptSize, keptCRC, end
+	s.count, s.minTS, s.maxTS = kept.count, kept.minTS, kept.maxTS
+	if s.count == 0 {
+		s.firstAt = kept.firstAt
+	}
+	sh.publishEnd(end)
+	sh.activeLen = s.size
+	sh.activeMaxTS, sh.activeHasRecs = s.maxTS, s.count > 0
+	sh.mu.Unlock()
+	ts, _, ok, err := index.LastTime(w.e.index, sh.name)
+	if err != nil {
+		return err
+	}
+	sh.tsBucket, sh.tsIndexed = w.bucket(ts), ok
+	w.e.log.Info("log truncated", "shard", sh.name, "log_end", end, "high_watermark", sh.high)
+	return nil
+}
+
+// checksumShared is Checksum for a shared shard's segment: the CRC-32C
+// and length of its record bytes as far as they are durable.
+func (e *Engine) checksumShared(v view, no uint64) (uint32, int64, error) {
+	for i, s := range v.segments {
+		if s.no != no {
+			continue
+		}
+		end := s.next
+		if i == len(v.segments)-1 {
+			end = v.end
+		}
+		if end == s.start {
+			return 0, 0, nil
+		}
+		return e.scanSegmentShared(v.name, v.sid, s, end, nil)
+	}
+	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", v.name, no, store.ErrUnknownShard)
+}
