@@ -168,7 +168,11 @@ type CopyFile struct {
 type LocalReplica struct{ Engine *segment.Engine }
 
 func (l LocalReplica) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (Copy, error) {
-	if shared, err := l.Engine.Shared(shard); err == nil && shared {
+	shared, err := l.Engine.Shared(shard)
+	if err != nil {
+		return Copy{}, err
+	}
+	if shared {
 		return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
 			return CopyFile{Size: s.Size, Records: s.Records, Scan: func(fn func(*record.Record) error) (uint32, int64, error) {
 				return l.Engine.ScanSegment(shard, s.No, fn)

@@ -415,6 +415,17 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 	if err := store.ValidateShard(name); err != nil {
 		return err
 	}
+	// The shared files open before e.mu is taken: their sweep takes
+	// sharedMu, then e.mu.
+	var d *sharedfile.Dir
+	if e.cfg.FileModel != nil {
+		if tp, _ := store.ParseShard(name); e.cfg.FileModel(tp.Topic) == ModelShared {
+			var err error
+			if d, err = e.openShared(); err != nil {
+				return fmt.Errorf("shard %s: %w", name, err)
+			}
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
@@ -442,21 +453,16 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, StartOffset: start, Created: now}
 	b := e.manifest.NewBatch()
 	defer b.Close()
-	if e.cfg.FileModel != nil {
-		if tp, _ := store.ParseShard(name); e.cfg.FileModel(tp.Topic) == ModelShared {
-			d, err := e.openShared()
-			if err != nil {
-				return fmt.Errorf("shard %s: %w", name, err)
-			}
-			id, err := readCounter(e.manifest, "shard-id")
-			if err != nil {
-				return err
-			}
-			// Ids start at 1; the counter moves in the shard's own batch.
-			cs.Model, cs.ID, cs.FromFile = ModelShared, id+1, d.NextNo()
-			if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id+1), nil); err != nil {
-				return err
-			}
+	if d != nil {
+		id, err := readCounter(e.manifest, "shard-id")
+		if err != nil {
+			return err
+		}
+		// Ids start at 1; the counter moves in the shard's own batch. The
+		// shard's first chunk may go into a writer's file already open.
+		cs.Model, cs.ID, cs.FromFile = ModelShared, id+1, d.FirstOpen()
+		if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id+1), nil); err != nil {
+			return err
 		}
 	}
 	if err := putShard(b, cs); err != nil {

@@ -224,6 +224,7 @@ func (s *segment) scan(pos, limit int64, gen uint64, sealed bool, sum uint32, fr
 				}
 				r, _, err := decode(data[p:])
 				if err != nil {
+					o.recs = o.recs[:had] // they alias the mapping, and no lease is taken for them
 					return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
 				}
 				o.recs = append(o.recs, r)

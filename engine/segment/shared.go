@@ -257,7 +257,13 @@ func (w *worker) commitShared() {
 	} else if w.sib != nil {
 		if !w.sib.Empty() {
 			if err := w.sib.Commit(pebble.NoSync); err != nil {
-				w.e.log.Error("index write failed; the next start rebuilds it", "err", err)
+				// Reads find chunks through these entries, and the next
+				// start replays chunks only after a shard's last entry:
+				// no later entry may be written past the gap, so these
+				// shards stop until a restart rebuilds it.
+				for sh := range w.pendingShared {
+					w.fail(sh, fmt.Errorf("shared chunk index write: %w", err))
+				}
 			}
 		}
 		w.sib.Close()
@@ -280,6 +286,14 @@ func (w *worker) rollShared(sh *shard) error {
 			return sh.failed
 		}
 	}
+	// Under fsync=interval or none the chunks may still be in the page
+	// cache only; the partition model's roll fsyncs its file whatever the
+	// policy, and so does this one (sealed files were fsynced at their seal).
+	if w.e.cfg.Fsync != FsyncBatch {
+		if err := w.fsyncShared(); err != nil {
+			return err
+		}
+	}
 	s := sh.active()
 	now := w.e.cfg.Now().UTC()
 	s.sealedAt = now
@@ -299,8 +313,8 @@ func (w *worker) rollShared(sh *shard) error {
 		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
 	}
 	ns := &segment{no: next.No, start: next.StartOffset, next: next.StartOffset, created: now}
-	s.sealed = true
 	sh.mu.Lock()
+	s.sealed = true
 	sh.segments = append(sh.segments, ns)
 	sh.last.Store(ns)
 	sh.activeLen = 0
@@ -313,19 +327,29 @@ func (w *worker) rollShared(sh *shard) error {
 
 // syncShared fsyncs the writer's active file (the interval policy's tick).
 func (w *worker) syncShared() {
-	if !w.sharedDirty || w.sw == nil {
-		return
+	if w.sharedDirty {
+		w.fsyncShared()
+	}
+}
+
+// fsyncShared fsyncs the writer's active file; a failure fails every
+// shared shard of the worker until a restart.
+func (w *worker) fsyncShared() error {
+	if w.sw == nil {
+		return nil
 	}
 	w.sharedDirty = false
 	if err := w.sw.Sync(); err != nil {
+		err = fmt.Errorf("shared file fsync: %w", err)
 		for _, sh := range w.e.shardsOf(w) {
 			if sh.shared {
-				w.fail(sh, fmt.Errorf("shared file fsync: %w", err))
+				w.fail(sh, err)
 			}
 		}
-		return
+		return err
 	}
 	w.e.stats.Fsyncs.Add(1)
+	return nil
 }
 
 // scanShared is scanInto for a shared shard: the chunk entries from the
@@ -499,15 +523,15 @@ func (e *Engine) ScanSegment(name string, no uint64, fn func(*record.Record) err
 		}
 	}
 	end := sh.end
+	if s != nil && s.sealed {
+		end = s.next // fixed once sealed; both are written under sh.mu
+	}
 	sh.mu.RUnlock()
 	if s == nil {
 		return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
 	}
 	if !sh.shared {
 		return ScanFile(s.path, fn)
-	}
-	if s.sealed {
-		end = s.next
 	}
 	return e.scanSegmentShared(name, sh.sid, s, end, fn)
 }

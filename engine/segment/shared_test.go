@@ -481,3 +481,30 @@ func TestVerifyDirOfASharedShard(t *testing.T) {
 		t.Fatalf("VerifyDir of a shared shard's folder: %v", err)
 	}
 }
+
+// A shard created while its worker's shared file is already open writes
+// its first chunks into that file: with the index lost, the next start
+// still finds them there.
+func TestSharedShardCreatedIntoAnOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sharedConfig(dir)
+	cfg.Workers = 1
+	e := open(t, cfg)
+	for _, shard := range []string{"x-0", "y-0"} {
+		if err := e.CreateShard(ctx, shard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Append(ctx, shard, storetest.Records(5, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close()
+	os.RemoveAll(filepath.Join(dir, "index"))
+	e = open(t, cfg)
+	defer e.Close()
+	for _, shard := range []string{"x-0", "y-0"} {
+		if got := readAll(t, e, shard, 0); len(got) != 5 {
+			t.Fatalf("%s: %d records after a restart without the index, want the 5 acknowledged", shard, len(got))
+		}
+	}
+}

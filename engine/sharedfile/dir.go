@@ -103,6 +103,9 @@ type file struct {
 	readable atomic.Int64 // bytes of whole, committed chunks
 
 	sealed atomic.Bool
+	// made by a writer in this process (not found at Open): unsealed, it
+	// is a writer's active file; a file found unsealed at Open is damaged.
+	made bool
 	// Write side (the Writer's; fixed once sealed).
 	wf     vfs.File
 	size   int64 // data bytes written (the trailer excluded)
@@ -133,8 +136,9 @@ func parseName(name string) (uint64, bool) {
 }
 
 // Open opens the shared files of cfg.Dir, making the folder if needed. A
-// file found sealed (a valid trailer at its end) is trusted as it stands;
-// the engine's scrub compares its checksum. A file found unsealed was a
+// file found sealed (read-only, a valid trailer at its end) is trusted as
+// it stands (its checksum, in the trailer, is not checked again: each
+// record's own CRC is, when read). A file found unsealed was a
 // writer's active file at a crash: it is scanned whole, a torn tail is cut
 // and fsynced, and it is sealed, so writers always start new files and a
 // change of writer count between starts does not matter. Damage inside a
@@ -196,7 +200,10 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 		return Recovered{}, err
 	}
 	size := st.Size()
-	if size >= HeaderSize {
+	// Only a read-only file was sealed here: the last bytes of an active
+	// file are a client's record value, which could be made to look like
+	// a trailer.
+	if size >= HeaderSize && st.Mode().Perm()&0o200 == 0 {
 		tail := make([]byte, HeaderSize)
 		if _, err := rf.ReadAt(tail, size-HeaderSize); err == nil {
 			if t, err := ParseTrailer(tail); err == nil && t.DataLen == uint64(size-HeaderSize) {
@@ -324,7 +331,7 @@ func (d *Dir) newFile() (*file, error) {
 		wf.Close()
 		return nil, err
 	}
-	f := &file{no: no, path: path, wf: wf, shards: map[uint64]struct{}{}, maxBytes: d.cfg.MaxFileBytes + 1<<20}
+	f := &file{no: no, path: path, wf: wf, made: true, shards: map[uint64]struct{}{}, maxBytes: d.cfg.MaxFileBytes + 1<<20}
 	d.mu.Lock()
 	d.files[no] = f
 	d.mu.Unlock()
@@ -468,10 +475,18 @@ func crcOf(r io.ReaderAt, n int64) (uint32, error) {
 	return crc, nil
 }
 
-// NextNo is the number the next new file will take: every chunk written
-// from now on lies in a file numbered at least this.
-func (d *Dir) NextNo() uint64 {
+// FirstOpen is the lowest number of a file still taking chunks (a
+// writer's active file), or the number the next new file will take when
+// none is open: every chunk written from now on lies in a file numbered at
+// least this.
+func (d *Dir) FirstOpen() uint64 {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return d.next
+	first := d.next
+	for no, f := range d.files {
+		if f.made && !f.sealed.Load() && no < first {
+			first = no
+		}
+	}
+	return first
 }

@@ -86,7 +86,8 @@ func (w *Writer) Add(dst []Chunk, shard uint64, recs []record.Record) ([]Chunk, 
 // when sync is set, one fsync: once it returns nil they are durable (or,
 // without sync, written) and readable. A commit that takes the file to
 // MaxFileBytes also writes the seal trailer in the same write, fsyncs
-// whatever sync says, and returns the sealed file's description.
+// whatever sync says (a sealed file is trusted without a scan at the next
+// start), and returns the sealed file's description.
 //
 // A failed write is cut off the file and the pending chunks are dropped
 // (every request of the batch is refused); a failed fsync fails the
