@@ -28,13 +28,12 @@ type fileModel struct {
 	sets    []string
 }
 
-// fileModels are the models the partitions curve compares. A model added
-// to the engine (issue #15 item 3, strata.file.model=shared) is one more
-// line here, e.g.
-//
-//	{name: "shared file", configs: map[string]*string{"strata.file.model": ptr("shared")}},
+// fileModels are the models the partitions curve compares: a file per
+// partition (the default) and seed 002's shared files
+// (strata.file.model=shared, docs/engine.md).
 var fileModels = []fileModel{
 	{name: "file per partition"},
+	{name: "shared files", configs: map[string]*string{"strata.file.model": ptr("shared")}},
 }
 
 // BenchmarkCurvePartitions: how produce, consume, latency and memory move
