@@ -592,8 +592,15 @@ func TestTopics(t *testing.T) {
 		t.Errorf("partition records left after DeleteTopic: %v %v", n.Count, err)
 	}
 
-	if err := m2.CreateTopic(ctx, "t", 2, 1); err != nil {
-		t.Fatal(err)
+	// The name is free once the controller has cleared the old topic's
+	// leftovers; until then CreateTopic says to try again, as a client does.
+	var createErr error
+	eventually(t, m2, 5*time.Second, "t not created again", func() bool {
+		createErr = m2.CreateTopic(ctx, "t", 2, 1)
+		return !errors.Is(createErr, ErrTopicDeleting)
+	})
+	if createErr != nil {
+		t.Fatal(createErr)
 	}
 	eventually(t, m1, 5*time.Second, "the new t not placed", placed(m1, "t", 2))
 	if _, ok := m1.Partition("t", 2); ok {
