@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -375,7 +376,7 @@ func (r *run) lifecycle(w int, inst *instance, op workload.Op) {
 	var vs []workload.Violation
 	if op.Kind == workload.Create {
 		var resp kadm.CreateTopicResponse
-		resp, err = inst.adm.CreateTopic(ctx, op.Partitions, 1, nil, op.Topic)
+		resp, err = inst.adm.CreateTopic(ctx, op.Partitions, 1, topicConfigs(op.Topic), op.Topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -393,6 +394,16 @@ func (r *run) lifecycle(w int, inst *instance, op workload.Op) {
 	if outcome(err) == workload.Unknown {
 		r.settleName(w, inst, op.Topic)
 	}
+}
+
+// topicConfigs puts every other name of workload.Names in the shared
+// files, so the workload reaches both file models (docs/engine.md).
+func topicConfigs(name string) map[string]*string {
+	if slices.Index(workload.Names, name)%2 == 0 {
+		return nil
+	}
+	shared := "shared"
+	return map[string]*string{"strata.file.model": &shared}
 }
 
 // settle deletes every topic whose create or delete had an unknown outcome,
