@@ -111,10 +111,6 @@ type file struct {
 	size   int64 // data bytes written (the trailer excluded)
 	crc    uint32
 	chunks uint64
-	// shards holds the shards with a chunk in the file; nil when not known
-	// (a sealed file found at Open: Dir.Shards scans it once).
-	shardsMu sync.Mutex
-	shards   map[uint64]struct{}
 }
 
 // ErrGone is a read of a file that is not (or no longer) there: Remove
@@ -218,10 +214,6 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	res := Scan(no, path, rf, size)
 	rec := Recovered{Chunks: res.Chunks}
 	f.size, f.crc, f.chunks = res.End, res.CRC, uint64(len(res.Chunks))
-	f.shards = map[uint64]struct{}{}
-	for _, c := range res.Chunks {
-		f.shards[c.Shard] = struct{}{}
-	}
 	f.readable.Store(f.size)
 	var ce *CorruptError
 	if errors.As(res.Err, &ce) && !ce.Torn {
@@ -331,7 +323,7 @@ func (d *Dir) newFile() (*file, error) {
 		wf.Close()
 		return nil, err
 	}
-	f := &file{no: no, path: path, wf: wf, made: true, shards: map[uint64]struct{}{}, maxBytes: d.cfg.MaxFileBytes + 1<<20}
+	f := &file{no: no, path: path, wf: wf, made: true, maxBytes: d.cfg.MaxFileBytes + 1<<20}
 	d.mu.Lock()
 	d.files[no] = f
 	d.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -154,29 +153,6 @@ func TestShardsReadBackAsTheirSegmentFiles(t *testing.T) {
 			t.Fatalf("file %d sealed at %d bytes, under the cap", info.No, info.DataLen)
 		}
 	}
-	// Shards lists the shards of each file, from memory and from a scan
-	// after a restart alike.
-	want := map[uint64][]uint64{}
-	for s, l := range logs {
-		for _, ref := range l.chunks {
-			if n := len(want[ref.File]); n == 0 || want[ref.File][n-1] != s {
-				want[ref.File] = append(want[ref.File], s)
-			}
-		}
-	}
-	for no := range want {
-		sort.Slice(want[no], func(i, j int) bool { return want[no][i] < want[no][j] })
-		want[no] = compact(want[no])
-	}
-	check := func(d *Dir, when string) {
-		for no, shards := range want {
-			got, err := d.Shards(no)
-			if err != nil || !reflect.DeepEqual(got, shards) {
-				t.Fatalf("%s: file %d holds shards %v (%v); want %v", when, no, got, err, shards)
-			}
-		}
-	}
-	check(d, "while writing")
 	if _, err := w.Seal(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +163,6 @@ func TestShardsReadBackAsTheirSegmentFiles(t *testing.T) {
 			t.Fatalf("after a clean close, file %d comes back as %+v; want sealed, trusted without a scan", r.No, r)
 		}
 	}
-	check(d2, "after a reopen")
 	var all []Chunk
 	for _, f := range d2.Files() {
 		cs, err := d2.Chunks(f.No)
@@ -203,16 +178,6 @@ func TestShardsReadBackAsTheirSegmentFiles(t *testing.T) {
 	if len(all) != n {
 		t.Fatalf("%d chunks listed after a reopen; %d written", len(all), n)
 	}
-}
-
-func compact(s []uint64) []uint64 {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // File numbers come from one sequence across writers and restarts, and
@@ -485,7 +450,6 @@ func TestReadWhileWriting(t *testing.T) {
 			}
 			if n++; n%50 == 0 {
 				d.Files()
-				d.Shards(c.File)
 			}
 		}
 		done <- nil

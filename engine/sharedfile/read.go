@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"sort"
 
 	"strata/engine/record"
 )
@@ -66,40 +65,6 @@ func (d *Dir) Chunks(no uint64) ([]Chunk, error) {
 		out = append(out, Chunk{Ref: Ref{File: no, Pos: pos}, Header: h})
 		pos += h.Size()
 	}
-	return out, nil
-}
-
-// Shards is the set of shards with a chunk in file no, in ascending order:
-// the engine deletes a sealed file once none of them refers to it any more.
-func (d *Dir) Shards(no uint64) ([]uint64, error) {
-	f, err := d.file(no)
-	if err != nil {
-		return nil, err
-	}
-	f.shardsMu.Lock()
-	known := f.shards != nil
-	var out []uint64
-	for s := range f.shards {
-		out = append(out, s)
-	}
-	f.shardsMu.Unlock()
-	if !known {
-		chunks, err := d.Chunks(no)
-		if err != nil {
-			return nil, err
-		}
-		set := map[uint64]struct{}{}
-		for _, c := range chunks {
-			set[c.Shard] = struct{}{}
-		}
-		f.shardsMu.Lock()
-		f.shards = set
-		f.shardsMu.Unlock()
-		for s := range set {
-			out = append(out, s)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
 }
 

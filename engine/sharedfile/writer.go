@@ -128,11 +128,6 @@ func (w *Writer) Commit(sync bool) (sealed *FileInfo, err error) {
 			return nil, w.failed
 		}
 	}
-	f.shardsMu.Lock()
-	for _, c := range w.pending {
-		f.shards[c.Shard] = struct{}{}
-	}
-	f.shardsMu.Unlock()
 	f.size, f.crc, f.chunks = dataEnd, crc, f.chunks+uint64(len(w.pending))
 	f.readable.Store(dataEnd)
 	w.discard()
