@@ -134,10 +134,11 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		return err
 	}
 	var pos int64
+	expect := v.segments[i].start
 	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
 		return err
 	} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
-		pos = p
+		pos, expect = p, at
 	}
 	for ; i < len(v.segments); i++ {
 		s := v.segments[i]
@@ -149,7 +150,7 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		if sealed {
 			limit, gen, sum = s.size, anyGen, s.crc
 		}
-		more, err := s.scan(pos, limit, gen, sealed, sum, offset, v.high, b, o)
+		more, err := s.scan(pos, expect, limit, gen, sealed, sum, offset, v.high, b, o)
 		if err != nil {
 			return err
 		}
@@ -157,6 +158,9 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 			break // the budget is used, or a gap follows: the next read goes cold
 		}
 		pos = 0
+		if i+1 < len(v.segments) {
+			expect = v.segments[i+1].start
+		}
 	}
 	return nil
 }
@@ -181,11 +185,12 @@ func viewEstimate(b store.Budget, n, used, size, rest int) int {
 const verifyFrom = 64 << 10
 
 // scan appends to o the records of s from byte pos up to limit whose
-// offsets are in [from, high), within the budget. It reports whether the
-// read may continue into the next segment. gen is the truncation
+// offsets are in [from, high), within the budget; the record at pos must
+// carry offset expect, and each one after it the next offset. It reports
+// whether the read may continue into the next segment. gen is the truncation
 // generation limit was taken at (anyGen for a segment sealed then); a
 // sealed segment's sum is its whole file's checksum.
-func (s *segment) scan(pos, limit int64, gen uint64, sealed bool, sum uint32, from, high uint64, b store.Budget, o *readOut) (bool, error) {
+func (s *segment) scan(pos int64, expect uint64, limit int64, gen uint64, sealed bool, sum uint32, from, high uint64, b store.Budget, o *readOut) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	data, err := s.view(limit, gen)
@@ -204,12 +209,21 @@ func (s *segment) scan(pos, limit int64, gen uint64, sealed bool, sum uint32, fr
 	start, n, k, more, had := -1, 0, 0, true, len(o.recs)
 	for p := int(pos); p < len(data); {
 		off, size, err := record.Peek(data[p:])
+		if err == nil && off != expect {
+			// The offset field is outside the record's CRC, and until the
+			// whole-file check has run nothing else covers it: a damaged
+			// one would end the read early, skip records or serve them
+			// under another offset, all without an error.
+			err = fmt.Errorf("%w: offset %d where %d was expected", record.ErrCorrupt, off, expect)
+		}
 		if err != nil {
+			o.recs = o.recs[:had]
 			return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
 		}
 		if off >= high {
 			break
 		}
+		expect++
 		if off >= from {
 			if !b.Take(had+k, o.used+n, size) {
 				more = false
