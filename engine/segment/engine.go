@@ -787,7 +787,7 @@ func (e *Engine) bury(name string, created time.Time) (string, error) {
 func (e *Engine) forget(name, tomb string) error {
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag, index.KindChunk} {
+	for _, kind := range []byte{index.KindOffset, index.KindOffsetV1, index.KindTime, index.KindKey, index.KindTag, index.KindChunk, kindSynced} {
 		p := index.Prefix(kind, name)
 		ib.DeleteRange(p, index.UpperBound(p), nil)
 	}
@@ -981,17 +981,27 @@ func (e *Engine) Close() error {
 	if d := e.shared.Load(); d != nil {
 		errs = append(errs, d.Close())
 	}
+	synced := map[*shard]bool{}
 	for _, sh := range e.shards {
 		for _, s := range sh.segments {
 			if s.wf != nil {
 				if sh.failed == nil {
-					errs = append(errs, s.wf.Sync())
+					err := s.wf.Sync()
+					errs = append(errs, err)
+					if err == nil && s == sh.active() {
+						synced[sh] = true
+					}
 				}
 				errs = append(errs, s.wf.Close())
 			}
 			s.closeRead()
 		}
 	}
+	// Pebble syncs its log on Close: no synced commit of its own.
+	b := e.index.NewBatch()
+	markSynced(b, synced)
+	errs = append(errs, b.Commit(pebble.NoSync))
+	b.Close()
 	e.retiredMu.Lock()
 	for _, r := range e.retired { // a read still holding a view keeps its mapping
 		r.s.closeRead()
@@ -1022,18 +1032,27 @@ type Stats struct {
 }
 
 // DamagedError is why a shard refuses writes: its active segment is
-// damaged inside, with whole records after the damage.
+// damaged in bytes that were on disk (before its synced mark), so records
+// that were acknowledged may lie past the damage.
 type DamagedError struct {
-	Shard     string
-	Segment   uint64
-	Cause     error // the *CorruptError
-	NextValid int64 // byte position of the first whole record after it
+	Shard   string
+	Segment uint64
+	Pos     int64 // byte position of the damage
+	Synced  int64 // the file was on disk up to this byte
+	Cause   error // the *CorruptError
+	// NextValid is the byte position of the first whole record after the
+	// damage, -1 when none was found before Synced.
+	NextValid int64
 }
 
 func (e *DamagedError) Error() string {
-	return fmt.Sprintf("shard %s refuses writes: segment %d is damaged inside (%v), and a whole record follows at byte %d; "+
+	after := "no whole record was found after it"
+	if e.NextValid >= 0 {
+		after = fmt.Sprintf("a whole record follows at byte %d", e.NextValid)
+	}
+	return fmt.Sprintf("shard %s refuses writes: segment %d is damaged at byte %d, in bytes that were on disk (up to byte %d): %v; %s; "+
 		"reads stop at the damage; `strata segment repair --shard %s` (service stopped) cuts the segment there, losing what follows",
-		e.Shard, e.Segment, e.Cause, e.NextValid, e.Shard)
+		e.Shard, e.Segment, e.Pos, e.Synced, e.Cause, after, e.Shard)
 }
 
 func (e *DamagedError) Unwrap() error { return e.Cause }

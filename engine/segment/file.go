@@ -102,6 +102,7 @@ type segment struct {
 	// shared shard, whose size and crc count its record bytes).
 	wf      vfs.File
 	size    int64  // bytes written
+	synced  int64  // the synced mark last set (synced.go)
 	next    uint64 // offset after the last record
 	crc     uint32 // CRC-32C of the whole file so far
 	count   uint64

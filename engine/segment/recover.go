@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/engine/index"
+	"strata/engine/record"
 )
 
 // recoverShard rebuilds a shard's state on start: sealed segments are taken
@@ -117,7 +118,16 @@ func (e *Engine) removeLeftovers(sh *shard, segs []SegmentMeta) error {
 
 // recoverActive scans the whole active file: every record must check out
 // and carry the next offset. The first one that does not ends the log.
+// Where it lies says what it is (docs/engine.md, "Recovery"): at or past
+// the synced mark, a torn tail (bytes of writes no fsync finished, which
+// may hold anything, whole records too), cut off; before it, damage to
+// bytes that were on disk, kept for an operator.
 func (e *Engine) recoverActive(sh *shard, s *segment) error {
+	synced, err := e.loadSynced(sh, s.no)
+	if err != nil {
+		return err
+	}
+	s.synced = synced
 	f, err := os.Open(s.path)
 	if err != nil {
 		return err
@@ -134,22 +144,29 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		s.track(r)
 		s.next++
 	}
-	if err := sc.Err(); err != nil {
-		if later, ok := validRecordAfter(f, sc.Pos(), st.Size(), s.next); ok {
-			// Damage inside the log: whole records follow it. Cutting them off
-			// would lose acknowledged data, so the file stays as it is, the
-			// shard serves what comes before the damage and refuses writes
-			// until an operator repairs it (strata segment repair).
-			s.size, s.crc = sc.Pos(), sc.CRC()
-			sh.failed = &DamagedError{Shard: sh.name, Segment: s.no, Cause: err, NextValid: later}
-			e.stats.Damaged.Add(1)
-			e.log.Error("a segment is damaged inside, with records after the damage: serving what comes before, refusing writes",
-				"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "next_valid_record_at", later, "err", err,
-				"repair", "strata segment repair --data-dir DIR --shard "+sh.name)
-			return nil
-		}
-		e.log.Warn("truncating a torn or corrupt segment tail", "shard", sh.name, "segment", s.no,
-			"at_byte", sc.Pos(), "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
+	damage := sc.Err()
+	if damage == nil && sc.Pos() < synced {
+		expected := s.next
+		damage = &CorruptError{Path: s.path, Pos: sc.Pos(), Offset: &expected,
+			Err: fmt.Errorf("%w: the file ends at byte %d, but it was on disk up to byte %d", record.ErrCorrupt, sc.Pos(), synced)}
+	}
+	if damage != nil && sc.Pos() < synced {
+		// Cutting here would lose records that were on disk, acknowledged
+		// under fsync=batch: the file stays as it is, the shard serves what
+		// comes before the damage and refuses writes until an operator
+		// repairs it (strata segment repair) or a replica restores it.
+		later := validRecordAfter(f, sc.Pos(), min(synced, st.Size()), s.next)
+		s.size, s.crc = sc.Pos(), sc.CRC()
+		sh.failed = &DamagedError{Shard: sh.name, Segment: s.no, Pos: sc.Pos(), Synced: synced, Cause: damage, NextValid: later}
+		e.stats.Damaged.Add(1)
+		e.log.Error("a segment is damaged in bytes that were on disk: serving what comes before, refusing writes",
+			"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "synced_to_byte", synced, "next_valid_record_at", later,
+			"err", damage, "repair", "strata segment repair --data-dir DIR --shard "+sh.name)
+		return nil
+	}
+	if err := damage; err != nil {
+		e.log.Warn("truncating a torn segment tail (bytes written after the last fsync)", "shard", sh.name, "segment", s.no,
+			"at_byte", sc.Pos(), "synced_to_byte", synced, "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
 		if err := truncateFile(s.wf, sc.Pos()); err != nil {
 			return fmt.Errorf("truncate %s: %w", s.path, err)
 		}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/cockroachdb/pebble/vfs/errorfs"
 
@@ -49,20 +52,92 @@ func fillAt(t *testing.T, e *Engine, shard string, start uint64, n int) []record
 	return recs
 }
 
-// A crash mid-write leaves a damaged tail; recovery keeps every whole
-// record before it, drops the rest, and appends continue from there.
-func TestRecoveryTruncatesDamagedTail(t *testing.T) {
+// encodeAt encodes recs at offsets from first on, as the engine would
+// have written them, and returns the bytes and the records so numbered.
+func encodeAt(t *testing.T, recs []record.Record, first uint64) ([]byte, []record.Record) {
+	t.Helper()
+	var b []byte
+	for i := range recs {
+		recs[i].Offset = first + uint64(i)
+		var err error
+		if b, err = record.Append(b, &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, recs
+}
+
+// A crash leaves bytes after the last fsync in any state: cut short,
+// zeros, stale bytes, whole records, or (after a power cut, the pages of
+// a write reaching the disk in any order) whole records after torn ones.
+// None of it was acknowledged under fsync=batch, so recovery keeps the
+// whole records up to the first bad one, cuts the rest, and appends go on
+// from there, whatever the bytes after look like. Each case appends its
+// tail to a segment whose 20 records were synced (a clean close).
+func TestRecoveryCutsTornTail(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		damage func(data []byte) []byte
-		keep   int // records that survive of 20
+		name string
+		// tail is what a crash left after the synced bytes d, and how many
+		// of the records it was written from (offsets 20 on) survive.
+		tail func(t *testing.T, d []byte) ([]byte, []record.Record)
 	}{
-		{"clean", func(d []byte) []byte { return d }, 20},
-		{"half a header appended", func(d []byte) []byte { return append(d, 0, 0, 0, 0, 0, 0, 0, 20, 0) }, 20},
-		{"zeros appended (preallocated tail)", func(d []byte) []byte { return append(d, make([]byte, 4096)...) }, 20},
-		{"last record cut short", func(d []byte) []byte { return d[:len(d)-3] }, 19},
-		{"byte flipped in the last record", func(d []byte) []byte { d[len(d)-2] ^= 1; return d }, 19},
-		{"a whole stale record repeated", func(d []byte) []byte { return append(d, d[:60]...) }, 20},
+		{"clean", func(t *testing.T, d []byte) ([]byte, []record.Record) { return d, nil }},
+		{"half a header", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			return append(d, 0, 0, 0, 0, 0, 0, 0, 20, 0), nil
+		}},
+		{"zeros (a preallocated tail)", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			return append(d, make([]byte, 4096)...), nil
+		}},
+		{"stale bytes that do not continue the log", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			return append(d, d[:60]...), nil
+		}},
+		{"an unsynced record cut short", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			b, _ := encodeAt(t, storetest.Records(1, 7), 20)
+			return append(d, b[:len(b)-3]...), nil
+		}},
+		{"an unsynced record with a byte flipped", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			b, _ := encodeAt(t, storetest.Records(1, 7), 20)
+			b[len(b)-2] ^= 1
+			return append(d, b...), nil
+		}},
+		{"unsynced whole records (a process killed after its write)", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			b, recs := encodeAt(t, storetest.Records(5, 7), 20)
+			return append(d, b...), recs
+		}},
+		{"a value holding a valid record, cut after it", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			// A client may produce any bytes: here the next record's
+			// encoding, as if the log went on after a torn record.
+			inner, _ := encodeAt(t, storetest.Records(1, 8), 21)
+			outer := storetest.Records(1, 7)
+			outer[0].Value = append(append([]byte(nil), inner...), bytes.Repeat([]byte("p"), 100)...)
+			b, _ := encodeAt(t, outer, 20)
+			at := bytes.Index(b, inner)
+			if _, _, err := record.Check(b[at:]); at < 0 || err != nil {
+				t.Fatalf("the embedded record is not whole in the outer one: at %d, %v", at, err)
+			}
+			return append(d, b[:at+len(inner)+10]...), nil
+		}},
+		{"the unsynced write's second page lost, later pages kept", func(t *testing.T, d []byte) ([]byte, []record.Record) {
+			recs := storetest.Records(80, 7)
+			for i := range recs {
+				recs[i].Value = bytes.Repeat([]byte{'v', byte(i)}, 100)
+			}
+			b, recs := encodeAt(t, recs, 20)
+			out := append(append([]byte(nil), d...), b...)
+			lost := (len(d)/4096 + 1) * 4096
+			clear(out[lost : lost+4096])
+			keep, end := 0, len(d)
+			for _, r := range recs {
+				if end += record.Size(&r); end > lost {
+					break
+				}
+				keep++
+			}
+			if !hasRecordAt(out, lost+4096) {
+				t.Fatal("no whole record after the lost page: the case shows nothing")
+			}
+			return out, recs[:keep]
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t.TempDir())
@@ -71,20 +146,36 @@ func TestRecoveryTruncatesDamagedTail(t *testing.T) {
 			path := segmentPath(e.shards["c-0"].dir, 0)
 			e.Close()
 			data, _ := os.ReadFile(path)
-			os.WriteFile(path, tc.damage(data), 0o644)
+			torn, kept := tc.tail(t, data)
+			want = append(want, kept...)
+			os.WriteFile(path, torn, 0o644)
 
 			e = open(t, cfg)
 			defer e.Close()
-			storetest.Equal(t, storetest.ReadAll(t, e, "c-0", 0), want[:tc.keep])
-			base, err := e.Append(ctx, "c-0", storetest.Records(1, 3))
-			if err != nil || base != uint64(tc.keep) {
-				t.Fatalf("append after recovery: base %d, %v; want %d", base, err, tc.keep)
+			if n := e.Stats().Damaged.Load(); n != 0 {
+				t.Fatalf("%d damaged shards after a torn tail, want 0", n)
 			}
-			if got := storetest.ReadAll(t, e, "c-0", 0); len(got) != tc.keep+1 {
-				t.Fatalf("after recovery and one append: %d records, want %d", len(got), tc.keep+1)
+			storetest.Equal(t, storetest.ReadAll(t, e, "c-0", 0), want)
+			base, err := e.Append(ctx, "c-0", storetest.Records(1, 3))
+			if err != nil || base != uint64(len(want)) {
+				t.Fatalf("append after recovery: base %d, %v; want %d", base, err, len(want))
+			}
+			if got := storetest.ReadAll(t, e, "c-0", 0); len(got) != len(want)+1 {
+				t.Fatalf("after recovery and one append: %d records, want %d", len(got), len(want)+1)
 			}
 		})
 	}
+}
+
+// hasRecordAt reports whether a whole record starts somewhere in b from
+// byte from on.
+func hasRecordAt(b []byte, from int) bool {
+	for i := from; i+record.HeaderSize <= len(b); i++ {
+		if _, _, err := record.Check(b[i:]); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // With the whole index gone, recovery rebuilds it from the segment files.
@@ -215,50 +306,168 @@ func TestFailedFsyncIsNeverAcknowledged(t *testing.T) {
 	}
 }
 
-// Damage inside the active segment with whole records after it is not cut
-// off at start: that would lose acknowledged records. The shard serves what
-// comes before the damage, refuses writes with an error naming the repair,
-// keeps the file as it was, and takes writes again once repaired.
-func TestDamageInsideIsKeptForRepair(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	e := open(t, cfg)
-	want := fill(t, e, "m-0", 20)
-	path := segmentPath(e.shards["m-0"].dir, 0)
-	e.Close()
-	data, _ := os.ReadFile(path)
-	var starts []int64
-	for sc := NewScanner(path, bytes.NewReader(data), 0, int64(len(data)), nil); sc.Next(); {
-		_, pos, _ := sc.Record()
-		starts = append(starts, pos)
-	}
-	data[starts[8]+20] ^= 0xff // inside record 8, whole records after it
-	os.WriteFile(path, data, 0o644)
+// Damage to bytes that were on disk (before the synced mark) is not cut
+// off at start, whether or not whole records follow it: the records it
+// would cut were acknowledged. The shard serves what comes before the
+// damage, refuses writes with an error naming where and the repair, keeps
+// the file as it was (start after start), `strata segment verify` names
+// the byte, and once repaired the shard takes writes again and stays
+// healthy across a restart.
+func TestDamageInSyncedDataIsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(d []byte, starts []int64) []byte
+		keep   int  // records before the damage
+		next   bool // a whole record follows the damage
+		// seen: the offline check sees it too (missing records leave a
+		// whole file: only the synced mark knows).
+		seen bool
+	}{
+		{"a byte flipped inside record 8", func(d []byte, s []int64) []byte { d[s[8]+20] ^= 0xff; return d }, 8, true, true},
+		{"the offset field of record 8 changed", func(d []byte, s []int64) []byte { d[s[8]+7] ^= 1; return d }, 8, true, true},
+		{"a byte flipped in the last record", func(d []byte, s []int64) []byte { d[len(d)-2] ^= 1; return d }, 19, false, true},
+		{"the last record cut short", func(d []byte, s []int64) []byte { return d[:len(d)-3] }, 19, false, true},
+		{"the last two records missing", func(d []byte, s []int64) []byte { return d[:s[18]] }, 18, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			e := open(t, cfg)
+			want := fill(t, e, "m-0", 20)
+			dir := e.shards["m-0"].dir
+			path := segmentPath(dir, 0)
+			e.Close()
+			starts := recordStarts(t, path)
+			data, _ := os.ReadFile(path)
+			data = tc.damage(data, starts)
+			os.WriteFile(path, data, 0o644)
+			at := starts[tc.keep]
 
-	e = open(t, cfg)
-	if got := e.Stats().Damaged.Load(); got != 1 {
-		t.Fatalf("%d damaged shards counted, want 1", got)
-	}
-	storetest.Equal(t, storetest.ReadAll(t, e, "m-0", 0), want[:8])
-	_, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
-	var d *DamagedError
-	if !errors.As(err, &d) || !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), "strata segment repair") {
-		t.Fatalf("append to a damaged shard: %v", err)
-	}
-	e.Close()
-	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
-		t.Fatal("the damaged file was changed before an operator chose to repair it")
-	}
+			for range 2 { // a second start finds the same
+				e = open(t, cfg)
+				if got := e.Stats().Damaged.Load(); got != 1 {
+					t.Fatalf("%d damaged shards counted, want 1", got)
+				}
+				storetest.Equal(t, storetest.ReadAll(t, e, "m-0", 0), want[:tc.keep])
+				_, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
+				var d *DamagedError
+				if !errors.As(err, &d) || !errors.Is(err, record.ErrCorrupt) || d.Pos != at || (d.NextValid >= 0) != tc.next ||
+					!strings.Contains(err.Error(), fmt.Sprintf("damaged at byte %d", at)) || !strings.Contains(err.Error(), "strata segment repair") {
+					t.Fatalf("append to a damaged shard: %v; want a DamagedError at byte %d naming the repair", err, at)
+				}
+				e.Close()
+				if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+					t.Fatal("the damaged file was changed before an operator chose to repair it")
+				}
+			}
+			reps, err := VerifyDir(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen := reps[0].Problem != nil && reps[0].ProblemAt == at; seen != tc.seen {
+				t.Fatalf("verify: problem %v at byte %d; want it seen (%v) at byte %d", reps[0].Problem, reps[0].ProblemAt, tc.seen, at)
+			}
 
-	e = open(t, cfg)
-	defer e.Close()
-	if err := e.Repair(ctx, "m-0"); err != nil {
+			e = open(t, cfg)
+			if err := e.Repair(ctx, "m-0"); err != nil {
+				t.Fatal(err)
+			}
+			base, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
+			if err != nil || base != uint64(tc.keep) {
+				t.Fatalf("append after the repair: base %d, %v; want %d", base, err, tc.keep)
+			}
+			e.Close()
+			e = open(t, cfg)
+			defer e.Close()
+			if got := e.Stats().Damaged.Load(); got != 0 {
+				t.Fatalf("%d damaged shards after the repair and a restart, want 0", got)
+			}
+			if got := storetest.ReadAll(t, e, "m-0", 0); len(got) != tc.keep+1 {
+				t.Fatalf("after the repair and one append: %d records, want %d", len(got), tc.keep+1)
+			}
+		})
+	}
+}
+
+// copyDir copies a data folder as it is on disk now, the engine still
+// running: what a process killed at this moment leaves.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := e.Append(ctx, "m-0", storetest.Records(1, 9))
-	if err != nil || base != 8 {
-		t.Fatalf("append after the repair: base %d, %v; want 8", base, err)
-	}
-	if got := storetest.ReadAll(t, e, "m-0", 0); len(got) != 9 {
-		t.Fatalf("after the repair and one append: %d records, want 9", len(got))
+	return dst
+}
+
+// Each policy's fsync sets the synced mark: a write once fsynced (each
+// batch under fsync=batch, the tick's under fsync=interval) is on disk,
+// and damage to it is kept; under fsync=none nothing is known to be on
+// disk until a clean close, and the same damage is cut as a torn tail.
+// The data folder is copied while the engine runs, as a crash leaves it
+// once the index's log is on disk.
+func TestSyncedMarkPerPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		fsync   FsyncPolicy
+		damaged bool
+	}{
+		{FsyncBatch, true},
+		{FsyncInterval, true},
+		{FsyncNone, false},
+	} {
+		t.Run(string(tc.fsync), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Fsync, cfg.FsyncInterval = tc.fsync, 10*time.Millisecond
+			e := open(t, cfg)
+			defer e.Close()
+			want := fill(t, e, "p-0", 20)
+			sh := e.shards["p-0"]
+			size, _ := e.ActiveBytes("p-0")
+			if tc.fsync == FsyncInterval {
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					if m, _ := e.loadSynced(sh, 0); m == size {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("no synced mark after 5 s of 10 ms fsync ticks")
+					}
+				}
+			}
+			// The marks are committed unsynced, as the rest of the index:
+			// Pebble writes its log out a block at a time, so a crash loses
+			// the last ones (recovery then treats more as torn). Here the
+			// log reached the disk.
+			if err := e.index.LogData(nil, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			crashed := copyDir(t, cfg.Dir)
+			path := segmentPath(filepath.Join(crashed, "p-0"), 0)
+			data, _ := os.ReadFile(path)
+			data[len(data)-2] ^= 1
+			os.WriteFile(path, data, 0o644)
+
+			cfg.Dir = crashed
+			e2 := open(t, cfg)
+			defer e2.Close()
+			storetest.Equal(t, storetest.ReadAll(t, e2, "p-0", 0), want[:19])
+			_, err := e2.Append(ctx, "p-0", storetest.Records(1, 9))
+			var d *DamagedError
+			if damaged := errors.As(err, &d); damaged != tc.damaged || (!damaged && err != nil) {
+				t.Fatalf("append after the crash: %v; want damage kept: %v", err, tc.damaged)
+			}
+		})
 	}
 }

@@ -230,7 +230,12 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 		return err
 	}
 	// Key and tag entries of the cut records stay: readers check that the
-	// record at an entry's offset still matches, as after a crash.
+	// record at an entry's offset still matches, as after a crash. The
+	// synced mark goes down to the cut before the file is cut: bytes
+	// written there later are not on disk until their own fsync.
+	if s.synced > kept.size {
+		sh.setSynced(ib, kept.size)
+	}
 	if err := ib.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)
 	}

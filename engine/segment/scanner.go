@@ -153,13 +153,15 @@ func (s *Scanner) Pos() int64 { return s.pos }
 // CRC is the CRC-32C of the whole records read, from the start position.
 func (s *Scanner) CRC() uint32 { return s.crc }
 
-// validRecordAfter looks past damage at byte pos for a whole record (length
-// and CRC intact) carrying an offset above expected: proof that the damage
-// lies inside the log, with acknowledged records after it, rather than at a
-// torn tail (a cut write, zeros, or stale bytes that do not continue it).
-func validRecordAfter(r io.ReaderAt, pos, end int64, expected uint64) (int64, bool) {
+// validRecordAfter looks past damage at byte pos, up to end, for a whole
+// record (length and CRC intact) carrying an offset above expected, and
+// returns its position, or -1. It only tells an operator where the log
+// may go on: it proves nothing (a record's value may hold a valid-looking
+// record), so recovery decides by the synced mark, not by this.
+func validRecordAfter(r io.ReaderAt, pos, end int64, expected uint64) int64 {
 	const chunk = 1 << 20
 	buf := make([]byte, chunk+record.HeaderSize)
+	var rec []byte
 	for start := pos + 1; start+record.HeaderSize <= end; start += chunk {
 		n, _ := r.ReadAt(buf[:min(int64(len(buf)), end-start)], start)
 		for i := 0; i+record.HeaderSize <= n; i++ {
@@ -167,14 +169,16 @@ func validRecordAfter(r io.ReaderAt, pos, end int64, expected uint64) (int64, bo
 			if err != nil || off <= expected || off > expected+1<<20 || start+int64(i)+int64(size) > end {
 				continue
 			}
-			rec := make([]byte, size)
-			if _, err := r.ReadAt(rec, start+int64(i)); err != nil {
+			if cap(rec) < size {
+				rec = make([]byte, size)
+			}
+			if _, err := r.ReadAt(rec[:size], start+int64(i)); err != nil {
 				continue
 			}
-			if _, _, err := record.Check(rec); err == nil {
-				return start + int64(i), true
+			if _, _, err := record.Check(rec[:size]); err == nil {
+				return start + int64(i)
 			}
 		}
 	}
-	return 0, false
+	return -1
 }

@@ -158,6 +158,7 @@ func (w *worker) process(batch []request) {
 	}
 	if w.e.cfg.Fsync == FsyncBatch {
 		w.syncAll(touched)
+		markSynced(ib, touched)
 	} else {
 		for sh := range touched {
 			sh.dirty = !sh.shared
@@ -347,11 +348,15 @@ func shouldRoll(count, next uint64, n int, size int64, checkInterval uint64, max
 // the interval policy.
 func (w *worker) tick() {
 	w.syncShared()
+	synced := map[*shard]bool{}
+	defer w.commitSynced(synced)
 	for _, sh := range w.e.shardsOf(w) {
 		s := sh.active()
 		if sh.dirty && sh.failed == nil && !sh.shared {
 			if err := s.wf.Sync(); err != nil {
 				w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
+			} else {
+				synced[sh] = true
 			}
 			sh.dirty = false
 		}
@@ -373,6 +378,15 @@ func (w *worker) repair(sh *shard) error {
 		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)
 	}
 	s := sh.active()
+	// The synced mark goes down to the cut first: a crash before the cut
+	// then finds the damage past the mark, a torn tail it cuts itself.
+	b := w.e.index.NewBatch()
+	sh.setSynced(b, s.size)
+	err := b.Commit(pebble.Sync)
+	b.Close()
+	if err != nil {
+		return fmt.Errorf("shard %s: lowering the synced mark to the cut: %w", sh.name, err)
+	}
 	if err := truncateFile(s.wf, s.size); err != nil {
 		return fmt.Errorf("truncate %s: %w", s.path, err)
 	}

@@ -1,0 +1,99 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/index"
+)
+
+// The synced mark of a file-per-partition shard is how far its active
+// segment was on disk at its last fsync: recovery tells a torn tail (bytes
+// written after the last fsync, nothing of it acknowledged under
+// fsync=batch) from damage to bytes that were on disk (docs/engine.md,
+// "Recovery"). Nothing in a segment's bytes can tell the two apart: a
+// record's value may hold any bytes, a valid-looking record among them,
+// and after a power cut the pages of the last write reach the disk in any
+// order, so whole records can follow torn ones.
+//
+// The mark lives in the index database, one key per shard:
+//
+//	'y' shard 0x00 -> created (unix ns) i64 | segment no u64 | position i64
+//
+// It is set in a batch committed after the fsync it follows, so it never
+// says more than was synced; it may say less (a commit not yet on disk at
+// a power cut, an index rebuilt or lost), which only widens the span
+// recovery treats as a torn tail. created tells incarnations of a shard's
+// name apart, and a mark of another segment than the active one counts
+// as 0.
+const kindSynced = 'y'
+
+func syncedKey(shard string) []byte { return index.Prefix(kindSynced, shard) }
+
+func syncedValue(sh *shard, no uint64, pos int64) []byte {
+	v := make([]byte, 0, 24)
+	v = binary.BigEndian.AppendUint64(v, uint64(sh.created.UnixNano()))
+	v = binary.BigEndian.AppendUint64(v, no)
+	return binary.BigEndian.AppendUint64(v, uint64(pos))
+}
+
+// setSynced records in b that the shard's active segment is on disk up to
+// pos; the caller commits b only once that is true.
+func (sh *shard) setSynced(b *pebble.Batch, pos int64) {
+	s := sh.active()
+	s.synced = pos
+	b.Set(syncedKey(sh.name), syncedValue(sh, s.no, pos), nil)
+}
+
+// markSynced records the synced marks of the file-per-partition shards
+// whose active segment was just fsynced whole (a failed shard's file is
+// not known to be on disk, and a damaged one's length is not the file's).
+func markSynced(b *pebble.Batch, shards map[*shard]bool) {
+	for sh := range shards {
+		if !sh.shared && sh.failed == nil {
+			if s := sh.active(); s.synced != s.size {
+				sh.setSynced(b, s.size)
+			}
+		}
+	}
+}
+
+// loadSynced reads the synced mark of segment no of sh: 0 when there is
+// none (never synced, a shard of the name before this one, an earlier
+// segment, the index rebuilt).
+func (e *Engine) loadSynced(sh *shard, no uint64) (int64, error) {
+	v, closer, err := e.index.Get(syncedKey(sh.name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("shard %s: reading the synced mark: %w", sh.name, err)
+	}
+	defer closer.Close()
+	if len(v) != 24 {
+		e.log.Warn("ignoring a synced mark of the wrong size", "shard", sh.name, "bytes", len(v))
+		return 0, nil
+	}
+	created, seg, pos := int64(binary.BigEndian.Uint64(v)), binary.BigEndian.Uint64(v[8:]), int64(binary.BigEndian.Uint64(v[16:]))
+	if created != sh.created.UnixNano() || seg != no || pos < 0 {
+		return 0, nil
+	}
+	return pos, nil
+}
+
+// commitSynced commits the synced marks of shards just fsynced outside a
+// worker batch (the interval policy's tick); unsynced, as the index is.
+func (w *worker) commitSynced(shards map[*shard]bool) {
+	if len(shards) == 0 {
+		return
+	}
+	b := w.e.index.NewBatch()
+	defer b.Close()
+	markSynced(b, shards)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		w.e.log.Warn("recording synced marks failed; recovery treats more of a damaged tail as torn", "err", err)
+	}
+}
