@@ -255,7 +255,9 @@ func (e *Engine) reindex(sh *shard) error {
 }
 
 // reindexFrom adds the index entries of the records of s from byte pos on
-// whose offsets are at or past at.
+// whose offsets are at or past at. The record at pos must carry at (the
+// index entry's), or the segment's first offset at byte 0: a stale entry
+// is then found out instead of indexing records under its offsets.
 func (e *Engine) reindexFrom(sh *shard, s *segment, pos int64, at uint64, ib *pebble.Batch) (int, error) {
 	f, err := os.Open(s.path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -266,7 +268,11 @@ func (e *Engine) reindexFrom(sh *shard, s *segment, pos int64, at uint64, ib *pe
 	}
 	defer f.Close()
 	added := 0
-	sc := NewScanner(s.path, f, pos, s.size, nil)
+	expect := at
+	if pos == 0 {
+		expect = s.start
+	}
+	sc := NewScanner(s.path, f, pos, s.size, &expect)
 	for sc.Next() {
 		r, p, _ := sc.Record()
 		if r.Offset >= at {

@@ -54,7 +54,7 @@ func fillAt(t *testing.T, e *Engine, shard string, start uint64, n int) []record
 
 // encodeAt encodes recs at offsets from first on, as the engine would
 // have written them, and returns the bytes and the records so numbered.
-func encodeAt(t *testing.T, recs []record.Record, first uint64) ([]byte, []record.Record) {
+func encodeAt(t testing.TB, recs []record.Record, first uint64) ([]byte, []record.Record) {
 	t.Helper()
 	var b []byte
 	for i := range recs {

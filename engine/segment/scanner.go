@@ -153,21 +153,30 @@ func (s *Scanner) Pos() int64 { return s.pos }
 // CRC is the CRC-32C of the whole records read, from the start position.
 func (s *Scanner) CRC() uint32 { return s.crc }
 
+// checkBudget bounds the bytes validRecordAfter checks as candidates.
+const checkBudget = 256 << 20
+
 // validRecordAfter looks past damage at byte pos, up to end, for a whole
 // record (length and CRC intact) carrying an offset above expected, and
 // returns its position, or -1. It only tells an operator where the log
 // may go on: it proves nothing (a record's value may hold a valid-looking
-// record), so recovery decides by the synced mark, not by this.
+// record), so recovery decides by the synced mark, not by this. Bytes
+// crafted to look like many large records would make each look costly
+// (a CRC of up to 64 MiB), so it gives up after checkBudget bytes of them.
 func validRecordAfter(r io.ReaderAt, pos, end int64, expected uint64) int64 {
 	const chunk = 1 << 20
 	buf := make([]byte, chunk+record.HeaderSize)
 	var rec []byte
-	for start := pos + 1; start+record.HeaderSize <= end; start += chunk {
+	checked := 0
+	for start := pos + 1; start+record.HeaderSize <= end && checked < checkBudget; start += chunk {
 		n, _ := r.ReadAt(buf[:min(int64(len(buf)), end-start)], start)
 		for i := 0; i+record.HeaderSize <= n; i++ {
 			off, size, err := record.Peek(buf[i:n])
 			if err != nil || off <= expected || off > expected+1<<20 || start+int64(i)+int64(size) > end {
 				continue
+			}
+			if checked += size; checked > checkBudget {
+				return -1
 			}
 			if cap(rec) < size {
 				rec = make([]byte, size)

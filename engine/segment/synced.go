@@ -33,11 +33,14 @@ const kindSynced = 'y'
 
 func syncedKey(shard string) []byte { return index.Prefix(kindSynced, shard) }
 
-func syncedValue(sh *shard, no uint64, pos int64) []byte {
-	v := make([]byte, 0, 24)
-	v = binary.BigEndian.AppendUint64(v, uint64(sh.created.UnixNano()))
-	v = binary.BigEndian.AppendUint64(v, no)
-	return binary.BigEndian.AppendUint64(v, uint64(pos))
+// appendSynced appends to b the key of sh's synced mark, then the value
+// of a mark at byte pos of segment no, and returns it with the key's length.
+func appendSynced(b []byte, sh *shard, no uint64, pos int64) ([]byte, int) {
+	b = append(append(append(b, kindSynced), sh.name...), 0)
+	k := len(b)
+	b = binary.BigEndian.AppendUint64(b, uint64(sh.created.UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, no)
+	return binary.BigEndian.AppendUint64(b, uint64(pos)), k
 }
 
 // setSynced records in b that the shard's active segment is on disk up to
@@ -45,18 +48,23 @@ func syncedValue(sh *shard, no uint64, pos int64) []byte {
 func (sh *shard) setSynced(b *pebble.Batch, pos int64) {
 	s := sh.active()
 	s.synced = pos
-	b.Set(syncedKey(sh.name), syncedValue(sh, s.no, pos), nil)
+	kv, k := appendSynced(nil, sh, s.no, pos)
+	b.Set(kv[:k], kv[k:], nil)
 }
 
 // markSynced records the synced marks of the file-per-partition shards
 // whose active segment was just fsynced whole (a failed shard's file is
 // not known to be on disk, and a damaged one's length is not the file's).
+// It runs after every worker batch under fsync=batch: one buffer for all
+// (the batch copies what it is given).
 func markSynced(b *pebble.Batch, shards map[*shard]bool) {
+	var kv []byte
 	for sh := range shards {
-		if !sh.shared && sh.failed == nil {
-			if s := sh.active(); s.synced != s.size {
-				sh.setSynced(b, s.size)
-			}
+		if s := sh.active(); !sh.shared && sh.failed == nil && s.synced != s.size {
+			s.synced = s.size
+			var k int
+			kv, k = appendSynced(kv[:0], sh, s.no, s.size)
+			b.Set(kv[:k], kv[k:], nil)
 		}
 	}
 }
