@@ -34,18 +34,27 @@ func segmentCmd(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		bad := 0
+		bad, torn := 0, 0
 		var records int
 		for _, r := range reports {
 			status := "ok"
-			if r.Problem != nil {
+			switch {
+			case r.TornTail:
+				// Bytes no fsync covered, nothing of them acknowledged
+				// under fsync=batch: what a crash leaves, not damage.
+				status = fmt.Sprintf("torn tail at byte %d, past byte %d (what the last fsync covered): the next start cuts it: %v", r.ProblemAt, r.Synced, r.Problem)
+				torn++
+			case r.Problem != nil:
 				status = fmt.Sprintf("BAD at byte %d: %v", r.ProblemAt, r.Problem)
+				if r.Synced >= 0 {
+					status += fmt.Sprintf(" (the file was on disk up to byte %d: damage to synced bytes; the shard refuses writes until `strata segment repair`)", r.Synced)
+				}
 				bad++
 			}
 			fmt.Fprintf(out, "%s\t%d records\toffsets %d..%d\t%d bytes\t%s\n", r.Path, r.Records, r.FirstOffset, r.LastOffset, r.Bytes, status)
 			records += r.Records
 		}
-		fmt.Fprintf(out, "%d files, %d records, %d with problems\n", len(reports), records, bad)
+		fmt.Fprintf(out, "%d files, %d records, %d with problems, %d with a torn tail\n", len(reports), records, bad, torn)
 		if bad > 0 {
 			return fmt.Errorf("%d of %d segment files have problems", bad, len(reports))
 		}

@@ -149,6 +149,12 @@ func TestRecoveryCutsTornTail(t *testing.T) {
 			torn, kept := tc.tail(t, data)
 			want = append(want, kept...)
 			os.WriteFile(path, torn, 0o644)
+			// The offline check, reading the synced mark, says the same.
+			reps, err := VerifyDir(filepath.Dir(path), nil)
+			if r := reps[0]; err != nil || r.Synced != int64(len(data)) || (r.Problem != nil && !r.TornTail) {
+				t.Fatalf("verify: %v, synced mark %d, problem %v (torn tail: %v); want none or a torn tail past byte %d",
+					err, r.Synced, r.Problem, r.TornTail, len(data))
+			}
 
 			e = open(t, cfg)
 			defer e.Close()
@@ -319,15 +325,13 @@ func TestDamageInSyncedDataIsKept(t *testing.T) {
 		damage func(d []byte, starts []int64) []byte
 		keep   int  // records before the damage
 		next   bool // a whole record follows the damage
-		// seen: the offline check sees it too (missing records leave a
-		// whole file: only the synced mark knows).
-		seen bool
 	}{
-		{"a byte flipped inside record 8", func(d []byte, s []int64) []byte { d[s[8]+20] ^= 0xff; return d }, 8, true, true},
-		{"the offset field of record 8 changed", func(d []byte, s []int64) []byte { d[s[8]+7] ^= 1; return d }, 8, true, true},
-		{"a byte flipped in the last record", func(d []byte, s []int64) []byte { d[len(d)-2] ^= 1; return d }, 19, false, true},
-		{"the last record cut short", func(d []byte, s []int64) []byte { return d[:len(d)-3] }, 19, false, true},
-		{"the last two records missing", func(d []byte, s []int64) []byte { return d[:s[18]] }, 18, false, false},
+		{"a byte flipped inside record 8", func(d []byte, s []int64) []byte { d[s[8]+20] ^= 0xff; return d }, 8, true},
+		{"the offset field of record 8 changed", func(d []byte, s []int64) []byte { d[s[8]+7] ^= 1; return d }, 8, true},
+		{"a byte flipped in the last record", func(d []byte, s []int64) []byte { d[len(d)-2] ^= 1; return d }, 19, false},
+		{"the last record cut short", func(d []byte, s []int64) []byte { return d[:len(d)-3] }, 19, false},
+		// A whole file: only the synced mark shows the records missing.
+		{"the last two records missing", func(d []byte, s []int64) []byte { return d[:s[18]] }, 18, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t.TempDir())
@@ -338,6 +342,7 @@ func TestDamageInSyncedDataIsKept(t *testing.T) {
 			e.Close()
 			starts := recordStarts(t, path)
 			data, _ := os.ReadFile(path)
+			synced := int64(len(data))
 			data = tc.damage(data, starts)
 			os.WriteFile(path, data, 0o644)
 			at := starts[tc.keep]
@@ -363,8 +368,9 @@ func TestDamageInSyncedDataIsKept(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if seen := reps[0].Problem != nil && reps[0].ProblemAt == at; seen != tc.seen {
-				t.Fatalf("verify: problem %v at byte %d; want it seen (%v) at byte %d", reps[0].Problem, reps[0].ProblemAt, tc.seen, at)
+			if r := reps[0]; r.Problem == nil || r.ProblemAt != at || r.TornTail || r.Synced != synced {
+				t.Fatalf("verify: problem %v at byte %d (torn tail: %v, synced mark %d); want damage at byte %d before the mark at %d",
+					r.Problem, r.ProblemAt, r.TornTail, r.Synced, at, synced)
 			}
 
 			e = open(t, cfg)

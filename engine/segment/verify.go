@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/record"
 )
 
 // FileReport is what an offline check found in one segment file.
@@ -18,15 +23,21 @@ type FileReport struct {
 	FirstOffset, LastOffset uint64
 	Bytes                   int64
 	// Problem is the first thing wrong (a bad CRC, a torn record, an offset
-	// out of sequence) at byte ProblemAt; nil when the file is whole.
+	// out of sequence, records missing before the synced mark) at byte
+	// ProblemAt; nil when the file is whole.
 	Problem   error
 	ProblemAt int64
+	// Synced is the file's synced mark when VerifyDir could read it (-1
+	// otherwise); TornTail says the problem lies at or past it: bytes no
+	// fsync covered, which the next start cuts (docs/engine.md, "Recovery").
+	Synced   int64
+	TornTail bool
 }
 
 // VerifyFile decodes every record of a segment file, checking lengths, CRCs
 // and that offsets follow each other (from next, when next is not nil).
 func VerifyFile(path string, next *uint64) FileReport {
-	rep := FileReport{Path: path}
+	rep := FileReport{Path: path, Synced: -1}
 	f, err := os.Open(path)
 	if err != nil {
 		rep.Problem = err
@@ -56,7 +67,10 @@ func VerifyFile(path string, next *uint64) FileReport {
 }
 
 // VerifyDir checks every segment file of one shard folder in number order,
-// and that each file's offsets continue the previous file's.
+// and that each file's offsets continue the previous file's. With the
+// service stopped, it also reads the shard's synced mark from the data
+// folder's index (the folder's parent) and tells a torn tail past it from
+// damage before it, and a file that ends before it.
 func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -77,10 +91,22 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 		return nil, fmt.Errorf("%s holds no segment files (N.msg)", dir)
 	}
 	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+	markSeg, mark, marked := syncedMarkOffline(dir)
 	var reports []FileReport
 	var next *uint64
 	for i, n := range nums {
 		rep := VerifyFile(segmentPath(dir, n), next)
+		if marked && n == markSeg {
+			rep.Synced = mark
+			switch {
+			case rep.Problem != nil:
+				rep.TornTail = rep.ProblemAt >= mark
+			case rep.Bytes < mark:
+				rep.Problem = fmt.Errorf("%s: the file ends at byte %d, but it was on disk up to byte %d: records are missing: %w",
+					rep.Path, rep.Bytes, mark, record.ErrCorrupt)
+				rep.ProblemAt = rep.Bytes
+			}
+		}
 		reports = append(reports, rep)
 		if rep.Records > 0 {
 			after := rep.LastOffset + 1
@@ -122,4 +148,31 @@ func Dump(path string, w io.Writer) error {
 			r.Offset, p, size, r.Timestamp, key, value, len(r.Headers), r.Tags, r.ProtocolData)
 	}
 	return sc.Err()
+}
+
+// syncedMarkOffline reads the synced mark of the shard whose folder is dir
+// from the index beside it, read-only. Pebble locks its folder even so: a
+// running service keeps it, and the mark is then unknown. The mark's
+// shard creation time is not checked (that is the manifest's): the
+// deletion of a shard deletes its mark.
+func syncedMarkOffline(dir string) (seg uint64, pos int64, ok bool) {
+	dir = filepath.Clean(dir)
+	idx := filepath.Join(filepath.Dir(dir), "index")
+	if _, err := os.Stat(idx); err != nil {
+		return 0, 0, false
+	}
+	db, err := pebble.Open(idx, &pebble.Options{ReadOnly: true, Logger: quietLogger{}})
+	if err != nil {
+		return 0, 0, false
+	}
+	defer db.Close()
+	v, closer, err := db.Get(syncedKey(filepath.Base(dir)))
+	if err != nil {
+		return 0, 0, false
+	}
+	defer closer.Close()
+	if len(v) != 24 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(v[8:]), int64(binary.BigEndian.Uint64(v[16:])), true
 }
