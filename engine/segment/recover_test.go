@@ -477,3 +477,41 @@ func TestSyncedMarkPerPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A replica's truncation lowers the synced mark before it cuts the file:
+// bytes a crash leaves past the cut, where the mark once was, are a torn
+// tail, not synced records gone missing.
+func TestTruncationLowersSyncedMark(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := open(t, cfg)
+	defer e.Close()
+	if err := e.CreateShard(ctx, "t-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetHighWatermark(ctx, "t-0", 0); err != nil { // a replica's: the leader's high watermark
+		t.Fatal(err)
+	}
+	want := fill(t, e, "t-0", 20)
+	if err := e.SetHighWatermark(ctx, "t-0", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TruncateTo(ctx, "t-0", 12); err != nil {
+		t.Fatal(err)
+	}
+	crashed := copyDir(t, cfg.Dir) // the truncation's index commit is synced
+	path := segmentPath(filepath.Join(crashed, "t-0"), 0)
+	data, _ := os.ReadFile(path)
+	tail, _ := encodeAt(t, storetest.Records(1, 5), 12)
+	os.WriteFile(path, append(data, tail[:len(tail)-4]...), 0o644)
+
+	cfg.Dir = crashed
+	e2 := open(t, cfg)
+	defer e2.Close()
+	if n := e2.Stats().Damaged.Load(); n != 0 {
+		t.Fatalf("%d damaged shards after a torn tail past a truncation, want 0", n)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, e2, "t-0", 0), want[:10]) // up to the high watermark
+	if base, err := e2.Append(ctx, "t-0", storetest.Records(1, 9)); err != nil || base != 12 {
+		t.Fatalf("append after the crash: base %d, %v; want 12", base, err)
+	}
+}
