@@ -121,11 +121,17 @@ func TestScannerViews(t *testing.T) {
 // Whatever the bytes, the scanner stops cleanly: records it returns are
 // whole, contiguous, and end where it says.
 func FuzzScanner(f *testing.F) {
-	whole, _ := segmentBytes(f, 5)
+	whole, starts := segmentBytes(f, 5)
+	badOffset := bytes.Clone(whole)
+	badOffset[starts[2]] ^= 0x80 // an offset far past the others
 	for _, views := range []bool{false, true} {
 		f.Add(whole, views)
 		f.Add(whole[:len(whole)/2], views)
 		f.Add([]byte{}, views)
+		f.Add(badOffset, views)
+		for _, tail := range tornTailSeeds(f) {
+			f.Add(append(bytes.Clone(whole), tail...), views)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, views bool) {
 		sc := NewScanner("fuzz.msg", bytes.NewReader(data), 0, int64(len(data)), nil)
