@@ -69,7 +69,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 // engineCollector exports the segment engine's counters.
 type engineCollector struct {
 	e                                       *segment.Engine
-	batches, fsyncs, records, byts, damaged *prometheus.Desc
+	batches, fsyncs, records, byts, damaged, cut *prometheus.Desc
 	// The shared files' (engine/sharedfile) own counters.
 	sharedCommits, sharedFsyncs, sharedChunks, sharedBytes, sharedSealed, sharedCut, sharedDamaged *prometheus.Desc
 }
@@ -81,7 +81,8 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		fsyncs:  d("strata_engine_fsyncs_total", "Segment file fsyncs by I/O workers."),
 		records: d("strata_engine_appended_records_total", "Records appended to segment files."),
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
-		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage inside their active segment: they serve reads and refuse writes until repaired."),
+		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage in bytes of their active segment that were on disk (before its synced mark): they serve reads and refuse writes until repaired."),
+		cut:     d("strata_engine_cut_bytes_total", "Bytes of torn segment tails (written after the last fsync) recovery cut off at start."),
 
 		sharedCommits: d("strata_engine_shared_commits_total", "Commits of chunks to shared files (strata.file.model=shared): one per I/O worker batch with shared partitions."),
 		sharedFsyncs:  d("strata_engine_shared_fsyncs_total", "Fsyncs of shared files by their writers (commits, seals, the interval policy's syncs)."),
@@ -99,6 +100,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.records
 	ch <- c.byts
 	ch <- c.damaged
+	ch <- c.cut
 	ch <- c.sharedCommits
 	ch <- c.sharedFsyncs
 	ch <- c.sharedChunks
@@ -115,6 +117,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records.Load()))
 	ch <- prometheus.MustNewConstMetric(c.byts, prometheus.CounterValue, float64(s.Bytes.Load()))
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(s.Damaged.Load()))
+	ch <- prometheus.MustNewConstMetric(c.cut, prometheus.CounterValue, float64(s.CutBytes.Load()))
 	var sh sharedfile.Stats // zero until the first shared partition
 	sp := &sh
 	if st := c.e.SharedStats(); st != nil {

@@ -1029,6 +1029,9 @@ type Stats struct {
 	// Damaged counts shards found at start with damage inside their
 	// active segment (DamagedError): they serve reads and refuse writes.
 	Damaged atomic.Uint64
+	// CutBytes counts the bytes of torn tails (past the synced mark)
+	// recovery cut off active segments at start.
+	CutBytes atomic.Uint64
 }
 
 // DamagedError is why a shard refuses writes: its active segment is

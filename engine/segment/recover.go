@@ -173,6 +173,7 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		if err := s.wf.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", s.path, err)
 		}
+		e.stats.CutBytes.Add(uint64(st.Size() - sc.Pos()))
 	}
 	s.size = sc.Pos()
 	s.crc = sc.CRC()

@@ -161,6 +161,13 @@ func TestRecoveryCutsTornTail(t *testing.T) {
 			if n := e.Stats().Damaged.Load(); n != 0 {
 				t.Fatalf("%d damaged shards after a torn tail, want 0", n)
 			}
+			var keptBytes int
+			for _, r := range kept {
+				keptBytes += record.Size(&r)
+			}
+			if cut, want := e.Stats().CutBytes.Load(), uint64(len(torn)-len(data)-keptBytes); cut != want {
+				t.Fatalf("%d bytes counted cut, want %d", cut, want)
+			}
 			storetest.Equal(t, storetest.ReadAll(t, e, "c-0", 0), want)
 			base, err := e.Append(ctx, "c-0", storetest.Records(1, 3))
 			if err != nil || base != uint64(len(want)) {
