@@ -68,7 +68,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 
 // engineCollector exports the segment engine's counters.
 type engineCollector struct {
-	e                                       *segment.Engine
+	e                                            *segment.Engine
 	batches, fsyncs, records, byts, damaged, cut *prometheus.Desc
 	// The shared files' (engine/sharedfile) own counters.
 	sharedCommits, sharedFsyncs, sharedChunks, sharedBytes, sharedSealed, sharedCut, sharedDamaged *prometheus.Desc
