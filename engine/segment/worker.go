@@ -166,8 +166,10 @@ func (w *worker) process(batch []request) {
 	}
 	w.commitShared()
 	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost. Most batches have no entry
-	// (a point per 500 records): those skip Pebble's commit pipeline.
+	// recovery re-adds whatever a crash lost, and a lost synced mark only
+	// says less than was synced. Under fsync=batch every batch carries the
+	// marks; under the other policies most have no entry (a point per 500
+	// records) and skip Pebble's commit pipeline.
 	var idxErr error
 	if !ib.Empty() {
 		idxErr = ib.Commit(pebble.NoSync)
