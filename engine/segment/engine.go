@@ -1026,8 +1026,9 @@ type Stats struct {
 	Fsyncs  atomic.Uint64
 	Records atomic.Uint64
 	Bytes   atomic.Uint64
-	// Damaged counts shards found at start with damage inside their
-	// active segment (DamagedError): they serve reads and refuse writes.
+	// Damaged counts shards found at start with damage in their active
+	// segment's synced bytes (DamagedError): they serve reads and refuse
+	// writes.
 	Damaged atomic.Uint64
 	// CutBytes counts the bytes of torn tails (past the synced mark)
 	// recovery cut off active segments at start.
