@@ -410,7 +410,8 @@ func TestSharedDamageInsideRefusesWrites(t *testing.T) {
 	}
 }
 
-// chunkPositions lists the byte positions of a shared file's chunks.
+// chunkPositions lists the byte positions of a shared file's chunks
+// (commit records skipped).
 func chunkPositions(path string) ([]int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -418,6 +419,10 @@ func chunkPositions(path string) ([]int64, error) {
 	}
 	var out []int64
 	for pos := int64(0); pos < int64(len(b)); {
+		if _, err := sharedfile.ParseCommit(b[pos:]); err == nil {
+			pos += sharedfile.HeaderSize
+			continue
+		}
 		h, err := sharedfile.ParseHeader(b[pos:])
 		if err != nil {
 			break

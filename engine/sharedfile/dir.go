@@ -111,6 +111,9 @@ type file struct {
 	size   int64 // data bytes written (the trailer excluded)
 	crc    uint32
 	chunks uint64
+	// commits is the number of commit records written (the next one's
+	// seq).
+	commits uint64
 }
 
 // ErrGone is a read of a file that is not (or no longer) there: Remove
@@ -252,8 +255,11 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	}
 	if res.Sealed == nil {
 		// The trailer makes the next start trust the file without a scan.
-		t := AppendTrailer(nil, Trailer{Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc})
-		if _, err := wf.WriteAt(t, f.size); err != nil {
+		t := Trailer{Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc}
+		if res.Commits {
+			t.Flags = FlagCommits
+		}
+		if _, err := wf.WriteAt(AppendTrailer(nil, t), f.size); err != nil {
 			return Recovered{}, fmt.Errorf("seal %s: %w", path, err)
 		}
 	}
