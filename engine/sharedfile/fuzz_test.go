@@ -45,9 +45,9 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	cdamaged[HeaderSize+30] ^= 1 // inside the first batch
 	return map[string][]byte{
 		"sealed": sealed, "unsealed": file, "torn-tail": file[:len(file)-7], "damage-inside": damaged,
-		"doc-chunk": chunkBytes(t, 7, []record.Record{record.DocExample}),
+		"doc-chunk":   chunkBytes(t, 7, []record.Record{record.DocExample}),
 		"zeros-after": append(append([]byte(nil), file...), make([]byte, 100)...), "empty": {}, "magic-only": {Magic},
-		"bare-trailer": AppendTrailer(nil, Trailer{}),
+		"bare-trailer":   AppendTrailer(nil, Trailer{}),
 		"commits-sealed": csealed, "commits-unsealed": cfile, "commits-torn-last-batch": ctorn,
 		"commits-no-commit-record": cfile[:len(cfile)-HeaderSize], "commits-damage-inside": cdamaged,
 		"commits-doc-batch": committedBatch(t, 0, []record.Record{record.DocExample}),
