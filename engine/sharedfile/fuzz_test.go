@@ -154,6 +154,16 @@ func FuzzScan(f *testing.F) {
 			if ce.Pos != res.End || ce.NextValid <= ce.Pos || ce.NextValid > int64(len(b))-HeaderSize {
 				t.Fatalf("damage at %d (data kept to %d) with the next whole chunk at %d of %d bytes", ce.Pos, res.End, ce.NextValid, len(b))
 			}
+			prev := ce.NextValid - 1
+			for _, c := range res.After {
+				if h, _, err := DecodeChunk(b[c.Pos:]); c.Pos <= prev || err != nil || h != c.Header {
+					t.Fatalf("a chunk after the damage at %d (after %d): %+v, %v; the scan said %+v", c.Pos, prev, h, err, c.Header)
+				}
+				prev = c.Pos
+			}
+			if res.AfterEnd < ce.NextValid || res.AfterEnd > int64(len(b)) || len(res.Damages) == 0 || res.Damages[0] != ce {
+				t.Fatalf("after the damage: data to %d of %d bytes, damages %v", res.AfterEnd, len(b), res.Damages)
+			}
 			if h, _, err := DecodeChunk(b[ce.NextValid:]); err != nil || (res.Commits && h.Flags != FlagCommits) {
 				if _, terr := ParseTrailer(b[ce.NextValid:]); terr != nil || res.Commits {
 					t.Fatalf("the next whole chunk at %d is not one: %v", ce.NextValid, err)

@@ -192,9 +192,17 @@ func runRecovery(t *testing.T, write func(*testing.T, string) (string, []Chunk),
 				if r.Damage == nil || r.Damage.Torn || r.Damage.Pos != at || r.Damage.NextValid != cs[tc.next].Pos || !errors.Is(r.Damage, ErrCorrupt) {
 					t.Fatalf("damage reported as %+v; want at byte %d, the next whole batch at %d", r.Damage, at, cs[tc.next].Pos)
 				}
-				if r.Sealed || after.Size() != before.Size() || r.Cut != 0 || r.DataLen != at {
-					t.Fatalf("damage inside: sealed=%t, %d bytes of %d left, cut %d, %d readable; want the file left as it was, readable to %d",
-						r.Sealed, after.Size(), before.Size(), r.Cut, r.DataLen, at)
+				if r.Sealed || !r.Damaged || after.Size() != before.Size() || r.Cut != 0 || r.DataLen != before.Size() {
+					t.Fatalf("damage inside: sealed=%t, damaged=%t, %d bytes of %d left, cut %d, %d readable; want the file left as it was, readable to its end",
+						r.Sealed, r.Damaged, after.Size(), before.Size(), r.Cut, r.DataLen)
+				}
+				if !reflect.DeepEqual(r.After, cs[tc.next:]) || len(r.Damages) != 1 || r.Damages[0] != r.Damage {
+					t.Fatalf("after the damage: chunks %+v, damages %v; want the chunks from the %dth on, one damage", r.After, r.Damages, tc.next)
+				}
+				for _, c := range r.After {
+					if err := d.ReadChunk(c.Ref, &c.Shard, func(Header, []byte) error { return nil }); err != nil {
+						t.Fatalf("reading a chunk after the damage: %v", err)
+					}
 				}
 			default:
 				if r.Damage != nil || !r.Sealed || after.Size() != wantEnd+HeaderSize || r.DataLen != wantEnd {
@@ -426,5 +434,45 @@ func TestPowerLossCutsOnlyTheLastBatch(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Past damage inside, the scan goes on batch by batch, past further
+// damage too: the chunks there are listed and readable, every damage is
+// reported, and the damaged file can be removed once nothing needs it.
+func TestRecoveryReadsPastEveryDamage(t *testing.T) {
+	dir := t.TempDir()
+	path, cs := unsealedFile(t, dir)
+	b, _ := os.ReadFile(path)
+	b[cs[1].Pos+HeaderSize+7] ^= 1
+	b[cs[3].Pos+3] ^= 1
+	os.WriteFile(path, b, 0o644)
+	d, rec := openDir(t, dir, 1<<20)
+	if len(rec) != 1 {
+		t.Fatalf("%d files recovered", len(rec))
+	}
+	r := rec[0]
+	if !reflect.DeepEqual(r.Chunks, cs[:1]) || !reflect.DeepEqual(r.After, []Chunk{cs[2], cs[4]}) {
+		t.Fatalf("chunks %+v before the damage and %+v after; want the first, then the third and fifth", r.Chunks, r.After)
+	}
+	if len(r.Damages) != 2 || r.Damages[0].Pos != cs[1].Pos || r.Damages[1].Pos != cs[3].Pos || r.Damages[1].NextValid != cs[4].Pos {
+		t.Fatalf("damages %v; want at bytes %d and %d", r.Damages, cs[1].Pos, cs[3].Pos)
+	}
+	for _, c := range append(r.Chunks, r.After...) {
+		if err := d.ReadChunk(c.Ref, &c.Shard, func(Header, []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.ReadChunk(cs[1].Ref, nil, func(Header, []byte) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reading the damaged chunk: %v", err)
+	}
+	if fs := d.Files(); len(fs) != 1 || !fs[0].Damaged || fs[0].Sealed {
+		t.Fatalf("files %+v; want one, damaged", fs)
+	}
+	if err := d.Remove(0); err != nil {
+		t.Fatalf("removing the damaged file: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the damaged file is still there: %v", err)
 	}
 }

@@ -31,6 +31,8 @@ type CorruptError struct {
 	Torn      bool
 	NextValid int64 // when !Torn: the position of the first whole chunk after the damage
 	Err       error
+
+	nextSeq uint64 // the commit record number of the batch at NextValid
 }
 
 func (e *CorruptError) Error() string {
@@ -63,6 +65,15 @@ type ScanResult struct {
 	// Err is nil after a clean end (a trailer, or the end of the file right
 	// after a chunk or commit record); a *CorruptError otherwise.
 	Err error
+	// After damage inside (Err not torn): the whole chunks after it, from
+	// the batch that proved it on (past further damage inside too), the
+	// end of what checks out there, and every damage inside, in order
+	// (Damages[0] is Err).
+	After    []Chunk
+	AfterEnd int64
+	Damages  []*CorruptError
+
+	format int
 }
 
 // The format of a file is fixed by its first chunk's flags.
@@ -89,35 +100,62 @@ const (
 // acknowledged: a commit is answered after its write, and its fsync,
 // returned). A file without commit records keeps the old rule: any whole
 // chunk after the damage makes it damage inside.
+//
+// After damage inside, the scan goes on from the batch that proved it, as
+// far as the data checks out: the chunks there (After) belong to shards
+// whose logs may go on past the damage, and every further damage inside
+// is listed (Damages).
 func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
+	res := scanFrom(no, path, r, size, 0, 0, formatUnknown)
+	var ce *CorruptError
+	if !errors.As(res.Err, &ce) || ce.Torn {
+		return res
+	}
+	res.Damages = []*CorruptError{ce}
+	res.AfterEnd = res.End
+	for from, seq := ce.NextValid, ce.nextSeq; ; {
+		more := scanFrom(no, path, r, size, from, seq, res.format)
+		res.After = append(res.After, more.Chunks...)
+		res.AfterEnd = more.End
+		var next *CorruptError
+		if !errors.As(more.Err, &next) || next.Torn {
+			return res
+		}
+		res.Damages = append(res.Damages, next)
+		from, seq = next.NextValid, next.nextSeq
+	}
+}
+
+// scanFrom is Scan from byte from, where a batch starts: the next commit
+// record there is number seq, and the file's format is format.
+func scanFrom(no uint64, path string, r io.ReaderAt, size, from int64, seq uint64, format int) ScanResult {
 	var res ScanResult
 	// Small chunks are the shared model's common case: reading each with
 	// its own ReadAt made the scan two syscalls per chunk (~100 MB/s on
 	// 100-byte records); a buffered reader makes it a memory scan.
-	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, size-from), int(min(1<<20, max(size-from, 64))))
 	var big []byte
-	pos := int64(0)
+	pos := from
 	// skip is where the search for a whole chunk after damage starts: past
 	// a damaged chunk whose header checked out (its length is known, and
 	// a record's payload cannot pass for a chunk), else the next byte.
 	skip := int64(1)
-	format := formatUnknown
 	var (
-		batchAt      int64  // where the open batch starts
+		batchAt      = from // where the open batch starts
 		batchCRC     uint32 // of its bytes so far
 		pending      []Chunk
-		all          uint32 // CRC-32C of the bytes before pos
-		committedCRC uint32 // CRC-32C of the bytes before batchAt
-		seq          uint64 // the next commit record's
+		all          uint32 // CRC-32C of the bytes from from to pos
+		committedCRC uint32 // CRC-32C of the bytes from from to batchAt
 	)
 	fail := func(err error) ScanResult {
 		if !errors.Is(err, ErrCorrupt) {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		ce := &CorruptError{Path: path, Pos: pos, Torn: true, Err: err}
-		if next, ok := afterDamage(r, pos+skip, size, format, seq); ok {
-			ce.Torn, ce.NextValid = false, next
+		if next, nextSeq, ok := afterDamage(r, pos+skip, size, format, seq); ok {
+			ce.Torn, ce.NextValid, ce.nextSeq = false, next, nextSeq
 		}
+		res.format = format
 		res.Commits = format == formatCommits
 		if ce.Torn {
 			res.End, res.CRC = batchAt, committedCRC
@@ -164,7 +202,7 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 			case pos+HeaderSize != size:
 				return fail(fmt.Errorf("%w: %d bytes after the seal trailer", ErrCorrupt, size-pos-HeaderSize))
 			}
-			res.End, res.CRC, res.Sealed, res.Commits = pos, all, &t, format == formatCommits
+			res.End, res.CRC, res.Sealed, res.Commits, res.format = pos, all, &t, format == formatCommits, format
 			return res
 		case KindCommit:
 			c, err := ParseCommit(head)
@@ -226,7 +264,7 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 	if len(pending) > 0 {
 		return fail(fmt.Errorf("%w: %d chunks from byte %d have no commit record: their batch's write was cut short", ErrShort, len(pending), batchAt))
 	}
-	res.End, res.CRC, res.Commits = pos, all, format == formatCommits
+	res.End, res.CRC, res.Commits, res.format = pos, all, format == formatCommits, format
 	return res
 }
 
@@ -237,7 +275,7 @@ func Scan(no uint64, path string, r io.ReaderAt, size int64) ScanResult {
 // file without them, a whole chunk or a valid trailer. A torn tail is a
 // cut write, zeros, or bytes that continue nothing. It returns where the
 // proof starts.
-func afterDamage(r io.ReaderAt, pos, end int64, format int, seq uint64) (int64, bool) {
+func afterDamage(r io.ReaderAt, pos, end int64, format int, seq uint64) (int64, uint64, bool) {
 	const window = 1 << 20
 	buf := make([]byte, min(window+HeaderSize, max(0, end-pos)))
 	for start := pos; start+HeaderSize <= end; start += window {
@@ -255,14 +293,14 @@ func afterDamage(r io.ReaderAt, pos, end int64, format int, seq uint64) (int64, 
 			case kind == KindCommit:
 				c, err := ParseCommit(buf[i:n])
 				if err == nil && c.Seq > seq && c.Length <= uint64(at-pos) && committed(r, at-int64(c.Length), at, c) {
-					return at - int64(c.Length), true
+					return at - int64(c.Length), c.Seq, true
 				}
 			case flags == FlagCommits:
 				// A chunk or trailer of a file with commit records proves
 				// nothing alone: the torn write may have kept it.
 			case kind == KindSeal:
 				if t, err := ParseTrailer(buf[i:n]); err == nil && t.DataLen == uint64(at) && at+HeaderSize == end {
-					return at, true
+					return at, 0, true
 				}
 			default:
 				h, err := ParseHeader(buf[i:n])
@@ -274,12 +312,12 @@ func afterDamage(r io.ReaderAt, pos, end int64, format int, seq uint64) (int64, 
 					continue
 				}
 				if _, _, err := DecodeChunk(b); err == nil {
-					return at, true
+					return at, 0, true
 				}
 			}
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // committed says whether the bytes [from, to) are the whole batch that
