@@ -1,0 +1,230 @@
+package segment
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"strata/engine/sharedfile"
+	"strata/engine/store/storetest"
+)
+
+// crashedCopy copies an open engine's folder as a crash leaves it (the
+// writer's shared file unsealed), closes the engine, and returns the copy,
+// without its index when lose is set (recovery then reads the files).
+func crashedCopy(t *testing.T, e *Engine, dir string, lose bool) string {
+	t.Helper()
+	crashed := t.TempDir()
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	os.Remove(filepath.Join(crashed, "LOCK"))
+	if lose {
+		os.RemoveAll(filepath.Join(crashed, "index"))
+	}
+	return crashed
+}
+
+// onlySharedFile scans the one shared file of a folder.
+func onlySharedFile(t *testing.T, dir string) (string, sharedfile.ScanResult) {
+	t.Helper()
+	files := msgFiles(t, filepath.Join(dir, "shared"))
+	if len(files) != 1 {
+		t.Fatalf("%d shared files, want 1", len(files))
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	return files[0], sharedfile.Scan(1, files[0], f, st.Size())
+}
+
+func damageFile(t *testing.T, path string, at int64, n int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Power loss tears the last batch's write, a batch of two shards' chunks:
+// the first chunk's bytes lost, the second chunk and the commit record (a
+// later page) kept. That batch was never acknowledged: a start cuts it
+// whole, every earlier record reads back, and every shard of the file
+// takes writes. (Without commit records, the whole chunk after the lost
+// bytes made it damage inside and both shards refused writes for good.)
+func TestSharedTornLastBatchIsCut(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "index kept", true: "index lost"}[lose], func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := sharedConfig(dir)
+			cfg.Workers = 1
+			e := open(t, cfg)
+			shards := []string{"a-0", "b-0"}
+			for _, s := range shards {
+				if err := e.CreateShard(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Appends to both shards at once until the worker has put both
+			// in its last batch (one write, one fsync).
+			acked := map[string]int{}
+			for round := 0; ; round++ {
+				if round == 200 {
+					t.Fatal("200 rounds of appends to two shards at once never made a batch of both")
+				}
+				var wg sync.WaitGroup
+				errs := make([]error, len(shards))
+				for i, s := range shards {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, errs[i] = e.Append(ctx, s, storetest.Records(5, round))
+					}()
+				}
+				wg.Wait()
+				for i, s := range shards {
+					if errs[i] != nil {
+						t.Fatal(errs[i])
+					}
+					acked[s] += 5
+				}
+				b, err := os.ReadFile(msgFiles(t, filepath.Join(dir, "shared"))[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c, err := sharedfile.ParseCommit(b[len(b)-sharedfile.HeaderSize:]); err != nil {
+					t.Fatal(err)
+				} else if c.Chunks == 2 {
+					break
+				}
+			}
+			crashed := crashedCopy(t, e, dir, lose)
+			path, res := onlySharedFile(t, crashed)
+			n := len(res.Chunks)
+			if res.Err != nil || n < 2 {
+				t.Fatalf("the crashed file: %d chunks, %v", n, res.Err)
+			}
+			damageFile(t, path, res.Chunks[n-2].Pos, 40) // the last batch's first chunk
+			cfg.Dir = crashed
+			e = open(t, cfg)
+			defer e.Close()
+			if n := e.Stats().Damaged.Load(); n != 0 {
+				t.Fatalf("%d shards counted damaged; want none", n)
+			}
+			for _, s := range shards {
+				want := acked[s] - 5 // its append in the torn batch
+				if got := len(readAll(t, e, s, 0)); got != want {
+					t.Fatalf("%s reads %d records; want the %d acknowledged before the torn batch", s, got, want)
+				}
+				off, err := e.Append(ctx, s, storetest.Records(1, 99))
+				if err != nil || off != uint64(want) {
+					t.Fatalf("%s: append after the restart at offset %d, %v; want it taken at %d", s, off, err, want)
+				}
+			}
+		})
+	}
+}
+
+// Damage in a synced batch of a shared file, with committed batches after
+// it: the shard with records in the damage serves what comes before it and
+// refuses writes, naming the repair; a shard whose log goes on past the
+// damage takes writes; a shard quiet since before the damage may have
+// had records in it and is refused too. Open succeeds. A repair ends the
+// shard's log at the damage for good: it takes writes, also after a
+// restart.
+func TestSharedDamageInsideRefusesOnlyShardsItMayHold(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "index kept", true: "index lost"}[lose], func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := sharedConfig(dir)
+			cfg.Workers = 1
+			e := open(t, cfg)
+			for _, s := range []string{"a-0", "b-0", "c-0"} {
+				if err := e.CreateShard(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := e.Append(ctx, "c-0", storetest.Records(3, 50)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 6 {
+				for _, s := range []string{"a-0", "b-0"} {
+					if _, err := e.Append(ctx, s, storetest.Records(5, i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			crashed := crashedCopy(t, e, dir, lose)
+			path, res := onlySharedFile(t, crashed)
+			if res.Err != nil || len(res.Chunks) != 13 {
+				t.Fatalf("the crashed file: %d chunks, %v", len(res.Chunks), res.Err)
+			}
+			// a's second chunk (offsets 5 to 9): record bytes, not the header.
+			hit := res.Chunks[3]
+			if hit.First != 5 {
+				t.Fatalf("chunk 3 holds offsets from %d", hit.First)
+			}
+			damageFile(t, path, hit.Pos+sharedfile.HeaderSize+30, 8)
+			cfg.Dir = crashed
+			e = open(t, cfg)
+			wantRefused := func(s string, end uint64) {
+				t.Helper()
+				_, err := e.Append(ctx, s, storetest.Records(1, 99))
+				var de *SharedDamagedError
+				if !errors.As(err, &de) || !strings.Contains(err.Error(), "strata segment repair --shard "+s) || de.LogEnd != end {
+					t.Fatalf("append to %s: %v; want it refused with its log ending at %d, naming the repair", s, err, end)
+				}
+				if got := len(readAll(t, e, s, 0)); got != int(end) {
+					t.Fatalf("%s reads %d records; want the %d before the damage", s, got, end)
+				}
+			}
+			wantRefused("a-0", 5)
+			wantRefused("c-0", 3)
+			if off, err := e.Append(ctx, "b-0", storetest.Records(1, 99)); err != nil || off != 30 {
+				t.Fatalf("append to b-0, whose log goes on past the damage: offset %d, %v", off, err)
+			}
+			if n := e.Stats().Damaged.Load(); n != 2 {
+				t.Fatalf("%d shards counted damaged; want 2", n)
+			}
+			if err := e.Repair(ctx, "b-0"); err == nil || !strings.Contains(err.Error(), "no damaged") {
+				t.Fatalf("repairing an undamaged shard: %v", err)
+			}
+			if err := e.Repair(ctx, "a-0"); err != nil {
+				t.Fatal(err)
+			}
+			if off, err := e.Append(ctx, "a-0", storetest.Records(2, 98)); err != nil || off != 5 {
+				t.Fatalf("append to a-0 after its repair: offset %d, %v; want 5", off, err)
+			}
+			e.Close()
+			e = open(t, cfg)
+			defer e.Close()
+			if off, err := e.Append(ctx, "a-0", storetest.Records(1, 97)); err != nil || off != 7 {
+				t.Fatalf("append to a-0 after a restart: offset %d, %v; want 7 (repaired, not refused again)", off, err)
+			}
+			if got := readAll(t, e, "a-0", 0); len(got) != 8 || string(got[5].Value) != string(storetest.Records(2, 98)[0].Value) {
+				t.Fatalf("a-0 reads %d records; want its 5 from before the damage and 3 written since", len(got))
+			}
+			if got := len(readAll(t, e, "b-0", 0)); got != 31 {
+				t.Fatalf("b-0 reads %d records; want 31", got)
+			}
+			wantRefused("c-0", 3)
+			if err := e.Repair(ctx, "c-0"); err != nil {
+				t.Fatal(err)
+			}
+			if off, err := e.Append(ctx, "c-0", storetest.Records(1, 96)); err != nil || off != 3 {
+				t.Fatalf("append to c-0 after its repair: offset %d, %v", off, err)
+			}
+		})
+	}
+}
