@@ -2,8 +2,10 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -226,5 +228,108 @@ func TestSharedDamageInsideRefusesOnlyShardsItMayHold(t *testing.T) {
 				t.Fatalf("append to c-0 after its repair: offset %d, %v", off, err)
 			}
 		})
+	}
+}
+
+// The offline tools read a shared shard from the shared files: verify
+// counts the records of its log (a truncation's dead records not among
+// them) file by file, dump prints them in offset order, and damage in a
+// shared file it has chunks in is reported.
+func TestVerifyAndDumpSharedShard(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sharedConfig(dir)
+	cfg.Workers, cfg.SharedFileBytes = 1, 2048
+	e := open(t, cfg)
+	for _, s := range []string{"x-0", "y-0"} {
+		if err := e.CreateShard(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetHighWatermark(ctx, "x-0", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, "x-0", storetest.Records(10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TruncateTo(ctx, "x-0", 6); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := e.Append(ctx, "y-0", storetest.Records(3, 10+i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Append(ctx, "x-0", storetest.Records(2, 20+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetHighWatermark(ctx, "x-0", 22); err != nil {
+		t.Fatal(err)
+	}
+	want := readAll(t, e, "x-0", 0) // 6 + 16
+	e.Close()
+	if len(want) != 22 {
+		t.Fatalf("x-0 holds %d records", len(want))
+	}
+	reports, err := VerifyShared(dir, "x-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, next := 0, uint64(0)
+	for _, r := range reports {
+		if r.Problem != nil || r.FirstOffset != next {
+			t.Fatalf("report %+v after offset %d", r, next)
+		}
+		total += r.Records
+		next = r.LastOffset + 1
+	}
+	if total != 22 || len(reports) < 2 {
+		t.Fatalf("verify found %d records in %d files; want 22 across several", total, len(reports))
+	}
+	var out strings.Builder
+	if err := DumpShared(dir, "x-0", &out); err != nil {
+		t.Fatal(err)
+	}
+	var offs []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f, ok := strings.CutPrefix(l, "offset="); ok {
+			offs = append(offs, strings.Fields(f)[0])
+		}
+	}
+	if len(offs) != 22 {
+		t.Fatalf("dump printed offsets %v; want 0 to 21", offs)
+	}
+	for i, o := range offs {
+		if o != fmt.Sprint(i) {
+			t.Fatalf("dump printed offsets %v; want 0 to 21, the truncated ones once", offs)
+		}
+	}
+	if !strings.Contains(out.String(), strconv.Quote(string(want[21].Value))) {
+		t.Fatalf("dump does not show the last record's value %q", want[21].Value)
+	}
+	if _, err := VerifyShared(dir, "nope-0"); err == nil || !strings.Contains(err.Error(), "no shard") {
+		t.Fatalf("verify of an unknown shard: %v", err)
+	}
+	if d, s, ok := SharedShardDir(filepath.Join(dir, "x-0")); !ok || d != filepath.Clean(dir) || s != "x-0" {
+		t.Fatalf("SharedShardDir: %s %s %t", d, s, ok)
+	}
+	// Damage a record of a chunk of y-0 in the first file: x-0's report of
+	// that file says so.
+	first := msgFiles(t, filepath.Join(dir, "shared"))[0]
+	os.Chmod(first, 0o644)
+	chunks, err := chunkPositions(first)
+	if err != nil || len(chunks) < 3 {
+		t.Fatalf("chunks %v, %v", chunks, err)
+	}
+	damageFile(t, first, chunks[2]+sharedfile.HeaderSize+20, 4)
+	reports, err = VerifyShared(dir, "x-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) == 0 || reports[0].Path != first || reports[0].Problem == nil {
+		t.Fatalf("reports %+v; want the first file's damage", reports)
+	}
+	out.Reset()
+	if err := DumpSharedFile(first, &out); err == nil || !strings.Contains(out.String(), "# chunk at byte 0: shard id") {
+		t.Fatalf("dump of a damaged shared file: %v\n%s", err, out.String())
 	}
 }
