@@ -69,10 +69,12 @@ func segmentCmd(args []string, out io.Writer) error {
 	return fmt.Errorf("strata segment: unknown command %q (want dump, verify or repair)", args[0])
 }
 
-// repairCmd cuts a shard's active segment at damage found inside it, with
-// the service stopped: the shard then takes writes again, and the records
-// after the damage are gone. Without it the shard serves what comes before
-// the damage and refuses writes (strata_engine_damaged_shards).
+// repairCmd cuts a shard's active segment at damage found inside it (for
+// a shard in the shared files: ends its log where the damage of a shared
+// file began), with the service stopped: the shard then takes writes
+// again, and the records after the damage are gone. Without it the shard
+// serves what comes before the damage and refuses writes
+// (strata_engine_damaged_shards).
 func repairCmd(args []string, out io.Writer) error {
 	var shard string
 	for i := 0; i < len(args); i++ {

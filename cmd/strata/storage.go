@@ -81,7 +81,7 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		fsyncs:  d("strata_engine_fsyncs_total", "Segment file fsyncs by I/O workers."),
 		records: d("strata_engine_appended_records_total", "Records appended to segment files."),
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
-		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage inside their active segment: they serve reads and refuse writes until repaired."),
+		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage inside their active segment, or in a shared file they may have records in: they serve reads and refuse writes until repaired."),
 
 		sharedCommits: d("strata_engine_shared_commits_total", "Commits of chunks to shared files (strata.file.model=shared): one per I/O worker batch with shared partitions."),
 		sharedFsyncs:  d("strata_engine_shared_fsyncs_total", "Fsyncs of shared files by their writers (commits, seals, the interval policy's syncs)."),

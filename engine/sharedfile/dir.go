@@ -3,8 +3,6 @@ package sharedfile
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -470,21 +468,6 @@ func syncDir(fs vfs.FS, dir string) error {
 		return err
 	}
 	return d.Close()
-}
-
-// crcOf is the CRC-32C of r's bytes [0, n).
-func crcOf(r io.ReaderAt, n int64) (uint32, error) {
-	var crc uint32
-	buf := make([]byte, 1<<20)
-	for pos := int64(0); pos < n; {
-		m := min(int64(len(buf)), n-pos)
-		if _, err := r.ReadAt(buf[:m], pos); err != nil {
-			return 0, err
-		}
-		crc = crc32.Update(crc, castagnoli, buf[:m])
-		pos += m
-	}
-	return crc, nil
 }
 
 // FirstOpen is the lowest number of a file still taking chunks (a

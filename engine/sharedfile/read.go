@@ -2,7 +2,6 @@ package sharedfile
 
 import (
 	"fmt"
-	"os"
 )
 
 // ReadChunk checks the chunk at ref (header, records, offsets) and calls
@@ -67,21 +66,4 @@ func (d *Dir) Chunks(no uint64) ([]Chunk, error) {
 		pos += h.Size()
 	}
 	return out, nil
-}
-
-// Checksum re-reads the committed bytes of file no from disk and returns
-// their CRC-32C, to compare with the one recorded at its seal (a scrub).
-func (d *Dir) Checksum(no uint64) (uint32, int64, error) {
-	f, err := d.file(no)
-	if err != nil {
-		return 0, 0, err
-	}
-	n := f.readable.Load()
-	rf, err := os.Open(f.path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer rf.Close()
-	crc, err := crcOf(rf, n)
-	return crc, n, err
 }
