@@ -36,9 +36,10 @@ type sharedStart struct {
 	damaged *SharedDamagedError
 }
 
-// damageAt is the damage of shared file no that covers byte pos, if any:
-// pos lies in it, or past the end of what checks out after it (the torn
-// tail a damaged file keeps) is not.
+// damageAt is the damage of shared file no that byte pos lies in, if any:
+// from where the damage starts to the batch after it that proved it. (A
+// chunk past what checks out after the last damage is in the file's torn
+// tail: lost by a crash, not damage.)
 func (e *Engine) damageAt(no uint64, pos int64) *sharedfile.CorruptError {
 	regions := e.damagedFiles[no]
 	for _, r := range regions {
