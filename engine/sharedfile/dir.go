@@ -349,8 +349,8 @@ func (d *Dir) newFile() (*file, error) {
 }
 
 // Remove deletes a sealed file, or one found damaged at Open, once no
-// shard segment refers to it (the engine's bookkeeping). Readers in the middle of a chunk finish it; later
-// reads of the file fail.
+// shard segment refers to it (the engine's bookkeeping). Readers in the
+// middle of a chunk finish it; later reads of the file fail.
 func (d *Dir) Remove(no uint64) error {
 	f, err := d.file(no)
 	if err != nil {
