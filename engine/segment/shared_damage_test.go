@@ -512,3 +512,59 @@ func shardID(t *testing.T, dir, shard string) uint64 {
 	t.Fatalf("no shard %s in the manifest", shard)
 	return 0
 }
+
+// Damage in a chunk of a shard's sealed segment (its active segment
+// starts past it): Open succeeds, the shard refuses writes with its log
+// end where the manifest has it, the other shard of the file takes
+// writes, and a repair lets the shard append at that end.
+func TestSharedDamageInASealedSegment(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "index kept", true: "index lost"}[lose], func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := sharedConfig(dir)
+			cfg.Workers, cfg.MaxSegmentBytes, cfg.RollCheckInterval, cfg.SharedFileBytes = 1, 1500, 1, 1<<20
+			e := open(t, cfg)
+			for _, s := range []string{"a-0", "b-0"} {
+				if err := e.CreateShard(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 12 {
+				for _, s := range []string{"a-0", "b-0"} {
+					if _, err := e.Append(ctx, s, storetest.Records(5, i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			segs, err := e.Segments("a-0")
+			if err != nil || len(segs) < 3 || segs[0].EndOffset < 9 {
+				t.Fatalf("a-0's segments %+v, %v; want several, the first holding offsets 5 to 9", segs, err)
+			}
+			active := segs[len(segs)-1].StartOffset
+			crashed := crashedCopy(t, e, dir, lose)
+			path, res := onlySharedFile(t, crashed)
+			hit := res.Chunks[2] // a's second: offsets 5 to 9, in its first (sealed) segment
+			if hit.First != 5 {
+				t.Fatalf("chunk 2 holds offsets from %d", hit.First)
+			}
+			damageFile(t, path, hit.Pos+sharedfile.HeaderSize+30, 8)
+			cfg.Dir = crashed
+			e = open(t, cfg)
+			defer e.Close()
+			_, err = e.Append(ctx, "a-0", storetest.Records(1, 99))
+			var de *SharedDamagedError
+			if !errors.As(err, &de) || de.LogEnd != 5 {
+				t.Fatalf("append to a-0: %v; want it refused, its log as read ending at 5", err)
+			}
+			if off, err := e.Append(ctx, "b-0", storetest.Records(1, 99)); err != nil || off != 60 {
+				t.Fatalf("append to b-0: offset %d, %v; want 60", off, err)
+			}
+			if err := e.Repair(ctx, "a-0"); err != nil {
+				t.Fatal(err)
+			}
+			if off, err := e.Append(ctx, "a-0", storetest.Records(1, 98)); err != nil || off != active {
+				t.Fatalf("append to a-0 after its repair: offset %d, %v; want %d, its active segment's start", off, err, active)
+			}
+		})
+	}
+}
