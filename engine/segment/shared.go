@@ -368,7 +368,7 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 	if d == nil {
 		return fmt.Errorf("shard %s: the shared files are not open", v.name)
 	}
-	next, more := offset, true
+	next, more, had := offset, true, len(o.recs)
 	var rerr error
 	sid := v.sid
 	// local says whether offset is in a local segment: a read stops where
@@ -432,6 +432,18 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 	})
 	if rerr != nil {
 		return rerr
+	}
+	if err == nil && len(o.recs) == had && more && offset < v.high && local(offset) {
+		// Every offset below the high watermark of a local segment has a
+		// chunk entry, unless the segment went since this view was taken
+		// (read again from a fresh view, which sends it cold) or damage
+		// took its chunk: an error then, not an empty read a consumer
+		// would wait on for ever.
+		if !o.retried {
+			return fmt.Errorf("shard %s: no chunk holds offset %d: %w", v.name, offset, sharedfile.ErrGone)
+		}
+		return fmt.Errorf("shard %s: offset %d lies in a local segment below the high watermark %d, but no chunk of the shared files holds it "+
+			"(damage inside a shared file; strata segment verify shows it): %w", v.name, offset, v.high, record.ErrCorrupt)
 	}
 	return err
 }

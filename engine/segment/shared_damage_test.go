@@ -559,6 +559,14 @@ func TestSharedDamageInASealedSegment(t *testing.T) {
 			if off, err := e.Append(ctx, "b-0", storetest.Records(1, 99)); err != nil || off != 60 {
 				t.Fatalf("append to b-0: offset %d, %v; want 60", off, err)
 			}
+			// Reads serve what comes before the damage and fail at it (no
+			// empty read a consumer would wait on).
+			if recs, err := e.Read(ctx, "a-0", 0, store.Budget{}); err != nil || len(recs) != 5 {
+				t.Fatalf("read a-0 from 0: %d records, %v; want the 5 before the damage", len(recs), err)
+			}
+			if _, err := e.Read(ctx, "a-0", 5, store.Budget{}); !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("read a-0 at the damage: %v; want an error wrapping record.ErrCorrupt", err)
+			}
 			if err := e.Repair(ctx, "a-0"); err != nil {
 				t.Fatal(err)
 			}
