@@ -41,9 +41,9 @@ Usage:
   strata topic describe T [--admin-addr HOST:PORT]       a topic's configs (with sources), partitions and bytes per tier
   strata topic alter T --set key=value [--delete key]    change a topic's configs (docs/config.md, "Topic configs")
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
-  strata segment dump FILE                               print every record of a segment file
-  strata segment verify DIR                              check a shard folder's segments offline
-  strata segment repair --shard S [--config FILE]        cut a shard's damaged active segment at the damage (service stopped)
+  strata segment dump FILE|DIR                           print every record of a segment file, a shared file, or a shared shard's folder
+  strata segment verify DIR                              check a shard folder's segments (or a shared shard's chunks) offline
+  strata segment repair --shard S [--config FILE]        cut a shard's damaged log at the damage (service stopped)
 `
 
 func main() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"strata/engine/segment"
 )
@@ -17,17 +18,31 @@ func segmentCmd(args []string, out io.Writer) error {
 		return repairCmd(args[1:], out)
 	}
 	if len(args) != 2 {
-		return errors.New("usage: strata segment dump FILE | strata segment verify DIR | strata segment repair --shard S [--config FILE]")
+		return errors.New("usage: strata segment dump FILE|DIR | strata segment verify DIR | strata segment repair --shard S [--config FILE]")
 	}
 	switch args[0] {
 	case "dump":
+		// A shared shard's folder holds no segment file: its records are
+		// read from the shared files; a shared file is dumped chunk by chunk.
+		if dataDir, shard, ok := segment.SharedShardDir(args[1]); ok {
+			return segment.DumpShared(dataDir, shard, out)
+		}
+		if filepath.Base(filepath.Dir(filepath.Clean(args[1]))) == "shared" {
+			return segment.DumpSharedFile(args[1], out)
+		}
 		return segment.Dump(args[1], out)
 	case "verify":
 		var progress func(done, total int)
 		if isTerminal(os.Stderr) {
 			progress = func(done, total int) { fmt.Fprintf(os.Stderr, "\rverified %d/%d files", done, total) }
 		}
-		reports, err := segment.VerifyDir(args[1], progress)
+		var reports []segment.FileReport
+		var err error
+		if dataDir, shard, ok := segment.SharedShardDir(args[1]); ok {
+			reports, err = segment.VerifyShared(dataDir, shard)
+		} else {
+			reports, err = segment.VerifyDir(args[1], progress)
+		}
 		if progress != nil {
 			fmt.Fprintln(os.Stderr)
 		}
@@ -63,10 +78,12 @@ func segmentCmd(args []string, out io.Writer) error {
 	return fmt.Errorf("strata segment: unknown command %q (want dump, verify or repair)", args[0])
 }
 
-// repairCmd cuts a shard's active segment at damage found inside it, with
-// the service stopped: the shard then takes writes again, and the records
-// after the damage are gone. Without it the shard serves what comes before
-// the damage and refuses writes (strata_engine_damaged_shards).
+// repairCmd cuts a shard's active segment at damage found inside it (for
+// a shard in the shared files: ends its log where the damage of a shared
+// file began), with the service stopped: the shard then takes writes
+// again, and the records after the damage are gone. Without it the shard
+// serves what comes before the damage and refuses writes
+// (strata_engine_damaged_shards).
 func repairCmd(args []string, out io.Writer) error {
 	var shard string
 	for i := 0; i < len(args); i++ {

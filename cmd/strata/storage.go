@@ -81,7 +81,7 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		fsyncs:  d("strata_engine_fsyncs_total", "Segment file fsyncs by I/O workers."),
 		records: d("strata_engine_appended_records_total", "Records appended to segment files."),
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
-		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage in bytes of their active segment that were on disk (before its synced mark): they serve reads and refuse writes until repaired."),
+		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage in synced bytes of their active segment (before its synced mark), or in a shared file they may have records in: they serve reads and refuse writes until repaired."),
 		cut:     d("strata_engine_cut_bytes_total", "Bytes of torn segment tails (written after the last fsync) recovery cut off at start."),
 
 		sharedCommits: d("strata_engine_shared_commits_total", "Commits of chunks to shared files (strata.file.model=shared): one per I/O worker batch with shared partitions."),

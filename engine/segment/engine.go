@@ -180,7 +180,7 @@ type Engine struct {
 	sharedMu  sync.Mutex                    // opens shared; orders file removal
 	recovered map[uint64][]sharedfile.Chunk // Open's scan of unsealed files, for recovery
 	// damagedFiles are the shared files Open found damaged inside.
-	damagedFiles map[uint64]sharedfile.CorruptError
+	damagedFiles map[uint64][]*sharedfile.CorruptError
 	// cleanStart: the last Close left every chunk entry durable (markClean)
 	// and the index is that one (indexKept).
 	cleanStart, indexKept bool

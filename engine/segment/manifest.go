@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/engine/index"
+	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -178,9 +179,31 @@ func (e *Engine) Restore(sh ShardMeta, segs []SegmentMeta) error {
 	if len(segs) == 0 || segs[len(segs)-1].State != SegmentActive {
 		return fmt.Errorf("restore shard %s: the last segment must be the active one", sh.Name)
 	}
+	local := false
 	for _, s := range segs[:len(segs)-1] {
 		if s.State != SegmentRemote && s.State != SegmentSealed {
 			return fmt.Errorf("restore shard %s: segment %d is %s; only sealed and remote segments come before the active one", sh.Name, s.No, s.State)
+		}
+		local = local || s.State == SegmentSealed
+	}
+	// A shard restored from the bucket (remote segments, an empty active
+	// one) keeps its topic's file model; one adopted with segment files in
+	// place (a data folder from before the manifest) is in the partition
+	// model, whose files those are.
+	if sh.Model == "" && !local && e.cfg.FileModel != nil {
+		if tp, _ := store.ParseShard(sh.Name); e.cfg.FileModel(tp.Topic) == ModelShared {
+			sh.Model = ModelShared
+		}
+	}
+	var d *sharedfile.Dir
+	if sh.Model == ModelShared {
+		if local {
+			return fmt.Errorf("restore shard %s: a shard in the shared files is restored from remote segments only, not sealed local ones", sh.Name)
+		}
+		// Opened before e.mu, as CreateShardAt does.
+		var err error
+		if d, err = e.openShared(); err != nil {
+			return fmt.Errorf("restore shard %s: %w", sh.Name, err)
 		}
 	}
 	e.mu.Lock()
@@ -196,6 +219,16 @@ func (e *Engine) Restore(sh ShardMeta, segs []SegmentMeta) error {
 	}
 	b := e.manifest.NewBatch()
 	defer b.Close()
+	if d != nil {
+		id, err := readCounter(e.manifest, "shard-id")
+		if err != nil {
+			return err
+		}
+		sh.ID, sh.FromFile = id+1, d.FirstOpen()
+		if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id+1), nil); err != nil {
+			return err
+		}
+	}
 	if err := putShard(b, sh); err != nil {
 		return err
 	}
@@ -208,7 +241,14 @@ func (e *Engine) Restore(sh ShardMeta, segs []SegmentMeta) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
-	if err := e.recoverShard(sh); err != nil {
+	if d != nil {
+		for i := range segs {
+			segs[i].Shard = sh.Name
+		}
+		if err := e.recoverSharedShard(sh, segs, sharedStartOfSegments(sh, segs, nil), nil); err != nil {
+			return err
+		}
+	} else if err := e.recoverShard(sh); err != nil {
 		return err
 	}
 	if f := e.cfg.Events.ShardRecovered; f != nil {

@@ -74,8 +74,12 @@ func readCounter(db pebble.Reader, name string) (uint64, error) {
 // written before Pos (the writer's position when it was cut) hold no
 // record at or past End any more.
 type cutMeta struct {
-	End uint64         `json:"end"`
-	Pos sharedfile.Ref `json:"-"`
+	End uint64 `json:"end"`
+	// RepairedFiles are the damaged shared files a repair (strata segment
+	// repair) made this cut for: the shard's records in their damage are
+	// given up, and they make it refuse writes no more.
+	RepairedFiles []uint64       `json:"repaired_files,omitempty"`
+	Pos           sharedfile.Ref `json:"-"`
 }
 
 func cutKey(shard string, pos sharedfile.Ref) []byte {
@@ -142,14 +146,15 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 		return nil, fmt.Errorf("shared files: %w", err)
 	}
 	e.recovered = map[uint64][]sharedfile.Chunk{}
-	e.damagedFiles = map[uint64]sharedfile.CorruptError{}
+	e.damagedFiles = map[uint64][]*sharedfile.CorruptError{}
 	for _, r := range recs {
 		if r.Damage != nil {
-			e.damagedFiles[r.No] = *r.Damage
-			e.log.Error("a shared file is damaged inside: the shards that may have chunks after the damage refuse writes", "file", r.Path, "err", r.Damage)
+			e.damagedFiles[r.No] = r.Damages
+			e.log.Error("a shared file is damaged inside: the shards that may have records in the damage refuse writes",
+				"file", r.Path, "damages", len(r.Damages), "err", r.Damage)
 		}
-		if r.Chunks != nil {
-			e.recovered[r.No] = r.Chunks
+		if r.Chunks != nil || r.After != nil {
+			e.recovered[r.No] = append(r.Chunks, r.After...)
 		}
 	}
 	e.shared.Store(d)
@@ -363,7 +368,7 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 	if d == nil {
 		return fmt.Errorf("shard %s: the shared files are not open", v.name)
 	}
-	next, more := offset, true
+	next, more, had := offset, true, len(o.recs)
 	var rerr error
 	sid := v.sid
 	// local says whether offset is in a local segment: a read stops where
@@ -427,6 +432,18 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 	})
 	if rerr != nil {
 		return rerr
+	}
+	if err == nil && len(o.recs) == had && more && offset < v.high && local(offset) {
+		// Every offset below the high watermark of a local segment has a
+		// chunk entry, unless the segment went since this view was taken
+		// (read again from a fresh view, which sends it cold) or damage
+		// took its chunk: an error then, not an empty read a consumer
+		// would wait on for ever.
+		if !o.retried {
+			return fmt.Errorf("shard %s: no chunk holds offset %d: %w", v.name, offset, sharedfile.ErrGone)
+		}
+		return fmt.Errorf("shard %s: offset %d lies in a local segment below the high watermark %d, but no chunk of the shared files holds it "+
+			"(damage inside a shared file; strata segment verify shows it): %w", v.name, offset, v.high, record.ErrCorrupt)
 	}
 	return err
 }
@@ -610,7 +627,7 @@ func (e *Engine) sweepShared() error {
 	e.mu.RUnlock()
 	var gone []uint64
 	for _, f := range files {
-		if !f.Sealed {
+		if !f.Sealed && !f.Damaged {
 			continue
 		}
 		held := false
@@ -756,4 +773,60 @@ func (e *Engine) checksumShared(v view, no uint64) (uint32, int64, error) {
 		return e.scanSegmentShared(v.name, v.sid, s, end, nil)
 	}
 	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", v.name, no, store.ErrUnknownShard)
+}
+
+// SharedDamagedError is why a shared shard refuses writes: a shared file
+// it may have records in is damaged inside (found at start), and its log,
+// as far as it could be read, stops before the whole chunks after the
+// damage: the damage may hold its last acknowledged records, and new
+// writes would take their offsets.
+type SharedDamagedError struct {
+	Shard string
+	// Files are the damaged files it may have records in; Cause the first
+	// damage of the first.
+	Files []uint64
+	Cause *sharedfile.CorruptError
+	// LogEnd is where the shard's log, as read, ends.
+	LogEnd uint64
+}
+
+func (e *SharedDamagedError) Error() string {
+	return fmt.Sprintf("shard %s refuses writes: shared file %d is damaged inside (%v) and may hold its records from offset %d on; "+
+		"reads stop there; `strata segment repair --shard %s` (service stopped) ends its log there for good, giving up what the damage held, "+
+		"and the shard takes writes again", e.Shard, e.Files[0], e.Cause, e.LogEnd, e.Shard)
+}
+
+func (e *SharedDamagedError) Unwrap() error { return e.Cause }
+
+// repairShared is Repair for a shared shard refused for a damaged shared
+// file: its log ends where it was read to, for good. The files are not
+// touched (other shards' chunks share them): a cut at that end is
+// recorded, naming the damaged files it gives up on (so a start does not
+// refuse the shard for them again), and the shard's chunk entries past it
+// go. Recovery applies the cut as any other: the shard's chunks written
+// before it hold nothing at or past its end.
+func (w *worker) repairShared(sh *shard) error {
+	var d *SharedDamagedError
+	if !errors.As(sh.failed, &d) {
+		return fmt.Errorf("shard %s has no damaged shared file to repair", sh.name)
+	}
+	end := sh.active().next
+	pos := w.writer().Next()
+	v, _ := json.Marshal(cutMeta{End: end, RepairedFiles: d.Files})
+	if err := w.e.manifest.Set(cutKey(sh.name, pos), v, pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: repair: manifest: %w", sh.name, err)
+	}
+	ib := w.e.index.NewBatch()
+	defer ib.Close()
+	if err := index.DeleteChunksFrom(w.e.index, ib, sh.name, end); err != nil {
+		return err
+	}
+	if err := ib.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: repair: index: %w", sh.name, err)
+	}
+	sh.failed = nil
+	w.e.stats.Damaged.Add(^uint64(0))
+	w.e.log.Warn("shared shard repaired: its log ends where the damage began; it takes writes again",
+		"shard", sh.name, "log_end", end, "damaged_files", d.Files)
+	return nil
 }

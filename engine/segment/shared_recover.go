@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 
 	"github.com/cockroachdb/pebble"
 
@@ -28,6 +30,24 @@ type sharedStart struct {
 	from sharedfile.Ref
 	end  uint64
 	cuts []cutMeta
+	// damaged is set when a chunk entry of the shard names a chunk in the
+	// damage of a shared file: the shard starts from the entry before it
+	// and refuses writes; its entries are kept.
+	damaged *SharedDamagedError
+}
+
+// damageAt is the damage of shared file no that byte pos lies in, if any:
+// from where the damage starts to the batch after it that proved it. (A
+// chunk past what checks out after the last damage is in the file's torn
+// tail: lost by a crash, not damage.)
+func (e *Engine) damageAt(no uint64, pos int64) *sharedfile.CorruptError {
+	regions := e.damagedFiles[no]
+	for _, r := range regions {
+		if pos >= r.Pos && pos < r.NextValid {
+			return r
+		}
+	}
+	return nil
 }
 
 // sharedStartOf applies the shard's cuts to its chunk entries (a crash
@@ -64,6 +84,24 @@ func (e *Engine) sharedStartOf(cs ShardMeta, segs []SegmentMeta) (sharedStart, e
 			return sharedStart{}, err
 		}
 	}
+	if len(e.damagedFiles) > 0 {
+		// An entry naming a chunk in damage: the shard's log, as far as it
+		// reads, ends before it, however far the entries go.
+		var bad index.ChunkEntry
+		var derr *sharedfile.CorruptError
+		if err := index.ChunksFrom(e.index, cs.Name, 0, func(c index.ChunkEntry) bool {
+			if c.File >= cs.FromFile {
+				derr = e.damageAt(c.File, c.Pos)
+			}
+			bad = c
+			return derr == nil
+		}); err != nil {
+			return sharedStart{}, err
+		}
+		if derr != nil {
+			return e.sharedStartBefore(cs, segs, cuts, bad, derr)
+		}
+	}
 	for {
 		last, ok, err := index.LastChunk(e.index, cs.Name)
 		if err != nil {
@@ -82,13 +120,53 @@ func (e *Engine) sharedStartOf(cs ShardMeta, segs []SegmentMeta) (sharedStart, e
 		if rerr == nil {
 			return sharedStart{from: sharedfile.Ref{File: last.File, Pos: last.Pos}, end: last.End(), cuts: cuts}, nil
 		}
+		if derr := e.damageAt(last.File, last.Pos); derr != nil {
+			// Not lost by a crash: the chunk is in damage. Its entry and
+			// those before it stay (a repair decides); the shard starts
+			// from the last entry whose chunk reads, and refuses writes.
+			return e.sharedStartBefore(cs, segs, cuts, last, derr)
+		}
 		e.log.Warn("a chunk entry names no chunk of the shard (lost by a crash): dropped", "shard", cs.Name,
 			"offset", last.First, "file", last.File, "at_byte", last.Pos, "err", rerr)
 		if err := e.index.Delete(index.ChunkKey(cs.Name, last.First), pebble.NoSync); err != nil {
 			return sharedStart{}, err
 		}
 	}
-	// No entry: from the first local segment, or where the shard began.
+	return sharedStartOfSegments(cs, segs, cuts), nil
+}
+
+// sharedStartBefore starts a shard whose chunk entry bad names a chunk in
+// damage derr: from the last entry before it whose chunk reads.
+func (e *Engine) sharedStartBefore(cs ShardMeta, segs []SegmentMeta, cuts []cutMeta, bad index.ChunkEntry, derr *sharedfile.CorruptError) (sharedStart, error) {
+	var before []index.ChunkEntry
+	if err := index.ChunksFrom(e.index, cs.Name, 0, func(c index.ChunkEntry) bool {
+		if c.First >= bad.First {
+			return false
+		}
+		before = append(before, c)
+		return true
+	}); err != nil {
+		return sharedStart{}, err
+	}
+	st := sharedStartOfSegments(cs, segs, cuts)
+	d := e.shared.Load()
+	sid := cs.ID
+	for i := len(before) - 1; i >= 0; i-- {
+		c := before[i]
+		if d.ReadChunk(sharedfile.Ref{File: c.File, Pos: c.Pos}, &sid, func(sharedfile.Header, []byte) error { return nil }) == nil {
+			st.from, st.end = sharedfile.Ref{File: c.File, Pos: c.Pos}, c.End()
+			break
+		}
+	}
+	st.damaged = &SharedDamagedError{Shard: cs.Name, Files: []uint64{bad.File}, Cause: derr, LogEnd: st.end}
+	e.log.Error("a shared shard's chunk lies in the damage of a shared file: serving what comes before, refusing writes",
+		"shard", cs.Name, "file", bad.File, "at_byte", bad.Pos, "offsets_from", bad.First, "log_end", st.end)
+	return st, nil
+}
+
+// sharedStartOfSegments is where a shard with no usable chunk entry
+// starts: its first local segment's first file, or where it began.
+func sharedStartOfSegments(cs ShardMeta, segs []SegmentMeta, cuts []cutMeta) sharedStart {
 	st := sharedStart{from: sharedfile.Ref{File: cs.FromFile, Pos: -1}, cuts: cuts}
 	for _, s := range segs {
 		if s.State == SegmentRemote {
@@ -101,7 +179,7 @@ func (e *Engine) sharedStartOf(cs ShardMeta, segs []SegmentMeta) (sharedStart, e
 		}
 		break
 	}
-	return st, nil
+	return st
 }
 
 // sharedChunks lists, per shard id, the chunks of every shared file
@@ -194,22 +272,55 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 	for _, c := range cuts {
 		cut(c.End)
 	}
-	// A shared file damaged inside may hold this shard's chunks after the
-	// damage, which the replay could not reach: then writes would give
-	// acknowledged offsets to new records. Refuse them, as a segment file
-	// damaged inside does, unless the shard's log goes on past that file.
-	// The shard's last chunk known: its chunks before it are all indexed.
+	// A shared file damaged inside may hold this shard's last records: then
+	// writes would give acknowledged offsets to new records. The shard is
+	// refused unless its log, as replayed, goes on past every damage of
+	// every such file it may have chunks in (its next chunk after the
+	// damage continued the log, so the damage held none of its live
+	// records), or a repair gave that file up.
 	last := st.from
 	if n := len(added); n > 0 {
 		last = sharedfile.Ref{File: added[n-1].File, Pos: added[n-1].Pos}
 	}
-	for no, derr := range e.damagedFiles {
-		if last.Less(sharedfile.Ref{File: no, Pos: derr.Pos}) && no >= cs.FromFile && sh.failed == nil {
-			sh.failed = fmt.Errorf("shard %s refuses writes: shared file %d is damaged inside (%v) and may hold its records past offset %d; reads stop there",
-				cs.Name, no, &derr, end)
-			e.stats.Damaged.Add(1)
-			e.log.Error("a shared shard may have records after the damage of a shared file: serving what comes before, refusing writes",
-				"shard", cs.Name, "file", no, "log_end", end)
+	damaged := st.damaged
+	repaired := map[uint64]bool{}
+	for _, c := range st.cuts {
+		for _, f := range c.RepairedFiles {
+			repaired[f] = true
+		}
+	}
+	var files []uint64
+	for no := range e.damagedFiles {
+		files = append(files, no)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
+	for _, no := range files {
+		if no < cs.FromFile || repaired[no] {
+			continue
+		}
+		for _, r := range e.damagedFiles[no] {
+			if !last.Less(sharedfile.Ref{File: no, Pos: r.NextValid}) {
+				continue
+			}
+			if damaged == nil {
+				damaged = &SharedDamagedError{Shard: cs.Name, Cause: r, LogEnd: end}
+			}
+			if !slices.Contains(damaged.Files, no) {
+				damaged.Files = append(damaged.Files, no)
+			}
+			break
+		}
+	}
+	if damaged != nil {
+		damaged.LogEnd = end
+		sh.failed = damaged
+		e.stats.Damaged.Add(1)
+		e.log.Error("a shared shard may have records in the damage of a shared file: serving what comes before, refusing writes",
+			"shard", cs.Name, "files", damaged.Files, "log_end", end)
+		if end < a.start {
+			// The damage took records of sealed segments too: the log
+			// end stays where the manifest has it; reads there fail.
+			end = a.start
 		}
 	}
 	if end < a.start {
@@ -219,8 +330,12 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 
 	ib := e.index.NewBatch()
 	defer ib.Close()
-	if err := index.DeleteChunksFrom(e.index, ib, cs.Name, end); err != nil {
-		return err
+	// A refused shard's entries past its end name what the damage held:
+	// kept, for a repair to drop.
+	if damaged == nil {
+		if err := index.DeleteChunksFrom(e.index, ib, cs.Name, end); err != nil {
+			return err
+		}
 	}
 	d := e.shared.Load()
 	for _, c := range added {
@@ -276,6 +391,13 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 			return true
 		}); err != nil {
 			return err
+		}
+	}
+	if damaged != nil {
+		// Its active segment holds the damaged files (the sweep keeps
+		// them, for a repair or a restore to decide).
+		if f := slices.Min(damaged.Files); a.firstFile.Load() == 0 || a.firstFile.Load() > f {
+			a.firstFile.Store(f)
 		}
 	}
 	sh.activeLen = a.size

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"strata/engine/record"
 	"strata/engine/sharedfile"
@@ -410,7 +411,8 @@ func TestSharedDamageInsideRefusesWrites(t *testing.T) {
 	}
 }
 
-// chunkPositions lists the byte positions of a shared file's chunks.
+// chunkPositions lists the byte positions of a shared file's chunks
+// (commit records skipped).
 func chunkPositions(path string) ([]int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -418,6 +420,10 @@ func chunkPositions(path string) ([]int64, error) {
 	}
 	var out []int64
 	for pos := int64(0); pos < int64(len(b)); {
+		if _, err := sharedfile.ParseCommit(b[pos:]); err == nil {
+			pos += sharedfile.HeaderSize
+			continue
+		}
 		h, err := sharedfile.ParseHeader(b[pos:])
 		if err != nil {
 			break
@@ -506,5 +512,65 @@ func TestSharedShardCreatedIntoAnOpenFile(t *testing.T) {
 		if got := readAll(t, e, shard, 0); len(got) != 5 {
 			t.Fatalf("%s: %d records after a restart without the index, want the 5 acknowledged", shard, len(got))
 		}
+	}
+}
+
+// A shard restored from the bucket (its tiered segments remote, an empty
+// active segment after them) keeps its topic's file model: a shared
+// topic's partition comes back in the shared files, takes appends at the
+// restored offset and keeps its model across a restart; a partition-model
+// topic's comes back in files of its own.
+func TestRestoreKeepsTheFileModel(t *testing.T) {
+	dir := t.TempDir()
+	cfg := modelConfig(dir)
+	e := open(t, cfg)
+	now := time.Now().UTC()
+	for _, name := range []string{"s-3", "p-3"} {
+		segs := []SegmentMeta{
+			{No: 0, State: SegmentRemote, StartOffset: 0, EndOffset: 99, Records: 100, Created: now},
+			{No: 1, State: SegmentActive, StartOffset: 100, Created: now},
+		}
+		if err := e.Restore(ShardMeta{Name: name, Created: now, LowWatermark: 0}, segs); err != nil {
+			t.Fatalf("restore %s: %v", name, err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for name, want := range map[string]bool{"s-3": true, "p-3": false} {
+			if got, err := e.Shared(name); err != nil || got != want {
+				t.Fatalf("%s: %s in the shared files: %t, %v; want %t", when, name, got, err, want)
+			}
+		}
+	}
+	check("restored")
+	for _, name := range []string{"s-3", "p-3"} {
+		if off, err := e.Append(ctx, name, storetest.Records(3, 1)); err != nil || off != 100 {
+			t.Fatalf("append to restored %s: offset %d, %v; want 100", name, off, err)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "s-3", "*.msg")); len(m) != 0 {
+		t.Fatalf("the restored shared shard has segment files of its own: %v", m)
+	}
+	e.Close()
+	e = open(t, cfg)
+	defer e.Close()
+	check("after a restart")
+	for _, name := range []string{"s-3", "p-3"} {
+		if err := e.SetHighWatermark(ctx, name, 103); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, e, name, 100); len(got) != 3 || got[0].Offset != 100 {
+			t.Fatalf("%s reads %d records from 100 after a restart", name, len(got))
+		}
+	}
+	// Segment files in place (a data folder from before the manifest) are
+	// the partition model's: a shared topic's shard adopted with a sealed
+	// local segment is refused rather than misread.
+	err := e.Restore(ShardMeta{Name: "s-4", Created: now}, []SegmentMeta{
+		{No: 0, State: SegmentSealed, StartOffset: 0, EndOffset: 9, Records: 10, Created: now},
+		{No: 1, State: SegmentActive, StartOffset: 10, Created: now},
+	})
+	if sh, serr := e.Shared("s-4"); err == nil && (serr != nil || sh) {
+		t.Fatalf("restore of s-4 with a sealed local segment: %v; shared %t, %v", err, sh, serr)
 	}
 }

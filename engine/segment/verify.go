@@ -85,7 +85,7 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 	}
 	if len(nums) == 0 {
 		if st, err := os.Stat(filepath.Join(filepath.Dir(filepath.Clean(dir)), "shared")); err == nil && st.IsDir() {
-			return nil, fmt.Errorf("%s holds no segment files (N.msg): a partition of a strata.file.model=shared topic keeps its records in %s, which this tool does not check yet",
+			return nil, fmt.Errorf("%s holds no segment files (N.msg): a partition of a strata.file.model=shared topic keeps its records in %s (VerifyShared checks it)",
 				dir, filepath.Join(filepath.Dir(filepath.Clean(dir)), "shared"))
 		}
 		return nil, fmt.Errorf("%s holds no segment files (N.msg)", dir)
@@ -133,19 +133,7 @@ func Dump(path string, w io.Writer) error {
 	sc := NewScanner(filepath.Base(path), f, 0, st.Size(), nil)
 	for sc.Next() {
 		r, p, size := sc.Record()
-		key := "null"
-		if r.Key != nil {
-			key = strconv.Quote(string(r.Key))
-		}
-		value := "null"
-		if r.Value != nil {
-			value = strconv.Quote(string(r.Value[:min(len(r.Value), 64)]))
-			if len(r.Value) > 64 {
-				value += fmt.Sprintf("...(%d bytes)", len(r.Value))
-			}
-		}
-		fmt.Fprintf(w, "offset=%d pos=%d size=%d ts=%d key=%s value=%s headers=%d tags=%q protocol_data=%x\n",
-			r.Offset, p, size, r.Timestamp, key, value, len(r.Headers), r.Tags, r.ProtocolData)
+		dumpRecord(w, r, p, size)
 	}
 	return sc.Err()
 }
@@ -175,4 +163,21 @@ func syncedMarkOffline(dir string) (seg uint64, pos int64, ok bool) {
 		return 0, 0, false
 	}
 	return binary.BigEndian.Uint64(v[8:]), int64(binary.BigEndian.Uint64(v[16:])), true
+}
+
+// dumpRecord writes Dump's line for a record at byte p of its file.
+func dumpRecord(w io.Writer, r *record.Record, p int64, size int) {
+	key := "null"
+	if r.Key != nil {
+		key = strconv.Quote(string(r.Key))
+	}
+	value := "null"
+	if r.Value != nil {
+		value = strconv.Quote(string(r.Value[:min(len(r.Value), 64)]))
+		if len(r.Value) > 64 {
+			value += fmt.Sprintf("...(%d bytes)", len(r.Value))
+		}
+	}
+	fmt.Fprintf(w, "offset=%d pos=%d size=%d ts=%d key=%s value=%s headers=%d tags=%q protocol_data=%x\n",
+		r.Offset, p, size, r.Timestamp, key, value, len(r.Headers), r.Tags, r.ProtocolData)
 }

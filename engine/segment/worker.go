@@ -375,6 +375,9 @@ func (w *worker) tick() {
 // repair cuts a damaged active segment at the damage and lets the shard
 // take writes again.
 func (w *worker) repair(sh *shard) error {
+	if sh.shared {
+		return w.repairShared(sh)
+	}
 	var d *DamagedError
 	if !errors.As(sh.failed, &d) {
 		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)

@@ -3,8 +3,6 @@ package sharedfile
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,6 +73,9 @@ type FileInfo struct {
 	// CRC is the CRC-32C of the DataLen bytes: the file's checksum.
 	CRC    uint32
 	Sealed bool
+	// Damaged is a file found damaged inside at Open: never written again,
+	// never sealed, and removable like a sealed file once nothing needs it.
+	Damaged bool
 }
 
 // Recovered is what Open found in one file.
@@ -88,6 +89,12 @@ type Recovered struct {
 	// Damage is damage inside the file with whole chunks after it: nothing
 	// was cut and the file was left unsealed, for the engine to decide.
 	Damage *CorruptError
+	// Damages is every damage inside, in order (Damage is the first);
+	// After the whole chunks after the first, past any others: the chunks
+	// of shards whose logs may go on past the damage, readable like the
+	// ones before it.
+	Damages []*CorruptError
+	After   []Chunk
 }
 
 // file is one shared file. Readers use the mmap view up to readable; only
@@ -102,7 +109,8 @@ type file struct {
 	removed  bool
 	readable atomic.Int64 // bytes of whole, committed chunks
 
-	sealed atomic.Bool
+	sealed  atomic.Bool
+	damaged bool
 	// made by a writer in this process (not found at Open): unsealed, it
 	// is a writer's active file; a file found unsealed at Open is damaged.
 	made bool
@@ -111,6 +119,9 @@ type file struct {
 	size   int64 // data bytes written (the trailer excluded)
 	crc    uint32
 	chunks uint64
+	// commits is the number of commit records written (the next one's
+	// seq).
+	commits uint64
 }
 
 // ErrGone is a read of a file that is not (or no longer) there: Remove
@@ -219,7 +230,11 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	if errors.As(res.Err, &ce) && !ce.Torn {
 		d.log.Error("a shared file is damaged inside, with whole chunks after the damage: left as it is, unsealed",
 			"file", path, "at_byte", ce.Pos, "next_valid_chunk_at", ce.NextValid, "err", ce.Err)
-		rec.Damage = ce
+		rec.Damage, rec.Damages, rec.After = ce, res.Damages, res.After
+		// The chunks after the damage are read as any others: readers stop
+		// at the end of what checks out there.
+		f.size, f.damaged = res.AfterEnd, true
+		f.readable.Store(f.size)
 		d.stats.Damaged.Add(1)
 		d.files[no] = f
 		rec.FileInfo = f.info()
@@ -252,8 +267,11 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	}
 	if res.Sealed == nil {
 		// The trailer makes the next start trust the file without a scan.
-		t := AppendTrailer(nil, Trailer{Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc})
-		if _, err := wf.WriteAt(t, f.size); err != nil {
+		t := Trailer{Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc}
+		if res.Commits {
+			t.Flags = FlagCommits
+		}
+		if _, err := wf.WriteAt(AppendTrailer(nil, t), f.size); err != nil {
 			return Recovered{}, fmt.Errorf("seal %s: %w", path, err)
 		}
 	}
@@ -269,7 +287,7 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 }
 
 func (f *file) info() FileInfo {
-	return FileInfo{No: f.no, Path: f.path, DataLen: f.size, Chunks: f.chunks, CRC: f.crc, Sealed: f.sealed.Load()}
+	return FileInfo{No: f.no, Path: f.path, DataLen: f.size, Chunks: f.chunks, CRC: f.crc, Sealed: f.sealed.Load(), Damaged: f.damaged}
 }
 
 // Files lists the files, in number order.
@@ -278,7 +296,7 @@ func (d *Dir) Files() []FileInfo {
 	defer d.mu.RUnlock()
 	out := make([]FileInfo, 0, len(d.files))
 	for _, f := range d.files {
-		if f.sealed.Load() {
+		if f.sealed.Load() || f.damaged {
 			out = append(out, f.info())
 		} else {
 			// The writer changes an active file's counters: show what
@@ -330,15 +348,15 @@ func (d *Dir) newFile() (*file, error) {
 	return f, nil
 }
 
-// Remove deletes a sealed file, once no shard segment refers to it (the
-// engine's bookkeeping). Readers in the middle of a chunk finish it; later
-// reads of the file fail.
+// Remove deletes a sealed file, or one found damaged at Open, once no
+// shard segment refers to it (the engine's bookkeeping). Readers in the
+// middle of a chunk finish it; later reads of the file fail.
 func (d *Dir) Remove(no uint64) error {
 	f, err := d.file(no)
 	if err != nil {
 		return err
 	}
-	if !f.sealed.Load() {
+	if !f.sealed.Load() && !f.damaged {
 		return fmt.Errorf("sharedfile: file %d is a writer's active file; seal it first", no)
 	}
 	d.mu.Lock()
@@ -450,21 +468,6 @@ func syncDir(fs vfs.FS, dir string) error {
 		return err
 	}
 	return d.Close()
-}
-
-// crcOf is the CRC-32C of r's bytes [0, n).
-func crcOf(r io.ReaderAt, n int64) (uint32, error) {
-	var crc uint32
-	buf := make([]byte, 1<<20)
-	for pos := int64(0); pos < n; {
-		m := min(int64(len(buf)), n-pos)
-		if _, err := r.ReadAt(buf[:m], pos); err != nil {
-			return 0, err
-		}
-		crc = crc32.Update(crc, castagnoli, buf[:m])
-		pos += m
-	}
-	return crc, nil
 }
 
 // FirstOpen is the lowest number of a file still taking chunks (a

@@ -31,6 +31,18 @@ const (
 	KindRecords = 1
 	// KindSeal is the trailer that closes a sealed file.
 	KindSeal = 2
+	// KindCommit closes a batch: the record a writer appends after the
+	// chunks of one Commit, in the same write, naming their bytes and
+	// CRC. Power loss can persist a later page of the last (unsynced)
+	// write without an earlier one; a batch whose commit record checks
+	// out against its bytes is whole, so damage with a committed batch
+	// after it lies in synced data, and damage with none after it is the
+	// torn last write.
+	KindCommit = 3
+	// FlagCommits, in the flags of every chunk, commit record and trailer
+	// of a file, says its batches end with commit records; a file written
+	// before them has flags 0 everywhere and is read as it always was.
+	FlagCommits = 0x0001
 	// MaxChunkBytes bounds the records of one chunk; the writer splits a
 	// larger append into several chunks. It holds a record of the
 	// format's maximum size.
@@ -50,6 +62,8 @@ var ErrShort = fmt.Errorf("%w: truncated", ErrCorrupt)
 // Header is a chunk header: Count records of shard Shard, offsets First to
 // First+Count-1, in Length bytes after the header.
 type Header struct {
+	// Flags is FlagCommits in a file with commit records, else 0.
+	Flags  uint16
 	Shard  uint64
 	First  uint64
 	Count  uint32
@@ -68,7 +82,8 @@ func (h Header) Size() int64 { return HeaderSize + int64(h.Length) }
 //	count u32 | length u32 | crc32c u32 (of the 28 bytes before it)
 func AppendHeader(dst []byte, h Header) []byte {
 	start := len(dst)
-	dst = append(dst, Magic, KindRecords, 0, 0)
+	dst = append(dst, Magic, KindRecords)
+	dst = binary.BigEndian.AppendUint16(dst, h.Flags)
 	dst = binary.BigEndian.AppendUint64(dst, h.Shard)
 	dst = binary.BigEndian.AppendUint64(dst, h.First)
 	dst = binary.BigEndian.AppendUint32(dst, h.Count)
@@ -79,35 +94,48 @@ func AppendHeader(dst []byte, h Header) []byte {
 // kindOf checks the magic, flags and CRC of the HeaderSize bytes at the
 // start of b and returns their kind.
 func kindOf(b []byte) (byte, error) {
+	k, _, err := kindFlags(b)
+	return k, err
+}
+
+// kindFlags is kindOf with the flags.
+func kindFlags(b []byte) (byte, uint16, error) {
 	if len(b) < HeaderSize {
-		return 0, ErrShort
+		return 0, 0, ErrShort
 	}
 	if b[0] != Magic {
-		return 0, fmt.Errorf("%w: magic %#02x, want %#02x", ErrCorrupt, b[0], Magic)
+		return 0, 0, fmt.Errorf("%w: magic %#02x, want %#02x", ErrCorrupt, b[0], Magic)
 	}
 	if want, got := binary.BigEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: header crc32c %08x, stored %08x", ErrCorrupt, got, want)
+		return 0, 0, fmt.Errorf("%w: header crc32c %08x, stored %08x", ErrCorrupt, got, want)
 	}
-	if b[2] != 0 || b[3] != 0 {
-		return 0, fmt.Errorf("%w: flags %#04x, want 0", ErrCorrupt, binary.BigEndian.Uint16(b[2:]))
+	flags := binary.BigEndian.Uint16(b[2:])
+	if flags&^FlagCommits != 0 {
+		return 0, 0, fmt.Errorf("%w: flags %#04x, want 0 or %#04x", ErrCorrupt, flags, FlagCommits)
 	}
-	if b[1] != KindRecords && b[1] != KindSeal {
-		return 0, fmt.Errorf("%w: kind %d", ErrCorrupt, b[1])
+	switch b[1] {
+	case KindRecords, KindSeal:
+	case KindCommit:
+		if flags != FlagCommits {
+			return 0, 0, fmt.Errorf("%w: a commit record without flag %#04x", ErrCorrupt, FlagCommits)
+		}
+	default:
+		return 0, 0, fmt.Errorf("%w: kind %d", ErrCorrupt, b[1])
 	}
-	return b[1], nil
+	return b[1], flags, nil
 }
 
 // ParseHeader decodes and checks the chunk header at the start of b (not
 // the records after it).
 func ParseHeader(b []byte) (Header, error) {
-	kind, err := kindOf(b)
+	kind, flags, err := kindFlags(b)
 	if err != nil {
 		return Header{}, err
 	}
 	if kind != KindRecords {
 		return Header{}, fmt.Errorf("%w: kind %d where a records chunk was expected", ErrCorrupt, kind)
 	}
-	h := Header{Shard: binary.BigEndian.Uint64(b[4:]), First: binary.BigEndian.Uint64(b[12:]),
+	h := Header{Flags: flags, Shard: binary.BigEndian.Uint64(b[4:]), First: binary.BigEndian.Uint64(b[12:]),
 		Count: binary.BigEndian.Uint32(b[20:]), Length: binary.BigEndian.Uint32(b[24:])}
 	return h, h.check()
 }
@@ -166,6 +194,8 @@ func checkRecords(h Header, recs []byte) error {
 // Trailer closes a sealed file: the chunks before it, their bytes and the
 // CRC-32C of every byte before it.
 type Trailer struct {
+	// Flags is FlagCommits in a file with commit records, else 0.
+	Flags   uint16
 	Chunks  uint64
 	DataLen uint64
 	CRC     uint32
@@ -177,7 +207,8 @@ type Trailer struct {
 //	data_crc32c u32 | reserved u32 = 0 | crc32c u32 (of the 28 bytes before it)
 func AppendTrailer(dst []byte, t Trailer) []byte {
 	start := len(dst)
-	dst = append(dst, Magic, KindSeal, 0, 0)
+	dst = append(dst, Magic, KindSeal)
+	dst = binary.BigEndian.AppendUint16(dst, t.Flags)
 	dst = binary.BigEndian.AppendUint64(dst, t.Chunks)
 	dst = binary.BigEndian.AppendUint64(dst, t.DataLen)
 	dst = binary.BigEndian.AppendUint32(dst, t.CRC)
@@ -187,7 +218,7 @@ func AppendTrailer(dst []byte, t Trailer) []byte {
 
 // ParseTrailer decodes and checks a trailer at the start of b.
 func ParseTrailer(b []byte) (Trailer, error) {
-	kind, err := kindOf(b)
+	kind, flags, err := kindFlags(b)
 	if err != nil {
 		return Trailer{}, err
 	}
@@ -197,6 +228,50 @@ func ParseTrailer(b []byte) (Trailer, error) {
 	if r := binary.BigEndian.Uint32(b[24:]); r != 0 {
 		return Trailer{}, fmt.Errorf("%w: trailer's reserved field %#x, want 0", ErrCorrupt, r)
 	}
-	return Trailer{Chunks: binary.BigEndian.Uint64(b[4:]), DataLen: binary.BigEndian.Uint64(b[12:]),
+	return Trailer{Flags: flags, Chunks: binary.BigEndian.Uint64(b[4:]), DataLen: binary.BigEndian.Uint64(b[12:]),
 		CRC: binary.BigEndian.Uint32(b[20:])}, nil
+}
+
+// Commit is a commit record: the Seq-th commit of its file (from 0) closes
+// the Chunks chunks in the Length bytes right before it, whose CRC-32C is
+// CRC. The batch starts where the previous commit record ended (or at the
+// start of the file).
+type Commit struct {
+	Seq    uint64
+	Length uint64
+	Chunks uint32
+	CRC    uint32
+}
+
+// AppendCommit encodes c at the end of dst.
+//
+//	magic u8 | kind u8 = 3 | flags u16 = 1 | seq u64 | batch_len u64 |
+//	chunks u32 | batch_crc32c u32 | crc32c u32 (of the 28 bytes before it)
+func AppendCommit(dst []byte, c Commit) []byte {
+	start := len(dst)
+	dst = append(dst, Magic, KindCommit)
+	dst = binary.BigEndian.AppendUint16(dst, FlagCommits)
+	dst = binary.BigEndian.AppendUint64(dst, c.Seq)
+	dst = binary.BigEndian.AppendUint64(dst, c.Length)
+	dst = binary.BigEndian.AppendUint32(dst, c.Chunks)
+	dst = binary.BigEndian.AppendUint32(dst, c.CRC)
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// ParseCommit decodes and checks a commit record at the start of b (not
+// the batch it names).
+func ParseCommit(b []byte) (Commit, error) {
+	kind, err := kindOf(b)
+	if err != nil {
+		return Commit{}, err
+	}
+	if kind != KindCommit {
+		return Commit{}, fmt.Errorf("%w: kind %d where a commit record was expected", ErrCorrupt, kind)
+	}
+	c := Commit{Seq: binary.BigEndian.Uint64(b[4:]), Length: binary.BigEndian.Uint64(b[12:]),
+		Chunks: binary.BigEndian.Uint32(b[20:]), CRC: binary.BigEndian.Uint32(b[24:])}
+	if c.Chunks == 0 || c.Length < uint64(c.Chunks)*(HeaderSize+record.MinSize) {
+		return Commit{}, fmt.Errorf("%w: a commit of %d chunks in %d bytes", ErrCorrupt, c.Chunks, c.Length)
+	}
+	return c, nil
 }

@@ -59,7 +59,7 @@ func TestDecodeChunk(t *testing.T) {
 		{"records cut", good[:len(good)-1], "truncated"},
 		{"zeros", make([]byte, 64), "magic 0x00"},
 		{"header bit flipped", func() []byte { c := append([]byte(nil), good...); c[13] ^= 1; return c }(), "header crc32c"},
-		{"flags set", reheader(good, func(h []byte) { h[3] = 1 }), "flags"},
+		{"unknown flags", reheader(good, func(h []byte) { h[3] = 2 }), "flags"},
 		{"unknown kind", reheader(good, func(h []byte) { h[1] = 9 }), "kind 9"},
 		{"a trailer where a chunk was expected", AppendTrailer(nil, Trailer{}), "kind 2"},
 		{"no records", reheader(good, func(h []byte) { binary.BigEndian.PutUint32(h[20:], 0) }), "no records"},
@@ -110,7 +110,48 @@ func TestTrailer(t *testing.T) {
 	}
 }
 
-// docs/format.md dumps a chunk holding record.DocExample; this keeps it true.
+func TestCommitRecord(t *testing.T) {
+	c := Commit{Seq: 7, Length: 4096, Chunks: 3, CRC: 0xdeadbeef}
+	b := AppendCommit(nil, c)
+	if len(b) != HeaderSize {
+		t.Fatalf("commit record of %d bytes", len(b))
+	}
+	if got, err := ParseCommit(b); err != nil || got != c {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for i := range b {
+		d := append([]byte(nil), b...)
+		d[i] ^= 0x10
+		if _, err := ParseCommit(d); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("flipping byte %d: %v", i, err)
+		}
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"without the flag", reheader(b, func(h []byte) { h[3] = 0 }), "without flag"},
+		{"no chunks", reheader(b, func(h []byte) { binary.BigEndian.PutUint32(h[20:], 0) }), "commit of 0 chunks"},
+		{"more chunks than fit", reheader(b, func(h []byte) { binary.BigEndian.PutUint64(h[12:], 40) }), "commit of 3 chunks in 40 bytes"},
+		{"a chunk where a commit record was expected", chunkBytes(t, 1, testRecords(0, 1, "a")), "kind 1 where a commit record"},
+		{"a commit record where a chunk was expected", nil, ""},
+	}
+	for _, tc := range cases {
+		if tc.b == nil {
+			if _, err := ParseHeader(b); err == nil || !strings.Contains(err.Error(), "kind 3 where a records chunk") {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if _, err := ParseCommit(tc.b); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v; want ErrCorrupt mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// docs/format.md dumps a batch of one chunk holding record.DocExample, as a
+// writer writes it; this keeps it true.
 func TestFormatDocChunkExample(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/format.md")
 	if err != nil {
@@ -138,7 +179,21 @@ func TestFormatDocChunkExample(t *testing.T) {
 			want = append(want, v...)
 		}
 	}
-	got := chunkBytes(t, 7, []record.Record{record.DocExample})
+	// What a writer writes for one batch: the chunk, then its commit
+	// record.
+	dir := t.TempDir()
+	d, _ := openDir(t, dir, 1<<20)
+	w := d.NewWriter()
+	if _, err := w.Add(nil, 7, []record.Record{record.DocExample}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(w.f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("docs/format.md shows a chunk that differs from the encoder's; regenerate it:\n%s", hex.Dump(got))
 	}

@@ -68,7 +68,7 @@ func (w *Writer) Add(dst []Chunk, shard uint64, recs []record.Record) ([]Chunk, 
 		if chunkAt < 0 {
 			chunkAt = len(w.buf)
 			w.buf = append(w.buf, make([]byte, HeaderSize)...)
-			h = Header{Shard: shard, First: r.Offset}
+			h = Header{Flags: FlagCommits, Shard: shard, First: r.Offset}
 		}
 		var err error
 		if w.buf, err = record.Append(w.buf, r); err != nil {
@@ -101,12 +101,17 @@ func (w *Writer) Commit(sync bool) (sealed *FileInfo, err error) {
 		return nil, nil
 	}
 	f := w.f
+	// The commit record goes in the same write as its chunks: recovery
+	// takes a batch as written only when the record checks out against
+	// the bytes before it.
+	w.buf = AppendCommit(w.buf, Commit{Seq: f.commits, Length: uint64(len(w.buf)), Chunks: uint32(len(w.pending)),
+		CRC: crc32.Checksum(w.buf, castagnoli)})
 	crc := crc32.Update(f.crc, castagnoli, w.buf)
 	dataEnd := f.size + int64(len(w.buf))
 	seal := dataEnd >= w.d.cfg.MaxFileBytes
 	out := w.buf
 	if seal {
-		out = AppendTrailer(out, Trailer{Chunks: f.chunks + uint64(len(w.pending)), DataLen: uint64(dataEnd), CRC: crc})
+		out = AppendTrailer(out, Trailer{Flags: FlagCommits, Chunks: f.chunks + uint64(len(w.pending)), DataLen: uint64(dataEnd), CRC: crc})
 	}
 	if _, err := f.wf.WriteAt(out, f.size); err != nil {
 		w.discard()
@@ -128,7 +133,7 @@ func (w *Writer) Commit(sync bool) (sealed *FileInfo, err error) {
 			return nil, w.failed
 		}
 	}
-	f.size, f.crc, f.chunks = dataEnd, crc, f.chunks+uint64(len(w.pending))
+	f.size, f.crc, f.chunks, f.commits = dataEnd, crc, f.chunks+uint64(len(w.pending)), f.commits+1
 	f.readable.Store(dataEnd)
 	w.discard()
 	if seal {
@@ -151,9 +156,6 @@ func (w *Writer) Sync() error {
 	}
 	return nil
 }
-
-// Discard drops the chunks added since the last commit.
-func (w *Writer) Discard() { w.discard() }
 
 func (w *Writer) discard() {
 	w.buf = w.buf[:0]
@@ -200,7 +202,7 @@ func (w *Writer) Seal() (*FileInfo, error) {
 		w.d.mu.Unlock()
 		return nil, w.d.cfg.FS.Remove(f.path)
 	}
-	t := AppendTrailer(nil, Trailer{Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc})
+	t := AppendTrailer(nil, Trailer{Flags: FlagCommits, Chunks: f.chunks, DataLen: uint64(f.size), CRC: f.crc})
 	if _, err := f.wf.WriteAt(t, f.size); err != nil {
 		if terr := truncateFile(f.wf, f.size); terr != nil {
 			w.failed = fmt.Errorf("sharedfile: %s refuses writes until restart: seal: %v; cutting it back: %w", f.path, err, terr)
@@ -217,18 +219,9 @@ func (w *Writer) Seal() (*FileInfo, error) {
 	return &info, nil
 }
 
-// Active is the number of the active file, if there is one.
-func (w *Writer) Active() (uint64, bool) {
-	if w.f == nil {
-		return 0, false
-	}
-	return w.f.no, true
-}
-
 // Pending is the record bytes of a chunk Add returned and no Commit wrote
 // yet: the engine keeps a shard segment's running CRC-32C and size over
-// them. They are the writer's buffer: valid until the next Add, Commit
-// or Discard.
+// them. They are the writer's buffer: valid until the next Add or Commit.
 func (w *Writer) Pending(c Chunk) []byte {
 	if w.f == nil || c.File != w.f.no {
 		return nil
