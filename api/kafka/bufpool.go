@@ -93,3 +93,24 @@ func (sc *scratch) release() {
 	}
 	sc.bufs = nil
 }
+
+// adoptScratch hands b back with ctx's request's other buffers once the
+// answer is written (b was framed ahead, outside the request).
+func adoptScratch(ctx context.Context, b []byte) {
+	sc, ok := ctx.Value(scratchKey{}).(*scratch)
+	if !ok {
+		return
+	}
+	sc.mu.Lock()
+	sc.bufs = append(sc.bufs, b)
+	sc.mu.Unlock()
+}
+
+// aheadBuf is scratchBuf for a read-ahead: pooled buffers for large
+// answers, handed back by whoever ends up with them.
+func aheadBuf(n int) []byte {
+	if n < 1<<minPooledShift>>1 {
+		return make([]byte, 0, n)
+	}
+	return getBuf(n)
+}
