@@ -176,7 +176,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			s.readRemote(ctx, rd)
 		}()
 	}
-	ahead := readAheadOf(ctx).take(ctx)
+	ahead := readAheadOf(ctx).take(ctx, reads)
 	s.readParts(ctx, reads, maxBytes, ahead, func(n int) []byte { return scratchBuf(ctx, n) })
 	ahead.drop()
 	wg.Wait()

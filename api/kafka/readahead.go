@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +107,8 @@ type readAhead struct {
 	made    time.Time
 	cancel  context.CancelFunc
 	closed  bool
-	started atomic.Int64 // read-aheads started, for tests
+	planned map[string]uint64 // shard -> the offset read ahead from
+	started atomic.Int64      // read-aheads started, for tests
 }
 
 type readAheadCtxKey struct{}
@@ -120,19 +122,30 @@ func readAheadOf(ctx context.Context) *readAhead {
 	return ra
 }
 
-// take returns the read-ahead's answers for a fetch to use (waiting for a
-// read in flight: it began before this fetch and costs less than reading
-// anew), or nil. The fetch drops what it does not use.
-func (ra *readAhead) take(ctx context.Context) *aheadSet {
+// take returns the read-ahead's answers for a fetch of reads to use
+// (waiting for a read in flight: it began before this fetch and costs less
+// than reading anew), or nil. The fetch drops what it does not use. A read
+// ahead from none of the offsets asked is stopped, not waited for.
+func (ra *readAhead) take(ctx context.Context, reads []fetchRead) *aheadSet {
 	if ra == nil {
 		return nil
 	}
 	ra.mu.Lock()
-	done := ra.done
-	ra.mu.Unlock()
+	done, set, planned := ra.done, ra.set, ra.planned
 	if done == nil {
+		ra.mu.Unlock()
 		return nil
 	}
+	if !slices.ContainsFunc(reads, func(rd fetchRead) bool { f, ok := planned[rd.shard]; return ok && f == rd.from }) {
+		// A read still in flight drops what it framed itself (it is no
+		// longer ra's).
+		ra.cancel()
+		ra.done, ra.set = nil, nil
+		ra.mu.Unlock()
+		set.drop()
+		return nil
+	}
+	ra.mu.Unlock()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -143,7 +156,7 @@ func (ra *readAhead) take(ctx context.Context) *aheadSet {
 	if ra.done != done { // another fetch took it meanwhile
 		return nil
 	}
-	set := ra.set
+	set = ra.set
 	ra.done, ra.set = nil, nil
 	if time.Since(ra.made) > readAheadTTL {
 		set.drop()
@@ -154,7 +167,7 @@ func (ra *readAhead) take(ctx context.Context) *aheadSet {
 
 // start runs read in the background unless one is in flight or waiting
 // (then it returns false); read returns the answers it framed.
-func (ra *readAhead) start(read func(context.Context) *aheadSet) bool {
+func (ra *readAhead) start(planned map[string]uint64, read func(context.Context) *aheadSet) bool {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	if ra.closed || ra.done != nil {
@@ -162,7 +175,7 @@ func (ra *readAhead) start(read func(context.Context) *aheadSet) bool {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	ra.done, ra.cancel, ra.made = done, cancel, time.Now()
+	ra.done, ra.cancel, ra.made, ra.planned = done, cancel, time.Now(), planned
 	ra.started.Add(1)
 	go func() {
 		defer close(done)
@@ -203,6 +216,7 @@ func (s *Server) readAheadAfter(ctx context.Context, r *kmsg.FetchRequest, answe
 		return
 	}
 	var next []fetchRead
+	planned := map[string]uint64{}
 	want := 0
 	for _, rd := range answered {
 		if rd.next == 0 || rd.next >= rd.high || len(rd.rp.RecordBatches) == 0 {
@@ -215,6 +229,7 @@ func (s *Server) readAheadAfter(ctx context.Context, r *kmsg.FetchRequest, answe
 		}
 		next = append(next, fetchRead{rp: &kmsg.FetchResponseTopicPartition{}, shard: rd.shard, from: rd.next,
 			limit: rd.limit, low: rd.low, high: rd.high})
+		planned[rd.shard] = rd.next
 		want += rd.limit
 	}
 	if len(next) == 0 {
@@ -229,7 +244,7 @@ func (s *Server) readAheadAfter(ctx context.Context, r *kmsg.FetchRequest, answe
 		return
 	}
 	gen := s.topicsDeleted.Load()
-	started := ra.start(func(ctx context.Context) *aheadSet {
+	started := ra.start(planned, func(ctx context.Context) *aheadSet {
 		s.readParts(ctx, next, maxBytes, nil, aheadBuf)
 		set := &aheadSet{entries: map[aheadKey]ahead{}, bytes: &s.readAheadBytes, count: s.cfg.Metrics.readAhead,
 			deleted: &s.topicsDeleted, gen: gen}
