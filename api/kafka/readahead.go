@@ -108,6 +108,7 @@ type readAhead struct {
 	cancel  context.CancelFunc
 	closed  bool
 	planned map[string]uint64 // shard -> the offset read ahead from
+	pending func()            // starts the next read-ahead, once the answer is written
 	started atomic.Int64      // read-aheads started, for tests
 }
 
@@ -163,6 +164,27 @@ func (ra *readAhead) take(ctx context.Context, reads []fetchRead) *aheadSet {
 		return nil
 	}
 	return set
+}
+
+// afterAnswer has f run once the answer being built is written (launch):
+// a read-ahead started sooner would take the cores that write it, and the
+// client would wait for its answer what the read-ahead saves it on the
+// next one.
+func (ra *readAhead) afterAnswer(f func()) {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	ra.pending = f
+}
+
+// launch runs what afterAnswer left: the answer is written.
+func (ra *readAhead) launch() {
+	ra.mu.Lock()
+	f := ra.pending
+	ra.pending = nil
+	ra.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // start runs read in the background unless one is in flight or waiting
@@ -237,12 +259,20 @@ func (s *Server) readAheadAfter(ctx context.Context, r *kmsg.FetchRequest, answe
 	}
 	maxBytes := fetchMaxBytes(r)
 	want = min(want, maxBytes)
-	// The server's read-ahead memory is bounded: when it is taken, the
-	// next fetch reads as if there were none.
-	if s.readAheadBytes.Add(int64(want)) > s.cfg.MaxReadAheadBytes {
-		s.readAheadBytes.Add(-int64(want))
-		return
-	}
+	ra.afterAnswer(func() {
+		// The server's read-ahead memory is bounded: when it is taken,
+		// the next fetch reads as if there were none.
+		if s.readAheadBytes.Add(int64(want)) > s.cfg.MaxReadAheadBytes {
+			s.readAheadBytes.Add(-int64(want))
+			return
+		}
+		s.startReadAhead(ra, next, planned, maxBytes, want)
+	})
+}
+
+// startReadAhead starts reading next (want bytes of the server's
+// read-ahead budget taken for it).
+func (s *Server) startReadAhead(ra *readAhead, next []fetchRead, planned map[string]uint64, maxBytes, want int) {
 	gen := s.topicsDeleted.Load()
 	started := ra.start(planned, func(ctx context.Context) *aheadSet {
 		s.readParts(ctx, next, maxBytes, nil, aheadBuf)

@@ -394,6 +394,7 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		putBuf(resp[0]) // written: the next answers may reuse the buffers
 		sc.release()
+		ra.launch() // a fetch's read-ahead, now that its answer is on its way
 		if sess.closeAfterAnswer() {
 			return
 		}
