@@ -99,7 +99,8 @@ func BenchmarkKafkaProduceConsume(b *testing.B) {
 
 // Consume 100,000 records of 1 KiB from the start with franz-go (16
 // partitions, bench/load), from one engine through two servers: one with
-// fetch read-ahead (the default), one without. Runs alternate; medians of
+// fetch read-ahead (kafka.fetch_read_ahead_bytes 128MiB), one without (the
+// default). Runs alternate; medians of
 // 5 (STRATA_BENCH_RUNS sets another count).
 func BenchmarkKafkaConsume(b *testing.B) {
 	const partitions, total, size = 16, 100_000, 1024
@@ -114,9 +115,9 @@ func BenchmarkKafkaConsume(b *testing.B) {
 	}
 	defer eng.Close()
 	metrics := NewMetrics(prometheus.NewRegistry())
-	ahead, _ := serveEngine(b, eng, Config{Metrics: metrics})
+	ahead, _ := serveEngine(b, eng, Config{Metrics: metrics, MaxReadAheadBytes: 128 << 20})
 	plainMetrics := NewMetrics(prometheus.NewRegistry())
-	plain, _ := serveEngine(b, eng, Config{MaxReadAheadBytes: -1, Metrics: plainMetrics})
+	plain, _ := serveEngine(b, eng, Config{Metrics: plainMetrics})
 	const topic = "consume"
 	if err := load.CreateTopic(ctx, ahead, topic, partitions, nil); err != nil {
 		b.Fatal(err)

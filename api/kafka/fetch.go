@@ -177,7 +177,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		}()
 	}
 	ahead := readAheadOf(ctx).take(ctx, reads)
-	s.readParts(ctx, reads, maxBytes, ahead, func(n int) []byte { return scratchBuf(ctx, n) })
+	s.readParts(ctx, reads, maxBytes, runtime.GOMAXPROCS(0), ahead, func(n int) []byte { return scratchBuf(ctx, n) })
 	ahead.drop()
 	wg.Wait()
 	total := 0
@@ -206,12 +206,12 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 // A partition read ahead with the same offset and limit (ahead, may be
 // nil) is taken from there instead of read again. alloc gives the buffer
 // a partition's batches are framed into.
-func (s *Server) readParts(ctx context.Context, reads []fetchRead, maxBytes int, ahead *aheadSet, alloc func(int) []byte) {
+func (s *Server) readParts(ctx context.Context, reads []fetchRead, maxBytes, workers int, ahead *aheadSet, alloc func(int) []byte) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	returned := sync.NewCond(&mu)
 	taken, left, reading := 0, maxBytes, 0
-	for w := 0; w < min(len(reads), runtime.GOMAXPROCS(0)); w++ {
+	for w := 0; w < min(len(reads), workers); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -78,8 +78,8 @@ type Config struct {
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
 	// MaxReadAheadBytes bounds the fetch answers framed ahead for
-	// consumers catching up, all connections together (128 MiB);
-	// negative turns read-ahead off (readahead.go).
+	// consumers catching up, all connections together; 0 (the default)
+	// turns read-ahead off (readahead.go).
 	MaxReadAheadBytes int64
 	// Offsets keeps consumer groups' committed offsets; nil keeps them in
 	// memory (tests).
@@ -201,9 +201,6 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
-	}
-	if cfg.MaxReadAheadBytes == 0 {
-		cfg.MaxReadAheadBytes = 128 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

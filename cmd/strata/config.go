@@ -138,7 +138,7 @@ type KafkaConfig struct {
 	MaxConnectionsPerIP     int      `yaml:"max_connections_per_ip"`
 	FrameTimeout            Duration `yaml:"frame_timeout"`
 	// FetchReadAheadBytes bounds the fetch answers framed ahead for
-	// consumers catching up (docs/kafka.md); 0 turns read-ahead off.
+	// consumers catching up (docs/kafka.md); 0, the default, is off.
 	FetchReadAheadBytes Bytes `yaml:"fetch_read_ahead_bytes"`
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`

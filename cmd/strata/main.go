@@ -309,7 +309,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topics.broker, Topics: topicStore,
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
-		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: readAheadBytes(cfg.Kafka.FetchReadAheadBytes),
+		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
 		LogDir: logDir,
 		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
@@ -348,13 +348,4 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// readAheadBytes is kafka.fetch_read_ahead_bytes as the Kafka front end
-// takes it: 0 (off) is negative there, where 0 is its default.
-func readAheadBytes(b Bytes) int64 {
-	if b == 0 {
-		return -1
-	}
-	return int64(b)
 }
