@@ -109,7 +109,6 @@ type readAhead struct {
 	closed  bool
 	planned map[string]uint64 // shard -> the offset read ahead from
 	pending func()            // starts the next read-ahead, once the answer is written
-	started atomic.Int64      // read-aheads started, for tests
 }
 
 type readAheadCtxKey struct{}
@@ -198,10 +197,10 @@ func (ra *readAhead) start(planned map[string]uint64, read func(context.Context)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	ra.done, ra.cancel, ra.made, ra.planned = done, cancel, time.Now(), planned
-	ra.started.Add(1)
 	go func() {
 		defer close(done)
 		set := read(ctx)
+		cancel()
 		ra.mu.Lock()
 		defer ra.mu.Unlock()
 		if ra.done != done || ra.closed {
