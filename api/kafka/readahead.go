@@ -299,5 +299,6 @@ func (s *Server) startReadAhead(ra *readAhead, next []fetchRead, planned map[str
 // left for the client decoding the last answer (on the same machine) and
 // for the answers of other connections. With as many as a fetch's own
 // (GOMAXPROCS), consumes beside Apache Kafka ran 0.75-0.86 as fast as
-// without read-ahead on two loaded cores; with one, 0.98 (docs/bench.md).
+// without read-ahead on two loaded cores; with one, 0.86-0.94, which is
+// why read-ahead is off by default (docs/bench.md).
 const readAheadWorkers = 1
