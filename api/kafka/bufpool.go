@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // A fetch answer moves megabytes: each partition's record batches, then
@@ -11,21 +12,25 @@ import (
 // zeroing pass (the runtime clears every large allocation) and GC work,
 // about as much as copying the records into it; so the buffers of answers
 // already written are kept for the next ones. Kept by power-of-two
-// capacity from 1 MiB to 16 MiB, 16 MiB of each class: at most 80 MiB
-// held, whatever the load. A sync.Pool would hold none for long: a
-// consumer's fetches allocate enough to empty it at every GC.
+// capacity from 1 MiB to 16 MiB, at most 96 MiB in all, whatever the load:
+// room for a consumer's answer of 16 partitions of 1 MiB and the next one
+// read ahead (readahead.go), with a few more. A sync.Pool would hold none
+// for long: a consumer's fetches allocate enough to empty it at every GC.
 const (
 	minPooledShift = 20
 	maxPooledShift = 24
-	pooledPerClass = 16 << 20
+	maxPooled      = 96 << 20
 )
 
-var frameBufs = func() (c [maxPooledShift - minPooledShift + 1]chan []byte) {
-	for i := range c {
-		c[i] = make(chan []byte, pooledPerClass>>(minPooledShift+i))
-	}
-	return c
-}()
+var (
+	frameBufs = func() (c [maxPooledShift - minPooledShift + 1]chan []byte) {
+		for i := range c {
+			c[i] = make(chan []byte, maxPooled>>(minPooledShift+i))
+		}
+		return c
+	}()
+	pooled atomic.Int64 // the bytes frameBufs holds
+)
 
 // getBuf returns an empty buffer with room for at least n bytes.
 func getBuf(n int) []byte {
@@ -35,6 +40,7 @@ func getBuf(n int) []byte {
 	}
 	select {
 	case b := <-frameBufs[shift-minPooledShift]:
+		pooled.Add(-int64(cap(b)))
 		return b[:0]
 	default:
 		return make([]byte, 0, 1<<shift)
@@ -48,9 +54,14 @@ func putBuf(b []byte) {
 	if c < 1<<minPooledShift || c > 1<<maxPooledShift || c&(c-1) != 0 {
 		return
 	}
+	if pooled.Add(int64(c)) > maxPooled {
+		pooled.Add(-int64(c))
+		return
+	}
 	select {
 	case frameBufs[bits.Len(uint(c))-1-minPooledShift] <- b[:0]:
 	default:
+		pooled.Add(-int64(c))
 	}
 }
 
@@ -92,4 +103,25 @@ func (sc *scratch) release() {
 		putBuf(b)
 	}
 	sc.bufs = nil
+}
+
+// adoptScratch hands b back with ctx's request's other buffers once the
+// answer is written (b was framed ahead, outside the request).
+func adoptScratch(ctx context.Context, b []byte) {
+	sc, ok := ctx.Value(scratchKey{}).(*scratch)
+	if !ok {
+		return
+	}
+	sc.mu.Lock()
+	sc.bufs = append(sc.bufs, b)
+	sc.mu.Unlock()
+}
+
+// aheadBuf is scratchBuf for a read-ahead: pooled buffers for large
+// answers, handed back by whoever ends up with them.
+func aheadBuf(n int) []byte {
+	if n < 1<<minPooledShift>>1 {
+		return make([]byte, 0, n)
+	}
+	return getBuf(n)
 }

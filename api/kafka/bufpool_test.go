@@ -11,7 +11,7 @@ func TestFrameBuffersReused(t *testing.T) {
 	drain := func() { // what other tests' answers left
 		for _, c := range frameBufs {
 			for len(c) > 0 {
-				<-c
+				pooled.Add(-int64(cap(<-c)))
 			}
 		}
 	}
@@ -31,6 +31,18 @@ func TestFrameBuffersReused(t *testing.T) {
 		if cap(again) < n || len(again) != 0 {
 			t.Fatalf("getBuf(%d) again: len %d cap %d", n, len(again), cap(again))
 		}
+	}
+	// At most maxPooled bytes are held, whatever is handed back.
+	drain()
+	for range 2 * maxPooled >> 20 {
+		putBuf(make([]byte, 0, 1<<20))
+	}
+	if held := pooled.Load(); held != maxPooled || len(frameBufs[0]) != maxPooled>>20 {
+		t.Fatalf("%d bytes pooled in %d buffers of 1 MiB; want %d", held, len(frameBufs[0]), maxPooled)
+	}
+	putBuf(make([]byte, 0, 2<<20))
+	if held := pooled.Load(); held != maxPooled {
+		t.Fatalf("%d bytes pooled after a 2 MiB buffer more; want %d", held, maxPooled)
 	}
 	drain()
 	putBuf(make([]byte, 0, 3<<20)) // not a class size: dropped

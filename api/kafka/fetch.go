@@ -24,12 +24,16 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	if s.isReplicaFetch(r) {
 		return s.replicaFetch(ctx, r)
 	}
-	return s.longPoll(ctx, r, func() (*kmsg.FetchResponse, bool) {
-		resp, total := s.fetchOnce(ctx, r)
+	var answered []fetchRead // the reads of the answer longPoll returns
+	resp := s.longPoll(ctx, r, func() (*kmsg.FetchResponse, bool) {
+		resp, total, reads := s.fetchOnce(ctx, r)
+		answered = reads
 		// As Kafka, an error answers at once: the client has to act on it
 		// (re-route, reset, retry), not wait for records.
 		return resp, total >= int(r.MinBytes) || failed(resp) || r.MaxWaitMillis <= 0
 	})
+	s.readAheadAfter(ctx, r, answered)
+	return resp
 }
 
 // longPoll answers with read's response when read says it is done, else
@@ -93,22 +97,29 @@ func failed(resp *kmsg.FetchResponse) bool {
 	return false
 }
 
-func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
+// fetchMaxBytes is the request's max_bytes, or Kafka's default.
+func fetchMaxBytes(r *kmsg.FetchRequest) int {
+	if r.MaxBytes <= 0 {
+		return 50 << 20
+	}
+	return int(r.MaxBytes)
+}
+
+// fetchRead is one partition of a fetch read from this node's log.
+type fetchRead struct {
+	rp        *kmsg.FetchResponseTopicPartition
+	shard     string
+	from      uint64
+	limit     int    // the partition's byte limit
+	low, high uint64 // the partition's log start and high watermark
+	used      int    // the limit read with: what max_bytes left of limit
+	next      uint64 // the offset after the last record answered; 0 when none
+}
+
+func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []fetchRead) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	maxBytes := int(r.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 50 << 20
-	}
-	// Partitions are read and reframed in parallel (each is a decode and an
-	// encode of up to a megabyte); the answer then keeps them in request
-	// order until max_bytes, always including the first one with records.
-	type read struct {
-		rp    *kmsg.FetchResponseTopicPartition
-		shard string
-		from  uint64
-		limit int
-	}
-	var reads []read
+	maxBytes := fetchMaxBytes(r)
+	var reads []fetchRead
 	var remotes []remoteRead
 	leaders := map[int32]Broker{} // KIP-951: where the refused partitions are led
 	// A replica (another node reading its part of a split log) is answered
@@ -153,13 +164,10 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = int64(high), int64(high), int64(low)
-			reads = append(reads, read{rp, shard, uint64(p.FetchOffset), limit})
+			reads = append(reads, fetchRead{rp: rp, shard: shard, from: uint64(p.FetchOffset), limit: limit, low: low, high: high})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	// Partitions are taken in request order from one budget of max_bytes:
-	// a partition is read only with what the ones before it left, so the
-	// memory of one fetch stays near max_bytes however many it names.
 	var wg sync.WaitGroup
 	for _, rd := range remotes {
 		wg.Add(1)
@@ -168,10 +176,42 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 			s.readRemote(ctx, rd)
 		}()
 	}
+	ahead := readAheadOf(ctx).take(ctx, reads)
+	s.readParts(ctx, reads, maxBytes, runtime.GOMAXPROCS(0), ahead, func(n int) []byte { return scratchBuf(ctx, n) })
+	ahead.drop()
+	wg.Wait()
+	total := 0
+	for i := range reads {
+		rd := &reads[i]
+		if n := len(rd.rp.RecordBatches); total > 0 && total+n > maxBytes {
+			rd.rp.RecordBatches = []byte{} // over max_bytes: the client asks again from the same offset
+			rd.next = 0
+		} else {
+			total += n
+		}
+	}
+	for _, rd := range remotes {
+		total += len(rd.rp.RecordBatches)
+	}
+	for _, b := range leaders {
+		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
+	}
+	return resp, total, reads
+}
+
+// readParts reads and frames reads into their response partitions, in
+// parallel. Partitions are taken in request order from one budget of
+// max_bytes: a partition is read only with what the ones before it left,
+// so the memory of one fetch stays near max_bytes however many it names.
+// A partition read ahead with the same offset and limit (ahead, may be
+// nil) is taken from there instead of read again. alloc gives the buffer
+// a partition's batches are framed into.
+func (s *Server) readParts(ctx context.Context, reads []fetchRead, maxBytes, workers int, ahead *aheadSet, alloc func(int) []byte) {
+	var wg sync.WaitGroup
 	var mu sync.Mutex
 	returned := sync.NewCond(&mu)
 	taken, left, reading := 0, maxBytes, 0
-	for w := 0; w < min(len(reads), runtime.GOMAXPROCS(0)); w++ {
+	for w := 0; w < min(len(reads), workers); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -184,30 +224,19 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 					mu.Unlock()
 					return
 				}
-				rd := reads[taken]
+				rd := &reads[taken]
 				taken++
 				limit := min(rd.limit, left)
 				left -= limit // held while reading; what is not used goes back
 				reading++
 				mu.Unlock()
-				// A view, not a copy: the records are reframed straight
-				// from the segment's mapping, then let go.
-				recs, release, err := store.ReadView(ctx, s.store, rd.shard, rd.from, store.Budget{MaxBytes: limit})
-				var epochs leaderepoch.History
-				if err == nil && len(recs) > 0 {
-					epochs, err = s.storedEpochs(ctx, rd.shard)
+				rd.used = limit
+				if e, ok := ahead.take(aheadKey{rd.shard, rd.from, limit}, rd.low, rd.high); ok {
+					rd.rp.RecordBatches, rd.next = e.batches, e.next
+					adoptScratch(ctx, e.batches)
+				} else {
+					s.readPart(ctx, rd, limit, alloc)
 				}
-				var oor *store.OutOfRangeError
-				switch {
-				case errors.As(err, &oor):
-					rd.rp.ErrorCode = kerr.OffsetOutOfRange.Code
-				case err != nil:
-					s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
-					rd.rp.ErrorCode = kerr.UnknownServerError.Code
-				default:
-					rd.rp.RecordBatches = encodeBatches(scratchBuf(ctx, batchesSize(recs)), recs, epochs)
-				}
-				release()
 				mu.Lock()
 				left += limit - len(rd.rp.RecordBatches)
 				reading--
@@ -217,19 +246,31 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		}()
 	}
 	wg.Wait()
-	total := 0
-	for _, rd := range reads {
-		if n := len(rd.rp.RecordBatches); total > 0 && total+n > maxBytes {
-			rd.rp.RecordBatches = []byte{} // over max_bytes: the client asks again from the same offset
-		} else {
-			total += n
+}
+
+// readPart reads and frames one partition with limit bytes.
+func (s *Server) readPart(ctx context.Context, rd *fetchRead, limit int, alloc func(int) []byte) {
+	// A view, not a copy: the records are reframed straight from the
+	// segment's mapping, then let go.
+	recs, release, err := store.ReadView(ctx, s.store, rd.shard, rd.from, store.Budget{MaxBytes: limit})
+	defer release()
+	var epochs leaderepoch.History
+	if err == nil && len(recs) > 0 {
+		epochs, err = s.storedEpochs(ctx, rd.shard)
+	}
+	var oor *store.OutOfRangeError
+	switch {
+	case errors.As(err, &oor):
+		rd.rp.ErrorCode = kerr.OffsetOutOfRange.Code
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
+		}
+		rd.rp.ErrorCode = kerr.UnknownServerError.Code
+	default:
+		rd.rp.RecordBatches = encodeBatches(alloc(batchesSize(recs)), recs, epochs)
+		if len(recs) > 0 {
+			rd.next = recs[len(recs)-1].Offset + 1
 		}
 	}
-	for _, rd := range remotes {
-		total += len(rd.rp.RecordBatches)
-	}
-	for _, b := range leaders {
-		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})
-	}
-	return resp, total
 }

@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"strata/engine/record"
 	"testing"
 	"time"
 
@@ -82,3 +85,38 @@ func TestFetchManyPartitionsHonoursMaxBytes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A fetch frames each record itself: byte for byte what kmsg encodes, for
+// null and empty keys, values and header values, and any deltas.
+func TestAppendRecordAsKmsg(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		r       record.Record
+		tsDelta int64
+		delta   int32
+	}{
+		{"null key and value", record.Record{}, 0, 0},
+		{"empty key and value", record.Record{Key: []byte{}, Value: []byte{}}, 1, 1},
+		{"key, value, headers", record.Record{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 300),
+			Headers: []record.Header{{Key: "a", Value: []byte("1")}, {Key: "", Value: nil}, {Key: "c", Value: []byte{}}}}, 1 << 40, 1<<31 - 1},
+		{"negative timestamp delta", record.Record{Value: []byte("x")}, -5, 63},
+		{"long value", record.Record{Value: make([]byte, 1<<20)}, 64, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			length := recordLen(&tc.r, tc.tsDelta, tc.delta)
+			var headers []kmsg.Header
+			for _, h := range tc.r.Headers {
+				headers = append(headers, kmsg.Header{Key: h.Key, Value: h.Value})
+			}
+			kr := kmsg.Record{Length: length, TimestampDelta64: tc.tsDelta, OffsetDelta: tc.delta, Key: tc.r.Key, Value: tc.r.Value, Headers: headers}
+			want := kr.AppendTo([]byte("prefix"))
+			got := appendRecord([]byte("prefix"), length, tc.tsDelta, tc.delta, &tc.r)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("appendRecord: %d bytes %x..., kmsg: %d bytes %x...", len(got), got[:min(len(got), 32)], len(want), want[:min(len(want), 32)])
+			}
+			if n, k := binary.Varint(got[len("prefix"):]); int(n) != len(got)-len("prefix")-k {
+				t.Fatalf("length field %d, record of %d bytes after it", n, len(got)-len("prefix")-k)
+			}
+		})
+	}
+}

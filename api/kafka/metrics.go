@@ -15,6 +15,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	refusals *prometheus.CounterVec
 	inflight prometheus.Gauge
+	ahead    *prometheus.CounterVec
 }
 
 // NewMetrics registers the Kafka front end's metrics with reg.
@@ -31,14 +32,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Connections and frames refused by a resource bound (connections, frame_size)."}, []string{"bound"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_kafka_inflight_request_bytes",
 			Help: "Request bytes held across all connections (kafka.max_inflight_request_bytes bounds it)."}),
+		ahead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_kafka_fetch_read_ahead_total",
+			Help: "Partitions of fetch answers framed ahead, by what became of them: used by the next fetch, unused (it asked for other offsets or limits), stale (the log start or high watermark moved past them)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.errors, m.latency, m.refusals, m.inflight)
+	reg.MustRegister(m.requests, m.errors, m.latency, m.refusals, m.inflight, m.ahead)
 	return m
 }
 
 func (m *Metrics) refused(bound string) {
 	if m != nil {
 		m.refusals.WithLabelValues(bound).Inc()
+	}
+}
+
+func (m *Metrics) readAhead(result string) {
+	if m != nil {
+		m.ahead.WithLabelValues(result).Inc()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,6 +77,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
+	// MaxReadAheadBytes bounds the fetch answers framed ahead for
+	// consumers catching up, all connections together; 0 (the default)
+	// turns read-ahead off (readahead.go).
+	MaxReadAheadBytes int64
 	// Offsets keeps consumer groups' committed offsets; nil keeps them in
 	// memory (tests).
 	Offsets OffsetStore
@@ -131,11 +136,16 @@ type Server struct {
 	// topicsMu makes a single node's topic changes (create, delete, grow,
 	// alter configs) one at a time: each checks the topic, then writes its
 	// configs and shards, and two interleaved would mix them.
-	topicsMu  sync.Mutex
-	inflight  *budget
-	appended  *hub     // wakes long polls when a partition gets records
-	refusals  sync.Map // log message -> *rate.Sometimes
-	penalties penalties
+	topicsMu sync.Mutex
+	inflight *budget
+	appended *hub // wakes long polls when a partition gets records
+	// readAheadBytes is what the connections' read-aheads hold;
+	// topicsDeleted counts the topics this node deleted, which a
+	// read-ahead must not outlive (readahead.go).
+	readAheadBytes atomic.Int64
+	topicsDeleted  atomic.Int64
+	refusals       sync.Map // log message -> *rate.Sometimes
+	penalties      penalties
 
 	conns  sync.WaitGroup
 	ln     net.Listener
@@ -314,6 +324,8 @@ func (s *Server) serveConn(c net.Conn) {
 	w := bufio.NewWriterSize(c, 64<<10)
 	sess := s.newSession(c.RemoteAddr().String())
 	ip := remoteIP(c)
+	ra := &readAhead{}
+	defer ra.close()
 	for {
 		if !s.penalties.wait(ip, s.closing) || !s.readDeadline(c, s.cfg.IdleTimeout) {
 			return
@@ -357,6 +369,7 @@ func (s *Server) serveConn(c net.Conn) {
 		ctx, stopWatch := watchClient(c, r)
 		// The buffers the answer is built from go back once it is written.
 		ctx, sc := withScratch(ctx)
+		ctx = withReadAhead(ctx, ra)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
 		s.inflight.release(int64(size))
@@ -378,6 +391,7 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		putBuf(resp[0]) // written: the next answers may reuse the buffers
 		sc.release()
+		ra.launch() // a fetch's read-ahead, now that its answer is on its way
 		if sess.closeAfterAnswer() {
 			return
 		}

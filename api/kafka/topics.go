@@ -94,6 +94,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		n := name
 		rt.Topic = &n
 		err := s.cluster.DeleteTopic(ctx, name)
+		s.topicsDeleted.Add(1) // once deleted: the connections' read-aheads of its records are dropped
 		switch {
 		case errors.Is(err, ErrUnknownTopic):
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code

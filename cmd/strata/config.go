@@ -137,6 +137,9 @@ type KafkaConfig struct {
 	MaxConnections          int      `yaml:"max_connections"`
 	MaxConnectionsPerIP     int      `yaml:"max_connections_per_ip"`
 	FrameTimeout            Duration `yaml:"frame_timeout"`
+	// FetchReadAheadBytes bounds the fetch answers framed ahead for
+	// consumers catching up (docs/kafka.md); 0, the default, is off.
+	FetchReadAheadBytes Bytes `yaml:"fetch_read_ahead_bytes"`
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -505,6 +508,9 @@ func (c *Config) validate() error {
 		if v <= 0 {
 			return fmt.Errorf("%s: %d: want more than 0", key, v)
 		}
+	}
+	if c.Kafka.FetchReadAheadBytes < 0 {
+		return fmt.Errorf("kafka.fetch_read_ahead_bytes: %d: want 0 (off) or more", c.Kafka.FetchReadAheadBytes)
 	}
 	if p := c.Kafka.MaxPartitionsPerTopic; p < 1 || p > 100_000 {
 		return fmt.Errorf("kafka.max_partitions_per_topic: %d: want 1 to 100000 (a partition's folder name must fit 255 bytes)", p)
