@@ -210,6 +210,16 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		pq.Compression(c),
 		pq.PageBufferSize(opts.PageBytes),
 		pq.DataPageStatistics(true),
+		// Min and max of whole values in every page header and in the
+		// column index of the byte columns nobody filters on: page
+		// statistics are not truncated, so each page of 1 KiB values
+		// carried 2 KiB of them, uncompressed.
+		pq.SkipPageStatistics("value"),
+		pq.SkipPageStatistics("protocol_data"),
+		pq.SkipPageStatistics("headers", "list", "element", "value"),
+		pq.SkipPageBounds("value"),
+		pq.SkipPageBounds("protocol_data"),
+		pq.SkipPageBounds("headers", "list", "element", "value"),
 		pq.CreatedBy("strata", FormatVersion, ""),
 	)
 	if w.cols, err = lookupColumns(w.w.Schema()); err != nil {
