@@ -99,9 +99,8 @@ type Options struct {
 	// fetches and decompresses one page of each column (the offset index
 	// says which), so this bounds its bytes: with 1 MiB pages (parquet-mr's
 	// and Arrow's size) it fetched the whole 1 MiB row group. zstd
-	// compresses each page alone: 1 KiB JSON values come out about a third
-	// larger than in 1 MiB pages (16% in 128 KiB pages); raise it for
-	// buckets read mostly by analytics.
+	// compresses each page alone, yet 1 KiB JSON values come out only 3%
+	// larger than in 1 MiB pages (docs/bench.md, "The page size").
 	PageBytes int
 	// Metadata is added to the footer's key-value metadata.
 	Metadata map[string]string
