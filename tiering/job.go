@@ -817,7 +817,8 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 
 // endsReader serves an object's first bytes (the magic) and its tail (the
 // footer and the page index before it) from two ranged reads made at once,
-// and anything else with a ranged read of its own. parquet.Open reads the
+// and anything else with a ranged read of its own (a footer or page index
+// larger than the tail fetched extends it). parquet.Open reads the
 // footer in many small pieces: straight from the bucket, verifying the
 // object of a 64 MiB segment took 16-176 ms on loopback MinIO.
 type endsReader struct {
@@ -852,14 +853,17 @@ func (r *endsReader) ReadAt(p []byte, off int64) (int, error) {
 	if off >= 0 && end <= int64(len(r.head)) {
 		return copy(p, r.head[off:]), nil
 	}
-	if off >= 0 && off < r.tailAt && end > r.tailAt-parquet.MaxFooterBytes && end <= r.tailAt+int64(len(r.tail)) {
-		// The page index begins before the tail fetched: fetch the rest of
-		// it at once (Open reads the column index, then the offset index).
-		more := make([]byte, r.tailAt-off, r.tailAt-off+int64(len(r.tail)))
-		if n, err := r.objectReader.ReadAt(more, off); err != nil && !(errors.Is(err, io.EOF) && n == len(more)) {
+	if tailEnd := r.tailAt + int64(len(r.tail)); off >= 0 && off < r.tailAt && end > r.tailAt-parquet.MaxFooterBytes && end <= tailEnd {
+		// The footer or the page index begins before the tail fetched.
+		// Fetch twice what is missing from here to the end: the page
+		// index, right before the footer, is about the footer's size, so a
+		// footer read brings the page index along.
+		from := max(0, off-(tailEnd-off), tailEnd-parquet.MaxFooterBytes)
+		more := make([]byte, r.tailAt-from, tailEnd-from)
+		if n, err := r.objectReader.ReadAt(more, from); err != nil && !(errors.Is(err, io.EOF) && n == len(more)) {
 			return 0, err
 		}
-		r.tail, r.tailAt = append(more, r.tail...), off
+		r.tail, r.tailAt = append(more, r.tail...), from
 	}
 	if off >= r.tailAt && end <= r.tailAt+int64(len(r.tail)) {
 		return copy(p, r.tail[off-r.tailAt:]), nil
