@@ -99,9 +99,8 @@ type Options struct {
 	// fetches and decompresses one page of each column (the offset index
 	// says which), so this bounds its bytes: with 1 MiB pages (parquet-mr's
 	// and Arrow's size) it fetched the whole 1 MiB row group. zstd
-	// compresses each page alone: 1 KiB JSON values come out about a third
-	// larger than in 1 MiB pages (16% in 128 KiB pages); raise it for
-	// buckets read mostly by analytics.
+	// compresses each page alone, yet 1 KiB JSON values come out only 3%
+	// larger than in 1 MiB pages (docs/bench.md, "The page size").
 	PageBytes int
 	// Metadata is added to the footer's key-value metadata.
 	Metadata map[string]string
@@ -210,6 +209,15 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		pq.Compression(c),
 		pq.PageBufferSize(opts.PageBytes),
 		pq.DataPageStatistics(true),
+		// Page headers carry no min and max of the opaque byte columns:
+		// parquet-go writes them whole (twice: the deprecated fields and the
+		// current ones), about 4 KiB uncompressed per page of 1 KiB values,
+		// a quarter of the object. The column index keeps its bounds
+		// (truncated to 16 bytes): without them parquet-go writes empty
+		// ones, which a reader filtering on the column index would trust.
+		pq.SkipPageStatistics("value"),
+		pq.SkipPageStatistics("protocol_data"),
+		pq.SkipPageStatistics("headers", "list", "element", "value"),
 		pq.CreatedBy("strata", FormatVersion, ""),
 	)
 	if w.cols, err = lookupColumns(w.w.Schema()); err != nil {

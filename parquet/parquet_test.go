@@ -346,3 +346,86 @@ func TestWriterCopiesRecordBytes(t *testing.T) {
 		}
 	}
 }
+
+// Page headers carry no min and max of the opaque byte columns (value,
+// protocol_data, header values), which made a quarter of an object of
+// 1 KiB values; the column index still bounds every page of every column
+// truly, since readers skip pages by it.
+func TestStatisticsWhereReadersUseThem(t *testing.T) {
+	recs := edgeRecords(0)
+	data := write(t, recs, Options{RowGroupBytes: 64 << 10, PageBytes: 4 << 10})
+	f, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noHeaderStats := map[int]bool{colValue: true, colHeaderValue: true, colProtocolData: true}
+	pagesChecked := 0
+	for gi, rg := range f.pf.RowGroups() {
+		for ci, c := range rg.ColumnChunks() {
+			oi, err := c.OffsetIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ci2, err := c.ColumnIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := make([][]byte, 0)
+			for _, r := range recs[f.Groups()[gi].FirstRow : f.Groups()[gi].FirstRow+f.Groups()[gi].Rows] {
+				switch ci {
+				case colValue:
+					vals = append(vals, r.Value)
+				case colKey:
+					vals = append(vals, r.Key)
+				}
+			}
+			for p := 0; p < oi.NumPages(); p++ {
+				off, size := oi.Offset(p), oi.CompressedPageSize(p)
+				h, _, err := pageHeader(data[off : off+size])
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := h.DataPageHeaderV2.V.Statistics
+				hasStats := st.MinValue != nil || st.MaxValue != nil || st.Min != nil || st.Max != nil
+				if noHeaderStats[ci] && hasStats {
+					t.Fatalf("row group %d column %s page %d: the page header carries min/max", gi, wantLeaves[ci].path, p)
+				}
+				if ci == colOffset && !hasStats {
+					t.Fatalf("row group %d: offset page %d has no statistics", gi, p)
+				}
+				if ci != colValue && ci != colKey || ci2.NullPage(p) {
+					continue
+				}
+				// Every non-null value of the page lies within its column
+				// index bounds (truncated, so compared as the index says).
+				first := oi.FirstRowIndex(p)
+				end := int64(len(vals))
+				if p+1 < oi.NumPages() {
+					end = oi.FirstRowIndex(p + 1)
+				}
+				lo, hi := ci2.MinValue(p).ByteArray(), ci2.MaxValue(p).ByteArray()
+				if len(hi) == 0 && end > first {
+					nonEmpty := false
+					for _, v := range vals[first:end] {
+						nonEmpty = nonEmpty || len(v) > 0
+					}
+					if nonEmpty {
+						t.Fatalf("row group %d column %s page %d: empty max over non-empty values", gi, wantLeaves[ci].path, p)
+					}
+				}
+				for _, v := range vals[first:end] {
+					if v == nil {
+						continue
+					}
+					if bytes.Compare(v, lo) < 0 || bytes.Compare(v, hi) > 0 {
+						t.Fatalf("row group %d column %s page %d: value %.20q outside the column index's [%.20q, %.20q]", gi, wantLeaves[ci].path, p, v, lo, hi)
+					}
+				}
+				pagesChecked++
+			}
+		}
+	}
+	if pagesChecked < 10 {
+		t.Fatalf("only %d pages checked", pagesChecked)
+	}
+}

@@ -599,7 +599,11 @@ func (j *Job) verify(ctx context.Context, key string, s catalog.Segment) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("verify %s: %w", key, err)
 	}
-	f, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), a.Size)
+	r, err := readEnds(ctx, j.Bucket, key, a.Size)
+	if err != nil {
+		return 0, fmt.Errorf("verify %s: %w", key, err)
+	}
+	f, err := parquet.Open(r, a.Size)
 	if err != nil {
 		return 0, fmt.Errorf("verify %s: %w", key, err)
 	}
@@ -809,6 +813,62 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// endsReader serves an object's first bytes (the magic) and its tail (the
+// footer and the page index before it) from two ranged reads made at once,
+// and anything else with a ranged read of its own (a footer or page index
+// larger than the tail fetched extends it). parquet.Open reads the
+// footer in many small pieces: straight from the bucket, verifying the
+// object of a 64 MiB segment took 16-176 ms on loopback MinIO.
+type endsReader struct {
+	objectReader
+	head, tail []byte
+	tailAt     int64
+}
+
+func readEnds(ctx context.Context, b objstore.Bucket, key string, size int64) (*endsReader, error) {
+	r := &endsReader{objectReader: objectReader{ctx, b, key}}
+	n := footerGuess(size)
+	r.tailAt, r.tail = size-n, make([]byte, n)
+	r.head = make([]byte, min(4, size))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, sp := range []struct {
+		buf []byte
+		at  int64
+	}{{r.tail, r.tailAt}, {r.head, 0}} {
+		g.Go(func() error {
+			n, err := b.ReadAt(gctx, key, sp.buf, sp.at)
+			if err != nil && !(errors.Is(err, io.EOF) && n == len(sp.buf)) {
+				return fmt.Errorf("bytes %d-%d: %w", sp.at, sp.at+int64(len(sp.buf)), err)
+			}
+			return nil
+		})
+	}
+	return r, g.Wait()
+}
+
+func (r *endsReader) ReadAt(p []byte, off int64) (int, error) {
+	end := off + int64(len(p))
+	if off >= 0 && end <= int64(len(r.head)) {
+		return copy(p, r.head[off:]), nil
+	}
+	if tailEnd := r.tailAt + int64(len(r.tail)); off >= 0 && off < r.tailAt && end > r.tailAt-parquet.MaxFooterBytes && end <= tailEnd {
+		// The footer or the page index begins before the tail fetched.
+		// Fetch twice what is missing from here to the end: the page
+		// index, right before the footer, is about the footer's size, so a
+		// footer read brings the page index along.
+		from := max(0, off-(tailEnd-off), tailEnd-parquet.MaxFooterBytes)
+		more := make([]byte, r.tailAt-from, tailEnd-from)
+		if n, err := r.objectReader.ReadAt(more, from); err != nil && !(errors.Is(err, io.EOF) && n == len(more)) {
+			return 0, err
+		}
+		r.tail, r.tailAt = append(more, r.tail...), from
+	}
+	if off >= r.tailAt && end <= r.tailAt+int64(len(r.tail)) {
+		return copy(p, r.tail[off-r.tailAt:]), nil
+	}
+	return r.objectReader.ReadAt(p, off)
 }
 
 // ObjectReader adapts one object to io.ReaderAt for the Parquet reader.
