@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -33,32 +34,36 @@ var ErrNoFastPath = errors.New("parquet: not decodable column-wise")
 // Span is a byte range [Start, End) of a file.
 type Span struct{ Start, End int64 }
 
-// leaf columns of strata's schema, in file order, with the levels the
-// schema gives them: the column-wise reader trusts nothing else.
-var wantLeaves = []struct {
+// leaf columns of strata's schema, in the order format 2 writes them, with
+// the levels the schema gives them: the column-wise reader trusts nothing
+// else. A file's columns are found by path (File.leaf), so format 1's
+// order (value fourth) reads the same way.
+type leafSpec struct {
 	path           string
 	typ            format.Type
 	maxDef, maxRep int
-}{
+}
+
+var wantLeaves = []leafSpec{
 	{"offset", format.Int64, 0, 0},
 	{"timestamp", format.Int64, 0, 0},
 	{"key", format.ByteArray, 1, 0},
-	{"value", format.ByteArray, 1, 0},
 	{"headers.list.element.key", format.ByteArray, 1, 1},
 	{"headers.list.element.value", format.ByteArray, 2, 1},
 	{"tags.list.element", format.ByteArray, 1, 1},
 	{"protocol_data", format.ByteArray, 1, 0},
+	{"value", format.ByteArray, 1, 0},
 }
 
 const (
 	colOffset = iota
 	colTimestamp
 	colKey
-	colValue
 	colHeaderKey
 	colHeaderValue
 	colTag
 	colProtocolData
+	colValue
 	numLeaves
 )
 
@@ -82,18 +87,19 @@ func (f *File) checkColumnWise() error {
 	if len(flat) != numLeaves {
 		return fmt.Errorf("%d leaf columns: %w", len(flat), ErrNoFastPath)
 	}
+	found := 0
 	for i, c := range flat {
-		w := wantLeaves[i]
-		path := ""
-		for j, p := range c.Path() {
-			if j > 0 {
-				path += "."
-			}
-			path += p
+		path := strings.Join(c.Path(), ".")
+		l := slices.IndexFunc(wantLeaves, func(w leafSpec) bool { return w.path == path })
+		if l < 0 || found&(1<<l) != 0 {
+			return fmt.Errorf("leaf %d is %s: %w", i, path, ErrNoFastPath)
 		}
-		if path != w.path || c.Type().Kind() != pq.Kind(w.typ) || c.MaxDefinitionLevel() != w.maxDef || c.MaxRepetitionLevel() != w.maxRep {
+		w := wantLeaves[l]
+		if c.Type().Kind() != pq.Kind(w.typ) || c.MaxDefinitionLevel() != w.maxDef || c.MaxRepetitionLevel() != w.maxRep {
 			return fmt.Errorf("leaf %d is %s (def %d, rep %d): %w", i, path, c.MaxDefinitionLevel(), c.MaxRepetitionLevel(), ErrNoFastPath)
 		}
+		found |= 1 << l
+		f.leaf[l] = i
 	}
 	idx := f.pf.OffsetIndexes()
 	if len(idx) != len(f.groups)*numLeaves {
@@ -102,7 +108,7 @@ func (f *File) checkColumnWise() error {
 	md := f.pf.Metadata()
 	for gi, g := range f.groups {
 		for c := 0; c < numLeaves; c++ {
-			locs := idx[gi*numLeaves+c].PageLocations
+			locs := idx[gi*numLeaves+f.leaf[c]].PageLocations
 			if len(locs) == 0 {
 				if g.Rows == 0 {
 					continue
@@ -119,13 +125,35 @@ func (f *File) checkColumnWise() error {
 					return fmt.Errorf("row group %d column %d: page %d out of place: %w", gi, c, p, ErrNoFastPath)
 				}
 			}
-			m := &md.RowGroups[gi].Columns[c].MetaData
+			m := &md.RowGroups[gi].Columns[f.leaf[c]].MetaData
 			if d := m.DictionaryPageOffset; d > 0 && (d < g.Start || d >= locs[0].Offset) {
 				return fmt.Errorf("row group %d column %d: dictionary page out of place: %w", gi, c, ErrNoFastPath)
 			}
 		}
 	}
+	f.offsetsKnown = f.offsetStatistics()
 	return nil
+}
+
+// offsetStatistics says, per row group, whether the footer's statistics of
+// the offset column prove that its rows hold the offsets their positions
+// give (smallest first offset + first row, largest that plus rows - 1, no
+// nulls): strata's writer refuses gaps, so those two bound exactly the
+// offsets in between, and a read need not fetch or decode the column.
+func (f *File) offsetStatistics() []bool {
+	md := f.pf.Metadata()
+	known := make([]bool, len(f.groups))
+	for gi, g := range f.groups {
+		st := &md.RowGroups[gi].Columns[f.leaf[colOffset]].MetaData.Statistics
+		lo, hi := st.MinValue, st.MaxValue
+		if len(lo) == 0 {
+			lo, hi = st.Min, st.Max // deprecated fields, for older writers
+		}
+		first := int64(f.firstOffset) + g.FirstRow
+		known[gi] = g.Rows > 0 && len(lo) == 8 && len(hi) == 8 && st.NullCount == 0 &&
+			int64(binary.LittleEndian.Uint64(lo)) == first && int64(binary.LittleEndian.Uint64(hi)) == first+g.Rows-1
+	}
+	return known
 }
 
 // PageSpans returns the byte ranges that hold rows [from, from+n) of row
@@ -143,24 +171,35 @@ func (f *File) PageSpans(i int, from, n int64) ([]Span, error) {
 	md := f.pf.Metadata()
 	spans := make([]Span, 0, 2*numLeaves)
 	for c := 0; c < numLeaves; c++ {
-		locs := f.pf.OffsetIndexes()[i*numLeaves+c].PageLocations
+		if c == colOffset && f.offsetsKnown[i] {
+			continue
+		}
+		fc := f.leaf[c]
+		locs := f.pf.OffsetIndexes()[i*numLeaves+fc].PageLocations
 		p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 		spans = append(spans, Span{locs[p0].Offset, locs[p1].Offset + int64(locs[p1].CompressedPageSize)})
-		if d := md.RowGroups[i].Columns[c].MetaData.DictionaryPageOffset; d > 0 {
+		if d := md.RowGroups[i].Columns[fc].MetaData.DictionaryPageOffset; d > 0 {
 			spans = append(spans, Span{d, locs[0].Offset})
 		}
 	}
 	return mergeSpans(spans), nil
 }
 
-// spanGap is the largest gap between two spans fetched as one: a few KiB
-// more cost less than another request.
-const spanGap = 8 << 10
+// spanGap is the largest gap between two spans fetched as one (the "hole
+// size limit" of Arrow's and DuckDB's readers). A request costs an object
+// store far more than its bytes: on MinIO over loopback a second ranged
+// read in parallel took about 1.7 times the time of one, while one read
+// 192 KiB longer took about a tenth more. The bound keeps a point read's
+// bytes near one value page on average: with value last, a page within
+// spanGap of the row group's start comes with the small columns in one
+// read, any other in a second.
+const spanGap = 128 << 10
 
-// maxSpans bounds the ranged reads of a point read: the columns before
-// value, value's page, the columns after. With small records a column's
-// chunk holds several pages, and the pages wanted lie apart; past this many
-// spans the closest are fetched together, gap and all.
+// maxSpans bounds the ranged reads of a point read: the small columns at
+// the start of the row group and value's page (format 1: the columns
+// before value, value's page, the columns after). With small records a
+// column's chunk holds several pages, and the pages wanted lie apart; past
+// this many spans the closest are fetched together, gap and all.
 const maxSpans = 3
 
 func mergeSpans(spans []Span) []Span {
@@ -212,12 +251,15 @@ func (f *File) DecodeRows(i int, from, n int64, bytes Bytes) (recs []record.Reco
 	var cols [numLeaves]column
 	md := f.pf.Metadata()
 	for c := range cols {
-		m := &md.RowGroups[i].Columns[c].MetaData
+		if c == colOffset && f.offsetsKnown[i] {
+			continue // the footer's statistics give the offsets (offsetStatistics)
+		}
+		m := &md.RowGroups[i].Columns[f.leaf[c]].MetaData
 		if err := cols[c].decode(f, i, c, m, from, n, bytes); err != nil {
 			return nil, fmt.Errorf("row group %d column %s: %w", i, wantLeaves[c].path, err)
 		}
 	}
-	return assemble(&cols, f.firstOffset+uint64(f.groups[i].FirstRow), i, from, n)
+	return assemble(&cols, f.firstOffset+uint64(f.groups[i].FirstRow), i, from, n, f.offsetsKnown[i])
 }
 
 // column is one leaf's decoded pages: its levels (none for a required
@@ -233,7 +275,7 @@ type column struct {
 
 func (col *column) decode(f *File, gi, c int, m *format.ColumnMetaData, from, n int64, bytes Bytes) error {
 	w := wantLeaves[c]
-	locs := f.pf.OffsetIndexes()[gi*numLeaves+c].PageLocations
+	locs := f.pf.OffsetIndexes()[gi*numLeaves+f.leaf[c]].PageLocations
 	p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 	col.firstRow = locs[p0].FirstRowIndex
 	if d := m.DictionaryPageOffset; d > 0 {
@@ -625,8 +667,13 @@ func (cu *cursor) skipTo(row int64, maxDef int, repeated bool) error {
 }
 
 // assemble builds rows [from, from+n) of the group out of its columns.
-func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64) ([]record.Record, error) {
+// offsetsKnown: the offset column was not decoded, its statistics having
+// proved the offsets (File.offsetStatistics).
+func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64, offsetsKnown bool) ([]record.Record, error) {
 	for c := range cols {
+		if c == colOffset && offsetsKnown {
+			continue
+		}
 		col := &cols[c]
 		if col.firstRow > from || col.firstRow+col.rows < from+n {
 			return nil, fmt.Errorf("row group %d column %s: rows %d-%d decoded, %d-%d wanted: %w", gi, wantLeaves[c].path, col.firstRow, col.firstRow+col.rows, from, from+n, record.ErrCorrupt)
@@ -676,11 +723,12 @@ func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64)
 	for j := int64(0); j < n; j++ {
 		row := from + j
 		r := &out[j]
-		off := cols[colOffset].ints[row-cols[colOffset].firstRow]
-		if uint64(off) != groupFirst+uint64(row) {
-			return nil, fmt.Errorf("row group %d row %d has offset %d, want %d: %w", gi, row, off, groupFirst+uint64(row), record.ErrCorrupt)
+		r.Offset = groupFirst + uint64(row)
+		if !offsetsKnown {
+			if off := cols[colOffset].ints[row-cols[colOffset].firstRow]; uint64(off) != r.Offset {
+				return nil, fmt.Errorf("row group %d row %d has offset %d, want %d: %w", gi, row, off, r.Offset, record.ErrCorrupt)
+			}
 		}
-		r.Offset = uint64(off)
 		r.Timestamp = cols[colTimestamp].ints[row-cols[colTimestamp].firstRow]
 		var err error
 		if r.Key, err = optional(colKey, false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -153,6 +154,11 @@ func FuzzDecodeRows(f *testing.F) {
 	f.Add(write(f, recs, Options{RowGroupBytes: 4096, PageBytes: 1024}))
 	f.Add(write(f, recs, Options{Codec: "none", PageBytes: 2048}))
 	f.Add(write(f, recs, Options{Codec: "snappy"}))
+	if old, err := os.ReadFile("testdata/format1.parquet"); err == nil { // format 1's column order
+		f.Add(old)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pf, err := Open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
@@ -226,7 +232,7 @@ func TestColumnWiseOtherEncodings(t *testing.T) {
 		t.Fatalf("not readable column-wise: %v", f.slow)
 	}
 	m := f.pf.Metadata().RowGroups[0].Columns
-	if m[colKey].MetaData.DictionaryPageOffset == 0 || !slices.Contains(m[colOffset].MetaData.Encoding, format.DeltaBinaryPacked) {
+	if m[f.leaf[colKey]].MetaData.DictionaryPageOffset == 0 || !slices.Contains(m[f.leaf[colOffset]].MetaData.Encoding, format.DeltaBinaryPacked) {
 		t.Fatalf("the file is not dictionary- and delta-encoded: %+v", m)
 	}
 	var all []record.Record
