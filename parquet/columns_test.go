@@ -111,6 +111,12 @@ func TestColumnWiseMatchesRowReader(t *testing.T) {
 					t.Fatal(err)
 				}
 				sameRecords(t, "point", got, want)
+				// CopyRows: the same records, owning their bytes.
+				owned, err := f.CopyRows(gi, from, n, spanBytes(data, spans))
+				if err != nil {
+					t.Fatalf("CopyRows %d+%d of group %d: %v", from, n, gi, err)
+				}
+				sameRecords(t, "copied point", owned, want)
 			}
 		})
 	}
@@ -262,16 +268,23 @@ func BenchmarkDecodePointRow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		off := rng.Int64N(int64(len(recs)))
-		gi, _ := f.GroupOf(uint64(off))
-		from := off - f.Groups()[gi].FirstRow
-		spans, _ := f.PageSpans(gi, from, 1)
-		if _, err := f.DecodeRows(gi, from, 1, spanBytes(data, spans)); err != nil {
-			b.Fatal(err)
-		}
+	for _, m := range []struct {
+		name   string
+		decode func(int, int64, int64, Bytes) ([]record.Record, error)
+	}{{"views", f.DecodeRows}, {"copy", f.CopyRows}} {
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			rng := rand.New(rand.NewPCG(1, 2))
+			for b.Loop() {
+				off := rng.Int64N(int64(len(recs)))
+				gi, _ := f.GroupOf(uint64(off))
+				from := off - f.Groups()[gi].FirstRow
+				spans, _ := f.PageSpans(gi, from, 1)
+				if _, err := m.decode(gi, from, 1, spanBytes(data, spans)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

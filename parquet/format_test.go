@@ -131,3 +131,47 @@ func TestValueIsTheLastColumn(t *testing.T) {
 		t.Fatalf("%d of %d rows read with one span: want those near the start only", ones, f.Groups()[0].Rows)
 	}
 }
+
+// CopyRows' records own their bytes: neither overwriting the bytes they
+// were decoded from nor the next reads (which reuse the page buffers)
+// changes them.
+func TestCopyRowsOwnTheirBytes(t *testing.T) {
+	recs := edgeRecords(100)
+	for _, codec := range []string{"zstd", "none"} {
+		t.Run(codec, func(t *testing.T) {
+			data := write(t, recs, Options{Codec: codec, RowGroupBytes: 32 << 10, PageBytes: 4 << 10})
+			f, err := Open(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := func(buf []byte, off int) []record.Record {
+				gi, _ := f.GroupOf(recs[off].Offset)
+				from := int64(off) - f.Groups()[gi].FirstRow
+				spans, err := f.PageSpans(gi, from, 4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := f.CopyRows(gi, from, 4, spanBytes(buf, spans))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			for _, off := range []int{0, 3, 700, 1500} {
+				buf := bytes.Clone(data)
+				got := read(buf, off)
+				for i := range buf {
+					buf[i] = 0xff
+				}
+				for k := 0; k < 20; k++ { // other reads take the same page buffers
+					read(data, (off+97*k)%(len(recs)-4))
+				}
+				end := min(off+4, off+int(f.Groups()[0].Rows)) // rows past the group are not returned
+				sameRecords(t, "after reuse", got, recs[off:off+len(got)])
+				if len(got) == 0 || len(got) > end-off {
+					t.Fatalf("offset %d: %d records", off, len(got))
+				}
+			}
+		})
+	}
+}
