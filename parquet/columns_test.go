@@ -183,6 +183,16 @@ func FuzzDecodeRows(f *testing.F) {
 					t.Fatalf("row group %d row %d: offset %d, want %d", i, j, r.Offset, want)
 				}
 			}
+			// A point read of rows the whole group gave: the same records,
+			// from its pages alone (the values of the rows wanted only).
+			mid := g.Rows / 2
+			if spans, err := pf.PageSpans(i, mid, 3); err == nil {
+				point, err := pf.CopyRows(i, mid, 3, spanBytes(data, spans))
+				if err != nil {
+					t.Fatalf("row group %d decodes whole, but not rows %d+3 from %v: %v", i, mid, spans, err)
+				}
+				sameRecords(t, "fuzzed point", point, got[mid:min(mid+3, g.Rows)])
+			}
 			if want, err := pf.ReadGroup(i); err == nil {
 				sameRecords(t, "fuzzed group", got, want)
 			}
