@@ -111,6 +111,9 @@ func TestColumnWiseMatchesRowReader(t *testing.T) {
 					t.Fatal(err)
 				}
 				sameRecords(t, "point", got, want)
+				if k%3 != 0 {
+					continue
+				}
 				// CopyRows: the same records, owning their bytes.
 				owned, err := f.CopyRows(gi, from, n, spanBytes(data, spans))
 				if err != nil {

@@ -104,7 +104,9 @@ func TestValueIsTheLastColumn(t *testing.T) {
 	}
 	offsetCol := md.RowGroups[0].Columns[f.leaf[colOffset]].MetaData
 	ones := 0
-	for row := int64(0); row < f.Groups()[0].Rows; row++ {
+	rows := int64(0)
+	for row := int64(0); row < f.Groups()[0].Rows; row += 7 { // every page, several rows of each
+		rows++
 		spans, err := f.PageSpans(0, row, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -127,8 +129,8 @@ func TestValueIsTheLastColumn(t *testing.T) {
 		}
 		sameRecords(t, "point", got, recs[row:row+1])
 	}
-	if ones == 0 || ones == int(f.Groups()[0].Rows) {
-		t.Fatalf("%d of %d rows read with one span: want those near the start only", ones, f.Groups()[0].Rows)
+	if ones == 0 || ones == int(rows) {
+		t.Fatalf("%d of %d rows read with one span: want those near the start only", ones, rows)
 	}
 }
 
