@@ -15,13 +15,13 @@ EXPECTED_SCHEMA = pa.schema([
     pa.field("offset", pa.int64(), nullable=False),
     pa.field("timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
     pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
     pa.field("headers", pa.list_(pa.field("element", pa.struct([
         pa.field("key", pa.string(), nullable=False),
         pa.field("value", pa.binary()),
     ]), nullable=False)), nullable=False),
     pa.field("tags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
     pa.field("protocol_data", pa.binary()),
+    pa.field("value", pa.binary()),  # last since format 2: see docs/parquet.md
 ])
 FOOTER_KEYS = [b"strata.format_version", b"strata.first_offset", b"strata.last_offset", b"strata.shard",
                b"strata.segment", b"strata.segment_crc32c", b"strata.segment_records"]

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -33,32 +34,36 @@ var ErrNoFastPath = errors.New("parquet: not decodable column-wise")
 // Span is a byte range [Start, End) of a file.
 type Span struct{ Start, End int64 }
 
-// leaf columns of strata's schema, in file order, with the levels the
-// schema gives them: the column-wise reader trusts nothing else.
-var wantLeaves = []struct {
+// leaf columns of strata's schema, in the order format 2 writes them, with
+// the levels the schema gives them: the column-wise reader trusts nothing
+// else. A file's columns are found by path (File.leaf), so format 1's
+// order (value fourth) reads the same way.
+type leafSpec struct {
 	path           string
 	typ            format.Type
 	maxDef, maxRep int
-}{
+}
+
+var wantLeaves = []leafSpec{
 	{"offset", format.Int64, 0, 0},
 	{"timestamp", format.Int64, 0, 0},
 	{"key", format.ByteArray, 1, 0},
-	{"value", format.ByteArray, 1, 0},
 	{"headers.list.element.key", format.ByteArray, 1, 1},
 	{"headers.list.element.value", format.ByteArray, 2, 1},
 	{"tags.list.element", format.ByteArray, 1, 1},
 	{"protocol_data", format.ByteArray, 1, 0},
+	{"value", format.ByteArray, 1, 0},
 }
 
 const (
 	colOffset = iota
 	colTimestamp
 	colKey
-	colValue
 	colHeaderKey
 	colHeaderValue
 	colTag
 	colProtocolData
+	colValue
 	numLeaves
 )
 
@@ -82,18 +87,19 @@ func (f *File) checkColumnWise() error {
 	if len(flat) != numLeaves {
 		return fmt.Errorf("%d leaf columns: %w", len(flat), ErrNoFastPath)
 	}
+	found := 0
 	for i, c := range flat {
-		w := wantLeaves[i]
-		path := ""
-		for j, p := range c.Path() {
-			if j > 0 {
-				path += "."
-			}
-			path += p
+		path := strings.Join(c.Path(), ".")
+		l := slices.IndexFunc(wantLeaves, func(w leafSpec) bool { return w.path == path })
+		if l < 0 || found&(1<<l) != 0 {
+			return fmt.Errorf("leaf %d is %s: %w", i, path, ErrNoFastPath)
 		}
-		if path != w.path || c.Type().Kind() != pq.Kind(w.typ) || c.MaxDefinitionLevel() != w.maxDef || c.MaxRepetitionLevel() != w.maxRep {
+		w := wantLeaves[l]
+		if c.Type().Kind() != pq.Kind(w.typ) || c.MaxDefinitionLevel() != w.maxDef || c.MaxRepetitionLevel() != w.maxRep {
 			return fmt.Errorf("leaf %d is %s (def %d, rep %d): %w", i, path, c.MaxDefinitionLevel(), c.MaxRepetitionLevel(), ErrNoFastPath)
 		}
+		found |= 1 << l
+		f.leaf[l] = i
 	}
 	idx := f.pf.OffsetIndexes()
 	if len(idx) != len(f.groups)*numLeaves {
@@ -102,7 +108,7 @@ func (f *File) checkColumnWise() error {
 	md := f.pf.Metadata()
 	for gi, g := range f.groups {
 		for c := 0; c < numLeaves; c++ {
-			locs := idx[gi*numLeaves+c].PageLocations
+			locs := idx[gi*numLeaves+f.leaf[c]].PageLocations
 			if len(locs) == 0 {
 				if g.Rows == 0 {
 					continue
@@ -119,13 +125,35 @@ func (f *File) checkColumnWise() error {
 					return fmt.Errorf("row group %d column %d: page %d out of place: %w", gi, c, p, ErrNoFastPath)
 				}
 			}
-			m := &md.RowGroups[gi].Columns[c].MetaData
+			m := &md.RowGroups[gi].Columns[f.leaf[c]].MetaData
 			if d := m.DictionaryPageOffset; d > 0 && (d < g.Start || d >= locs[0].Offset) {
 				return fmt.Errorf("row group %d column %d: dictionary page out of place: %w", gi, c, ErrNoFastPath)
 			}
 		}
 	}
+	f.offsetsKnown = f.offsetStatistics()
 	return nil
+}
+
+// offsetStatistics says, per row group, whether the footer's statistics of
+// the offset column prove that its rows hold the offsets their positions
+// give (smallest first offset + first row, largest that plus rows - 1, no
+// nulls): strata's writer refuses gaps, so those two bound exactly the
+// offsets in between, and a read need not fetch or decode the column.
+func (f *File) offsetStatistics() []bool {
+	md := f.pf.Metadata()
+	known := make([]bool, len(f.groups))
+	for gi, g := range f.groups {
+		st := &md.RowGroups[gi].Columns[f.leaf[colOffset]].MetaData.Statistics
+		lo, hi := st.MinValue, st.MaxValue
+		if len(lo) == 0 {
+			lo, hi = st.Min, st.Max // deprecated fields, for older writers
+		}
+		first := int64(f.firstOffset) + g.FirstRow
+		known[gi] = g.Rows > 0 && len(lo) == 8 && len(hi) == 8 && st.NullCount == 0 &&
+			int64(binary.LittleEndian.Uint64(lo)) == first && int64(binary.LittleEndian.Uint64(hi)) == first+g.Rows-1
+	}
+	return known
 }
 
 // PageSpans returns the byte ranges that hold rows [from, from+n) of row
@@ -143,24 +171,37 @@ func (f *File) PageSpans(i int, from, n int64) ([]Span, error) {
 	md := f.pf.Metadata()
 	spans := make([]Span, 0, 2*numLeaves)
 	for c := 0; c < numLeaves; c++ {
-		locs := f.pf.OffsetIndexes()[i*numLeaves+c].PageLocations
+		if c == colOffset && f.offsetsKnown[i] {
+			continue
+		}
+		fc := f.leaf[c]
+		locs := f.pf.OffsetIndexes()[i*numLeaves+fc].PageLocations
 		p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 		spans = append(spans, Span{locs[p0].Offset, locs[p1].Offset + int64(locs[p1].CompressedPageSize)})
-		if d := md.RowGroups[i].Columns[c].MetaData.DictionaryPageOffset; d > 0 {
+		if d := md.RowGroups[i].Columns[fc].MetaData.DictionaryPageOffset; d > 0 {
 			spans = append(spans, Span{d, locs[0].Offset})
 		}
 	}
 	return mergeSpans(spans), nil
 }
 
-// spanGap is the largest gap between two spans fetched as one: a few KiB
-// more cost less than another request.
-const spanGap = 8 << 10
+// spanGap is the largest gap between two spans fetched as one (the "hole
+// size limit" of Arrow's and DuckDB's readers). A request costs an object
+// store far more than its bytes: on MinIO over loopback a second ranged
+// read in parallel took about 1.7 times the time of one, while one read
+// 192 KiB longer took about a tenth more (on S3 a request's latency is
+// that of megabytes). With value last, a page within spanGap of the row
+// group's start comes with the small columns in one read, any other in a
+// second; the bound keeps a point read's mean bytes under two pages (1 MiB
+// row groups of 64 KiB pages: a third of the reads take one request, 93
+// KiB on average; 128 KiB gave a fifth, 71 KiB).
+const spanGap = 256 << 10
 
-// maxSpans bounds the ranged reads of a point read: the columns before
-// value, value's page, the columns after. With small records a column's
-// chunk holds several pages, and the pages wanted lie apart; past this many
-// spans the closest are fetched together, gap and all.
+// maxSpans bounds the ranged reads of a point read: the small columns at
+// the start of the row group and value's page (format 1: the columns
+// before value, value's page, the columns after). With small records a
+// column's chunk holds several pages, and the pages wanted lie apart; past
+// this many spans the closest are fetched together, gap and all.
 const maxSpans = 3
 
 func mergeSpans(spans []Span) []Span {
@@ -199,8 +240,30 @@ type Bytes func(start, end int64) ([]byte, bool)
 // DecodeRows decodes rows [from, from+n) of row group i column-wise from
 // bytes, which must hold the spans PageSpans names for them. Every row must
 // carry the offset its position says; anything else is corruption.
-// ErrNoFastPath means the file (or a page) needs ReadRows instead.
+// ErrNoFastPath means the file (or a page) needs ReadRows instead. The
+// records' bytes are views of the decompressed pages (or of bytes', for
+// uncompressed pages): a whole row group's records use all of them.
 func (f *File) DecodeRows(i int, from, n int64, bytes Bytes) (recs []record.Record, err error) {
+	return f.decodeRows(i, from, n, bytes, nil)
+}
+
+// CopyRows is DecodeRows for a few rows, a point read: the records own
+// their bytes (one allocation for all of them), so once it returns nothing
+// refers to what bytes served, which the caller may reuse, nor to the
+// pages it decompressed, which the next read reuses. A point read uses a
+// row or two of each 64-row page: copying them costs less than a page's
+// allocation, its zeroing and the collector's work.
+func (f *File) CopyRows(i int, from, n int64, bytes Bytes) (recs []record.Record, err error) {
+	var pages pageBuffers
+	defer pages.release()
+	recs, err = f.decodeRows(i, from, n, bytes, &pages)
+	if err != nil {
+		return nil, err
+	}
+	return ownBytes(recs), nil
+}
+
+func (f *File) decodeRows(i int, from, n int64, bytes Bytes, pages *pageBuffers) (recs []record.Record, err error) {
 	defer recoverCorrupt(&err)
 	if f.slow != nil {
 		return nil, f.slow
@@ -209,19 +272,31 @@ func (f *File) DecodeRows(i int, from, n int64, bytes Bytes) (recs []record.Reco
 		return nil, fmt.Errorf("rows %d+%d of row group %d (of %d)", from, n, i, len(f.groups))
 	}
 	n = min(n, f.groups[i].Rows-from)
-	var cols [numLeaves]column
+	cols := columnSets.Get().(*[numLeaves]column)
+	defer func() {
+		for c := range cols {
+			cols[c].reset()
+		}
+		columnSets.Put(cols)
+	}()
 	md := f.pf.Metadata()
 	for c := range cols {
-		m := &md.RowGroups[i].Columns[c].MetaData
+		if c == colOffset && f.offsetsKnown[i] {
+			continue // the footer's statistics give the offsets (offsetStatistics)
+		}
+		m := &md.RowGroups[i].Columns[f.leaf[c]].MetaData
+		cols[c].pages = pages
 		if err := cols[c].decode(f, i, c, m, from, n, bytes); err != nil {
 			return nil, fmt.Errorf("row group %d column %s: %w", i, wantLeaves[c].path, err)
 		}
 	}
-	return assemble(&cols, f.firstOffset+uint64(f.groups[i].FirstRow), i, from, n)
+	return assemble(cols, f.firstOffset+uint64(f.groups[i].FirstRow), i, from, n, f.offsetsKnown[i])
 }
 
 // column is one leaf's decoded pages: its levels (none for a required
-// column) and its non-null values.
+// column) and its non-null values, of the rows wanted only: vals[0] is the
+// column's value number vlo (counted from its first decoded row). A point
+// read decodes a small column's page of a thousand rows for one of them.
 type column struct {
 	firstRow int64 // the row (within the group) its first level belongs to
 	rows     int64
@@ -229,13 +304,105 @@ type column struct {
 	ints     []int64
 	vals     [][]byte
 	dict     [][]byte
+
+	lens     []int32      // a page's value lengths (delta-length byte arrays)
+	from, to int64        // the rows wanted, [from, to)
+	vlo      int          // the number of the first value in vals
+	nv       int          // values (non-null) met so far
+	lrow     int64        // the row of the last level met
+	pages    *pageBuffers // where decompressed pages come from, if pooled
+}
+
+// columnSets keep the columns' levels, values and lengths between reads:
+// only assembling the records reads them (the records keep views of the
+// pages, not these slices).
+var columnSets = sync.Pool{New: func() any { return new([numLeaves]column) }}
+
+// keepEntries bounds the slices a column keeps for the next read: a whole
+// row group of small records must not pin megabytes in the pool.
+const keepEntries = 16 << 10
+
+func (col *column) reset() {
+	clear(col.vals) // no hold on the pages
+	clear(col.dict)
+	keep := func(n int) bool { return n <= keepEntries }
+	*col = column{def: col.def[:0], rep: col.rep[:0], ints: col.ints[:0], vals: col.vals[:0], lens: col.lens[:0]}
+	if !keep(cap(col.def)) || !keep(cap(col.rep)) || !keep(cap(col.ints)) || !keep(cap(col.vals)) || !keep(cap(col.lens)) {
+		*col = column{}
+	}
+}
+
+// pageBuffers lends a read its decompression buffers and takes them back
+// once the records no longer refer to them (CopyRows).
+type pageBuffers struct{ lent []*[]byte }
+
+// pagePools hold buffers of 4 KiB to 1 MiB by power of two; larger pages
+// are allocated.
+var pagePools [21]sync.Pool
+
+const minPagePool, maxPagePool = 12, 20
+
+func (pb *pageBuffers) get(size int) []byte {
+	k := bits.Len(uint(max(size, 1) - 1))
+	if pb == nil || k > maxPagePool {
+		return make([]byte, 0, size)
+	}
+	k = max(k, minPagePool)
+	b, _ := pagePools[k].Get().(*[]byte)
+	if b == nil {
+		s := make([]byte, 0, 1<<k)
+		b = &s
+	}
+	pb.lent = append(pb.lent, b)
+	return (*b)[:0]
+}
+
+func (pb *pageBuffers) release() {
+	for _, b := range pb.lent {
+		pagePools[bits.Len(uint(cap(*b)-1))].Put(b)
+	}
+	pb.lent = nil
+}
+
+// ownBytes copies the records' bytes into one allocation of their own.
+func ownBytes(recs []record.Record) []record.Record {
+	total := 0
+	for i := range recs {
+		r := &recs[i]
+		total += len(r.Key) + len(r.Value) + len(r.ProtocolData)
+		for _, h := range r.Headers {
+			total += len(h.Value)
+		}
+	}
+	arena := make([]byte, 0, total)
+	own := func(b []byte) []byte {
+		if b == nil {
+			return nil // null stays null, empty stays empty
+		}
+		at := len(arena)
+		arena = append(arena, b...)
+		return arena[at:len(arena):len(arena)]
+	}
+	for i := range recs {
+		r := &recs[i]
+		r.Key, r.Value, r.ProtocolData = own(r.Key), own(r.Value), own(r.ProtocolData)
+		if len(r.Headers) > 0 {
+			hs := slices.Clone(r.Headers) // the headers of every decoded row share one array
+			for j := range hs {
+				hs[j].Value = own(hs[j].Value)
+			}
+			r.Headers = hs
+		}
+	}
+	return recs
 }
 
 func (col *column) decode(f *File, gi, c int, m *format.ColumnMetaData, from, n int64, bytes Bytes) error {
 	w := wantLeaves[c]
-	locs := f.pf.OffsetIndexes()[gi*numLeaves+c].PageLocations
+	locs := f.pf.OffsetIndexes()[gi*numLeaves+f.leaf[c]].PageLocations
 	p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 	col.firstRow = locs[p0].FirstRowIndex
+	col.from, col.to, col.lrow, col.vlo = from, from+n, col.firstRow-1, -1
 	if d := m.DictionaryPageOffset; d > 0 {
 		raw, ok := bytes(d, locs[0].Offset)
 		if !ok {
@@ -298,11 +465,11 @@ func (col *column) readDictionary(raw []byte, codec format.CompressionCodec, typ
 	if typ != format.ByteArray || (dh.Encoding != format.Plain && dh.Encoding != format.PlainDictionary) {
 		return ErrNoFastPath
 	}
-	data, err := decompress(codec, body, int(h.UncompressedPageSize))
+	data, err := col.pages.decompress(codec, body, int(h.UncompressedPageSize))
 	if err != nil {
 		return err
 	}
-	col.dict, err = plainByteArrays(nil, data, int(dh.NumValues))
+	col.dict, err = plainByteArrays(nil, data, int(dh.NumValues), 0, int(dh.NumValues))
 	return err
 }
 
@@ -355,14 +522,16 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 	if present != nv-int(v2.NumNulls) {
 		return 0, fmt.Errorf("%d values present, the page header says %d: %w", present, nv-int(v2.NumNulls), record.ErrCorrupt)
 	}
+	a, b := 0, present // the page's values kept: those of the rows wanted
 	if typ == format.Int64 {
 		col.ints = slices.Grow(col.ints, present)
 	} else {
-		col.vals = slices.Grow(col.vals, present)
+		a, b = col.window(maxDef, maxRep, nv)
+		col.vals = slices.Grow(col.vals, b-a)
 	}
 	data := body[replen+deflen:]
 	if !v2.IsCompressed.Valid || v2.IsCompressed.V {
-		if data, err = decompress(codec, data, int(h.UncompressedPageSize)-replen-deflen); err != nil {
+		if data, err = col.pages.decompress(codec, data, int(h.UncompressedPageSize)-replen-deflen); err != nil {
 			return 0, err
 		}
 	}
@@ -381,7 +550,7 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 		}
 		col.ints = append(col.ints, vs...)
 	case v2.Encoding == format.Plain:
-		if col.vals, err = plainByteArrays(col.vals, data, present); err != nil {
+		if col.vals, err = plainByteArrays(col.vals, data, present, a, b); err != nil {
 			return 0, err
 		}
 	case v2.Encoding == format.RLEDictionary || v2.Encoding == format.PlainDictionary:
@@ -393,13 +562,17 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 				return 0, fmt.Errorf("dictionary indexes cut off: %w", record.ErrCorrupt)
 			}
 			var bad error
+			j := 0
 			err = hybrid(data[1:], int(data[0]), present, func(x uint32, count int) {
 				if int64(x) >= int64(len(col.dict)) {
 					bad = fmt.Errorf("dictionary index %d of %d: %w", x, len(col.dict), record.ErrCorrupt)
 					return
 				}
 				for ; count > 0; count-- {
-					col.vals = append(col.vals, col.dict[x])
+					if a <= j && j < b {
+						col.vals = append(col.vals, col.dict[x])
+					}
+					j++
 				}
 			})
 			if err = cmp.Or(err, bad); err != nil {
@@ -412,9 +585,10 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 		// the page.
 		var lens []int32
 		if present > 0 {
-			if lens, err = pq.LookupEncoding(format.DeltaBinaryPacked).DecodeInt32(nil, data); err != nil || len(lens) != present {
+			if lens, err = pq.LookupEncoding(format.DeltaBinaryPacked).DecodeInt32(col.lens[:0], data); err != nil || len(lens) != present {
 				return 0, fmt.Errorf("byte array lengths (%d of %d): %v: %w", len(lens), present, err, record.ErrCorrupt)
 			}
+			col.lens = lens
 		}
 		total := 0
 		for _, l := range lens {
@@ -424,8 +598,10 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 			total += int(l)
 		}
 		p := len(data) - total
-		for _, l := range lens {
-			col.vals = append(col.vals, data[p:p+int(l):p+int(l)])
+		for j, l := range lens {
+			if a <= j && j < b {
+				col.vals = append(col.vals, data[p:p+int(l):p+int(l)])
+			}
 			p += int(l)
 		}
 	default:
@@ -434,11 +610,39 @@ func (col *column) readPage(raw []byte, codec format.CompressionCodec, typ forma
 		if err != nil || len(offs) != present+1 {
 			return 0, fmt.Errorf("%s byte arrays (%d of %d): %v: %w", v2.Encoding, len(offs)-1, present, err, ErrNoFastPath)
 		}
-		for j := 0; j < present; j++ {
+		for j := a; j < b; j++ {
 			col.vals = append(col.vals, buf[offs[j]:offs[j+1]:offs[j+1]])
 		}
 	}
 	return rows, nil
+}
+
+// window walks the levels of the page just read (the last nv of col.def
+// and col.rep) and returns which of its present values belong to the rows
+// wanted, [a, b): they are contiguous, rows being in order.
+func (col *column) window(maxDef, maxRep, nv int) (int, int) {
+	a, b, j := -1, 0, 0
+	def, rep := col.def[len(col.def)-min(nv, len(col.def)):], col.rep[len(col.rep)-min(nv, len(col.rep)):]
+	for l := 0; l < nv; l++ {
+		if maxRep == 0 || rep[l] == 0 {
+			col.lrow++
+		}
+		if maxDef > 0 && int(def[l]) != maxDef {
+			continue
+		}
+		if col.from <= col.lrow && col.lrow < col.to {
+			if a < 0 {
+				a = j
+				if col.vlo < 0 {
+					col.vlo = col.nv + j
+				}
+			}
+			b = j + 1
+		}
+		j++
+	}
+	col.nv += j
+	return max(a, 0), b
 }
 
 // levels appends nv RLE/bit-packed levels decoded from src to dst.
@@ -516,9 +720,10 @@ func hybrid(src []byte, bw, n int, emit func(v uint32, count int)) error {
 	return nil
 }
 
-// plainByteArrays appends n PLAIN byte arrays of data to dst as views of
-// data: no copy, the page buffer stays as the records' storage.
-func plainByteArrays(dst [][]byte, data []byte, n int) ([][]byte, error) {
+// plainByteArrays appends the PLAIN byte arrays [a, b) of the n in data to
+// dst as views of data: no copy, the page buffer stays as the records'
+// storage. All n are checked.
+func plainByteArrays(dst [][]byte, data []byte, n, a, b int) ([][]byte, error) {
 	p := 0
 	for j := 0; j < n; j++ {
 		if len(data)-p < 4 {
@@ -529,7 +734,9 @@ func plainByteArrays(dst [][]byte, data []byte, n int) ([][]byte, error) {
 		if l < 0 || l > len(data)-p {
 			return nil, fmt.Errorf("byte array %d of %d: %d bytes, %d left: %w", j, n, l, len(data)-p, record.ErrCorrupt)
 		}
-		dst = append(dst, data[p:p+l:p+l])
+		if a <= j && j < b {
+			dst = append(dst, data[p:p+l:p+l])
+		}
 		p += l
 	}
 	if p != len(data) {
@@ -546,8 +753,9 @@ var zstdDecoders = sync.Pool{New: func() any {
 	return d
 }}
 
-// decompress returns body decompressed, which must come to size bytes.
-func decompress(codec format.CompressionCodec, body []byte, size int) ([]byte, error) {
+// decompress returns body decompressed, which must come to size bytes,
+// into a buffer of pb's (a new one when pb is nil).
+func (pb *pageBuffers) decompress(codec format.CompressionCodec, body []byte, size int) ([]byte, error) {
 	if size < 0 || size > maxPageBytes {
 		return nil, fmt.Errorf("page of %d bytes uncompressed: %w", size, record.ErrCorrupt)
 	}
@@ -558,10 +766,10 @@ func decompress(codec format.CompressionCodec, body []byte, size int) ([]byte, e
 		out = body
 	case format.Zstd:
 		d := zstdDecoders.Get().(*zstd.Decoder)
-		out, err = d.DecodeAll(body, make([]byte, 0, size))
+		out, err = d.DecodeAll(body, pb.get(size))
 		zstdDecoders.Put(d)
 	default:
-		out, err = pq.LookupCompressionCodec(codec).Decode(make([]byte, 0, size), body)
+		out, err = pq.LookupCompressionCodec(codec).Decode(pb.get(size), body)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s page: %v: %w", codec, err, record.ErrCorrupt)
@@ -600,10 +808,11 @@ func (cu *cursor) next(repeated bool) (int, int, error) {
 
 // value takes the next non-null value.
 func (cu *cursor) value() ([]byte, error) {
-	if cu.vi >= len(cu.col.vals) {
+	j := cu.vi - cu.col.vlo
+	if cu.col.vlo < 0 || j < 0 || j >= len(cu.col.vals) {
 		return nil, fmt.Errorf("column has fewer values than its levels say: %w", record.ErrCorrupt)
 	}
-	v := cu.col.vals[cu.vi]
+	v := cu.col.vals[j]
 	cu.vi++
 	return v, nil
 }
@@ -625,8 +834,13 @@ func (cu *cursor) skipTo(row int64, maxDef int, repeated bool) error {
 }
 
 // assemble builds rows [from, from+n) of the group out of its columns.
-func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64) ([]record.Record, error) {
+// offsetsKnown: the offset column was not decoded, its statistics having
+// proved the offsets (File.offsetStatistics).
+func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64, offsetsKnown bool) ([]record.Record, error) {
 	for c := range cols {
+		if c == colOffset && offsetsKnown {
+			continue
+		}
 		col := &cols[c]
 		if col.firstRow > from || col.firstRow+col.rows < from+n {
 			return nil, fmt.Errorf("row group %d column %s: rows %d-%d decoded, %d-%d wanted: %w", gi, wantLeaves[c].path, col.firstRow, col.firstRow+col.rows, from, from+n, record.ErrCorrupt)
@@ -645,15 +859,10 @@ func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64)
 		}
 	}
 	// Headers and tags of all rows share one backing array each.
-	nh, nt := 0, 0
-	for _, d := range cols[colHeaderKey].def {
-		nh += int(d)
-	}
-	for _, d := range cols[colTag].def {
-		nt += int(d)
-	}
-	headers := make([]record.Header, 0, nh)
-	tags := make([]string, 0, nt)
+	// (Their columns kept the values of the rows wanted only: as many as
+	// there are headers and tags.)
+	headers := make([]record.Header, 0, len(cols[colHeaderKey].vals))
+	tags := make([]string, 0, len(cols[colTag].vals))
 	var lastKey, lastTag string
 	out := make([]record.Record, n)
 	optional := func(c int, emptyIsNil bool) ([]byte, error) {
@@ -676,11 +885,12 @@ func assemble(cols *[numLeaves]column, groupFirst uint64, gi int, from, n int64)
 	for j := int64(0); j < n; j++ {
 		row := from + j
 		r := &out[j]
-		off := cols[colOffset].ints[row-cols[colOffset].firstRow]
-		if uint64(off) != groupFirst+uint64(row) {
-			return nil, fmt.Errorf("row group %d row %d has offset %d, want %d: %w", gi, row, off, groupFirst+uint64(row), record.ErrCorrupt)
+		r.Offset = groupFirst + uint64(row)
+		if !offsetsKnown {
+			if off := cols[colOffset].ints[row-cols[colOffset].firstRow]; uint64(off) != r.Offset {
+				return nil, fmt.Errorf("row group %d row %d has offset %d, want %d: %w", gi, row, off, r.Offset, record.ErrCorrupt)
+			}
 		}
-		r.Offset = uint64(off)
 		r.Timestamp = cols[colTimestamp].ints[row-cols[colTimestamp].firstRow]
 		var err error
 		if r.Key, err = optional(colKey, false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -110,6 +111,15 @@ func TestColumnWiseMatchesRowReader(t *testing.T) {
 					t.Fatal(err)
 				}
 				sameRecords(t, "point", got, want)
+				if k%3 != 0 {
+					continue
+				}
+				// CopyRows: the same records, owning their bytes.
+				owned, err := f.CopyRows(gi, from, n, spanBytes(data, spans))
+				if err != nil {
+					t.Fatalf("CopyRows %d+%d of group %d: %v", from, n, gi, err)
+				}
+				sameRecords(t, "copied point", owned, want)
 			}
 		})
 	}
@@ -153,6 +163,11 @@ func FuzzDecodeRows(f *testing.F) {
 	f.Add(write(f, recs, Options{RowGroupBytes: 4096, PageBytes: 1024}))
 	f.Add(write(f, recs, Options{Codec: "none", PageBytes: 2048}))
 	f.Add(write(f, recs, Options{Codec: "snappy"}))
+	if old, err := os.ReadFile("testdata/format1.parquet"); err == nil { // format 1's column order
+		f.Add(old)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pf, err := Open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
@@ -170,6 +185,16 @@ func FuzzDecodeRows(f *testing.F) {
 				if want := pf.FirstOffset() + uint64(g.FirstRow) + uint64(j); r.Offset != want {
 					t.Fatalf("row group %d row %d: offset %d, want %d", i, j, r.Offset, want)
 				}
+			}
+			// A point read of rows the whole group gave: the same records,
+			// from its pages alone (the values of the rows wanted only).
+			mid := g.Rows / 2
+			if spans, err := pf.PageSpans(i, mid, 3); err == nil {
+				point, err := pf.CopyRows(i, mid, 3, spanBytes(data, spans))
+				if err != nil {
+					t.Fatalf("row group %d decodes whole, but not rows %d+3 from %v: %v", i, mid, spans, err)
+				}
+				sameRecords(t, "fuzzed point", point, got[mid:min(mid+3, g.Rows)])
 			}
 			if want, err := pf.ReadGroup(i); err == nil {
 				sameRecords(t, "fuzzed group", got, want)
@@ -226,7 +251,7 @@ func TestColumnWiseOtherEncodings(t *testing.T) {
 		t.Fatalf("not readable column-wise: %v", f.slow)
 	}
 	m := f.pf.Metadata().RowGroups[0].Columns
-	if m[colKey].MetaData.DictionaryPageOffset == 0 || !slices.Contains(m[colOffset].MetaData.Encoding, format.DeltaBinaryPacked) {
+	if m[f.leaf[colKey]].MetaData.DictionaryPageOffset == 0 || !slices.Contains(m[f.leaf[colOffset]].MetaData.Encoding, format.DeltaBinaryPacked) {
 		t.Fatalf("the file is not dictionary- and delta-encoded: %+v", m)
 	}
 	var all []record.Record
@@ -256,16 +281,23 @@ func BenchmarkDecodePointRow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		off := rng.Int64N(int64(len(recs)))
-		gi, _ := f.GroupOf(uint64(off))
-		from := off - f.Groups()[gi].FirstRow
-		spans, _ := f.PageSpans(gi, from, 1)
-		if _, err := f.DecodeRows(gi, from, 1, spanBytes(data, spans)); err != nil {
-			b.Fatal(err)
-		}
+	for _, m := range []struct {
+		name   string
+		decode func(int, int64, int64, Bytes) ([]record.Record, error)
+	}{{"views", f.DecodeRows}, {"copy", f.CopyRows}} {
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			rng := rand.New(rand.NewPCG(1, 2))
+			for b.Loop() {
+				off := rng.Int64N(int64(len(recs)))
+				gi, _ := f.GroupOf(uint64(off))
+				from := off - f.Groups()[gi].FirstRow
+				spans, _ := f.PageSpans(gi, from, 1)
+				if _, err := m.decode(gi, from, 1, spanBytes(data, spans)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -29,14 +29,20 @@ import (
 // []byte values inside the headers list as empty ones (a nil slice after a
 // row whose header at the same place held bytes), and a pointer is how it
 // tells null apart reliably. The schema is the same (optional binary).
+//
+// value is the last column (format 2; format 1 had it fourth): a row
+// group's column chunks follow the schema's order, so the small columns
+// lie together at its start and a cold point read fetches them and the
+// value page with two ranged reads, or one when the page is near the
+// start. Readers find columns by name, and read both orders.
 type Row struct {
 	Offset       int64    `parquet:"offset"`
 	Timestamp    int64    `parquet:"timestamp,timestamp(millisecond)"`
 	Key          *[]byte  `parquet:"key,optional"`
-	Value        *[]byte  `parquet:"value,optional"`
 	Headers      []Header `parquet:"headers,list"`
 	Tags         []string `parquet:"tags,list"`
 	ProtocolData *[]byte  `parquet:"protocol_data,optional"`
+	Value        *[]byte  `parquet:"value,optional"`
 }
 
 // Header is one Kafka-style header; a null value stays null.
@@ -55,8 +61,9 @@ func deref(p *[]byte) []byte {
 	return *p
 }
 
-// FormatVersion is written to every file's key-value metadata.
-const FormatVersion = "1"
+// FormatVersion is written to every file's key-value metadata: 2 since
+// value became the last column (docs/parquet.md).
+const FormatVersion = "2"
 
 // DefaultPageBytes is the page size written when Options.PageBytes is not
 // set (the config's tiering.page_bytes default).

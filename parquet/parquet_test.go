@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -189,6 +190,11 @@ func FuzzOpen(f *testing.F) {
 	f.Add(write(f, recs, Options{RowGroupBytes: 4096}))
 	f.Add(write(f, recs, Options{Codec: "none"}))
 	f.Add([]byte("PAR1PAR1"))
+	if old, err := os.ReadFile("testdata/format1.parquet"); err == nil { // format 1's column order
+		f.Add(old)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pf, err := Open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {

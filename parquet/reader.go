@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -28,9 +29,20 @@ type File struct {
 	firstOffset uint64
 	rows        int64
 	slow        error // why the file cannot be read column-wise, if it cannot
+	// leaf[c] is the file's column index of wantLeaves[c]: format 1 and 2
+	// order the columns differently.
+	leaf [numLeaves]int
+	// offsetsKnown[g]: row group g's offsets follow from its position
+	// (offsetStatistics); only set when the file reads column-wise.
+	offsetsKnown []bool
 }
 
-var wantColumns = []string{"offset", "timestamp", "key", "value", "headers", "tags", "protocol_data"}
+// columnOrders are the top-level columns of strata's formats: 2 (value
+// last, written now) and 1 (value fourth, files tiered before).
+var columnOrders = [][]string{
+	{"offset", "timestamp", "key", "headers", "tags", "protocol_data", "value"},
+	{"offset", "timestamp", "key", "value", "headers", "tags", "protocol_data"},
+}
 
 // Open reads the footer (and page index) of a strata Parquet file.
 func Open(r io.ReaderAt, size int64) (f *File, err error) {
@@ -42,14 +54,12 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquet footer: %w", err)
 	}
-	fields := pf.Schema().Fields()
-	if len(fields) != len(wantColumns) {
-		return nil, fmt.Errorf("%d top-level columns, want %v: %w", len(fields), wantColumns, ErrNotStrata)
+	var names []string
+	for _, f := range pf.Schema().Fields() {
+		names = append(names, f.Name())
 	}
-	for i, f := range fields {
-		if f.Name() != wantColumns[i] {
-			return nil, fmt.Errorf("column %d is %q, want %q: %w", i, f.Name(), wantColumns[i], ErrNotStrata)
-		}
+	if !slices.ContainsFunc(columnOrders, func(o []string) bool { return slices.Equal(o, names) }) {
+		return nil, fmt.Errorf("top-level columns %v, want %v (or format 1's %v): %w", names, columnOrders[0], columnOrders[1], ErrNotStrata)
 	}
 	f = &File{pf: pf, rows: pf.NumRows()}
 	if v, ok := pf.Lookup(MetaFirstOffset); ok {

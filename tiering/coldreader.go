@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -293,19 +294,32 @@ func (c *ColdReader) rows(ctx context.Context, cf *coldFile, gi int, offset uint
 	from := int64(offset-cf.f.FirstOffset()) - cf.f.Groups()[gi].FirstRow
 	spans, err := cf.f.PageSpans(gi, from, int64(n))
 	if err == nil {
+		// The spans' buffers serve the next point reads: CopyRows leaves
+		// nothing referring to them.
 		bufs := make([][]byte, len(spans))
+		defer func() {
+			for _, b := range bufs {
+				spanBuffers.put(b)
+			}
+		}()
 		g, gctx := errgroup.WithContext(ctx)
 		for i, sp := range spans {
+			if len(spans) == 1 { // no goroutine for a single read
+				if bufs[i], err = c.fetchInto(ctx, cf, sp.Start, spanBuffers.get(int(sp.End-sp.Start))); err != nil {
+					return nil, err
+				}
+				break
+			}
 			g.Go(func() error {
 				var err error
-				bufs[i], err = c.fetch(gctx, cf, sp.Start, sp.End)
+				bufs[i], err = c.fetchInto(gctx, cf, sp.Start, spanBuffers.get(int(sp.End-sp.Start)))
 				return err
 			})
 		}
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		recs, err := cf.f.DecodeRows(gi, from, int64(n), spanBytes(spans, bufs))
+		recs, err := cf.f.CopyRows(gi, from, int64(n), spanBytes(spans, bufs))
 		if !errors.Is(err, parquet.ErrNoFastPath) {
 			if err != nil {
 				return nil, fmt.Errorf("cold object %s row group %d: %w", cf.key, gi, err)
@@ -417,14 +431,42 @@ func (c *ColdReader) groupBytes(ctx context.Context, cf *coldFile, gi int) ([]by
 
 // fetch reads bytes [start, end) of a file's object with one ranged read.
 func (c *ColdReader) fetch(ctx context.Context, cf *coldFile, start, end int64) ([]byte, error) {
-	buf := make([]byte, end-start)
+	return c.fetchInto(ctx, cf, start, make([]byte, end-start))
+}
+
+// fetchInto fills buf with the object's bytes from start on.
+func (c *ColdReader) fetchInto(ctx context.Context, cf *coldFile, start int64, buf []byte) ([]byte, error) {
 	n, err := c.bucket.ReadAt(ctx, cf.key, buf, start)
 	c.Fetches.Add(1)
 	c.FetchedBytes.Add(int64(n))
 	if err != nil {
-		return nil, fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, start, end, err)
+		return buf, fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, start, start+int64(len(buf)), err)
 	}
 	return buf, nil
+}
+
+// spanBuffers are the point reads' fetch buffers, by power of two up to
+// 1 MiB: a point read fetches ~60 KiB, and a new buffer each time cost its
+// zeroing and the collector's work (BenchmarkTieringColdRead's profile).
+var spanBuffers bufferPool
+
+type bufferPool struct{ sizes [21]sync.Pool }
+
+func (p *bufferPool) get(n int) []byte {
+	k := bits.Len(uint(max(n, 1) - 1))
+	if k >= len(p.sizes) {
+		return make([]byte, n)
+	}
+	if b, ok := p.sizes[k].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<k)
+}
+
+func (p *bufferPool) put(b []byte) {
+	if c := cap(b); c > 0 && c&(c-1) == 0 && bits.Len(uint(c-1)) < len(p.sizes) {
+		p.sizes[bits.Len(uint(c-1))].Put(&b)
+	}
 }
 
 func (c *ColdReader) fetchRange(ctx context.Context, cf *coldFile, gi int) error {
