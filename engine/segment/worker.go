@@ -101,7 +101,21 @@ type pending struct {
 // high watermarks and only then answers.
 func (w *worker) process(batch []request) {
 	ib := w.e.index.NewBatch()
-	defer ib.Close()
+	defer func() { ib.Close() }()
+	// The index can be rebuilt from the data, so it need not be synced:
+	// recovery re-adds whatever a crash lost. Most batches have no entry
+	// (a point per 500 records): those skip Pebble's commit pipeline.
+	var idxErr error
+	commitIndex := func() {
+		if ib.Empty() {
+			return
+		}
+		if err := ib.Commit(pebble.NoSync); err != nil && idxErr == nil {
+			idxErr = err
+		}
+		ib.Close()
+		ib = w.e.index.NewBatch()
+	}
 	var done []pending
 	touched := map[*shard]bool{}
 	for _, req := range batch {
@@ -114,6 +128,10 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.truncateTo != nil {
+			// The entries of appends earlier in this batch land first: the
+			// truncation deletes what it finds in the index, and entries
+			// committed after it would name cut records.
+			commitIndex()
 			req.done <- result{err: w.truncate(req.shard, *req.truncateTo)}
 			continue
 		}
@@ -128,6 +146,11 @@ func (w *worker) process(batch []request) {
 				// outlive it (and mislead a new shard of the name).
 				w.commitShared()
 			}
+			// Likewise the index entries of its appends in this batch:
+			// DeleteShard clears the shard's entries once answered, and
+			// entries committed after that would mislead a new shard of
+			// the name to read at the old shard's positions.
+			commitIndex()
 			// Appends earlier in this batch were written but not synced:
 			// they are answered with the deletion's error, never acknowledged.
 			for _, seg := range req.shard.segments {
@@ -164,13 +187,7 @@ func (w *worker) process(batch []request) {
 		}
 	}
 	w.commitShared()
-	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost. Most batches have no entry
-	// (a point per 500 records): those skip Pebble's commit pipeline.
-	var idxErr error
-	if !ib.Empty() {
-		idxErr = ib.Commit(pebble.NoSync)
-	}
+	commitIndex()
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
