@@ -109,6 +109,10 @@ type segment struct {
 	maxTS   int64
 	firstAt time.Time // wall time of the first append, for max age
 	sealed  bool
+
+	// points: the in-memory offset index of the records written since the
+	// engine opened (points.go).
+	points memPoints
 }
 
 func segmentPath(dir string, no uint64) string {

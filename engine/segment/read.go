@@ -133,11 +133,15 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		}
 		return err
 	}
-	var pos int64
-	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
-		return err
-	} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
-		pos = p
+	// The segment's in-memory points if it has them (points.go), else
+	// the durable index.
+	pos, ok := v.segments[i].points.floor(v.segments[i].start, offset)
+	if !ok {
+		if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
+			return err
+		} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
+			pos = p
+		}
 	}
 	for ; i < len(v.segments); i++ {
 		s := v.segments[i]

@@ -279,7 +279,9 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 	}
 	for i := range recs {
 		w.indexRecord(sh, s, &recs[i], w.pos[i], ib)
+		w.e.points.add(s, recs[i].Offset, w.pos[i])
 	}
+	w.e.points.publish(s)
 	s.size += int64(len(w.buf))
 	w.e.stats.Bytes.Add(uint64(len(w.buf)))
 	w.e.stats.Records.Add(uint64(len(recs)))
@@ -471,6 +473,7 @@ func (w *worker) roll(sh *shard) error {
 	sh.activeLen = 0
 	sh.activeMaxTS, sh.activeHasRecs = 0, false
 	sh.mu.Unlock()
+	w.e.points.sealedNow(s)
 	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
 	w.e.postSegmentSealed(sealed, next)
 	return nil
