@@ -80,7 +80,7 @@ func (b *pointBudget) add(s *segment, offset uint64, pos int64) {
 		return
 	}
 	if len(m.pts) == cap(m.pts) {
-		grown := int64(max(64, 2*cap(m.pts))) * 8
+		grown := int64(max(8, 2*cap(m.pts))) * 8
 		if !b.take(grown - m.held) {
 			b.drop(s)
 			return
@@ -149,10 +149,19 @@ func (b *pointBudget) drop(s *segment) {
 }
 
 // sealedNow puts a segment that was just sealed on the list of those that
-// give up their points first.
+// give up their points first, its points moved to an array of their size
+// (it takes no more).
 func (b *pointBudget) sealedNow(s *segment) {
-	if s.points.off || s.points.pub.Load() == nil {
+	m := &s.points
+	if m.off || m.pub.Load() == nil {
 		return
+	}
+	if exact := int64(len(m.pts)) * 8; exact < m.held {
+		pts := append(make([]memPoint, 0, len(m.pts)), m.pts...)
+		m.pts = pts
+		m.pub.Store(&pts)
+		b.used.Add(exact - m.held)
+		m.held = exact
 	}
 	b.mu.Lock()
 	b.sealed = append(b.sealed, s)

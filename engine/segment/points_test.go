@@ -24,11 +24,14 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		memBytes int64
-		// wantSealedPoints: sealed segments keep their points.
-		wantSealedPoints bool
+		// maxSealedPoints: how many sealed segments may keep their
+		// points (-1: all must).
+		maxSealedPoints int
 	}{
-		{"room for all", 0, true},
-		{"room for one segment", 1024, false},
+		{"room for all", 0, -1},
+		// A 128 KiB segment has 33 points (264 bytes once sealed); the
+		// active one's array grows to 64 (512 bytes).
+		{"room for about two segments", 600, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -93,11 +96,15 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 			if sh.active().points.pub.Load() == nil {
 				t.Fatal("the active segment has no in-memory points")
 			}
-			// The last sealed segment may keep its points in either case.
-			for _, s := range sh.segments[:len(sh.segments)-2] {
-				if has := s.points.pub.Load() != nil; has != tc.wantSealedPoints {
-					t.Fatalf("sealed segment %d has points: %v, want %v", s.no, has, tc.wantSealedPoints)
+			var with []uint64
+			for _, s := range sh.segments[:len(sh.segments)-1] {
+				if s.points.pub.Load() != nil {
+					with = append(with, s.no)
 				}
+			}
+			if sealed := len(sh.segments) - 1; (tc.maxSealedPoints < 0 && len(with) != sealed) ||
+				(tc.maxSealedPoints >= 0 && (len(with) > tc.maxSealedPoints || (len(with) > 0 && with[0] == 0))) {
+				t.Fatalf("sealed segments with points: %v of %d; want all (-1) or at most %d, not the oldest", with, sealed, tc.maxSealedPoints)
 			}
 
 			// Cut the 40 records above the high watermark, write others there.

@@ -464,6 +464,9 @@ func (w *worker) roll(sh *shard) error {
 	}
 	s.wf = nil
 	s.sealed = true
+	// On the list of points to give up before readers (and retention) see
+	// the segment sealed, so no one releases its points before.
+	w.e.points.sealedNow(s)
 	if err := os.Chmod(s.path, 0o444); err != nil {
 		w.e.log.Warn("making a sealed segment read-only", "path", s.path, "err", err)
 	}
@@ -473,7 +476,6 @@ func (w *worker) roll(sh *shard) error {
 	sh.activeLen = 0
 	sh.activeMaxTS, sh.activeHasRecs = 0, false
 	sh.mu.Unlock()
-	w.e.points.sealedNow(s)
 	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
 	w.e.postSegmentSealed(sealed, next)
 	return nil
