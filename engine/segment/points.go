@@ -2,9 +2,12 @@ package segment
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"strata/engine/index"
 )
 
 // The in-memory offset index. The durable offset index in Pebble has a
@@ -37,9 +40,12 @@ type memPoints struct {
 	pts  []memPoint // worker-owned; pts[:len(*pub)] is published
 	last int64      // position of the last point
 	held int64      // bytes of pts' array counted against the budget
-	// off: this segment keeps no points (budget, size, or written before
-	// the engine opened); lookups use Pebble.
+	// off: this segment keeps no points (budget or size); lookups use
+	// Pebble.
 	off bool
+	// loading: a reader took on loading a sealed segment's points from
+	// the durable index (a segment of an earlier run; loadPoints).
+	loading atomic.Bool
 }
 
 // floor is the position of the last point at or below offset in the
@@ -183,4 +189,42 @@ func (b *pointBudget) cut(s *segment, end uint64) {
 		m.last = int64(kept[n-1].pos)
 	}
 	m.pub.Store(&kept)
+}
+
+// loadPoints gives a sealed segment without points (written before the
+// engine opened) the durable index's points, one per IndexInterval
+// records: its lookups then skip Pebble, though they walk up to that many
+// records. The first reader to need them loads them; the others use
+// Pebble meanwhile.
+func (e *Engine) loadPoints(name string, s *segment) {
+	m := &s.points
+	if m.pub.Load() != nil || !m.loading.CompareAndSwap(false, true) {
+		return
+	}
+	var pts []memPoint
+	if err := index.OffsetPoints(e.index, name, s.no, s.start, s.next, func(off uint64, pos int64) {
+		if off-s.start <= math.MaxUint32 && pos <= math.MaxUint32 {
+			pts = append(pts, memPoint{rel: uint32(off - s.start), pos: uint32(pos)})
+		}
+	}); err != nil || len(pts) == 0 || pts[0].rel != 0 {
+		if err != nil {
+			e.log.Warn("loading a segment's offset points", "shard", name, "segment", s.no, "err", err)
+		}
+		return // Pebble serves it, as before
+	}
+	pts = slices.Clip(pts)
+	b := &e.points
+	n := int64(len(pts)) * 8
+	if !b.take(n) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m.off { // retired meanwhile
+		b.used.Add(-n)
+		return
+	}
+	m.pts, m.held = pts, n
+	m.pub.Store(&pts)
+	b.sealed = append(b.sealed, s)
 }

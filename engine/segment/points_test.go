@@ -37,6 +37,7 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 			dir := t.TempDir()
 			cfg := testConfig(dir)
 			cfg.MaxSegmentBytes, cfg.RollCheckInterval, cfg.IndexMemoryBytes = 128<<10, 100, tc.memBytes
+			cfg.IndexInterval = 50 // several durable points per segment
 			e := open(t, cfg)
 			want := map[uint64][]byte{}
 			if err := e.CreateShard(ctx, "p-0"); err != nil {
@@ -124,7 +125,27 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 			}
 			e = open(t, cfg)
 			defer e.Close()
+			sh = e.shards["p-0"]
+			for _, s := range sh.segments {
+				if s.points.pub.Load() != nil {
+					t.Fatalf("segment %d has points right after a restart", s.no)
+				}
+			}
 			check(e, "after a restart")
+			// The reads loaded the sealed segments' points from the durable
+			// index (as many as the budget holds).
+			loaded := 0
+			for _, s := range sh.segments[:len(sh.segments)-1] {
+				if p := s.points.pub.Load(); p != nil {
+					loaded++
+					if (*p)[0].rel != 0 || len(*p) < 2 {
+						t.Fatalf("segment %d: loaded points %v, want one at its first record and one per %d records", s.no, *p, cfg.IndexInterval)
+					}
+				}
+			}
+			if sealed := len(sh.segments) - 1; (tc.maxSealedPoints < 0 && loaded != sealed) || (tc.maxSealedPoints >= 0 && loaded == 0) {
+				t.Fatalf("after a restart and reads, %d of %d sealed segments have points", loaded, sealed)
+			}
 			appendN(e, 1000, false)
 			check(e, "after appends after the restart")
 		})

@@ -135,7 +135,14 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 	}
 	// The segment's in-memory points if it has them (points.go), else
 	// the durable index.
-	pos, ok := v.segments[i].points.floor(v.segments[i].start, offset)
+	seg := v.segments[i]
+	pos, ok := seg.points.floor(seg.start, offset)
+	if !ok && i < len(v.segments)-1 && seg.points.pub.Load() == nil {
+		// A sealed segment of an earlier run: its points from the
+		// durable index, once.
+		e.loadPoints(v.name, seg)
+		pos, ok = seg.points.floor(seg.start, offset)
+	}
 	if !ok {
 		if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
 			return err
