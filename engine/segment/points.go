@@ -16,9 +16,10 @@ import (
 // Each segment written since the engine opened also keeps, in memory, a
 // point per memPointBytes of file (as Kafka's index.interval.bytes), so a
 // lookup is a binary search and a walk of at most that many bytes. Pebble
-// stays the durable copy and serves the segments that have no points in
-// memory: those of an earlier run, and those whose points went to keep the
-// engine within Config.IndexMemoryBytes (oldest sealed segments first).
+// stays the durable copy: a sealed segment of an earlier run loads its
+// points from it on its first lookup (loadPoints), and it serves the
+// segments whose points went to keep the engine within
+// Config.IndexMemoryBytes (oldest sealed segments first).
 
 // memPointBytes is how many bytes of a segment file a lookup walks at
 // most from an in-memory point (plus the record that crosses it).
