@@ -1009,6 +1009,7 @@ func (e *Engine) Close() error {
 	}
 	e.retired = nil
 	e.retiredMu.Unlock()
+	populating.Wait()
 	if e.shared.Load() != nil && errors.Join(errs...) == nil {
 		errs = append(errs, e.markClean())
 	}
