@@ -152,6 +152,7 @@ type EngineConfig struct {
 	FsyncInterval    Duration `yaml:"fsync_interval"`
 	IOWorkers        int      `yaml:"io_workers"`
 	IndexInterval    int      `yaml:"index_interval"`
+	IndexMemory      Bytes    `yaml:"index_memory_bytes"`
 	MemoryMaxRecords int      `yaml:"memory_max_records"`
 }
 
@@ -543,6 +544,9 @@ func (c *Config) validate() error {
 	}
 	if c.Engine.IndexInterval < 1 {
 		return fmt.Errorf("engine.index_interval: %d: want 1 or more", c.Engine.IndexInterval)
+	}
+	if c.Engine.IndexMemory < 1 {
+		return fmt.Errorf("engine.index_memory_bytes: %d bytes: want 1 or more", c.Engine.IndexMemory)
 	}
 	if c.Segment.MaxBytes < 4096 {
 		return fmt.Errorf("segment.max_bytes: %d bytes: want at least 4KiB", c.Segment.MaxBytes)

@@ -55,6 +55,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 			Fsync:             segment.FsyncPolicy(cfg.Engine.Fsync),
 			FsyncInterval:     time.Duration(cfg.Engine.FsyncInterval),
 			IndexInterval:     cfg.Engine.IndexInterval,
+			IndexMemoryBytes:  int64(cfg.Engine.IndexMemory),
 			MaxSegmentBytes:   int64(cfg.Segment.MaxBytes),
 			TopicSegments:     topics.segments,
 			FileModel:         topics.fileModel,

@@ -230,6 +230,35 @@ func FloorOffset(db pebble.Reader, shard string, offset uint64) (entryOffset, se
 	return entryOffset, segNo, pos, err == nil, err
 }
 
+// OffsetPoints calls point for each point of segment seg of the shard at
+// offsets in [from, to), ascending: the points a segment's in-memory index
+// starts from when the segment was written before the engine opened.
+func OffsetPoints(db pebble.Reader, shard string, seg, from, to uint64, point func(offset uint64, pos int64)) error {
+	prefix := Prefix(KindOffset, shard)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: OffsetKey(shard, to)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	// The group holding from may start below it.
+	ok := it.SeekLT(OffsetKey(shard, from+1))
+	if !ok {
+		ok = it.First()
+	}
+	for ; ok; ok = it.Next() {
+		k := it.Key()
+		if err := DecodeOffsetGroup(binary.BigEndian.Uint64(k[len(k)-8:]), it.Value(), func(o, sg uint64, p int64) bool {
+			if sg == seg && o >= from && o < to {
+				point(o, p)
+			}
+			return o < to
+		}); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
 type floorAlloc struct {
 	buf  []byte
 	opts pebble.IterOptions

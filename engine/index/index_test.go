@@ -202,3 +202,55 @@ func FuzzDecodeOffsetGroup(f *testing.F) {
 		}
 	})
 }
+
+// OffsetPoints lists one segment's points in an offset range, across
+// groups and starting inside a group that began below the range, and
+// none of another segment's or shard's.
+func TestOffsetPoints(t *testing.T) {
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Segment 0: offsets 0-990 step 10 (two groups); segment 1: 1000-1990.
+	for _, sh := range []string{"s-0", "s-00"} {
+		var g OffsetGroup
+		for i := 0; i < 200; i++ {
+			g.Add(uint64(i)*10, uint64(i/100), int64(i%100)*100)
+			if err := db.Set(OffsetKey(sh, g.First()), g.Value(), pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		seg, from, to uint64
+		first, last   uint64
+		n             int
+	}{
+		{"segment 0", 0, 0, 1000, 0, 990, 100},
+		{"segment 1", 1, 1000, 2000, 1000, 1990, 100},
+		{"inside a group", 0, 645, 700, 650, 690, 5},
+		{"segment 1 asked for segment 0's range", 1, 0, 1000, 0, 0, 0},
+		{"past the end", 1, 2000, 3000, 0, 0, 0},
+	} {
+		var got []point
+		if err := OffsetPoints(db, "s-0", tc.seg, tc.from, tc.to, func(o uint64, p int64) { got = append(got, point{o, tc.seg, p}) }); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(got) != tc.n {
+			t.Fatalf("%s: %d points, want %d", tc.name, len(got), tc.n)
+		}
+		if tc.n == 0 {
+			continue
+		}
+		if got[0].off != tc.first || got[len(got)-1].off != tc.last {
+			t.Errorf("%s: points %d..%d, want %d..%d", tc.name, got[0].off, got[len(got)-1].off, tc.first, tc.last)
+		}
+		for _, p := range got {
+			if p.pos != int64(p.off%1000)*10 {
+				t.Errorf("%s: point %d at byte %d, want %d", tc.name, p.off, p.pos, (p.off%1000)*10)
+			}
+		}
+	}
+}

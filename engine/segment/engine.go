@@ -59,6 +59,11 @@ type Config struct {
 	FsyncInterval time.Duration
 	// IndexInterval: one offset-index point per this many records (500).
 	IndexInterval int
+	// IndexMemoryBytes bounds the in-memory offset points of all segments
+	// (points.go): about 8 bytes per 4 KiB of segment data written since
+	// the engine opened, so the default (64 MiB) covers 32 GiB; past it
+	// the oldest sealed segments' lookups go back to the durable index.
+	IndexMemoryBytes int64
 	// TimeIndexGranularity: one time-index entry per this much growth of
 	// the shard's largest timestamp (1s).
 	TimeIndexGranularity time.Duration
@@ -109,6 +114,9 @@ func (c *Config) defaults() {
 	}
 	if c.IndexInterval <= 0 {
 		c.IndexInterval = 500
+	}
+	if c.IndexMemoryBytes <= 0 {
+		c.IndexMemoryBytes = 64 << 20
 	}
 	if c.TimeIndexGranularity <= 0 {
 		c.TimeIndexGranularity = time.Second
@@ -170,6 +178,8 @@ type Engine struct {
 	cold     ColdSource
 
 	stats Stats
+	// points bounds the segments' in-memory offset points (points.go).
+	points pointBudget
 
 	retiredMu sync.Mutex
 	retired   []retiredSegment
@@ -288,6 +298,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
 		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
+	e.points.limit = cfg.IndexMemoryBytes
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -1008,6 +1019,7 @@ func (e *Engine) Close() error {
 	}
 	e.retired = nil
 	e.retiredMu.Unlock()
+	populating.Wait()
 	if e.shared.Load() != nil && errors.Join(errs...) == nil {
 		errs = append(errs, e.markClean())
 	}

@@ -93,6 +93,9 @@ type segment struct {
 	// the shard's lock.
 	gen  uint64
 	keep int64
+	// populated is the mapping size whose resident pages were last
+	// populated (populateLater); under mu.
+	populated int64
 
 	// firstFile and lastFile bound the shared files a shared shard's
 	// segment has chunks in (0: none yet); read by the file sweep.
@@ -110,6 +113,10 @@ type segment struct {
 	maxTS   int64
 	firstAt time.Time // wall time of the first append, for max age
 	sealed  bool
+
+	// points: the in-memory offset index of the records written since the
+	// engine opened (points.go).
+	points memPoints
 }
 
 func segmentPath(dir string, no uint64) string {
@@ -229,8 +236,38 @@ func (s *segment) remapLocked(n int64) error {
 		return fmt.Errorf("segment %s: mmap: %w", s.path, err)
 	}
 	s.mm = newMapping(mm)
+	s.populateLater()
 	return nil
 }
+
+// populateMin is the smallest mapping whose resident pages are populated:
+// below it a lookup's faults are few.
+const populateMin = 4 << 20
+
+// populateLater fills the page tables of the new mapping's resident pages
+// in the background (populateResident), when the mapping is at least
+// twice the size last populated: an active segment re-mapped at every
+// growth is populated a logarithmic number of times, for work in all
+// about twice its size. The caller holds s.mu.
+func (s *segment) populateLater() {
+	n := int64(len(s.mm.mm))
+	if n < populateMin || n < 2*s.populated {
+		return
+	}
+	s.populated = n
+	m := s.mm
+	m.acquire() // not unmapped under the populate
+	populating.Add(1)
+	go func() {
+		defer populating.Done()
+		defer m.release()
+		populateResident(m.mm)
+	}()
+}
+
+// populating counts the populates under way: Close waits for them, so no
+// mapping outlives the engine but for the reads still holding one.
+var populating sync.WaitGroup
 
 // verifyLater checks a sealed segment's bytes against the checksum its
 // writer (or recovery) computed over the whole file, once, in the

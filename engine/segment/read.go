@@ -133,11 +133,22 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		}
 		return err
 	}
-	var pos int64
-	expect := v.segments[i].start
-	if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
+	// The segment's in-memory points if it has them (points.go), else
+	// the durable index. The record at pos must carry offset expect.
+	seg := v.segments[i]
+	expect := seg.start
+	at, pos, ok := seg.points.floor(seg.start, offset)
+	if !ok && i < len(v.segments)-1 && seg.points.pub.Load() == nil {
+		// A sealed segment of an earlier run: its points from the
+		// durable index, once.
+		e.loadPoints(v.name, seg)
+		at, pos, ok = seg.points.floor(seg.start, offset)
+	}
+	if ok {
+		expect = at
+	} else if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
 		return err
-	} else if ok && segNo == v.segments[i].no && at >= v.segments[i].start {
+	} else if ok && segNo == seg.no && at >= seg.start {
 		pos, expect = p, at
 	}
 	for ; i < len(v.segments); i++ {

@@ -258,6 +258,7 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	}
 	s.gen++
 	s.keep = kept.size
+	w.e.points.cut(s, end)
 	s.size, s.crc, s.next = kept.size, kept.crc, kept.next
 	s.count, s.minTS, s.maxTS = kept.count, kept.minTS, kept.maxTS
 	if s.count == 0 {

@@ -151,6 +151,7 @@ func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string)
 
 // retire unmaps deleted segments once no read can still be using them.
 func (e *Engine) retire(s *segment) {
+	e.points.drop(s)
 	e.retiredMu.Lock()
 	defer e.retiredMu.Unlock()
 	now := time.Now()

@@ -86,45 +86,57 @@ func TestSharedTornLastBatchIsCut(t *testing.T) {
 				}
 			}
 			// Appends to both shards at once until the worker has put both
-			// in its last batch (one write, one fsync).
-			acked := map[string]int{}
+			// in its last batch (one write, one fsync). Several appenders
+			// per shard keep the worker's queue full whatever the timing.
+			sids := map[uint64]string{}
+			for _, s := range shards {
+				sids[e.shards[s].sid] = s
+			}
+			var last []sharedfile.Chunk
 			for round := 0; ; round++ {
 				if round == 200 {
 					t.Fatal("200 rounds of appends to two shards at once never made a batch of both")
 				}
 				var wg sync.WaitGroup
-				errs := make([]error, len(shards))
-				for i, s := range shards {
+				errs := make([]error, 4*len(shards))
+				for i := range errs {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, errs[i] = e.Append(ctx, s, storetest.Records(5, round))
+						_, errs[i] = e.Append(ctx, shards[i%len(shards)], storetest.Records(5, round))
 					}()
 				}
 				wg.Wait()
-				for i, s := range shards {
-					if errs[i] != nil {
-						t.Fatal(errs[i])
+				for _, err := range errs {
+					if err != nil {
+						t.Fatal(err)
 					}
-					acked[s] += 5
 				}
 				b, err := os.ReadFile(msgFiles(t, filepath.Join(dir, "shared"))[0])
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c, err := sharedfile.ParseCommit(b[len(b)-sharedfile.HeaderSize:]); err != nil {
+				c, err := sharedfile.ParseCommit(b[len(b)-sharedfile.HeaderSize:])
+				if err != nil {
 					t.Fatal(err)
-				} else if c.Chunks == 2 {
+				}
+				// A batch has a chunk per append: it may hold two of one shard.
+				res := sharedfile.Scan(1, "", bytes.NewReader(b), int64(len(b)))
+				last = res.Chunks[len(res.Chunks)-int(c.Chunks):]
+				if of := shardsOf(last, sids); len(of) == 2 {
 					break
 				}
 			}
 			crashed := crashedCopy(t, e, dir, lose)
 			path, res := onlySharedFile(t, crashed)
 			n := len(res.Chunks)
-			if res.Err != nil || n < 2 {
+			if res.Err != nil || n < len(last) {
 				t.Fatalf("the crashed file: %d chunks, %v", n, res.Err)
 			}
-			damageFile(t, path, res.Chunks[n-2].Pos, 40) // the last batch's first chunk
+			// Each shard's first chunk in the last batch starts where its
+			// records acknowledged before that batch end.
+			want := shardsOf(last, sids)
+			damageFile(t, path, res.Chunks[n-len(last)].Pos, 40) // the last batch's first chunk
 			cfg.Dir = crashed
 			e = open(t, cfg)
 			defer e.Close()
@@ -132,7 +144,7 @@ func TestSharedTornLastBatchIsCut(t *testing.T) {
 				t.Fatalf("%d shards counted damaged; want none", n)
 			}
 			for _, s := range shards {
-				want := acked[s] - 5 // its append in the torn batch
+				want := want[s]
 				if got := len(readAll(t, e, s, 0)); got != want {
 					t.Fatalf("%s reads %d records; want the %d acknowledged before the torn batch", s, got, want)
 				}
@@ -143,6 +155,18 @@ func TestSharedTornLastBatchIsCut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shardsOf maps the shards of chunks to the first offset of their first
+// chunk.
+func shardsOf(chunks []sharedfile.Chunk, names map[uint64]string) map[string]int {
+	first := map[string]int{}
+	for _, c := range chunks {
+		if _, ok := first[names[c.Shard]]; !ok {
+			first[names[c.Shard]] = int(c.First)
+		}
+	}
+	return first
 }
 
 // Damage in a synced batch of a shared file, with committed batches after

@@ -101,7 +101,23 @@ type pending struct {
 // high watermarks and only then answers.
 func (w *worker) process(batch []request) {
 	ib := w.e.index.NewBatch()
-	defer ib.Close()
+	defer func() { ib.Close() }()
+	// The index can be rebuilt from the data, so it need not be synced:
+	// recovery re-adds whatever a crash lost, and a lost synced mark only
+	// says less than was synced. Under fsync=batch every batch carries the
+	// marks; under the other policies most have no entry (a point per 500
+	// records) and skip Pebble's commit pipeline.
+	var idxErr error
+	commitIndex := func() {
+		if ib.Empty() {
+			return
+		}
+		if err := ib.Commit(pebble.NoSync); err != nil && idxErr == nil {
+			idxErr = err
+		}
+		ib.Close()
+		ib = w.e.index.NewBatch()
+	}
 	var done []pending
 	touched := map[*shard]bool{}
 	for _, req := range batch {
@@ -114,6 +130,10 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.truncateTo != nil {
+			// The entries of appends earlier in this batch land first: the
+			// truncation deletes what it finds in the index, and entries
+			// committed after it would name cut records.
+			commitIndex()
 			req.done <- result{err: w.truncate(req.shard, *req.truncateTo)}
 			continue
 		}
@@ -128,6 +148,11 @@ func (w *worker) process(batch []request) {
 				// outlive it (and mislead a new shard of the name).
 				w.commitShared()
 			}
+			// Likewise the index entries of its appends in this batch:
+			// DeleteShard clears the shard's entries once answered, and
+			// entries committed after that would mislead a new shard of
+			// the name to read at the old shard's positions.
+			commitIndex()
 			// Appends earlier in this batch were written but not synced:
 			// they are answered with the deletion's error, never acknowledged.
 			for _, seg := range req.shard.segments {
@@ -165,15 +190,7 @@ func (w *worker) process(batch []request) {
 		}
 	}
 	w.commitShared()
-	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost, and a lost synced mark only
-	// says less than was synced. Under fsync=batch every batch carries the
-	// marks; under the other policies most have no entry (a point per 500
-	// records) and skip Pebble's commit pipeline.
-	var idxErr error
-	if !ib.Empty() {
-		idxErr = ib.Commit(pebble.NoSync)
-	}
+	commitIndex()
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
@@ -265,7 +282,9 @@ func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Bat
 	}
 	for i := range recs {
 		w.indexRecord(sh, s, &recs[i], w.pos[i], ib)
+		w.e.points.add(s, recs[i].Offset, w.pos[i])
 	}
+	w.e.points.publish(s)
 	s.size += int64(len(w.buf))
 	w.e.stats.Bytes.Add(uint64(len(w.buf)))
 	w.e.stats.Records.Add(uint64(len(recs)))
@@ -464,6 +483,9 @@ func (w *worker) roll(sh *shard) error {
 	}
 	s.wf = nil
 	s.sealed = true
+	// On the list of points to give up before readers (and retention) see
+	// the segment sealed, so no one releases its points before.
+	w.e.points.sealedNow(s)
 	if err := os.Chmod(s.path, 0o444); err != nil {
 		w.e.log.Warn("making a sealed segment read-only", "path", s.path, "err", err)
 	}
