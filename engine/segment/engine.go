@@ -1019,7 +1019,6 @@ func (e *Engine) Close() error {
 	}
 	e.retired = nil
 	e.retiredMu.Unlock()
-	populating.Wait()
 	if e.shared.Load() != nil && errors.Join(errs...) == nil {
 		errs = append(errs, e.markClean())
 	}

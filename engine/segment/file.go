@@ -256,18 +256,14 @@ func (s *segment) populateLater() {
 	}
 	s.populated = n
 	m := s.mm
-	m.acquire() // not unmapped under the populate
-	populating.Add(1)
+	// The populate holds the mapping as a read does: it is unmapped when
+	// the populate ends, also after the engine closed.
+	m.acquire()
 	go func() {
-		defer populating.Done()
 		defer m.release()
 		populateResident(m.mm)
 	}()
 }
-
-// populating counts the populates under way: Close waits for them, so no
-// mapping outlives the engine but for the reads still holding one.
-var populating sync.WaitGroup
 
 // verifyLater checks a sealed segment's bytes against the checksum its
 // writer (or recovery) computed over the whole file, once, in the

@@ -202,6 +202,13 @@ func (e *Engine) loadPoints(name string, s *segment) {
 	if m.pub.Load() != nil || !m.loading.CompareAndSwap(false, true) {
 		return
 	}
+	b := &e.points
+	b.mu.Lock()
+	off := m.off
+	b.mu.Unlock()
+	if off {
+		return // gave its points up: taking them back would evict another's
+	}
 	var pts []memPoint
 	if err := index.OffsetPoints(e.index, name, s.no, s.start, s.next, func(off uint64, pos int64) {
 		if off-s.start <= math.MaxUint32 && pos <= math.MaxUint32 {
@@ -214,7 +221,6 @@ func (e *Engine) loadPoints(name string, s *segment) {
 		return // Pebble serves it, as before
 	}
 	pts = slices.Clip(pts)
-	b := &e.points
 	n := int64(len(pts)) * 8
 	if !b.take(n) {
 		return

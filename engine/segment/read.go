@@ -162,6 +162,13 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 			limit, gen, sum = s.size, anyGen, s.crc
 		}
 		more, err := s.scan(pos, expect, limit, gen, sealed, sum, offset, v.high, b, o)
+		if err != nil && pos > 0 && errors.Is(err, record.ErrCorrupt) {
+			// An index point may name a cut record (a truncation's batch
+			// once committed its appends' entries after the cut): the
+			// segment's own bytes from its start decide.
+			e.log.Warn("an offset index point does not match its segment; reading from the segment's start", "shard", v.name, "segment", s.no, "err", err)
+			more, err = s.scan(0, s.start, limit, gen, sealed, sum, offset, v.high, b, o)
+		}
 		if err != nil {
 			return err
 		}

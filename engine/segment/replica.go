@@ -233,11 +233,15 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	// record at an entry's offset still matches, as after a crash. The
 	// synced mark goes down to the cut before the file is cut: bytes
 	// written there later are not on disk until their own fsync.
-	if s.synced > kept.size {
+	lower := s.synced > kept.size
+	if lower {
 		sh.setSynced(ib, kept.size)
 	}
 	if err := ib.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)
+	}
+	if lower {
+		s.synced = kept.size
 	}
 	// Readers that took their view before hold s.mu.RLock while they scan:
 	// wait for them, and make later ones stop at the kept length.

@@ -44,10 +44,11 @@ func appendSynced(b []byte, sh *shard, no uint64, pos int64) ([]byte, int) {
 }
 
 // setSynced records in b that the shard's active segment is on disk up to
-// pos; the caller commits b only once that is true.
+// pos; the caller commits b only once that is true, then sets the
+// segment's synced to pos (before a failed commit it would claim the mark
+// lowered, and a retry would skip lowering it).
 func (sh *shard) setSynced(b *pebble.Batch, pos int64) {
 	s := sh.active()
-	s.synced = pos
 	kv, k := appendSynced(nil, sh, s.no, pos)
 	b.Set(kv[:k], kv[k:], nil)
 }

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // A view's records alias the segments' mappings: they must stay readable
@@ -247,5 +251,63 @@ func TestReadViewsUnderRetention(t *testing.T) {
 	}
 	if left := liveMappings.Load() - base; left != 0 {
 		t.Fatalf("%d mappings left after every view was released and the engine closed", left)
+	}
+}
+
+// An index point that names the wrong record (a data folder written before
+// a truncation's batch committed its appends' entries first could hold
+// such points) does not make the records it covers unreadable: the read
+// checks the offset there and reads the segment from its start instead.
+func TestStaleIndexPointIsReadAround(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.IndexInterval = 10
+	e := open(t, cfg)
+	if err := e.CreateShard(ctx, "s-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, "s-0", storetest.Records(40, 1)); err != nil {
+		t.Fatal(err)
+	}
+	path := e.SegmentPath("s-0", 0)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos []int64
+	for p := 0; p < len(data); {
+		_, size, err := record.Peek(data[p:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos = append(pos, int64(p))
+		p += size
+	}
+	// The points of offsets 0, 10, 20 and 30, with 20's naming record 5.
+	db, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g index.OffsetGroup
+	for _, off := range []uint64{0, 10, 20, 30} {
+		p := pos[off]
+		if off == 20 {
+			p = pos[5]
+		}
+		g.Add(off, 0, p)
+	}
+	if err := db.Set(index.OffsetKey("s-0", g.First()), g.Value(), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	e = open(t, cfg)
+	defer e.Close()
+	recs := readAll(t, e, "s-0", 22)
+	if len(recs) != 18 || recs[0].Offset != 22 {
+		t.Fatalf("read from 22: %d records from offset %d; want 18 from 22", len(recs), recs[0].Offset)
 	}
 }

@@ -411,6 +411,7 @@ func (w *worker) repair(sh *shard) error {
 	if err != nil {
 		return fmt.Errorf("shard %s: lowering the synced mark to the cut: %w", sh.name, err)
 	}
+	s.synced = s.size
 	if err := truncateFile(s.wf, s.size); err != nil {
 		return fmt.Errorf("truncate %s: %w", s.path, err)
 	}
