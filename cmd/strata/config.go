@@ -513,6 +513,12 @@ func (c *Config) validate() error {
 	if c.Kafka.FetchReadAheadBytes < 0 {
 		return fmt.Errorf("kafka.fetch_read_ahead_bytes: %d: want 0 (off) or more", c.Kafka.FetchReadAheadBytes)
 	}
+	if c.Kafka.FetchReadAheadBytes > 0 && c.Cluster.Enabled() {
+		// A read-ahead is dropped when this node deletes a topic; in a
+		// cluster another node may delete it, and a topic re-created at
+		// once could be answered with the old one's records.
+		return fmt.Errorf("kafka.fetch_read_ahead_bytes: %d: the fetch read-ahead works on a single node only; set it to 0 with cluster.etcd_endpoints", c.Kafka.FetchReadAheadBytes)
+	}
 	if p := c.Kafka.MaxPartitionsPerTopic; p < 1 || p > 100_000 {
 		return fmt.Errorf("kafka.max_partitions_per_topic: %d: want 1 to 100000 (a partition's folder name must fit 255 bytes)", p)
 	}

@@ -83,6 +83,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{[]string{"cluster.etcd_endpoints=localhost", "node.id=1"}, "cluster.etcd_endpoints"},
 		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.etcd_prefix=strata"}, "cluster.etcd_prefix"},
 		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "cluster.session_ttl=100ms"}, "cluster.session_ttl"},
+		{[]string{"cluster.etcd_endpoints=127.0.0.1:2379", "node.id=1", "kafka.fetch_read_ahead_bytes=64MiB"}, "single node only"},
+		{[]string{"kafka.fetch_read_ahead_bytes=-1"}, "kafka.fetch_read_ahead_bytes"},
 		{[]string{"kafka.default_replication_factor=0"}, "kafka.default_replication_factor"},
 		{[]string{"tiering.replica_grace=0s"}, "tiering.replica_grace: 0s: want a duration above 0"},
 	} {
