@@ -147,12 +147,12 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 		b.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := produceSpread(ctx, c, topic, n, partitionWarmup, 0); err != nil {
+	if _, err := load.ProduceSpread(ctx, c, topic, n, value(0, 1024), partitionWarmup, 0, nil); err != nil {
 		b.Fatal(err)
 	}
 	var prod, cons, p99 []float64
 	for run := 0; run < partitionRuns; run++ {
-		pr, err := produceSpread(ctx, c, topic, n, records, 0)
+		pr, err := load.ProduceSpread(ctx, c, topic, n, value(0, 1024), records, 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 		b.Fatal(err)
 	}
 	for run := 0; run < partitionRuns; run++ {
-		lr, err := produceSpread(ctx, c, topic, n, records/5, p.rate)
+		lr, err := load.ProduceSpread(ctx, c, topic, n, value(0, 1024), records/5, p.rate, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -189,45 +189,6 @@ func measurePartitions(b *testing.B, m fileModel, n int, ref *partitionPoint) pa
 	p.fsyncsPer1k = (after[fsyncs] - before[fsyncs]) / max(1, after[appended]-before[appended]) * 1000
 	p.rssMiB = float64(peak()) / (1 << 20)
 	return p
-}
-
-// produceSpread is load.Produce with the records dealt round robin over
-// the topic's partitions (the client must use kgo.ManualPartitioner):
-// franz-go's default sticky partitioner would fill one partition's batch
-// at a time and leave most of 10,000 partitions untouched.
-func produceSpread(ctx context.Context, c *kgo.Client, topic string, partitions, n int, rate float64) (load.Result, error) {
-	val := value(0, 1024)
-	res := load.Result{Records: n, Bytes: int64(n) * int64(len(val)), Latencies: make([]time.Duration, 0, n)}
-	var mu sync.Mutex
-	var failed error
-	var tick *time.Ticker
-	if rate > 0 {
-		tick = time.NewTicker(time.Duration(float64(time.Second) * 64 / rate))
-		defer tick.Stop()
-	}
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if tick != nil && i%64 == 0 {
-			<-tick.C
-		}
-		sent := time.Now()
-		c.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: val}, func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && failed == nil {
-				failed = err
-			}
-			res.Latencies = append(res.Latencies, time.Since(sent))
-		})
-	}
-	if err := c.Flush(ctx); err != nil {
-		return res, err
-	}
-	res.Elapsed = time.Since(start)
-	if failed != nil {
-		return res, fmt.Errorf("produce to %s: %w", topic, failed)
-	}
-	return res, nil
 }
 
 // watchRSS samples the server's resident set from its /metrics every

@@ -69,7 +69,7 @@ func TestSoak(t *testing.T) {
 	defer c.Close()
 	var rates []float64
 	for run := 0; run < 3; run++ {
-		r, err := produceSpread(ctx, c, topic, partitions, 100_000, 0)
+		r, err := load.ProduceSpread(ctx, c, topic, partitions, value(0, 1024), 100_000, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -94,7 +94,15 @@ func Produce(ctx context.Context, c *kgo.Client, topic string, n, size int, rate
 	for i := range value { // not all zeros, in case a link or disk compresses
 		value[i] = byte(i*31 + i>>8)
 	}
-	res := Result{Records: n, Bytes: int64(n) * int64(size), Latencies: make([]time.Duration, 0, n)}
+	return ProduceSpread(ctx, c, topic, 0, value, n, rate, progress)
+}
+
+// ProduceSpread is Produce of n records holding value; with partitions
+// above 0 record i goes to partition i % partitions (c must use
+// kgo.ManualPartitioner): a partitioner filling one batch at a time would
+// leave most of very many partitions untouched.
+func ProduceSpread(ctx context.Context, c *kgo.Client, topic string, partitions int, value []byte, n int, rate float64, progress func(int)) (Result, error) {
+	res := Result{Records: n, Bytes: int64(n) * int64(len(value)), Latencies: make([]time.Duration, 0, n)}
 	var mu sync.Mutex
 	var failed error
 	var tick *time.Ticker
@@ -107,8 +115,12 @@ func Produce(ctx context.Context, c *kgo.Client, topic string, n, size int, rate
 		if tick != nil && i%64 == 0 {
 			<-tick.C
 		}
+		r := &kgo.Record{Topic: topic, Value: value}
+		if partitions > 0 {
+			r.Partition = int32(i % partitions)
+		}
 		sent := time.Now()
-		c.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+		c.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && failed == nil {

@@ -36,7 +36,7 @@ func syncedKey(shard string) []byte { return index.Prefix(kindSynced, shard) }
 // appendSynced appends to b the key of sh's synced mark, then the value
 // of a mark at byte pos of segment no, and returns it with the key's length.
 func appendSynced(b []byte, sh *shard, no uint64, pos int64) ([]byte, int) {
-	b = append(append(append(b, kindSynced), sh.name...), 0)
+	b = append(b, syncedKey(sh.name)...)
 	k := len(b)
 	b = binary.BigEndian.AppendUint64(b, uint64(sh.created.UnixNano()))
 	b = binary.BigEndian.AppendUint64(b, no)
