@@ -186,6 +186,14 @@ func TestSoak(t *testing.T) {
 	bench.Must(t, "make soak", bench.Figure{Name: name, Value: late, Unit: "MiB", Reference: "second fifth", ReferenceValue: early, Target: "<= 1.10", Runs: fifth})
 	bench.Must(t, "make soak", bench.Figure{Name: fmt.Sprintf("soak: produce p99, median of %d windows", len(series)), Value: bench.Median(p99s), Unit: "ms",
 		Reference: "worst window", ReferenceValue: slicesMax(p99s), Runs: len(series)})
+	// Produce blocks when the client's buffer is full, so a server that
+	// falls behind shows as records sent behind the schedule, not as lost.
+	var sent int64
+	for _, p := range series {
+		sent += p.Records
+	}
+	bench.Must(t, "make soak", bench.Figure{Name: "soak: records sent, beside the schedule's", Value: float64(sent), Unit: "records",
+		Reference: "the schedule", ReferenceValue: rate * window.Seconds() * float64(len(series)), Target: ">= 0.95", Runs: len(series)})
 	if late > early*1.10 {
 		fmt.Fprintf(os.Stderr, "soak: RSS grew: %.0f MiB in the last fifth beside %.0f MiB in the second\n", late, early)
 	} else {
