@@ -84,6 +84,11 @@ type segment struct {
 	mu sync.RWMutex
 	rf *os.File
 	mm *mapping
+	// pf is the file opened for point lookups' preads (read.go,
+	// scanWindow), on the first; readClosed: the read side is closed, and
+	// no read opens it again.
+	pf         *os.File
+	readClosed bool
 	// verified: the sealed file's bytes matched its checksum once, so
 	// reads skip the per-record CRC (verifySealed).
 	verified, verifying atomic.Bool
@@ -298,4 +303,10 @@ func (s *segment) closeRead() {
 		s.rf.Close()
 		s.rf = nil
 	}
+	if s.pf != nil {
+		s.pf.Close()
+		s.pf = nil
+		preadFiles.Add(-1)
+	}
+	s.readClosed = true
 }
