@@ -288,11 +288,14 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	w = walk{s: s, pos: sp.pos, expect: sp.at, from: from, high: high, verified: s.verified.Load(), window: true}
-	f, err := s.preadFile()
+	end := min(sp.end, s.readable(limit, gen))
+	if m := s.mm; m != nil && m.filled.Load() && s.mapped() >= end {
+		return w, false, nil // the mapping's walk takes no fault
+	}
+	f, err := s.preadFile(end)
 	if err != nil || f == nil {
 		return w, false, err
 	}
-	end := min(sp.end, s.readable(limit, gen))
 	if end <= sp.pos {
 		return w, false, nil
 	}
@@ -314,11 +317,11 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 }
 
 // preadFile is the segment's file opened for scanWindow, opened on the
-// first; nil once the segment's read side is closed, or when the process
+// first (n: the bytes it reads up to); nil once the segment's read side is closed, or when the process
 // holds maxPreadFiles of them already (the mapping serves the segment's
 // lookups then). The caller holds s.mu.RLock, which preadFile may release
 // and take again.
-func (s *segment) preadFile() (*os.File, error) {
+func (s *segment) preadFile(n int64) (*os.File, error) {
 	if s.pf != nil || s.readClosed {
 		return s.pf, nil
 	}
@@ -328,6 +331,13 @@ func (s *segment) preadFile() (*os.File, error) {
 	defer s.mu.Unlock()
 	if s.pf != nil || s.readClosed {
 		return s.pf, nil
+	}
+	// Map the file as well (its first n bytes at least), so its cached
+	// pages' page tables are filled in the background (populateLater):
+	// once they are, lookups walk the mapping, a syscall cheaper. A
+	// mapping that fails is no reason to fail the read.
+	if err := s.remapLocked(n); err != nil {
+		s.dropMapLocked()
 	}
 	if preadFiles.Add(1) > maxPreadFiles {
 		preadFiles.Add(-1)
