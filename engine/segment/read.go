@@ -289,13 +289,16 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 	defer s.mu.RUnlock()
 	w = walk{s: s, pos: sp.pos, expect: sp.at, from: from, high: high, verified: s.verified.Load(), window: true}
 	end := min(sp.end, s.readable(limit, gen))
-	if m := s.mm; m != nil && m.filled.Load() && s.mapped() >= end {
-		return w, false, nil // the mapping's walk takes no fault
+	if end <= sp.pos || (s.mm != nil && s.mm.filled.Load() && s.mapped() >= end) {
+		return w, false, nil // nothing to read, or the mapping's walk takes no fault
 	}
-	f, err := s.preadFile(end)
-	if err != nil || f == nil {
-		return w, false, err
+	f := s.preadFile(end)
+	if f == nil {
+		return w, false, nil
 	}
+	// preadFile may have let go of the lock: a truncation may have cut
+	// the file since.
+	end = min(sp.end, s.readable(limit, gen))
 	if end <= sp.pos {
 		return w, false, nil
 	}
@@ -317,20 +320,21 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 }
 
 // preadFile is the segment's file opened for scanWindow, opened on the
-// first (n: the bytes it reads up to); nil once the segment's read side is closed, or when the process
-// holds maxPreadFiles of them already (the mapping serves the segment's
-// lookups then). The caller holds s.mu.RLock, which preadFile may release
-// and take again.
-func (s *segment) preadFile(n int64) (*os.File, error) {
+// first (n: the bytes it reads up to); nil once the segment's read side is
+// closed, when the process holds maxPreadFiles of them already, or when it
+// cannot be opened: the mapping's walk serves the lookup then, and says
+// what is wrong if anything is. The caller holds s.mu.RLock, which
+// preadFile may release and take again.
+func (s *segment) preadFile(n int64) *os.File {
 	if s.pf != nil || s.readClosed {
-		return s.pf, nil
+		return s.pf
 	}
 	s.mu.RUnlock()
 	defer s.mu.RLock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pf != nil || s.readClosed {
-		return s.pf, nil
+		return s.pf
 	}
 	// Map the file as well (its first n bytes at least), so its cached
 	// pages' page tables are filled in the background (populateLater):
@@ -341,15 +345,15 @@ func (s *segment) preadFile(n int64) (*os.File, error) {
 	}
 	if preadFiles.Add(1) > maxPreadFiles {
 		preadFiles.Add(-1)
-		return nil, nil
+		return nil
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
 		preadFiles.Add(-1)
-		return nil, fmt.Errorf("segment %s: %w", s.path, err)
+		return nil
 	}
 	s.pf = f
-	return f, nil
+	return f
 }
 
 // preadFiles counts the segment files held open for point lookups, in
