@@ -150,7 +150,7 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 	pos := int64(0)
 	if ok {
 		pos, expect = sp.pos, sp.at
-		if !o.view && lookupPread {
+		if !o.view {
 			limit, gen := v.activeLen, v.activeGen
 			if i < len(v.segments)-1 {
 				limit, gen = seg.size, anyGen
@@ -262,11 +262,6 @@ func (s *segment) scan(pos int64, expect uint64, limit int64, gen uint64, sealed
 	}
 	return more, nil
 }
-
-// lookupPread: a copied read (Read) from an in-memory point reads the
-// span to the next point with pread instead of walking the mapping (tests
-// turn it off to compare).
-var lookupPread = true
 
 // maxWindow is the largest span between two in-memory points read with
 // pread: a larger one (a record of more than that) is walked in the
