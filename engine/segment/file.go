@@ -84,6 +84,11 @@ type segment struct {
 	mu sync.RWMutex
 	rf *os.File
 	mm *mapping
+	// pf is the file opened for point lookups' preads (read.go,
+	// scanWindow), on the first; readClosed: the read side is closed, and
+	// no read opens it again.
+	pf         *os.File
+	readClosed bool
 	// verified: the sealed file's bytes matched its checksum once, so
 	// reads skip the per-record CRC (verifySealed).
 	verified, verifying atomic.Bool
@@ -143,6 +148,10 @@ func (s *segment) track(r *record.Record) {
 type mapping struct {
 	mm   mmap.MMap
 	refs atomic.Int64
+	// filled: the page tables of the pages cached when it was made are
+	// filled in (populateLater), or it is too small to need it: a point
+	// lookup walks it then (read.go, scanWindow), with no fault.
+	filled atomic.Bool
 }
 
 // liveMappings counts mappings not yet unmapped (tests check that the
@@ -251,7 +260,11 @@ const populateMin = 4 << 20
 // about twice its size. The caller holds s.mu.
 func (s *segment) populateLater() {
 	n := int64(len(s.mm.mm))
-	if n < populateMin || n < 2*s.populated {
+	if n < populateMin {
+		s.mm.filled.Store(true)
+		return
+	}
+	if n < 2*s.populated {
 		return
 	}
 	s.populated = n
@@ -262,6 +275,7 @@ func (s *segment) populateLater() {
 	go func() {
 		defer m.release()
 		populateResident(m.mm)
+		m.filled.Store(true)
 	}()
 }
 
@@ -298,4 +312,10 @@ func (s *segment) closeRead() {
 		s.rf.Close()
 		s.rf = nil
 	}
+	if s.pf != nil {
+		s.pf.Close()
+		s.pf = nil
+		preadFiles.Add(-1)
+	}
+	s.readClosed = true
 }

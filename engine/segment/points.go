@@ -49,19 +49,30 @@ type memPoints struct {
 	loading atomic.Bool
 }
 
-// floor is the position of the last point at or below offset in the
-// segment starting at start; ok is false without one.
-func (m *memPoints) floor(start, offset uint64) (at uint64, pos int64, ok bool) {
+// span is the stretch of a segment file between two in-memory points: the
+// record at an offset lies in it.
+type span struct {
+	at       uint64 // the offset of the record at pos
+	pos, end int64  // end: the next point's position, -1 past the last point
+	next     uint64 // the next point's offset (with end)
+}
+
+// span is floor's point and the one after it.
+func (m *memPoints) span(start, offset uint64) (span, bool) {
 	p := m.pub.Load()
 	if p == nil || offset < start || offset-start > math.MaxUint32 {
-		return 0, 0, false
+		return span{}, false
 	}
 	pts, rel := *p, uint32(offset-start)
 	i := sort.Search(len(pts), func(i int) bool { return pts[i].rel > rel }) - 1
 	if i < 0 {
-		return 0, 0, false
+		return span{}, false
 	}
-	return start + uint64(pts[i].rel), int64(pts[i].pos), true
+	sp := span{at: start + uint64(pts[i].rel), pos: int64(pts[i].pos), end: -1}
+	if i+1 < len(pts) {
+		sp.end, sp.next = int64(pts[i+1].pos), start+uint64(pts[i+1].rel)
+	}
+	return sp, true
 }
 
 // pointBudget bounds the memory of all segments' in-memory points.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"strata/engine/record"
@@ -30,8 +31,10 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 	}{
 		{"room for all", 0, -1},
 		// A 128 KiB segment has 33 points (264 bytes once sealed); the
-		// active one's array grows to 64 (512 bytes).
-		{"room for about two segments", 600, 2},
+		// active one's array grows to 64 (512 bytes), also after a restart
+		// (recovery makes its points), which leaves room for one sealed
+		// segment's.
+		{"room for about two segments", 900, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -120,16 +123,22 @@ func TestInMemoryOffsetPoints(t *testing.T) {
 			appendN(e, 300, false)
 			check(e, "after a truncation")
 
+			before := slices.Clone(*sh.active().points.pub.Load())
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
 			e = open(t, cfg)
 			defer e.Close()
 			sh = e.shards["p-0"]
-			for _, s := range sh.segments {
+			for _, s := range sh.segments[:len(sh.segments)-1] {
 				if s.points.pub.Load() != nil {
-					t.Fatalf("segment %d has points right after a restart", s.no)
+					t.Fatalf("sealed segment %d has points right after a restart", s.no)
 				}
+			}
+			// Recovery's scan of the active segment made the points its
+			// writer had made.
+			if p := sh.active().points.pub.Load(); p == nil || !slices.Equal(*p, before) {
+				t.Fatalf("the active segment's points after a restart are not those from before (%d points)", len(before))
 			}
 			check(e, "after a restart")
 			// The reads loaded the sealed segments' points from the durable

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"strata/engine/index"
 	"strata/engine/record"
@@ -137,15 +140,39 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 	// the durable index. The record at pos must carry offset expect.
 	seg := v.segments[i]
 	expect := seg.start
-	at, pos, ok := seg.points.floor(seg.start, offset)
+	sp, ok := seg.points.span(seg.start, offset)
 	if !ok && i < len(v.segments)-1 && seg.points.pub.Load() == nil {
 		// A sealed segment of an earlier run: its points from the
 		// durable index, once.
 		e.loadPoints(v.name, seg)
-		at, pos, ok = seg.points.floor(seg.start, offset)
+		sp, ok = seg.points.span(seg.start, offset)
 	}
+	pos := int64(0)
 	if ok {
-		expect = at
+		pos, expect = sp.pos, sp.at
+		if !o.view {
+			limit, gen := v.activeLen, v.activeGen
+			if i < len(v.segments)-1 {
+				limit, gen = seg.size, anyGen
+			}
+			if sp.end < 0 {
+				sp.end = limit
+			}
+			if sp.end-sp.pos <= maxWindow {
+				w, done, err := seg.scanWindow(sp, limit, gen, offset, v.high, b, o)
+				if done && err == nil {
+					return nil
+				}
+				if err != nil && !errors.Is(err, record.ErrCorrupt) {
+					return err
+				}
+				if err == nil {
+					pos, expect = w.pos, w.expect
+				}
+				// Else the mapping's walk from the point meets the damage
+				// again and reports it as every read does.
+			}
+		}
 	} else if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
 		return err
 	} else if ok && segNo == seg.no && at >= seg.start {
@@ -211,38 +238,187 @@ const verifyFrom = 64 << 10
 func (s *segment) scan(pos int64, expect uint64, limit int64, gen uint64, sealed bool, sum uint32, from, high uint64, b store.Budget, o *readOut) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if pos >= s.readable(limit, gen) {
+		return true, nil // nothing left here (a window read ended at the limit)
+	}
 	data, err := s.view(limit, gen)
 	if err != nil {
 		return false, err
 	}
 	verified := s.verified.Load()
+	w := walk{s: s, data: data, pos: pos, expect: expect, from: from, high: high, verified: verified}
+	n, more, err := w.take(b, o)
+	if !verified && sealed && n >= verifyFrom {
+		// Also when a record of the run failed its CRC: the check of the
+		// whole file then marks the segment as not matching.
+		s.verifyLater(data, sum)
+	}
+	if err != nil || n == 0 {
+		return more, err
+	}
+	if o.view {
+		s.mm.acquire()
+		o.leases = append(o.leases, s.mm)
+	}
+	return more, nil
+}
+
+// maxWindow is the largest span between two in-memory points read with
+// pread: a larger one (a record of more than that) is walked in the
+// mapping, which a read of that size pays little for.
+const maxWindow = 64 << 10
+
+var windowBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*memPointBytes); return &b }}
+
+// scanWindow appends to o what a read finds in the span sp of s (from an
+// in-memory point to the next), read with pread into a pooled buffer: a
+// point lookup then does not touch the mapping, where a fresh mapping
+// takes a page fault for each new 64 KiB it touches (in a VM, where a page
+// table page is new memory, 100 µs or more; docs/bench.md), and the page
+// cache serves the read with no page-table work. The walk and its checks
+// are the mapping's (walk.take). done is true when the read needs nothing
+// past the span (the budget is used or the high watermark reached); else
+// w says where it stopped, or the segment has no file to pread (w at sp).
+func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64, b store.Budget, o *readOut) (w walk, done bool, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	w = walk{s: s, pos: sp.pos, expect: sp.at, from: from, high: high, verified: s.verified.Load(), window: true}
+	end := min(sp.end, s.readable(limit, gen))
+	if end <= sp.pos || (s.mm != nil && s.mm.filled.Load() && s.mapped() >= end) {
+		return w, false, nil // nothing to read, or the mapping's walk takes no fault
+	}
+	f := s.preadFile(end)
+	if f == nil {
+		return w, false, nil
+	}
+	// preadFile may have let go of the lock: a truncation may have cut
+	// the file since.
+	end = min(sp.end, s.readable(limit, gen))
+	if end <= sp.pos {
+		return w, false, nil
+	}
+	bp := windowBufs.Get().(*[]byte)
+	defer windowBufs.Put(bp)
+	buf := slices.Grow((*bp)[:0], int(end-sp.pos))[:end-sp.pos]
+	*bp = buf
+	if _, err := f.ReadAt(buf, sp.pos); err != nil {
+		return w, false, fmt.Errorf("segment %s: read %d bytes at %d: %w", s.path, len(buf), sp.pos, err)
+	}
+	w.data, w.base = buf, sp.pos
+	if _, _, err := w.take(b, o); err != nil {
+		return w, false, err
+	}
+	// Done unless the span ended with room in the budget for another
+	// record (checked here, so a lookup of a span's last record does not
+	// go on into the mapping).
+	return w, !w.ended || !b.Take(len(o.recs), o.used, record.MinSize), nil
+}
+
+// preadFile is the segment's file opened for scanWindow, opened on the
+// first (n: the bytes it reads up to); nil once the segment's read side is
+// closed, when the process holds maxPreadFiles of them already, or when it
+// cannot be opened: the mapping's walk serves the lookup then, and says
+// what is wrong if anything is. The caller holds s.mu.RLock, which
+// preadFile may release and take again.
+func (s *segment) preadFile(n int64) *os.File {
+	if s.pf != nil || s.readClosed {
+		return s.pf
+	}
+	s.mu.RUnlock()
+	defer s.mu.RLock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pf != nil || s.readClosed {
+		return s.pf
+	}
+	// Map the file as well (its first n bytes at least), so its cached
+	// pages' page tables are filled in the background (populateLater):
+	// once they are, lookups walk the mapping, a syscall cheaper. A
+	// mapping that fails is no reason to fail the read.
+	if err := s.remapLocked(n); err != nil {
+		s.dropMapLocked()
+	}
+	if preadFiles.Add(1) > maxPreadFiles {
+		preadFiles.Add(-1)
+		return nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		preadFiles.Add(-1)
+		return nil
+	}
+	s.pf = f
+	return f
+}
+
+// preadFiles counts the segment files held open for point lookups, in
+// the whole process (descriptors are the process's); maxPreadFiles bounds
+// them: a segment read by point lookups keeps one until it is dropped.
+var preadFiles atomic.Int64
+
+const maxPreadFiles = 1024
+
+// walk is one pass over a segment's bytes: data holds the file's bytes
+// from byte base on (the whole mapping, base 0, or a window read with
+// pread), pos is where the walk is (a position in the file), and the
+// record there must carry offset expect.
+type walk struct {
+	s          *segment
+	data       []byte
+	base, pos  int64
+	expect     uint64
+	from, high uint64
+	verified   bool
+	// window: data is a window read with pread, which may end inside a
+	// record.
+	window bool
+	// ended: the walk reached the end of data (not the budget's end or the
+	// high watermark).
+	ended bool
+}
+
+// take appends to o the records of the walk's bytes whose offsets are in
+// [from, high), within the budget, decoding in place for a view read
+// (the records alias data) and else copying the run out first. It returns
+// the bytes taken (of the run found, also when one of its records then
+// fails its CRC) and whether the budget has room for more.
+func (w *walk) take(b store.Budget, o *readOut) (int, bool, error) {
 	decode := record.Decode
-	if verified {
+	if w.verified {
 		decode = record.DecodeVerified
 	}
 	// Find the run of wanted records, decoding each on the way when the
 	// read holds the mapping (a view); else copy the run out in one piece
 	// and decode the copy: the mapping may be replaced once the lock is
 	// released.
+	data, s := w.data, w.s
 	start, n, k, more, had := -1, 0, 0, true, len(o.recs)
-	for p := int(pos); p < len(data); {
+	p, short := int(w.pos-w.base), false
+	for p < len(data) {
+		if w.window && len(data)-p < record.HeaderSize {
+			short = true // a window ends inside this record's header
+			break
+		}
 		off, size, err := record.Peek(data[p:])
-		if err == nil && off != expect {
+		if err == nil && off != w.expect {
 			// The offset field is outside the record's CRC, and until the
 			// whole-file check has run nothing else covers it: a damaged
 			// one would end the read early, skip records or serve them
 			// under another offset, all without an error.
-			err = fmt.Errorf("%w: offset %d where %d was expected", record.ErrCorrupt, off, expect)
+			err = fmt.Errorf("%w: offset %d where %d was expected", record.ErrCorrupt, off, w.expect)
+		}
+		if err == nil && w.window && size > len(data)-p {
+			short = true // a window ends inside this record
+			break
 		}
 		if err != nil {
 			o.recs = o.recs[:had]
-			return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+			return 0, false, fmt.Errorf("segment %s at byte %d: %w", s.path, w.base+int64(p), err)
 		}
-		if off >= high {
+		if off >= w.high {
 			break
 		}
-		expect++
-		if off >= from {
+		if off >= w.from {
 			if !b.Take(had+k, o.used+n, size) {
 				more = false
 				break
@@ -257,39 +433,37 @@ func (s *segment) scan(pos int64, expect uint64, limit int64, gen uint64, sealed
 				r, _, err := decode(data[p:])
 				if err != nil {
 					o.recs = o.recs[:had] // they alias the mapping, and no lease is taken for them
-					return false, fmt.Errorf("segment %s at byte %d: %w", s.path, p, err)
+					return 0, false, fmt.Errorf("segment %s at byte %d: %w", s.path, w.base+int64(p), err)
 				}
 				o.recs = append(o.recs, r)
 			}
 			k++
 			n += size
 		}
+		w.expect++
 		p += size
 	}
+	w.ended = more && (short || p >= len(data))
+	w.pos = w.base + int64(p)
 	if k == 0 {
-		return more, nil
+		return 0, more, nil
 	}
-	if !verified && sealed && n >= verifyFrom {
-		s.verifyLater(data, sum)
-	}
-	if o.view {
-		s.mm.acquire()
-		o.leases = append(o.leases, s.mm)
-	} else {
+	if !o.view {
 		// append, not make and copy: the buffer is not zeroed first.
 		run := append([]byte(nil), data[start:start+n]...)
 		o.recs = slices.Grow(o.recs, k)
 		for p := 0; p < n; {
 			r, size, err := decode(run[p:])
 			if err != nil {
-				return false, fmt.Errorf("segment %s at byte %d: %w", s.path, start+p, err)
+				o.recs = o.recs[:had]
+				return n, false, fmt.Errorf("segment %s at byte %d: %w", s.path, w.base+int64(start+p), err)
 			}
 			o.recs = append(o.recs, r)
 			p += size
 		}
 	}
 	o.used += n
-	return more, nil
+	return n, more, nil
 }
 
 // OffsetForTime finds the first offset whose timestamp is at or after ts:

@@ -140,10 +140,15 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 	next := s.next
 	sc := NewScanner(s.path, f, 0, st.Size(), &next)
 	for sc.Next() {
-		r, _, _ := sc.Record()
+		r, pos, _ := sc.Record()
 		s.track(r)
+		// The in-memory points of the records this run did not write:
+		// the same ones the writer made (points.go), so a lookup after a
+		// restart walks 4 KiB, not up to IndexInterval records.
+		e.points.add(s, r.Offset, pos)
 		s.next++
 	}
+	e.points.publish(s)
 	damage := sc.Err()
 	if damage == nil && sc.Pos() < synced {
 		expected := s.next
