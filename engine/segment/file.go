@@ -85,10 +85,11 @@ type segment struct {
 	rf *os.File
 	mm *mapping
 	// pf is the file opened for point lookups' preads (read.go,
-	// scanWindow), on the first; readClosed: the read side is closed, and
-	// no read opens it again.
-	pf         *os.File
-	readClosed bool
+	// scanWindow), on the first; noPread: none is to be opened (the read
+	// side is closed, the segment retired, or the open failed), and
+	// lookups walk the mapping.
+	pf      *os.File
+	noPread bool
 	// verified: the sealed file's bytes matched its checksum once, so
 	// reads skip the per-record CRC (verifySealed).
 	verified, verifying atomic.Bool
@@ -274,8 +275,9 @@ func (s *segment) populateLater() {
 	m.acquire()
 	go func() {
 		defer m.release()
-		populateResident(m.mm)
-		m.filled.Store(true)
+		if populateResident(m.mm) {
+			m.filled.Store(true)
+		}
 	}()
 }
 
@@ -312,10 +314,16 @@ func (s *segment) closeRead() {
 		s.rf.Close()
 		s.rf = nil
 	}
+	s.closePreadLocked()
+}
+
+// closePreadLocked gives the pread file back (its count in preadFiles
+// with it) and opens none again. The caller holds s.mu.
+func (s *segment) closePreadLocked() {
 	if s.pf != nil {
 		s.pf.Close()
 		s.pf = nil
 		preadFiles.Add(-1)
 	}
-	s.readClosed = true
+	s.noPread = true
 }

@@ -54,10 +54,9 @@ type memPoints struct {
 type span struct {
 	at       uint64 // the offset of the record at pos
 	pos, end int64  // end: the next point's position, -1 past the last point
-	next     uint64 // the next point's offset (with end)
 }
 
-// span is floor's point and the one after it.
+// span is the last point at or before offset, and the one after it.
 func (m *memPoints) span(start, offset uint64) (span, bool) {
 	p := m.pub.Load()
 	if p == nil || offset < start || offset-start > math.MaxUint32 {
@@ -70,7 +69,7 @@ func (m *memPoints) span(start, offset uint64) (span, bool) {
 	}
 	sp := span{at: start + uint64(pts[i].rel), pos: int64(pts[i].pos), end: -1}
 	if i+1 < len(pts) {
-		sp.end, sp.next = int64(pts[i+1].pos), start+uint64(pts[i+1].rel)
+		sp.end = int64(pts[i+1].pos)
 	}
 	return sp, true
 }

@@ -2,6 +2,6 @@
 
 package segment
 
-// populateResident is Linux's (populate_linux.go); elsewhere lookups take
-// their page faults.
-func populateResident(data []byte) {}
+// populateResident is Linux's (populate_linux.go); elsewhere the page
+// tables are never filled, and point lookups keep reading with pread.
+func populateResident(data []byte) bool { return false }

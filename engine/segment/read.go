@@ -147,7 +147,7 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		e.loadPoints(v.name, seg)
 		sp, ok = seg.points.span(seg.start, offset)
 	}
-	pos := int64(0)
+	pos, afterWindow := int64(0), false
 	if ok {
 		pos, expect = sp.pos, sp.at
 		if !o.view {
@@ -167,7 +167,7 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 					return err
 				}
 				if err == nil {
-					pos, expect = w.pos, w.expect
+					pos, expect, afterWindow = w.pos, w.expect, true
 				}
 				// Else the mapping's walk from the point meets the damage
 				// again and reports it as every read does.
@@ -189,7 +189,9 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 			limit, gen, sum = s.size, anyGen, s.crc
 		}
 		more, err := s.scan(pos, expect, limit, gen, sealed, sum, offset, v.high, b, o)
-		if err != nil && pos > 0 && errors.Is(err, record.ErrCorrupt) {
+		// Not after a window's read: its end is a record it checked, and
+		// o holds that window's records already.
+		if err != nil && pos > 0 && !afterWindow && errors.Is(err, record.ErrCorrupt) {
 			// An index point may name a cut record (a truncation's batch
 			// once committed its appends' entries after the cut): the
 			// segment's own bytes from its start decide.
@@ -288,8 +290,8 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 		return w, false, nil // nothing to read, or the mapping's walk takes no fault
 	}
 	f := s.preadFile(end)
-	if f == nil {
-		return w, false, nil
+	if f == nil || f != s.pf {
+		return w, false, nil // none, or closed while the lock was let go
 	}
 	// preadFile may have let go of the lock: a truncation may have cut
 	// the file since.
@@ -321,23 +323,23 @@ func (s *segment) scanWindow(sp span, limit int64, gen uint64, from, high uint64
 // what is wrong if anything is. The caller holds s.mu.RLock, which
 // preadFile may release and take again.
 func (s *segment) preadFile(n int64) *os.File {
-	if s.pf != nil || s.readClosed {
+	// The count is checked before taking the write lock too: past the
+	// bound, every lookup would otherwise shut out the segment's scans.
+	if s.pf != nil || s.noPread || preadFiles.Load() >= maxPreadFiles {
 		return s.pf
 	}
 	s.mu.RUnlock()
 	defer s.mu.RLock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pf != nil || s.readClosed {
+	if s.pf != nil || s.noPread {
 		return s.pf
 	}
 	// Map the file as well (its first n bytes at least), so its cached
 	// pages' page tables are filled in the background (populateLater):
 	// once they are, lookups walk the mapping, a syscall cheaper. A
 	// mapping that fails is no reason to fail the read.
-	if err := s.remapLocked(n); err != nil {
-		s.dropMapLocked()
-	}
+	_ = s.remapLocked(n)
 	if preadFiles.Add(1) > maxPreadFiles {
 		preadFiles.Add(-1)
 		return nil
@@ -345,6 +347,7 @@ func (s *segment) preadFile(n int64) *os.File {
 	f, err := os.Open(s.path)
 	if err != nil {
 		preadFiles.Add(-1)
+		s.noPread = true
 		return nil
 	}
 	s.pf = f

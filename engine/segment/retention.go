@@ -152,6 +152,12 @@ func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string)
 // retire unmaps deleted segments once no read can still be using them.
 func (e *Engine) retire(s *segment) {
 	e.points.drop(s)
+	// Its pread file now, not with the read side a minute on: until
+	// then it holds a descriptor (counted against maxPreadFiles) and the
+	// unlinked file's disk space; lookups in flight walk the mapping.
+	s.mu.Lock()
+	s.closePreadLocked()
+	s.mu.Unlock()
 	e.retiredMu.Lock()
 	defer e.retiredMu.Unlock()
 	now := time.Now()

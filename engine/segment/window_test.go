@@ -148,3 +148,57 @@ func TestPointReadReadsTheSpanNotTheMapping(t *testing.T) {
 		})
 	}
 }
+
+// A read that takes a span's last record from the span's pread and goes
+// on into the mapping, where the next record is damaged, fails naming it:
+// it does not start the segment again and return the span's records twice.
+func TestPointReadPastItsSpanMeetsDamage(t *testing.T) {
+	e := open(t, testConfig(t.TempDir()))
+	defer e.Close()
+	if err := e.CreateShard(ctx, "w-0"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		recs := make([]record.Record, 10)
+		for j := range recs {
+			recs[j] = record.Record{Value: bytes.Repeat([]byte{byte(i)}, 500)}
+		}
+		if _, err := e.Append(ctx, "w-0", recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := e.shards["w-0"].active()
+	pts := *s.points.pub.Load()
+	if len(pts) < 5 {
+		t.Fatalf("%d in-memory points", len(pts))
+	}
+	first := uint64(pts[3].rel) // the damaged record: the first of a span
+	at := recordStarts(t, s.path)[first]
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, at+record.HeaderSize+100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b[0] ^ 0xff}, at+record.HeaderSize+100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := e.Read(ctx, "w-0", 0, store.Budget{MaxRecords: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.dropMapLocked() // the lookups below pread their span (see above)
+	s.mu.Unlock()
+	got, err := e.Read(ctx, "w-0", first-1, store.Budget{MaxRecords: 2})
+	wantErr := fmt.Sprintf("segment %s at byte %d", s.path, at)
+	if !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), wantErr) {
+		var offs []uint64
+		for _, r := range got {
+			offs = append(offs, r.Offset)
+		}
+		t.Fatalf("read of 2 records from %d, before the damaged %d: offsets %v, %v; want an error naming %q", first-1, first, offs, err, wantErr)
+	}
+}
