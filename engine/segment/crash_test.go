@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		lifecycleChild(dir, os.Getenv("STRATA_LIFECYCLE_STEP"))
 		return
 	}
+	if dir := os.Getenv("STRATA_CREATE_DIR"); dir != "" {
+		createChild(dir, os.Getenv("STRATA_CREATE_STEP"))
+		return
+	}
 	if dir := os.Getenv("STRATA_EPOCHS_DIR"); dir != "" {
 		epochsChild(dir, os.Getenv("STRATA_EPOCHS_STEP"))
 		return
