@@ -711,6 +711,27 @@ func (e *Engine) newShard(cs ShardMeta) *shard {
 	return sh
 }
 
+// segmentPolicies is segmentPolicy asking TopicSegments once a topic: a
+// tick asks for every shard of a worker, and resolving a topic's configs
+// for each of 10,000 partitions every second was 2.5% of the server's CPU
+// while producing to them.
+func (e *Engine) segmentPolicies() func(shard string) (int64, time.Duration) {
+	type policy struct {
+		maxBytes int64
+		maxAge   time.Duration
+	}
+	byTopic := map[string]policy{}
+	return func(shard string) (int64, time.Duration) {
+		tp, _ := store.ParseShard(shard)
+		p, ok := byTopic[tp.Topic]
+		if !ok {
+			p.maxBytes, p.maxAge = e.segmentPolicy(shard)
+			byTopic[tp.Topic] = p
+		}
+		return p.maxBytes, p.maxAge
+	}
+}
+
 // segmentPolicy is a shard's segment size cap and maximum age: its topic's,
 // else the engine's.
 func (e *Engine) segmentPolicy(shard string) (int64, time.Duration) {
