@@ -161,6 +161,43 @@ func (a *Adapter) CreateShardAt(ctx context.Context, shard string, start uint64)
 	return nil
 }
 
+// CreateShards makes the shards, each in its topic's engine: an engine
+// that makes many in one step (store.BatchCreator) is given all of its
+// shards at once. All or none only within one engine (a topic's
+// partitions are all in one).
+func (a *Adapter) CreateShards(ctx context.Context, shards []string) error {
+	var order []store.Store
+	groups := map[store.Store][]string{}
+	for _, sh := range shards {
+		if _, ok := a.lookup(sh); ok {
+			return fmt.Errorf("shard %q: %w", sh, store.ErrShardExists)
+		}
+		s := a.configured(sh)
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], sh)
+	}
+	for _, s := range order {
+		err := store.CreateShards(ctx, s, groups[s])
+		// What was made is routed: on an error, an engine that makes them
+		// one by one may have made some.
+		a.mu.Lock()
+		for _, sh := range groups[s] {
+			if err == nil {
+				a.where[sh] = s
+			} else if _, _, werr := s.Watermarks(ctx, sh); werr == nil {
+				a.where[sh] = s
+			}
+		}
+		a.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (a *Adapter) lookup(shard string) (store.Store, bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()

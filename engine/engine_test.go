@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -213,5 +214,40 @@ func TestShardsStayWhereTheyWereMade(t *testing.T) {
 				t.Fatalf("t-0 made again goes to its topic's engine now (segment), which holds %q", names)
 			}
 		}
+	}
+}
+
+// CreateShards gives each engine its own shards (the segment engine all of
+// its in one batch), routes them there, and refuses a name that exists in
+// any engine before making any.
+func TestCreateShardsRoutesToTheEngines(t *testing.T) {
+	ctx := context.Background()
+	cfg := config(t.TempDir())
+	a, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	batch := []string{"orders-0", "fast-0", "small-0", "orders-1", "small-1", "fast-1"}
+	if err := a.CreateShards(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, shard := range batch {
+		if base, err := a.Append(ctx, shard, storetest.Records(2, 1)); err != nil || base != 0 {
+			t.Fatalf("append to %s: base %d, %v", shard, base, err)
+		}
+	}
+	if names, _ := a.SegmentEngine().Shards(ctx); !slices.Equal(names, []string{"orders-0", "orders-1"}) {
+		t.Fatalf("segment engine holds %q, want the default engine's orders-0 and orders-1", names)
+	}
+	if names, _ := a.Shards(ctx); !slices.Equal(names, slices.Sorted(slices.Values(batch))) {
+		t.Fatalf("adapter lists %q, want %q", names, batch)
+	}
+	err = a.CreateShards(ctx, []string{"orders-2", "small-1"})
+	if !errors.Is(err, store.ErrShardExists) {
+		t.Fatalf("CreateShards with an existing name: %v; want ErrShardExists", err)
+	}
+	if _, _, err := a.Watermarks(ctx, "orders-2"); !errors.Is(err, store.ErrUnknownShard) {
+		t.Fatalf("orders-2 after a refused batch: %v; want an unknown shard", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strata/engine/record"
 	"strata/engine/store"
 	"strata/replica"
+	"strata/topicconfig"
 )
 
 // produce decodes every partition's batches against one inflate budget for
@@ -32,12 +33,15 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Respo
 		*rt = kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		// Once a topic, not a partition: resolving a topic's configs took
+		// 3% of the server's CPU producing to 10,000 partitions.
+		conf := sync.OnceValue(func() topicconfig.Resolved { return s.topicConfig(t.Topic) })
 		for j, p := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			in, code := s.decodePartition(ctx, t.Topic, p.Partition, p.Records, &left, &topics)
+			in, code := s.decodePartition(ctx, t.Topic, p.Partition, p.Records, &left, &topics, conf)
 			if code != errNone || len(in.recs) == 0 {
 				rp.ErrorCode = code
 				continue
@@ -104,12 +108,13 @@ type produceInput struct {
 
 // decodePartition checks one partition's batches against the topic's
 // limits and decodes them.
-func (s *Server) decodePartition(ctx context.Context, topic string, partition int32, raw []byte, left *int64, topics *map[string]int32) (produceInput, int16) {
+func (s *Server) decodePartition(ctx context.Context, topic string, partition int32, raw []byte, left *int64, topics *map[string]int32,
+	conf func() topicconfig.Resolved) (produceInput, int16) {
 	shard := store.ShardName(topic, partition)
 	if err := store.ValidateTopic(topic); err != nil {
 		return produceInput{}, kerr.InvalidTopicException.Code
 	}
-	if limit := s.maxMessageBytes(topic); len(raw) > int(limit) {
+	if limit := conf().MaxMessageBytes; len(raw) > int(limit) {
 		if batchesOver(raw, limit) {
 			s.refusal("kafka: refusing a produce: a record batch is over max.message.bytes", "shard", shard, "bytes", len(raw), "max_message_bytes", limit)
 			return produceInput{}, kerr.MessageTooLarge.Code
@@ -143,17 +148,13 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		return produceInput{}, code
 	}
 	in := produceInput{topic: topic, partition: partition, shard: shard, recs: recs, batches: batches, logAppendTime: -1}
-	if s.topicConfig(topic).LogAppendTime {
+	if conf().LogAppendTime {
 		in.logAppendTime = time.Now().UnixMilli()
 		for i := range in.recs {
 			in.recs[i].Timestamp = in.logAppendTime
 		}
 	}
 	return in, errNone
-}
-
-func (s *Server) maxMessageBytes(topic string) int32 {
-	return s.topicConfig(topic).MaxMessageBytes
 }
 
 // batchesOver reports whether any record batch in raw is longer than limit

@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		lifecycleChild(dir, os.Getenv("STRATA_LIFECYCLE_STEP"))
 		return
 	}
+	if dir := os.Getenv("STRATA_CREATE_DIR"); dir != "" {
+		createChild(dir, os.Getenv("STRATA_CREATE_STEP"))
+		return
+	}
 	if dir := os.Getenv("STRATA_EPOCHS_DIR"); dir != "" {
 		epochsChild(dir, os.Getenv("STRATA_EPOCHS_STEP"))
 		return
@@ -112,6 +116,8 @@ func crashWriter(dir, runStr, model string) {
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(out, "READY")
+	out.Flush()
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -174,14 +180,32 @@ func crashTest(t *testing.T, model string, runs int) {
 			}
 			close(lines)
 		}()
-		// Let it start and write for a random while, then kill it mid-flight.
-		kill := time.After(time.Duration(30+rng.IntN(250)) * time.Millisecond)
+		// Let it write for a random while, then kill it mid-flight. The
+		// while starts when the writer is ready (engine open, shards
+		// made): a start takes 100-300 ms on a loaded machine and more
+		// under -race, so counted from the process start (as it was) most
+		// kills landed before the first append and the test failed for
+		// want of acknowledgements. Every fourth run still counts from the
+		// process start, so some kills land in a start (recovery).
+		window := time.Duration(10+rng.IntN(120)) * time.Millisecond
+		var kill <-chan time.Time
+		if run%4 == 0 {
+			kill = time.After(window)
+		}
+		ready := time.After(2 * time.Minute)
 		collecting := true
 		for collecting {
 			select {
 			case l, ok := <-lines:
 				if !ok {
 					t.Fatalf("run %d: the writer exited on its own: %s", run, stderr.String())
+				}
+				if l == "READY" {
+					ready = nil
+					if kill == nil {
+						kill = time.After(window)
+					}
+					continue
 				}
 				var a ack
 				var shard string
@@ -191,6 +215,9 @@ func crashTest(t *testing.T, model string, runs int) {
 			case <-kill:
 				cmd.Process.Signal(syscall.SIGKILL)
 				collecting = false
+			case <-ready:
+				cmd.Process.Signal(syscall.SIGKILL)
+				t.Fatalf("run %d: the writer was not ready (engine open, shards made) after 2 minutes: %s", run, stderr.String())
 			}
 		}
 		for l := range lines { // acks printed before the kill landed

@@ -174,6 +174,10 @@ type Engine struct {
 	mu       sync.RWMutex
 	shards   map[string]*shard
 	deleting map[string]chan struct{} // closed when the shard's deletion ends
+	// creating holds the names of shards a create has recorded and not yet
+	// served; building counts those creates, which Close waits for.
+	creating map[string]struct{}
+	building sync.WaitGroup
 	closed   bool
 	cold     ColdSource
 
@@ -297,7 +301,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
-		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
+		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, creating: map[string]struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	e.points.limit = cfg.IndexMemoryBytes
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
@@ -423,32 +427,255 @@ func (e *Engine) CreateShard(ctx context.Context, name string) error {
 // an earlier shard of that name left behind is moved aside, so the new
 // shard starts empty whatever happened before.
 func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) error {
-	if err := store.ValidateShard(name); err != nil {
-		return err
+	return e.createShards(ctx, []string{name}, start)
+}
+
+// CreateShards makes shards whose logs begin at offset 0, as CreateShard
+// makes each, in one step (store.BatchCreator): one manifest commit for
+// all of them, their folders and first segments made, each folder synced,
+// then the data folder synced once. One by one, a topic of 10,000
+// partitions paid 10,000 manifest commits and data-folder syncs, each
+// waiting on the disk. All or none: if one exists, ErrShardExists naming
+// it and none is made; a crash leaves all of them in the manifest (the
+// next start makes what it left unmade, as for one shard) or none.
+func (e *Engine) CreateShards(ctx context.Context, names []string) error {
+	return e.createShards(ctx, names, 0)
+}
+
+func (e *Engine) createShards(ctx context.Context, names []string, start uint64) error {
+	if len(names) == 0 {
+		return nil
 	}
 	// The shared files open before e.mu is taken: their sweep takes
 	// sharedMu, then e.mu.
 	var d *sharedfile.Dir
-	if e.cfg.FileModel != nil {
+	shared := make([]bool, len(names))
+	seen := make(map[string]bool, len(names))
+	for i, name := range names {
+		if err := store.ValidateShard(name); err != nil {
+			return err
+		}
+		if seen[name] {
+			return fmt.Errorf("shard %q is named twice in one create", name)
+		}
+		seen[name] = true
+		if e.cfg.FileModel == nil {
+			continue
+		}
 		if tp, _ := store.ParseShard(name); e.cfg.FileModel(tp.Topic) == ModelShared {
-			var err error
-			if d, err = e.openShared(); err != nil {
-				return fmt.Errorf("shard %s: %w", name, err)
+			shared[i] = true
+			if d == nil {
+				var err error
+				if d, err = e.openShared(); err != nil {
+					return fmt.Errorf("shard %s: %w", name, err)
+				}
 			}
 		}
 	}
+	shs, segs, err := e.recordShards(ctx, names, shared, d, start)
+	if err != nil {
+		return err
+	}
+	published := false
+	defer func() {
+		e.mu.Lock()
+		for _, sh := range shs {
+			delete(e.creating, sh.name)
+			if !published {
+				sh.worker.shards--
+				for _, s := range sh.segments {
+					if s.wf != nil {
+						s.wf.Close()
+					}
+				}
+			}
+		}
+		e.mu.Unlock()
+		e.building.Done()
+	}()
+	crashPoint("create:manifest")
+	// From here a failure leaves the shards in the manifest, not served:
+	// the next start recovers them, making what is missing. The folders,
+	// the files and the folders' syncs are made without e.mu (appends to
+	// other shards go on), by as many goroutines as there are workers: a
+	// folder's sync waits on the disk (0.2-1 ms here), and concurrent ones
+	// share its flushes (10,000 in series took 5-7 s, 16 at a time 3-10
+	// times less).
+	err = inParallel(len(shs), len(e.workers), func(i int) error {
+		if err := e.clearStale(shs[i].dir); err != nil {
+			return err
+		}
+		if err := e.cfg.FS.MkdirAll(shs[i].dir, 0o755); err != nil {
+			return fmt.Errorf("shard %s: make its folder: %w", shs[i].name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	crashPoint("create:mkdir")
+	err = inParallel(len(shs), len(e.workers), func(i int) error {
+		s, err := e.openActiveFile(shs[i], segs[i], true)
+		if err != nil {
+			return err
+		}
+		shs[i].segments = []*segment{s}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	crashPoint("create:files")
+	err = inParallel(len(shs), len(e.workers), func(i int) error {
+		if shs[i].shared {
+			return nil // no file of its own in its folder
+		}
+		if err := syncDir(e.cfg.FS, shs[i].dir); err != nil {
+			return fmt.Errorf("shard %s: sync its folder after opening segment 0: %w", shs[i].name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	crashPoint("create:segment")
+	// Before the shards are served: nothing is acknowledged in a folder
+	// a power cut could lose.
+	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
+		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", names[0], err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return store.ErrClosed
+	}
+	for i, sh := range shs {
+		sh.last.Store(sh.segments[0])
+		sh.mu.Lock()
+		sh.publishEnd(start)
+		sh.mu.Unlock()
+		e.shards[sh.name] = sh
+		e.postShardCreated(sh.meta(start), segs[i])
+	}
+	published = true
+	return nil
+}
+
+// recordShards commits the shards of a create to the manifest, in one
+// batch, under e.mu (which orders the shared shards' id counter), and
+// reserves their names (e.creating) until the create ends; Close waits
+// for it (e.building).
+func (e *Engine) recordShards(ctx context.Context, names []string, shared []bool, d *sharedfile.Dir, start uint64) ([]*shard, []SegmentMeta, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.awaitCreatable(ctx, names); err != nil {
+		return nil, nil, err
+	}
+	now := e.cfg.Now().UTC()
+	metas := make([]ShardMeta, len(names))
+	segs := make([]SegmentMeta, len(names))
+	b := e.manifest.NewBatch()
+	defer b.Close()
+	var id, from uint64
+	if d != nil {
+		var err error
+		if id, err = readCounter(e.manifest, "shard-id"); err != nil {
+			return nil, nil, err
+		}
+		// A shard's first chunk may go into a writer's file already open.
+		from = d.FirstOpen()
+	}
+	for i, name := range names {
+		metas[i] = ShardMeta{Name: name, Created: now, LowWatermark: start}
+		if shared[i] {
+			id++ // ids start at 1
+			metas[i].Model, metas[i].ID, metas[i].FromFile = ModelShared, id, from
+		}
+		segs[i] = SegmentMeta{Shard: name, No: 0, State: SegmentActive, StartOffset: start, Created: now}
+		if err := putShard(b, metas[i]); err != nil {
+			return nil, nil, err
+		}
+		if err := putSegment(b, segs[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if d != nil { // the counter moves in the shards' own batch
+		if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id), nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, nil, err
+	}
+	shs := make([]*shard, len(names))
+	for i, cs := range metas {
+		shs[i] = e.newShard(cs)
+		shs[i].worker.shards++ // so the next shard's worker is chosen knowing this one
+		e.creating[cs.Name] = struct{}{}
+	}
+	e.building.Add(1)
+	return shs, segs, nil
+}
+
+// inParallel calls f(0) to f(n-1) from up to k goroutines and returns the
+// first error; after one, the calls not yet begun are skipped.
+func inParallel(n, k int, f func(i int) error) error {
+	if n <= 1 || k <= 1 {
+		for i := 0; i < n; i++ {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for g := 0; g < min(n, k); g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// awaitCreatable returns once no shard of names exists or is being deleted
+// (waiting for those being deleted), or ErrShardExists naming the first
+// that exists or is being created. The caller holds e.mu, which the wait
+// releases.
+func (e *Engine) awaitCreatable(ctx context.Context, names []string) error {
 	for {
 		if e.closed {
 			return store.ErrClosed
 		}
-		if _, ok := e.shards[name]; ok {
-			return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+		var gone chan struct{}
+		for _, name := range names {
+			if _, ok := e.shards[name]; ok {
+				return fmt.Errorf("shard %q: %w", name, store.ErrShardExists)
+			}
+			if _, ok := e.creating[name]; ok {
+				return fmt.Errorf("shard %q (being created): %w", name, store.ErrShardExists)
+			}
+			if g, deleting := e.deleting[name]; deleting && gone == nil {
+				gone = g
+			}
 		}
-		gone, deleting := e.deleting[name]
-		if !deleting {
-			break
+		if gone == nil {
+			return nil
 		}
 		e.mu.Unlock()
 		select {
@@ -459,58 +686,6 @@ func (e *Engine) CreateShardAt(ctx context.Context, name string, start uint64) e
 			return ctx.Err()
 		}
 	}
-	now := e.cfg.Now().UTC()
-	cs := ShardMeta{Name: name, Created: now, LowWatermark: start}
-	seg := SegmentMeta{Shard: name, No: 0, State: SegmentActive, StartOffset: start, Created: now}
-	b := e.manifest.NewBatch()
-	defer b.Close()
-	if d != nil {
-		id, err := readCounter(e.manifest, "shard-id")
-		if err != nil {
-			return err
-		}
-		// Ids start at 1; the counter moves in the shard's own batch. The
-		// shard's first chunk may go into a writer's file already open.
-		cs.Model, cs.ID, cs.FromFile = ModelShared, id+1, d.FirstOpen()
-		if err := b.Set(counterKey("shard-id"), binary.BigEndian.AppendUint64(nil, id+1), nil); err != nil {
-			return err
-		}
-	}
-	if err := putShard(b, cs); err != nil {
-		return err
-	}
-	if err := putSegment(b, seg); err != nil {
-		return err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
-	crashPoint("create:manifest")
-	sh := e.newShard(cs)
-	if err := e.clearStale(sh.dir); err != nil {
-		return err
-	}
-	if err := e.cfg.FS.MkdirAll(sh.dir, 0o755); err != nil {
-		return fmt.Errorf("shard %s: make its folder: %w", name, err)
-	}
-	crashPoint("create:mkdir")
-	s, err := e.openActive(sh, seg, true)
-	if err != nil {
-		return err
-	}
-	crashPoint("create:segment")
-	sh.segments = []*segment{s}
-	sh.last.Store(s)
-	sh.mu.Lock()
-	sh.publishEnd(start)
-	sh.mu.Unlock()
-	e.shards[name] = sh
-	sh.worker.shards++
-	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
-		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", name, err)
-	}
-	e.postShardCreated(cs, seg)
-	return nil
 }
 
 // clearStale moves a folder that no shard in the manifest owns out of the way (an
@@ -536,6 +711,27 @@ func (e *Engine) newShard(cs ShardMeta) *shard {
 	return sh
 }
 
+// segmentPolicies is segmentPolicy asking TopicSegments once a topic: a
+// tick asks for every shard of a worker, and resolving a topic's configs
+// for each of 10,000 partitions every second was 2.5% of the server's CPU
+// while producing to them.
+func (e *Engine) segmentPolicies() func(shard string) (int64, time.Duration) {
+	type policy struct {
+		maxBytes int64
+		maxAge   time.Duration
+	}
+	byTopic := map[string]policy{}
+	return func(shard string) (int64, time.Duration) {
+		tp, _ := store.ParseShard(shard)
+		p, ok := byTopic[tp.Topic]
+		if !ok {
+			p.maxBytes, p.maxAge = e.segmentPolicy(shard)
+			byTopic[tp.Topic] = p
+		}
+		return p.maxBytes, p.maxAge
+	}
+}
+
 // segmentPolicy is a shard's segment size cap and maximum age: its topic's,
 // else the engine's.
 func (e *Engine) segmentPolicy(shard string) (int64, time.Duration) {
@@ -559,6 +755,20 @@ func (e *Engine) segmentPolicy(shard string) (int64, time.Duration) {
 // the segment's tracked size (WriteAt), which recovery sets for an existing
 // file.
 func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
+	s, err := e.openActiveFile(sh, seg, fresh)
+	if err != nil || s.wf == nil {
+		return s, err
+	}
+	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
+		s.wf.Close()
+		return nil, fmt.Errorf("shard %s: sync its folder after opening segment %d: %w", sh.name, seg.No, err)
+	}
+	return s, nil
+}
+
+// openActiveFile is openActive without the sync of the shard's folder,
+// which the caller owes before anything in the file is acknowledged.
+func (e *Engine) openActiveFile(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
 	if sh.shared { // a range of offsets in the shared files: no file of its own
 		return &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, created: seg.Created}, nil
 	}
@@ -580,10 +790,6 @@ func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, e
 		return nil, fmt.Errorf("shard %s: open segment %d: %w", sh.name, seg.No, err)
 	}
 	s.wf = wf
-	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
-		wf.Close()
-		return nil, fmt.Errorf("shard %s: sync its folder after opening segment %d: %w", sh.name, seg.No, err)
-	}
 	return s, nil
 }
 
@@ -973,6 +1179,7 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
+	e.building.Wait() // a create in its files: it then finds the engine closed
 	close(e.stop)
 	e.tick.Wait()
 	for _, w := range e.workers {
@@ -1137,24 +1344,21 @@ func (e *Engine) ActiveBytes(name string) (int64, error) {
 
 // LocalBytes is the bytes of a shard's segments on this node's disk: the
 // sealed segments not yet dropped after tiering, and the active one's
-// durable length (Kafka's DescribeLogDirs size; the cluster's load).
+// durable length (Kafka's DescribeLogDirs size; the cluster's load). It
+// is what the manifest says (its sealed segments' sizes), from the
+// shard's segments in memory, which change with it (rolls, tiering's
+// drops, retention, truncation): reading the manifest took 60-190 us a
+// shard, and the cluster's load sweep asks for every shard.
 func (e *Engine) LocalBytes(name string) (int64, error) {
-	segs, err := e.Segments(name)
+	sh, err := e.shard(name)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, s := range segs {
-		switch s.State {
-		case SegmentSealed:
-			n += s.Size
-		case SegmentActive:
-			b, err := e.ActiveBytes(name)
-			if err != nil {
-				return 0, err
-			}
-			n += b
-		}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	n := sh.activeLen
+	for _, s := range sh.segments[:len(sh.segments)-1] { // the last is the active one
+		n += s.size
 	}
 	return n, nil
 }

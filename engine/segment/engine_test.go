@@ -23,6 +23,11 @@ func open(t *testing.T, cfg Config) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A test that returns or fails early must not leave the engine running:
+	// Pebble's background work writing into a folder t.TempDir is
+	// removing failed the cleanup ("directory not empty"). Close twice is
+	// a no-op.
+	t.Cleanup(func() { e.Close() })
 	return e
 }
 

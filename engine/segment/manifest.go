@@ -217,6 +217,9 @@ func (e *Engine) Restore(sh ShardMeta, segs []SegmentMeta) error {
 	if _, ok := e.deleting[sh.Name]; ok {
 		return fmt.Errorf("shard %q is being deleted", sh.Name)
 	}
+	if _, ok := e.creating[sh.Name]; ok {
+		return fmt.Errorf("shard %q (being created): %w", sh.Name, store.ErrShardExists)
+	}
 	b := e.manifest.NewBatch()
 	defer b.Close()
 	if d != nil {

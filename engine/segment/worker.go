@@ -371,6 +371,7 @@ func (w *worker) tick() {
 	w.syncShared()
 	synced := map[*shard]bool{}
 	defer w.commitSynced(synced)
+	policy := w.e.segmentPolicies()
 	for _, sh := range w.e.shardsOf(w) {
 		s := sh.active()
 		if sh.dirty && sh.failed == nil && !sh.shared {
@@ -381,7 +382,7 @@ func (w *worker) tick() {
 			}
 			sh.dirty = false
 		}
-		sh.maxBytes, sh.maxAge = w.e.segmentPolicy(sh.name)
+		sh.maxBytes, sh.maxAge = policy(sh.name)
 		if sh.maxAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
 			w.e.cfg.Now().Sub(s.firstAt) >= sh.maxAge {
 			if err := w.roll(sh); err != nil {

@@ -127,6 +127,31 @@ type Starter interface {
 	CreateShardAt(ctx context.Context, shard string, start uint64) error
 }
 
+// BatchCreator is a Store that makes many shards in one step (the segment
+// engine, and the adapter in front of it): a topic of 10,000 partitions
+// is one manifest commit and one sync of the data folder, not 10,000 of
+// each.
+type BatchCreator interface {
+	// CreateShards makes empty shards whose logs begin at offset 0, all or
+	// none: if one exists, ErrShardExists naming it, and none is made. A
+	// crash leaves all of them (after the restart) or none.
+	CreateShards(ctx context.Context, shards []string) error
+}
+
+// CreateShards makes the shards in one step when s can (BatchCreator),
+// else one by one, stopping at the first error (those before it made).
+func CreateShards(ctx context.Context, s Store, shards []string) error {
+	if bc, ok := s.(BatchCreator); ok {
+		return bc.CreateShards(ctx, shards)
+	}
+	for _, sh := range shards {
+		if err := s.CreateShard(ctx, sh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Viewer is a Store that can read without copying (the segment engine and
 // the adapter): ReadView answers what Read answers, but the records' byte
 // slices may alias the engine's memory (an mmapped segment file). They
