@@ -163,8 +163,9 @@ func (a *Adapter) CreateShardAt(ctx context.Context, shard string, start uint64)
 
 // CreateShards makes the shards, each in its topic's engine: an engine
 // that makes many in one step (store.BatchCreator) is given all of its
-// shards at once. All or none only within one engine (a topic's
-// partitions are all in one).
+// shards at once: all or none within such an engine (a topic's
+// partitions are all in one); another makes them one by one and stops
+// at the first error.
 func (a *Adapter) CreateShards(ctx context.Context, shards []string) error {
 	var order []store.Store
 	groups := map[store.Store][]string{}

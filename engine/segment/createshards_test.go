@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 
 	"strata/engine/store"
 	"strata/engine/store/storetest"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
 )
 
 // createConfig puts topic "sh" in the shared files and every other topic
@@ -268,4 +272,46 @@ func TestCreateShardsWhileServing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A create that fails once its shards are in the manifest (here: one
+// shard's folder cannot be made) is undone: no shard of it is listed,
+// now or after a restart, and the folders it made are gone, so a topic
+// reported as not created does not come back at the next start.
+func TestCreateShardsFailureIsUndone(t *testing.T) {
+	dir := t.TempDir()
+	cfg := createConfig(dir)
+	names := append(shardNames("p", 8), shardNames("sh", 4)...)
+	cfg.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpMkdirAll && filepath.Base(path) == "p-5" {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	e := open(t, cfg)
+	if err := e.CreateShard(ctx, "kept-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateShards(ctx, names); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("CreateShards with p-5's folder refused: %v; want the injected error", err)
+	}
+	for round := 0; round < 2; round++ {
+		got, _ := e.Shards(ctx)
+		if !slices.Equal(got, []string{"kept-0"}) {
+			t.Fatalf("round %d: Shards after a failed CreateShards: %v, want only kept-0", round, got)
+		}
+		for _, n := range names {
+			if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("round %d: the folder of %s, of the failed create: %v; want none", round, n, err)
+			}
+		}
+		e.Close()
+		cfg.FS = vfs.Default
+		e = open(t, cfg)
+	}
+	// The names are free again.
+	if err := e.CreateShards(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	checkCreated(t, e, names)
 }

@@ -388,7 +388,7 @@ func (e *Engine) ticker() {
 // of 16 workers (two shards' fsyncs in series on 7 of them). Ties go to the
 // worker the name hashes to, so one shard on an idle pool keeps its place.
 // The caller holds e.mu (or is Open, before any other goroutine runs), and
-// counts the shard in (worker.shards) once it is in e.shards.
+// counts the shard in (worker.shards) before it picks the next shard's.
 func (e *Engine) workerFor(name string) *worker {
 	h := fnv.New32a()
 	h.Write([]byte(name))
@@ -442,7 +442,7 @@ func (e *Engine) CreateShards(ctx context.Context, names []string) error {
 	return e.createShards(ctx, names, 0)
 }
 
-func (e *Engine) createShards(ctx context.Context, names []string, start uint64) error {
+func (e *Engine) createShards(ctx context.Context, names []string, start uint64) (err error) {
 	if len(names) == 0 {
 		return nil
 	}
@@ -479,8 +479,11 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 	published := false
 	defer func() {
 		e.mu.Lock()
+		// A create that failed is undone, so a topic reported as not
+		// created does not come back whole at the next start; not when
+		// the engine closed meanwhile (the next start makes the shards).
+		undo := !published && !e.closed
 		for _, sh := range shs {
-			delete(e.creating, sh.name)
 			if !published {
 				sh.worker.shards--
 				for _, s := range sh.segments {
@@ -491,10 +494,18 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 			}
 		}
 		e.mu.Unlock()
+		if undo {
+			e.undoCreate(shs)
+		}
+		e.mu.Lock()
+		for _, sh := range shs {
+			delete(e.creating, sh.name)
+		}
+		e.mu.Unlock()
 		e.building.Done()
 	}()
 	crashPoint("create:manifest")
-	// From here a failure leaves the shards in the manifest, not served:
+	// From here a crash leaves the shards in the manifest, not served:
 	// the next start recovers them, making what is missing. The folders,
 	// the files and the folders' syncs are made without e.mu (appends to
 	// other shards go on), by as many goroutines as there are workers: a
@@ -542,7 +553,7 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 	// Before the shards are served: nothing is acknowledged in a folder
 	// a power cut could lose.
 	if err := syncDir(e.cfg.FS, e.cfg.Dir); err != nil {
-		return fmt.Errorf("shard %s: sync the data folder after making the shard's: %w", names[0], err)
+		return fmt.Errorf("sync the data folder after making the folders of %d shards (%s...): %w", len(names), names[0], err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -559,6 +570,28 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 	}
 	published = true
 	return nil
+}
+
+// undoCreate takes the shards of a failed create out of the manifest (one
+// synced batch), then removes their folders. If that fails too, the
+// shards stay for the next start to recover, as after a crash.
+func (e *Engine) undoCreate(shs []*shard) {
+	b := e.manifest.NewBatch()
+	defer b.Close()
+	for _, sh := range shs {
+		p := index.Prefix(kindSegment, sh.name)
+		b.DeleteRange(p, index.UpperBound(p), nil)
+		b.Delete(shardKey(sh.name), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		e.log.Error("undoing a failed create; the next start recovers its shards", "shards", len(shs), "first", shs[0].name, "err", err)
+		return
+	}
+	for _, sh := range shs {
+		if err := e.cfg.FS.RemoveAll(sh.dir); err != nil {
+			e.log.Warn("removing the folder of a shard whose create failed", "dir", sh.dir, "err", err)
+		}
+	}
 }
 
 // recordShards commits the shards of a create to the manifest, in one

@@ -133,8 +133,9 @@ type Starter interface {
 // each.
 type BatchCreator interface {
 	// CreateShards makes empty shards whose logs begin at offset 0, all or
-	// none: if one exists, ErrShardExists naming it, and none is made. A
-	// crash leaves all of them (after the restart) or none.
+	// none: if one exists, ErrShardExists naming it, and none is made; a
+	// failure part way is undone. A crash leaves all of them (after the
+	// restart) or none.
 	CreateShards(ctx context.Context, shards []string) error
 }
 
