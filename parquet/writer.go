@@ -128,6 +128,15 @@ func (c *leafWriter) bounds() (lo, hi []byte) {
 	return c.lo, c.hi
 }
 
+// maxStatisticsBytes bounds the row group's min and max of a byte column
+// in the footer: past it both are left out, as Arrow does past 4 KiB.
+// parquet-go wrote them whole: two values of every row group in the
+// footer, 400 KB per row group of 200 KB records (a footer of 22 MB for a
+// 64 MiB segment, which every cold open reads), 2 KB of the 3.9 KB per
+// row group of 1 KiB records. Readers filter row groups on keys and
+// header keys, which are short; the column index still bounds every page.
+const maxStatisticsBytes = 64
+
 // columnIndexBytes bounds the column index's byte array bounds, as
 // parquet-go's default (ColumnIndexSizeLimit).
 const columnIndexBytes = 16
@@ -331,7 +340,7 @@ func (c *leafWriter) chunkMeta(codec format.CompressionCodec, offset int64) form
 		Statistics:     format.Statistics{NullCount: c.nulls},
 		EncodingStats:  []format.PageEncodingStats{{PageType: format.DataPageV2, Encoding: format.Plain, Count: c.pages}},
 	}
-	if c.chas {
+	if c.chas && (c.typ == format.Int64 || max(len(c.cmin), len(c.cmax)) <= maxStatisticsBytes) {
 		// Never nil: an empty bound (an empty key) is a bound, nil none.
 		m.Statistics.MinValue, m.Statistics.MaxValue = append([]byte{}, c.cmin...), append([]byte{}, c.cmax...)
 	}
