@@ -258,12 +258,10 @@ func (c *leafWriter) flushPage(w *Writer) error {
 		c.chas = true
 	}
 	if c.maxRep > 0 {
-		c.ci.RepetitionLevelHistogram = appendHistogram(c.ci.RepetitionLevelHistogram, c.rep, int(c.maxRep))
-		c.repHist = histogram(c.repHist, c.rep)
+		c.ci.RepetitionLevelHistogram = appendHistogram(c.ci.RepetitionLevelHistogram, c.repHist, c.rep)
 	}
 	if c.maxDef > 0 {
-		c.ci.DefinitionLevelHistogram = appendHistogram(c.ci.DefinitionLevelHistogram, c.def, int(c.maxDef))
-		c.defHist = histogram(c.defHist, c.def)
+		c.ci.DefinitionLevelHistogram = appendHistogram(c.ci.DefinitionLevelHistogram, c.defHist, c.def)
 	}
 	c.numValues += int64(c.pnv)
 	c.nulls += int64(c.pnull)
@@ -274,11 +272,15 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	return nil
 }
 
-// appendHistogram appends the histogram of levels (0 to max) to h.
-func appendHistogram(h []int64, levels []uint8, max int) []int64 {
+// appendHistogram appends the page's histogram of levels to h (the column
+// index's) and adds it to the row group's, chunk.
+func appendHistogram(h, chunk []int64, levels []uint8) []int64 {
 	at := len(h)
-	h = append(h, make([]int64, max+1)...)
-	histogram(h[at:], levels)
+	h = append(h, make([]int64, len(chunk))...)
+	page := histogram(h[at:], levels)
+	for l, n := range page {
+		chunk[l] += n
+	}
 	return h
 }
 
