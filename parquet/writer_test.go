@@ -123,7 +123,7 @@ func TestWriterMatchesParquetGo(t *testing.T) {
 // the page size, except a page of one value larger than that.
 func TestWriterPageBoundaries(t *testing.T) {
 	recs := edgeRecords(0)
-	big := bytes.Repeat([]byte("b"), 20<<10)
+	big := bytes.Repeat([]byte{0xff}, 20<<10)
 	recs[100].Value = big
 	const pageBytes = 4 << 10
 	longest := 0 // but big
@@ -159,6 +159,17 @@ func TestWriterPageBoundaries(t *testing.T) {
 	}
 	if pages < 50 {
 		t.Fatalf("%d pages", pages)
+	}
+	// The footer keeps no bounds of byte columns longer than
+	// 64 bytes (the 20 KiB value, the largest), and keeps the keys'.
+	for gi, g := range md.RowGroups {
+		st := g.Columns[colValue].MetaData.Statistics
+		if len(st.MinValue) > 64 || len(st.MaxValue) > 64 {
+			t.Fatalf("row group %d: value bounds of %d and %d bytes in the footer", gi, len(st.MinValue), len(st.MaxValue))
+		}
+		if st := g.Columns[colKey].MetaData.Statistics; st.MaxValue == nil {
+			t.Fatalf("row group %d: no key bounds", gi)
+		}
 	}
 	sameRecords(t, "read back", readAll(t, data), recs)
 }
