@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"unsafe"
 
-	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/gzip"
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 
 	"strata/engine/record"
 )
@@ -138,62 +138,17 @@ type Summary struct {
 // Writer streams records into a Parquet file with memory bounded by one
 // row group, whatever the segment's size.
 //
-// It writes column by column: each record's fields become values with
-// their repetition and definition levels, batched per column and handed
-// to parquet-go's column writers 64 records at a time. parquet-go's row
-// path (Go structs, reflection, a pointer per optional value) took a sixth
-// of the conversion's time. Write copies the record's bytes (into an
-// arena, reused after each batch), so the caller may reuse them as soon as
-// Write returns: the tiering scan decodes every record in one buffer.
+// It writes column by column, pages of its own (writer.go): each record's
+// fields go straight into the page of their column, the only copy of
+// their bytes, so the caller may reuse them as soon as Write returns (the
+// tiering scan decodes every record in one buffer).
 type Writer struct {
-	w    *pq.GenericWriter[Row]
-	opts Options
-	cols columns
-	// The batch: each column's values of up to batchRows records, their
-	// bytes copied into arena (so the caller's may be reused at once).
-	vals    [numColumns][]pq.Value
-	arena   []byte
-	pending int
+	fileWriter
+	opts    Options
+	leaves  [numLeaves]leafWriter
 	inGroup int
 	sum     Summary
 	meta    map[string]string
-}
-
-// columns are the leaf columns' indexes in the file, looked up by path in
-// the schema Row makes.
-type columns struct {
-	offset, timestamp, key, value, headerKey, headerValue, tag, protocolData int
-}
-
-func leaf(s *pq.Schema, path ...string) (int, error) {
-	c, ok := s.Lookup(path...)
-	if !ok {
-		return 0, fmt.Errorf("parquet: the schema has no column %v", path)
-	}
-	return c.ColumnIndex, nil
-}
-
-func lookupColumns(s *pq.Schema) (columns, error) {
-	var c columns
-	var errs []error
-	for _, l := range []struct {
-		dst  *int
-		path []string
-	}{
-		{&c.offset, []string{"offset"}},
-		{&c.timestamp, []string{"timestamp"}},
-		{&c.key, []string{"key"}},
-		{&c.value, []string{"value"}},
-		{&c.headerKey, []string{"headers", "list", "element", "key"}},
-		{&c.headerValue, []string{"headers", "list", "element", "value"}},
-		{&c.tag, []string{"tags", "list", "element"}},
-		{&c.protocolData, []string{"protocol_data"}},
-	} {
-		i, err := leaf(s, l.path...)
-		*l.dst = i
-		errs = append(errs, err)
-	}
-	return c, errors.Join(errs...)
 }
 
 // NewWriter starts a file on out.
@@ -208,38 +163,21 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = DefaultPageBytes
 	}
+	schema, err := fileSchema()
+	if err != nil {
+		return nil, fmt.Errorf("parquet: the schema of Row: %w", err)
+	}
 	w := &Writer{opts: opts, meta: map[string]string{MetaVersion: FormatVersion}}
+	w.out.out = out
+	w.codec = c
+	w.hdrEnc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&w.hdr))
 	for k, v := range opts.Metadata {
 		w.meta[k] = v
 	}
-	w.w = pq.NewGenericWriter[Row](out,
-		pq.Compression(c),
-		pq.PageBufferSize(opts.PageBytes),
-		pq.DataPageStatistics(true),
-		// Page headers carry no min and max of the opaque byte columns:
-		// parquet-go writes them whole (twice: the deprecated fields and the
-		// current ones), about 4 KiB uncompressed per page of 1 KiB values,
-		// a quarter of the object. The column index keeps its bounds
-		// (truncated to 16 bytes): without them parquet-go writes empty
-		// ones, which a reader filtering on the column index would trust.
-		pq.SkipPageStatistics("value"),
-		pq.SkipPageStatistics("protocol_data"),
-		pq.SkipPageStatistics("headers", "list", "element", "value"),
-		pq.CreatedBy("strata", FormatVersion, ""),
-	)
-	if w.cols, err = lookupColumns(w.w.Schema()); err != nil {
+	if w.leaves, err = newLeaves(schema); err != nil {
 		return nil, err
 	}
 	return w, nil
-}
-
-// optional is b as the value of an optional column (definition level 1
-// when present, null when b is nil).
-func optional(b []byte, col int) pq.Value {
-	if b == nil {
-		return pq.NullValue().Level(0, 0, col)
-	}
-	return pq.ByteArrayValue(b).Level(0, 1, col)
 }
 
 // Write adds one record; records must come in offset order. The record's
@@ -248,9 +186,7 @@ func (w *Writer) Write(r *record.Record) error {
 	if w.sum.Rows > 0 && r.Offset != w.sum.LastOffset+1 {
 		return fmt.Errorf("parquet: offset %d follows %d; a file holds contiguous offsets", r.Offset, w.sum.LastOffset)
 	}
-	if err := w.writeColumns(r); err != nil {
-		return err
-	}
+	w.writeColumns(r)
 	if w.sum.Rows == 0 {
 		w.sum.FirstOffset, w.sum.MinTimestamp, w.sum.MaxTimestamp = r.Offset, r.Timestamp, r.Timestamp
 	}
@@ -258,109 +194,68 @@ func (w *Writer) Write(r *record.Record) error {
 	w.sum.MinTimestamp = min(w.sum.MinTimestamp, r.Timestamp)
 	w.sum.MaxTimestamp = max(w.sum.MaxTimestamp, r.Timestamp)
 	w.sum.Rows++
+	w.groupRows++
 	w.inGroup += record.Size(r)
 	if w.inGroup >= w.opts.RowGroupBytes {
-		if err := w.writeBatch(); err != nil {
-			return err
-		}
-		if err := w.w.Flush(); err != nil {
+		if err := w.flushGroup(); err != nil {
 			return err
 		}
 		w.sum.RowGroups++
 		w.inGroup = 0
+		return nil
+	}
+	for i := range w.leaves {
+		if c := &w.leaves[i]; c.size() >= w.opts.PageBytes {
+			if err := c.flushPage(w); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// batchRows records go to the column writers at once: a call per column
-// per record cost more than the values' copy into the arena.
-const batchRows = 64
-
-const numColumns = 8
-
-// keep copies b into the arena. A value points into the
-// arena's array of the moment, which stays alive while the value does.
-func (w *Writer) keep(b []byte) []byte {
-	if len(b) == 0 {
-		return b // nil stays null, empty stays empty: nothing to copy
-	}
-	if len(w.arena)+len(b) > cap(w.arena) {
-		w.arena = make([]byte, 0, max(2*cap(w.arena), len(b), 256<<10))
-	}
-	start := len(w.arena)
-	w.arena = append(w.arena, b...)
-	return w.arena[start:len(w.arena):len(w.arena)]
-}
-
-// writeColumns adds one row to the batch: a value (or, for a list, its
-// values) for every leaf column. Levels follow docs/parquet.md's schema:
-// key, value and protocol_data are optional (definition 1 when present);
-// headers and tags are lists (repetition 1 from their second element on,
-// definition 1 for an element of a list, 0 for an empty list), and a
-// header's value is optional inside it (definition 2 present, 1 null).
-func (w *Writer) writeColumns(r *record.Record) error {
-	c := &w.cols
-	v := &w.vals
-	v[0] = append(v[0], pq.Int64Value(int64(r.Offset)).Level(0, 0, c.offset))
-	v[1] = append(v[1], pq.Int64Value(r.Timestamp).Level(0, 0, c.timestamp))
-	v[2] = append(v[2], optional(w.keep(r.Key), c.key))
-	v[3] = append(v[3], optional(w.keep(r.Value), c.value))
-	v[4] = append(v[4], optional(w.keep(r.ProtocolData), c.protocolData))
+// writeColumns adds one row: a value (or, for a list, its values) to every
+// leaf column. Levels follow docs/parquet.md's schema: key, value and
+// protocol_data are optional (definition 1 when present); headers and tags
+// are lists (repetition 1 from their second element on, definition 1 for
+// an element of a list, 0 for an empty list), and a header's value is
+// optional inside it (definition 2 present, 1 null).
+func (w *Writer) writeColumns(r *record.Record) {
+	c := &w.leaves
+	c[colOffset].int64v(int64(r.Offset))
+	c[colTimestamp].int64v(r.Timestamp)
+	c[colKey].optional(r.Key)
+	c[colValue].optional(r.Value)
+	c[colProtocolData].optional(r.ProtocolData)
 	if len(r.Headers) == 0 {
-		v[5] = append(v[5], pq.NullValue().Level(0, 0, c.headerKey))
-		v[6] = append(v[6], pq.NullValue().Level(0, 0, c.headerValue))
+		c[colHeaderKey].null(0, 0)
+		c[colHeaderValue].null(0, 0)
 	}
 	for i := range r.Headers {
 		h := &r.Headers[i]
-		v[5] = append(v[5], pq.ByteArrayValue(w.keep(stringBytes(h.Key))).Level(min(i, 1), 1, c.headerKey))
+		rep := uint8(min(i, 1))
+		c[colHeaderKey].bytes(rep, 1, stringBytes(h.Key))
 		if h.Value != nil {
-			v[6] = append(v[6], pq.ByteArrayValue(w.keep(h.Value)).Level(min(i, 1), 2, c.headerValue))
+			c[colHeaderValue].bytes(rep, 2, h.Value)
 		} else {
-			v[6] = append(v[6], pq.NullValue().Level(min(i, 1), 1, c.headerValue))
+			c[colHeaderValue].null(rep, 1)
 		}
 	}
 	if len(r.Tags) == 0 {
-		v[7] = append(v[7], pq.NullValue().Level(0, 0, c.tag))
+		c[colTag].null(0, 0)
 	}
 	for i := range r.Tags {
-		v[7] = append(v[7], pq.ByteArrayValue(w.keep(stringBytes(r.Tags[i]))).Level(min(i, 1), 1, c.tag))
+		c[colTag].bytes(uint8(min(i, 1)), 1, stringBytes(r.Tags[i]))
 	}
-	w.pending++
-	if w.pending >= batchRows {
-		return w.writeBatch()
-	}
-	return nil
 }
 
-// writeBatch hands the batch to the column writers, which copy it.
-func (w *Writer) writeBatch() error {
-	if w.pending == 0 {
-		return nil
-	}
-	cw := w.w.ColumnWriters()
-	c := &w.cols
-	for i, col := range [numColumns]int{c.offset, c.timestamp, c.key, c.value, c.protocolData, c.headerKey, c.headerValue, c.tag} {
-		if _, err := cw[col].WriteRowValues(w.vals[i]); err != nil {
-			return err
-		}
-		clear(w.vals[i]) // no hold on the arena past this call
-		w.vals[i] = w.vals[i][:0]
-	}
-	w.pending = 0
-	w.arena = w.arena[:0]
-	return nil
-}
-
-// stringBytes views s as bytes without a copy: keep copies them, and
+// stringBytes views s as bytes without a copy: the page copies them, and
 // nothing writes through the view.
 func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Close finishes the file: the last row group, the page index and the
 // footer with strata's metadata.
 func (w *Writer) Close() (Summary, error) {
-	if err := w.writeBatch(); err != nil {
-		return w.sum, err
-	}
 	if w.inGroup > 0 {
 		w.sum.RowGroups++
 	}
@@ -368,10 +263,7 @@ func (w *Writer) Close() (Summary, error) {
 		w.meta[MetaFirstOffset] = strconv.FormatUint(w.sum.FirstOffset, 10)
 		w.meta[MetaLastOffset] = strconv.FormatUint(w.sum.LastOffset, 10)
 	}
-	for k, v := range w.meta {
-		w.w.SetKeyValueMetadata(k, v)
-	}
-	return w.sum, w.w.Close()
+	return w.sum, w.finish(w.meta)
 }
 
 // ErrNotStrata is wrapped when a file is Parquet but not strata's layout.

@@ -253,7 +253,7 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 		}
 		cf := &coldFile{key: s.ObjectKey, id: id, size: size}
 		obj := cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey, id: id, pre: &prefetched{}}
-		if err := c.prefetchEnds(ctx, obj, size); err != nil {
+		if err := c.prefetchEnds(ctx, obj, size, s.Size); err != nil {
 			return nil, err
 		}
 		f, err := parquet.Open(obj, size)
@@ -599,16 +599,27 @@ type prefetched struct {
 }
 
 // footerGuess is how much of an object's end an open fetches at once: the
-// footer and the page index before it, about 2 KiB per row group, in one
-// ranged read instead of the several small ones parquet-go makes.
-func footerGuess(size int64) int64 {
-	return min(size, max(64<<10, min(size/256, 8<<20)))
+// footer and the page index before it, in one ranged read instead of the
+// several small ones parquet-go makes. They take 1.5-1.9 KiB per row group
+// of the default 1 MiB (tiering.row_group_bytes), whatever the records'
+// size (64 MiB segments of 10 B to 200 KB values), so a 256th of the
+// segment's bytes is twice what they need. The object's size said little:
+// zstd makes objects of 1 KiB JSON records a sixth of their segment, and
+// its 256th was half their tail (two reads to open). When the segment's
+// size is unknown, a 64th of the object's (an object of 10 B records was
+// 82 times its tail).
+func footerGuess(objectSize, segmentSize int64) int64 {
+	g := segmentSize / 256
+	if segmentSize <= 0 {
+		g = objectSize / 64
+	}
+	return min(objectSize, max(64<<10, min(g, 8<<20)))
 }
 
 // prefetchEnds fetches the first bytes of an object (the magic) and its
 // tail (footer, page index) at once, for Open to read from memory.
-func (c *ColdReader) prefetchEnds(ctx context.Context, o cachedObject, size int64) error {
-	tail := footerGuess(size)
+func (c *ColdReader) prefetchEnds(ctx context.Context, o cachedObject, size, segmentSize int64) error {
+	tail := footerGuess(size, segmentSize)
 	o.pre.spans = []parquet.Span{{Start: size - tail, End: size}, {Start: 0, End: min(4, size)}}
 	o.pre.bufs = make([][]byte, 2)
 	g, gctx := errgroup.WithContext(ctx)

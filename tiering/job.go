@@ -599,7 +599,7 @@ func (j *Job) verify(ctx context.Context, key string, s catalog.Segment) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("verify %s: %w", key, err)
 	}
-	r, err := readEnds(ctx, j.Bucket, key, a.Size)
+	r, err := readEnds(ctx, j.Bucket, key, a.Size, s.Size)
 	if err != nil {
 		return 0, fmt.Errorf("verify %s: %w", key, err)
 	}
@@ -827,9 +827,9 @@ type endsReader struct {
 	tailAt     int64
 }
 
-func readEnds(ctx context.Context, b objstore.Bucket, key string, size int64) (*endsReader, error) {
+func readEnds(ctx context.Context, b objstore.Bucket, key string, size, segmentSize int64) (*endsReader, error) {
 	r := &endsReader{objectReader: objectReader{ctx, b, key}}
-	n := footerGuess(size)
+	n := footerGuess(size, segmentSize)
 	r.tailAt, r.tail = size-n, make([]byte, n)
 	r.head = make([]byte, min(4, size))
 	g, gctx := errgroup.WithContext(ctx)
