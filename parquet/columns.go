@@ -251,7 +251,7 @@ func (f *File) DecodeRows(i int, from, n int64, bytes Bytes) (recs []record.Reco
 // their bytes (one allocation for all of them), so once it returns nothing
 // refers to what bytes served, which the caller may reuse, nor to the
 // pages it decompressed, which the next read reuses. A point read uses a
-// row or two of each 64-row page: copying them costs less than a page's
+// row or two of each page: copying them costs less than a page's
 // allocation, its zeroing and the collector's work.
 func (f *File) CopyRows(i int, from, n int64, bytes Bytes) (recs []record.Record, err error) {
 	var pages pageBuffers

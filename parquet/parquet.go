@@ -1,8 +1,9 @@
 // Package parquet converts sealed segments to Parquet and back, losslessly:
 // reading a file gives records byte-identical (once encoded) to the
-// segment's. The layout is in docs/parquet.md. parquet-go does the format;
-// this package owns the schema, the row-group sizing that makes cold point
-// reads cheap, and the conversion.
+// segment's. The layout is in docs/parquet.md. This package owns the
+// schema, the row-group sizing that makes cold point reads cheap, and the
+// conversion; it writes the pages, column chunks, page index and footer
+// itself (writer.go), and parquet-go gives the schema and reads.
 package parquet
 
 import (
@@ -25,10 +26,10 @@ import (
 // they are in the object's path (Hive partitioning), and Spark refuses a
 // column that is both in the file and in the path.
 //
-// The optional byte columns are pointers: parquet-go v0.32 writes some null
-// []byte values inside the headers list as empty ones (a nil slice after a
-// row whose header at the same place held bytes), and a pointer is how it
-// tells null apart reliably. The schema is the same (optional binary).
+// The optional byte columns are pointers: in a []byte, parquet-go v0.32
+// does not keep a null inside the headers list apart from an empty value
+// (a nil slice after a row whose header at the same place held bytes);
+// a pointer does. The schema is the same (optional binary).
 //
 // value is the last column (format 2; format 1 had it fourth): a row
 // group's column chunks follow the schema's order, so the small columns

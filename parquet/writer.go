@@ -2,12 +2,14 @@ package parquet
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -175,12 +177,12 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	var err error
 	if c.maxRep > 0 {
 		if w.repLv, err = c.repEnc.EncodeLevels(w.repLv, c.rep); err != nil {
-			return err
+			return fmt.Errorf("parquet: repetition levels of %s: %w", c.path, err)
 		}
 	}
 	if c.maxDef > 0 {
 		if w.defLv, err = c.defEnc.EncodeLevels(w.defLv, c.def); err != nil {
-			return err
+			return fmt.Errorf("parquet: definition levels of %s: %w", c.path, err)
 		}
 	}
 	lv := w.levels[:0]
@@ -204,12 +206,11 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	if !c.has {
 		lo, hi = []byte{}, []byte{}
 	}
-	var st format.Statistics
-	if c.pageStats {
-		st = format.Statistics{NullCount: int64(c.pnull)}
-		if c.has {
-			st.Min, st.Max, st.MinValue, st.MaxValue = lo, hi, lo, hi
-		}
+	// The null count always: thrift writes the field even when zero, and
+	// a reader pruning pages by it would skip a page of tombstones.
+	st := format.Statistics{NullCount: int64(c.pnull)}
+	if c.pageStats && c.has {
+		st.Min, st.Max, st.MinValue, st.MaxValue = lo, hi, lo, hi
 	}
 	h := format.PageHeader{
 		Type:                 format.DataPageV2,
@@ -229,7 +230,7 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	}
 	w.hdr.Reset()
 	if err := w.hdrEnc.Encode(&h); err != nil {
-		return err
+		return fmt.Errorf("parquet: a page header of %s: %w", c.path, err)
 	}
 	c.locs = append(c.locs, format.PageLocation{Offset: int64(len(c.chunk)),
 		CompressedPageSize: int32(w.hdr.Len()) + h.CompressedPageSize, FirstRowIndex: c.rows})
@@ -287,19 +288,9 @@ func appendHistogram(h, chunk []int64, levels []uint8) []int64 {
 func (c *leafWriter) compare(a, b []byte) int {
 	if c.typ == format.Int64 {
 		x, y := int64(binary.LittleEndian.Uint64(a)), int64(binary.LittleEndian.Uint64(b))
-		return cmpInt(x, y)
+		return cmp.Compare(x, y)
 	}
 	return bytes.Compare(a, b)
-}
-
-func cmpInt(x, y int64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // boundaryOrder says whether the pages' bounds ascend or descend (null
@@ -409,7 +400,7 @@ func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
 				return fmt.Errorf("parquet: more than %d leaf columns in Row's schema", numLeaves)
 			}
 			w := wantLeaves[leaf]
-			if got := fmt.Sprint(path); got != fmt.Sprint(splitPath(w.path)) || e.Type.V != w.typ || int(def) != w.maxDef || int(rep) != w.maxRep {
+			if got := fmt.Sprint(path); got != fmt.Sprint(strings.Split(w.path, ".")) || e.Type.V != w.typ || int(def) != w.maxDef || int(rep) != w.maxRep {
 				return fmt.Errorf("parquet: Row's leaf %d is %v (def %d, rep %d), want %s", leaf, path, def, rep, w.path)
 			}
 			ls[leaf] = leafWriter{path: path, typ: w.typ, maxDef: def, maxRep: rep,
@@ -439,16 +430,6 @@ func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
 		ls[c].pageStats = true
 	}
 	return ls, nil
-}
-
-func splitPath(p string) []string { return bytes2strings(bytes.Split([]byte(p), []byte("."))) }
-
-func bytes2strings(bs [][]byte) []string {
-	s := make([]string, len(bs))
-	for i, b := range bs {
-		s[i] = string(b)
-	}
-	return s
 }
 
 // countingWriter counts what went to out.
@@ -546,7 +527,7 @@ func (w *Writer) finish(meta map[string]string) error {
 		for c := range w.groups[gi].Columns {
 			at := buf.Len()
 			if err := enc.Encode(&w.cis[gi*numLeaves+c]); err != nil {
-				return err
+				return fmt.Errorf("parquet: column index of row group %d, column %d: %w", gi, c, err)
 			}
 			w.groups[gi].Columns[c].ColumnIndexOffset = w.out.n + int64(at)
 			w.groups[gi].Columns[c].ColumnIndexLength = int32(buf.Len() - at)
@@ -556,7 +537,7 @@ func (w *Writer) finish(meta map[string]string) error {
 		for c := range w.groups[gi].Columns {
 			at := buf.Len()
 			if err := enc.Encode(&w.ois[gi*numLeaves+c]); err != nil {
-				return err
+				return fmt.Errorf("parquet: offset index of row group %d, column %d: %w", gi, c, err)
 			}
 			w.groups[gi].Columns[c].OffsetIndexOffset = w.out.n + int64(at)
 			w.groups[gi].Columns[c].OffsetIndexLength = int32(buf.Len() - at)
@@ -574,7 +555,7 @@ func (w *Writer) finish(meta map[string]string) error {
 	}
 	at := buf.Len()
 	if err := enc.Encode(&md); err != nil {
-		return err
+		return fmt.Errorf("parquet: footer: %w", err)
 	}
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(buf.Len()-at)))
 	buf.WriteString("PAR1")

@@ -70,7 +70,7 @@ func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return le
 // record's fields views of it. Records fresh from orders() lie each field
 // in an allocation of its own among the generator's garbage: reading their
 // bytes the first time cost the writer about 8 times what reading the same
-// bytes back to back does (CPU profiles, 0.17 against 0.02 s per 110 MB),
+// bytes back to back does (CPU profiles, 0.17 against 0.02-0.06 s per 110 MB),
 // which neither the conversion nor pyarrow, reading its Arrow buffers, pays.
 func segmentLayout(b *testing.B, recs []record.Record) []record.Record {
 	var buf []byte
@@ -94,7 +94,9 @@ func segmentLayout(b *testing.B, recs []record.Record) []record.Record {
 
 // BenchmarkPeerParquet converts the same 100,000 order records (about
 // 110 MB) to Parquet with zstd on one core: strata's writer (the tiering
-// conversion) from records in memory as a segment holds them
+// conversion's, without its read of the segment: the whole conversion is
+// tiering's "tier a segment" figure) from records in memory as a segment
+// holds them
 // (segmentLayout), pyarrow's from an Arrow table in memory (its best case:
 // the records are already columnar). Median of 5 runs each, alternating;
 // MB/s counts the records' bytes in strata's record format for both sides,
