@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,13 +177,7 @@ func TestCreateShardsCrashAtEveryStep(t *testing.T) {
 			e := open(t, createConfig(dir))
 			old := fill(t, e, "old-0", 20)
 			e.Close()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "STRATA_CREATE_DIR="+dir, "STRATA_CREATE_STEP="+step)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the child did not die at %s: %v\n%s", step, err, out)
-			}
+			runKilled(t, "STRATA_CREATE_DIR="+dir, "STRATA_CREATE_STEP="+step)
 			e = open(t, createConfig(dir))
 			got, _ := e.Shards(ctx)
 			want := slices.Sorted(slices.Values(append([]string{"old-0"}, crashBatch...)))

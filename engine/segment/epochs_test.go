@@ -3,7 +3,6 @@ package segment
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -72,12 +71,7 @@ func TestEpochsSurviveCrash(t *testing.T) {
 	} {
 		t.Run(tc.step, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "STRATA_EPOCHS_DIR="+dir, "STRATA_EPOCHS_STEP="+tc.step)
-			out, err := cmd.CombinedOutput()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("the child did not die by SIGKILL: %v: %s", err, out)
-			}
+			runKilled(t, "STRATA_EPOCHS_DIR="+dir, "STRATA_EPOCHS_STEP="+tc.step)
 			e := open(t, truncateConfig(dir))
 			defer e.Close()
 			got, err := e.LeaderEpochs(ctx, "ep-0")

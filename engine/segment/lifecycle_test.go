@@ -260,13 +260,7 @@ func TestShardLifecycleCrashAtEveryStep(t *testing.T) {
 			e := open(t, testConfig(dir))
 			old := fill(t, e, "old-0", 50)
 			e.Close()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "STRATA_LIFECYCLE_DIR="+dir, "STRATA_LIFECYCLE_STEP="+step)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the child did not die at %s: %v\n%s", step, err, out)
-			}
+			runKilled(t, "STRATA_LIFECYCLE_DIR="+dir, "STRATA_LIFECYCLE_STEP="+step)
 			var told []string
 			cfg := testConfig(dir)
 			cfg.Events.ShardDeleted = func(_ context.Context, shard string, _ time.Time) error { told = append(told, shard); return nil }
@@ -447,4 +441,20 @@ func countGroups(t *testing.T, e *Engine, shard string) int {
 		n++
 	}
 	return n
+}
+
+// runKilled runs this test binary as a child with env added (the child
+// finds its step there and dies by SIGKILL at it) and fails the test
+// unless the child died so.
+func runKilled(t *testing.T, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		t.Fatalf("the child (%s) did not start: %v", strings.Join(env, " "), err)
+	}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("the child (%s) did not die by SIGKILL: %v\n%s", strings.Join(env, " "), err, out)
+	}
 }

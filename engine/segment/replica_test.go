@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -78,12 +77,7 @@ func TestTruncateSurvivesCrash(t *testing.T) {
 	for _, step := range []string{"truncated", "appended"} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "STRATA_TRUNCATE_DIR="+dir, "STRATA_TRUNCATE_STEP="+step)
-			out, err := cmd.CombinedOutput()
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
-				t.Fatalf("the child did not die by SIGKILL: %v: %s", err, out)
-			}
+			runKilled(t, "STRATA_TRUNCATE_DIR="+dir, "STRATA_TRUNCATE_STEP="+step)
 			e := open(t, truncateConfig(dir))
 			defer e.Close()
 			want := truncateChildRecords()[:30]

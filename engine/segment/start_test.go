@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -315,13 +314,7 @@ func TestShardAtStartSurvivesCrash(t *testing.T) {
 	} {
 		t.Run(tc.step, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "STRATA_START_DIR="+dir, "STRATA_START_STEP="+tc.step)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the child did not die at %s: %v\n%s", tc.step, err, out)
-			}
+			runKilled(t, "STRATA_START_DIR="+dir, "STRATA_START_STEP="+tc.step)
 			const start = startCrashOffset
 			want := storetest.Records(tc.recs, 9)
 			for i := range want {
