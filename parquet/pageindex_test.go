@@ -386,12 +386,12 @@ func checkPageHeader(t *testing.T, where string, leaf leafSpec, p *decodedPage) 
 	opaque := leaf.path == "value" || leaf.path == "protocol_data" || leaf.path == "headers.list.element.value"
 	if opaque || p.lo == nil {
 		if st.MinValue != nil || st.MaxValue != nil || st.Min != nil || st.Max != nil {
-			t.Fatalf("%s: statistics min %x max %x over %d values, want none", where, st.MinValue, st.MaxValue, len(p.entries)-p.nulls)
+			t.Fatalf("%s: statistics min %.24x max %.24x over %d values, want none", where, st.MinValue, st.MaxValue, len(p.entries)-p.nulls)
 		}
 		return
 	}
 	if !bytes.Equal(st.MinValue, p.lo) || !bytes.Equal(st.MaxValue, p.hi) || !bytes.Equal(st.Min, p.lo) || !bytes.Equal(st.Max, p.hi) {
-		t.Fatalf("%s: statistics [%x, %x] (deprecated [%x, %x]), the page's values span [%x, %x]", where, st.MinValue, st.MaxValue, st.Min, st.Max, p.lo, p.hi)
+		t.Fatalf("%s: statistics [%.24x, %.24x] (deprecated [%.24x, %.24x]), the page's values span [%.24x, %.24x]", where, st.MinValue, st.MaxValue, st.Min, st.Max, p.lo, p.hi)
 	}
 }
 
@@ -449,27 +449,27 @@ func checkColumnIndex(t *testing.T, where string, leaf leafSpec, ci *format.Colu
 		if ci.NullPages[p] {
 			seen.nullPages[c]++
 			if len(lo) != 0 || len(hi) != 0 {
-				t.Fatalf("%s page %d: a null page with bounds %x, %x", where, p, lo, hi)
+				t.Fatalf("%s page %d: a null page with bounds %.24x, %.24x", where, p, lo, hi)
 			}
 			continue
 		}
 		for _, e := range pg.entries {
 			if e.val != nil && (compareValues(leaf.typ, e.val, lo) < 0 || compareValues(leaf.typ, e.val, hi) > 0) {
-				t.Fatalf("%s page %d: value %.24x outside the column index's [%x, %x]", where, p, e.val, lo, hi)
+				t.Fatalf("%s page %d: value %.24x outside the column index's [%.24x, %.24x]", where, p, e.val, lo, hi)
 			}
 		}
 		if leaf.typ == format.Int64 {
 			if !bytes.Equal(lo, pg.lo) || !bytes.Equal(hi, pg.hi) {
-				t.Fatalf("%s page %d: bounds [%x, %x], the page's values span [%x, %x]", where, p, lo, hi, pg.lo, pg.hi)
+				t.Fatalf("%s page %d: bounds [%.24x, %.24x], the page's values span [%.24x, %.24x]", where, p, lo, hi, pg.lo, pg.hi)
 			}
 			continue
 		}
 		// Truncation makes a bound shorter, never wider than needed.
 		if !bytes.HasPrefix(pg.lo, lo) || len(lo) > columnIndexBytes {
-			t.Fatalf("%s page %d: min %x is not a prefix of at most %d bytes of the page's min %x", where, p, lo, columnIndexBytes, pg.lo)
+			t.Fatalf("%s page %d: min %.24x is not a prefix of at most %d bytes of the page's min %.24x", where, p, lo, columnIndexBytes, pg.lo)
 		}
 		if !bytes.Equal(hi, pg.hi) && len(hi) > columnIndexBytes {
-			t.Fatalf("%s page %d: max %x is neither the page's max %x nor at most %d bytes", where, p, hi, pg.hi, columnIndexBytes)
+			t.Fatalf("%s page %d: max %.24x is neither the page's max %.24x nor at most %d bytes", where, p, hi, pg.hi, columnIndexBytes)
 		}
 		if !bytes.Equal(lo, pg.lo) || !bytes.Equal(hi, pg.hi) {
 			seen.truncated++
