@@ -35,10 +35,14 @@ func TestPageIndexTellsTheTruth(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts Options
+		// What the records must reach in this layout: pages of nulls only
+		// where a page holds fewer levels than a run of nulls; every
+		// boundary order where a row group has several timestamp pages.
+		nullPages, allOrders bool
 	}{
-		{"zstd, small pages", Options{RowGroupBytes: 96 << 10, PageBytes: 2 << 10}},
-		{"uncompressed, tiny pages", Options{Codec: "none", RowGroupBytes: 48 << 10, PageBytes: 512}},
-		{"snappy, default page size", Options{Codec: "snappy", RowGroupBytes: 200 << 10}},
+		{"zstd, small pages", Options{RowGroupBytes: 96 << 10, PageBytes: 2 << 10}, false, true},
+		{"uncompressed, tiny pages", Options{Codec: "none", RowGroupBytes: 48 << 10, PageBytes: 512}, true, true},
+		{"snappy, default page size", Options{Codec: "snappy", RowGroupBytes: 200 << 10}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := write(t, recs, tc.opts)
@@ -76,29 +80,33 @@ func TestPageIndexTellsTheTruth(t *testing.T) {
 			if md.NumRows != int64(len(recs)) || row != md.NumRows {
 				t.Fatalf("the footer says %d rows, its row groups %d; %d written", md.NumRows, row, len(recs))
 			}
-			if int64(len(data))-8-int64(binary.LittleEndian.Uint32(data[len(data)-8:])) < end {
-				t.Fatalf("the page index and footer overlap the last column chunk, which ends at %d", end)
+			// The page index lies between the last column chunk and the footer.
+			footerAt := int64(len(data)) - 8 - int64(binary.LittleEndian.Uint32(data[len(data)-8:]))
+			for gi, g := range md.RowGroups {
+				for c, ch := range g.Columns {
+					for _, at := range [][2]int64{{ch.ColumnIndexOffset, int64(ch.ColumnIndexLength)}, {ch.OffsetIndexOffset, int64(ch.OffsetIndexLength)}} {
+						if at[0] < end || at[0]+at[1] > footerAt {
+							t.Fatalf("row group %d column %d: page index at %d-%d, outside %d-%d (after the row groups, before the footer)", gi, c, at[0], at[0]+at[1], end, footerAt)
+						}
+					}
+				}
 			}
 			// The records must reach what the checks are for.
 			if seen.pages <= len(md.RowGroups)*numLeaves || len(md.RowGroups) < 2 {
 				t.Fatalf("%d pages in %d row groups: too few to test", seen.pages, len(md.RowGroups))
 			}
-			if tc.opts.PageBytes != 0 && tc.opts.PageBytes <= 2<<10 {
-				for c, n := range seen.nullPages {
-					// A page of nulls holds PageBytes levels: only the tiny
-					// pages are short enough for the runs of nulls.
-					if n == 0 && wantLeaves[c].maxDef > 0 && tc.opts.PageBytes <= 512 {
-						t.Errorf("column %s: no page of nulls written", wantLeaves[c].path)
-					}
+			for c, n := range seen.nullPages {
+				if tc.nullPages && n == 0 && wantLeaves[c].maxDef > 0 {
+					t.Errorf("column %s: no page of nulls written", wantLeaves[c].path)
 				}
-				for _, o := range []format.BoundaryOrder{format.Ascending, format.Descending, format.Unordered} {
-					if !seen.orders[colTimestamp][o] {
-						t.Errorf("no timestamp column index is %s", o)
-					}
+			}
+			for _, o := range []format.BoundaryOrder{format.Ascending, format.Descending, format.Unordered} {
+				if tc.allOrders && !seen.orders[colTimestamp][o] {
+					t.Errorf("no timestamp column index is %s", o)
 				}
-				if seen.truncated == 0 {
-					t.Error("no byte array bound was truncated")
-				}
+			}
+			if seen.truncated == 0 {
+				t.Error("no byte array bound was truncated")
 			}
 		})
 	}
@@ -546,6 +554,14 @@ func checkOffsetIndex(t *testing.T, where string, oi *format.OffsetIndex, pages 
 		}
 		rows += int64(pages[p].rows)
 	}
+	// Optional; when written, one count per page.
+	if u := oi.UnencodedByteArrayDataBytes; len(u) != 0 {
+		for p := range pages {
+			if p >= len(u) || u[p] != pages[p].valueBytes {
+				t.Fatalf("%s: unencoded bytes %v in the offset index; page %d holds %d", where, u, p, pages[p].valueBytes)
+			}
+		}
+	}
 }
 
 // checkColumnChunk: the chunk's metadata adds up its pages, and its
@@ -589,6 +605,9 @@ func checkColumnChunk(t *testing.T, where string, leaf leafSpec, m *format.Colum
 		t.Fatalf("%s: encoding stats %+v for %d data pages", where, m.EncodingStats, len(pages))
 	}
 	st := m.Statistics
+	if st.Min != nil && !bytes.Equal(st.Min, st.MinValue) || st.Max != nil && !bytes.Equal(st.Max, st.MaxValue) {
+		t.Fatalf("%s: deprecated statistics [%.24x, %.24x] differ from [%.24x, %.24x]", where, st.Min, st.Max, st.MinValue, st.MaxValue)
+	}
 	switch {
 	case st.MinValue == nil && st.MaxValue == nil:
 		// Left out: allowed for no values, and for byte bounds too long for
