@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding/rle"
@@ -172,9 +173,13 @@ func pageIndexRecords(n int) []record.Record {
 			r.Headers = []record.Header{{Key: "a", Value: nil}, {Key: "", Value: []byte{}}, {Key: "b", Value: text(30)}}
 		case i%8 == 3:
 			r.Headers = []record.Header{{Key: "only-null", Value: nil}}
+		case i%8 == 7:
+			// Longer than a bound, two-byte characters from an odd byte on:
+			// a cut at the bound's length falls inside one.
+			r.Headers = []record.Header{{Key: "k" + strings.Repeat("é", 10+i%3), Value: text(3)}}
 		}
 		if i >= 1500 && i%9 == 0 {
-			r.Tags = []string{"t" + fmt.Sprint(i%4), "", string(text(25))}
+			r.Tags = []string{"t" + fmt.Sprint(i%4), "", string(text(25)), "ü" + strings.Repeat("€", 5+i%4)}
 		}
 		if i >= 1500 && i%6 == 0 {
 			r.ProtocolData = []byte{byte(i), 0, 1}
@@ -426,6 +431,10 @@ func pageIndex(t *testing.T, where string, data []byte, ch *format.ColumnChunk) 
 	return ci, oi
 }
 
+// stringLeaves are the columns of logical type STRING (header keys and
+// tags): their bounds must be UTF-8 too.
+var stringLeaves = map[string]bool{"headers.list.element.key": true, "tags.list.element": true}
+
 type pageIndexCoverage struct {
 	pages     int
 	nullPages [numLeaves]int
@@ -478,6 +487,10 @@ func checkColumnIndex(t *testing.T, where string, leaf leafSpec, ci *format.Colu
 		}
 		if !bytes.Equal(hi, pg.hi) && len(hi) > columnIndexBytes {
 			t.Fatalf("%s page %d: max %.24x is neither the page's max %.24x nor at most %d bytes", where, p, hi, pg.hi, columnIndexBytes)
+		}
+		// A string's bound must be a string: cut between characters.
+		if stringLeaves[leaf.path] && utf8.Valid(pg.lo) && utf8.Valid(pg.hi) && (!utf8.Valid(lo) || !utf8.Valid(hi)) {
+			t.Fatalf("%s page %d: bounds %q, %q of UTF-8 strings are not UTF-8", where, p, lo, hi)
 		}
 		if !bytes.Equal(lo, pg.lo) || !bytes.Equal(hi, pg.hi) {
 			seen.truncated++
@@ -687,4 +700,42 @@ func checkRowGroup(t *testing.T, gi int, g *format.RowGroup, chunks [][]decodedP
 			gi, g.TotalByteSize, g.TotalCompressedSize, g.FileOffset, g.Ordinal, total, comp, g.Columns[0].MetaData.DataPageOffset)
 	}
 	return at
+}
+
+// The column index's byte array bounds are cut to columnIndexBytes: the
+// min to a prefix, the max to a prefix with its last byte raised, so both
+// still bound the value; a string's are cut between characters, so they
+// stay UTF-8 (the format wants bounds of the column's type).
+func TestIndexBoundTruncation(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		v            string
+		utf          bool
+		wantLo, want string // the bounds expected
+	}{
+		{"short", "abc", false, "abc", "abc"},
+		{"exactly the limit", "0123456789abcdef", true, "0123456789abcdef", "0123456789abcdef"},
+		{"ascii", "0123456789abcdefXYZ", true, "0123456789abcdef", "0123456789abcdeg"},
+		{"all 0xff", strings.Repeat("\xff", 20), false, strings.Repeat("\xff", 16), strings.Repeat("\xff", 20)},
+		{"0xff tail", "ab" + strings.Repeat("\xff", 20), false, "ab" + strings.Repeat("\xff", 14), "ac"},
+		{"bytes cut in a character", "a" + strings.Repeat("é", 10), false, "a" + strings.Repeat("é", 7) + "\xc3", "a" + strings.Repeat("é", 7) + "\xc4"},
+		{"string cut between characters", "a" + strings.Repeat("é", 10), true, "a" + strings.Repeat("é", 7), "a" + strings.Repeat("é", 6) + "ê"},
+		{"three-byte characters", strings.Repeat("€", 7), true, strings.Repeat("€", 5), strings.Repeat("€", 4) + "\xe2\x82\xad"},
+		{"0x7f cannot become 0x80: the max whole", strings.Repeat("\x7f", 20), true, strings.Repeat("\x7f", 16), strings.Repeat("\x7f", 20)},
+		{"not UTF-8: cut as bytes", "\xc3" + strings.Repeat("é", 10), true, "\xc3" + strings.Repeat("é", 7) + "\xc3", "\xc3" + strings.Repeat("é", 7) + "\xc4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := []byte(tc.v)
+			lo, hi := truncMin(v, tc.utf), truncMax(v, tc.utf)
+			if string(lo) != tc.wantLo || string(hi) != tc.want {
+				t.Fatalf("bounds %q, %q; want %q, %q", lo, hi, tc.wantLo, tc.want)
+			}
+			if bytes.Compare(lo, v) > 0 || bytes.Compare(hi, v) < 0 {
+				t.Fatalf("bounds %q, %q do not bound %q", lo, hi, v)
+			}
+			if tc.utf && utf8.Valid(v) && (!utf8.Valid(lo) || !utf8.Valid(hi)) {
+				t.Fatalf("bounds %q, %q of a string are not UTF-8", lo, hi)
+			}
+		})
+	}
 }
