@@ -212,6 +212,9 @@ func run(t *testing.T, args ...string) report {
 // column and offset index skip some.
 const smallPages = "tiering.page_bytes=1KiB"
 
+// pyarrow reads every record of the local export back, and DuckDB answers
+// an aggregate and a range filter on timestamp (which skips row groups by
+// their statistics) with exactly the records produced.
 func TestPyArrowAndDuckDBReadTheLocalExport(t *testing.T) {
 	dir := t.TempDir()
 	want := export(t, "cold.local.dir="+dir, smallPages)
@@ -281,8 +284,11 @@ func TestPyArrowReadsTheMinIOExport(t *testing.T) {
 }
 
 // Spark (local mode, Java 17) reads the export from a local folder, from
-// HDFS and from MinIO over s3a://, finds topic and partition in the path, and answers an aggregate; the
-// Hive DDL strata prints makes a table MSCK REPAIR TABLE fills.
+// HDFS and from MinIO over s3a://, finds topic and partition in the path,
+// answers an aggregate, and returns exactly the records of a point and a
+// range filter on offset, which skip row groups and pages by the
+// statistics and page index; the Hive DDL strata prints makes a table
+// MSCK REPAIR TABLE fills.
 func TestSparkAndHiveReadTheExport(t *testing.T) {
 	for _, backend := range []string{"local", "hdfs", "s3a"} {
 		t.Run(backend, func(t *testing.T) {
