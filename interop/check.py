@@ -1,7 +1,8 @@
 """Reads what strata exported with pyarrow and DuckDB and prints what it found
 as JSON, for interop_test.go to compare with what was produced.
 
-usage: check.py local DIR | check.py s3 ENDPOINT ACCESS SECRET BUCKET/PREFIX
+usage: check.py local DIR FROM_MS TO_MS | check.py s3 ENDPOINT ACCESS SECRET BUCKET/PREFIX
+  FROM_MS, TO_MS  the timestamps (milliseconds, both included) DuckDB's range query keeps
 """
 import json
 import sys
@@ -88,6 +89,20 @@ def main():
                 GROUP BY topic, partition ORDER BY topic, partition"""
         ).fetchall()
         out["duckdb"] = [list(map(lambda v: v if isinstance(v, (int, str)) else int(v), r)) for r in rows]
+        # A range on timestamp, which DuckDB pushes into the scan to skip row
+        # groups by their statistics: a wrong bound loses rows. The bounds
+        # are of the column's type (TIMESTAMPTZ, the column being UTC), and
+        # UTC is the session's zone, so no cast lands on the column.
+        duckdb.sql("SET TimeZone = 'UTC'")
+        lo, hi = int(sys.argv[3]), int(sys.argv[4])
+        rows = duckdb.sql(
+            f"""SELECT partition, "offset", epoch_ms(timestamp)
+                FROM read_parquet('{root}/**/*.parquet', hive_partitioning = true)
+                WHERE timestamp BETWEEN epoch_ms({lo})::TIMESTAMPTZ AND epoch_ms({hi})::TIMESTAMPTZ
+                ORDER BY partition, "offset"
+            """
+        ).fetchall()
+        out["duckdb_range"] = [[int(v) for v in r] for r in rows]
     else:
         endpoint, access, secret, root = sys.argv[2:6]
         fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=access,

@@ -38,9 +38,10 @@ type exported struct {
 }
 
 type report struct {
-	Files   int                   `json:"files"`
-	PyArrow map[string][]exported `json:"pyarrow"`
-	DuckDB  [][]any               `json:"duckdb"`
+	Files       int                   `json:"files"`
+	PyArrow     map[string][]exported `json:"pyarrow"`
+	DuckDB      [][]any               `json:"duckdb"`
+	DuckDBRange [][]any               `json:"duckdb_range"`
 }
 
 func python(t *testing.T) string {
@@ -79,6 +80,12 @@ func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
 // timestamps), and runs tiering through the admin API. It returns what was
 // produced and exported, by shard: everything up to the active segment.
 func export(t *testing.T, cold ...string) map[string][]record.Record {
+	return exportRounds(t, 25, cold...)
+}
+
+// exportRounds is export producing the rounds given (12 records to each
+// partition a round); settings in cold override export's.
+func exportRounds(t *testing.T, rounds int, cold ...string) map[string][]record.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
@@ -91,7 +98,7 @@ func export(t *testing.T, cold ...string) map[string][]record.Record {
 	}
 	defer c.Close()
 	produced := map[string][]record.Record{}
-	for round := 0; round < 25; round++ { // one batch per round and partition: segments roll between them
+	for round := 0; round < rounds; round++ { // one batch per round and partition: segments roll between them
 		for p := int32(0); p < 2; p++ {
 			recs := storetest.Records(12, round*2+int(p))
 			var batch []*kgo.Record
@@ -173,6 +180,14 @@ func compare(t *testing.T, tool string, got map[string][]exported, want map[stri
 	}
 }
 
+// hexAny is b as the scripts print it: hex, or null.
+func hexAny(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return hex.EncodeToString(b)
+}
+
 func eq(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func run(t *testing.T, args ...string) report {
@@ -192,10 +207,22 @@ func run(t *testing.T, args ...string) report {
 	return rep
 }
 
+// smallPages makes every column chunk of the export several pages (the
+// smallest page the config allows), so that readers filtering by the
+// column and offset index skip some.
+const smallPages = "tiering.page_bytes=1KiB"
+
+// pyarrow reads every record of the local export back, and DuckDB answers
+// an aggregate and a range filter on timestamp (which skips row groups by
+// their statistics) with exactly the records produced.
 func TestPyArrowAndDuckDBReadTheLocalExport(t *testing.T) {
 	dir := t.TempDir()
-	want := export(t, "cold.local.dir="+dir)
-	rep := run(t, "local", dir)
+	want := export(t, "cold.local.dir="+dir, smallPages)
+	// A timestamp range over a third of orders-0's rounds, which the
+	// rounds of orders-1 interleave with.
+	recs0 := want["orders-0"]
+	from, to := recs0[len(recs0)/3].Timestamp, recs0[len(recs0)/2].Timestamp
+	rep := run(t, "local", dir, fmt.Sprint(from), fmt.Sprint(to))
 	compare(t, "pyarrow", rep.PyArrow, want)
 	if len(rep.DuckDB) != 2 {
 		t.Fatalf("DuckDB found %d topic-partitions: %v", len(rep.DuckDB), rep.DuckDB)
@@ -216,6 +243,35 @@ func TestPyArrowAndDuckDBReadTheLocalExport(t *testing.T) {
 			t.Fatalf("DuckDB with hive_partitioning: %v, want %v", row, wantRow)
 		}
 	}
+	var inRange [][]any
+	for i, shard := range []string{"orders-0", "orders-1"} {
+		for _, r := range want[shard] {
+			if from <= r.Timestamp && r.Timestamp <= to {
+				inRange = append(inRange, []any{i, r.Offset, r.Timestamp})
+			}
+		}
+	}
+	if len(inRange) < 20 {
+		t.Fatalf("only %d records in the timestamp range %d-%d", len(inRange), from, to)
+	}
+	sameRows(t, fmt.Sprintf("DuckDB, timestamp %d-%d", from, to), rep.DuckDBRange, inRange)
+}
+
+// sameRows compares rows a script printed as JSON with those expected.
+func sameRows(t *testing.T, what string, got, want [][]any) {
+	t.Helper()
+	for i := 0; i < max(len(got), len(want)); i++ {
+		var g, w string
+		if i < len(got) {
+			g = fmt.Sprint(ints(got[i]))
+		}
+		if i < len(want) {
+			w = fmt.Sprint(want[i])
+		}
+		if g != w {
+			t.Fatalf("%s: %d rows, want %d; row %d is %s, want %s", what, len(got), len(want), i, g, w)
+		}
+	}
 }
 
 func TestPyArrowReadsTheMinIOExport(t *testing.T) {
@@ -228,8 +284,11 @@ func TestPyArrowReadsTheMinIOExport(t *testing.T) {
 }
 
 // Spark (local mode, Java 17) reads the export from a local folder, from
-// HDFS and from MinIO over s3a://, finds topic and partition in the path, and answers an aggregate; the
-// Hive DDL strata prints makes a table MSCK REPAIR TABLE fills.
+// HDFS and from MinIO over s3a://, finds topic and partition in the path,
+// answers an aggregate, and returns exactly the records of a point and a
+// range filter on offset, which skip row groups and pages by the
+// statistics and page index; the Hive DDL strata prints makes a table
+// MSCK REPAIR TABLE fills.
 func TestSparkAndHiveReadTheExport(t *testing.T) {
 	for _, backend := range []string{"local", "hdfs", "s3a"} {
 		t.Run(backend, func(t *testing.T) {
@@ -253,7 +312,14 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 				env = append(env, "S3A_JARS="+jars(t, "s3a"), "S3_ENDPOINT="+m.Endpoint,
 					"S3_ACCESS_KEY="+m.AccessKey, "S3_SECRET_KEY="+m.SecretKey)
 			}
-			want := export(t, cold...)
+			// Segments (so objects) of about 400 records, 1 KiB pages: the
+			// offset column of an object is several pages, so parquet-mr's
+			// column index filter skips pages of it, and reads of the other
+			// columns' pages by the offset index.
+			want := exportRounds(t, 100, append(cold, smallPages, "segment.max_bytes=40KiB")...)
+			// A point and a range of offsets, the range across pages.
+			n := min(len(want["orders-0"]), len(want["orders-1"]))
+			point, lo, hi := n/2, n/4, min(n/4+70, n-1)
 			work := t.TempDir()
 			// The table statement comes from the command a user runs.
 			ddl, err := exec.Command(strataBin, "catalog", "ddl", "--topic", "orders", "--location", root+"/topic=orders").Output()
@@ -264,7 +330,8 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 			os.WriteFile(ddlFile, ddl, 0o644)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddlFile, work)
+			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddlFile, work,
+				fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi))
 			cmd.Env = env
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -277,6 +344,8 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 				Columns []string `json:"columns"`
 				Scan    [][]any  `json:"scan"`
 				Hive    [][]any  `json:"hive"`
+				Point   [][]any  `json:"point"`
+				Range   [][]any  `json:"range"`
 			}
 			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 				t.Fatalf("spark output: %v\n%s", err, out)
@@ -299,6 +368,19 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 					t.Fatalf("Hive table for %s: %v, want %v", shard, g, wantHive)
 				}
 			}
+			// Offsets start at 0 in each partition: the rows at [lo, hi] are
+			// the records of those indexes.
+			rows := func(from, to int) [][]any {
+				var out [][]any
+				for i, shard := range []string{"orders-0", "orders-1"} {
+					for _, r := range want[shard][from : to+1] {
+						out = append(out, []any{i, r.Offset, r.Timestamp, hexAny(r.Key), hexAny(r.Value)})
+					}
+				}
+				return out
+			}
+			sameRows(t, fmt.Sprintf("Spark, offset = %d", point), got.Point, rows(point, point))
+			sameRows(t, fmt.Sprintf("Spark, offset %d-%d", lo, hi), got.Range, rows(lo, hi))
 		})
 	}
 }

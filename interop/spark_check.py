@@ -1,9 +1,11 @@
 """Reads strata's export with Spark (local mode) and runs the Hive DDL strata
 prints, then prints what it found as JSON for interop_test.go.
 
-usage: spark_check.py ROOT_URI TOPIC_URI DDL_FILE WORKDIR
+usage: spark_check.py ROOT_URI TOPIC_URI DDL_FILE WORKDIR OFFSET LO HI
   ROOT_URI   folder holding topic=*/partition=*/ (file://, hdfs:// or s3a://)
   TOPIC_URI  the topic's folder, the Hive table's location
+  OFFSET     the offset a point query filters on
+  LO, HI     the offsets a range query filters on (both included)
 
 For s3a://, the environment names the store and the jars that read it:
   S3A_JARS (comma-separated: hadoop-aws and the AWS SDK), S3_ENDPOINT
@@ -16,6 +18,7 @@ import sys
 from pyspark.sql import SparkSession
 
 root, topic_uri, ddl_file, work = sys.argv[1:5]
+point, lo, hi = map(int, sys.argv[5:8])
 builder = SparkSession.builder
 if root.startswith("s3a://"):
     env = os.environ
@@ -53,6 +56,17 @@ rows = spark.sql(
     "sum(length(value)) AS value_bytes FROM parquet.`%s` GROUP BY topic, partition ORDER BY topic, partition" % root
 ).collect()
 out["scan"] = [[r.topic, r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in rows]
+
+# Filters on offset: Spark pushes them into parquet-mr, which skips row
+# groups by the footer's statistics and pages by the column index, then
+# reads the other columns' pages the offset index says hold the rows left.
+# A bound that does not bound, or a first row index one off, loses rows or
+# pairs an offset with another record's value.
+FILTERED = ("SELECT `partition`, `offset`, unix_millis(timestamp) AS ms, lower(hex(key)) AS key, "
+            "lower(hex(value)) AS value FROM parquet.`%s` WHERE %s ORDER BY `partition`, `offset`")
+for name, where in [("point", f"`offset` = {point}"), ("range", f"`offset` BETWEEN {lo} AND {hi}")]:
+    rows = spark.sql(FILTERED % (root, where)).collect()
+    out[name] = [[r.partition, r.offset, r.ms, r.key, r.value] for r in rows]
 
 spark.sql(open(ddl_file).read().rstrip().rstrip(";"))
 table = open(ddl_file).read().split("`")[1]

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -39,6 +40,7 @@ type leafWriter struct {
 	maxDef     uint8
 	maxRep     uint8
 	pageStats  bool // min and max in every page header
+	utf8       bool // logical type STRING: bounds are cut between characters
 	repEnc     rle.Encoding
 	defEnc     rle.Encoding
 	unencoded  int64 // the byte array values' bytes in the row group
@@ -143,18 +145,35 @@ const maxStatisticsBytes = 64
 // parquet-go's default (ColumnIndexSizeLimit).
 const columnIndexBytes = 16
 
+// truncMin is a prefix of v at most columnIndexBytes long. A bound must
+// be a value of the column's type (the format says so): for a string
+// (utf), the cut falls between characters.
+func truncMin(v []byte, utf bool) []byte {
+	n := min(len(v), columnIndexBytes)
+	if utf && utf8.Valid(v) {
+		for n > 0 && n < len(v) && !utf8.RuneStart(v[n]) {
+			n--
+		}
+	}
+	return bytes.Clone(v[:n])
+}
+
 // truncMax is the shortest bound at most columnIndexBytes long not below
 // v: v cut and its last byte that can be incremented incremented (v itself
-// when it cannot be cut that way: all 0xff).
-func truncMax(v []byte) []byte {
+// when it cannot be cut that way: all 0xff); for a string (utf), only
+// where that leaves UTF-8.
+func truncMax(v []byte, utf bool) []byte {
 	if len(v) <= columnIndexBytes {
 		return bytes.Clone(v)
 	}
+	utf = utf && utf8.Valid(v)
 	t := bytes.Clone(v[:columnIndexBytes])
 	for i := len(t) - 1; i >= 0; i-- {
 		if t[i] != 0xff {
 			t[i]++
-			return t[:i+1]
+			if !utf || utf8.Valid(t[:i+1]) {
+				return t[:i+1]
+			}
 		}
 	}
 	return bytes.Clone(v)
@@ -243,8 +262,8 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	c.ci.NullPages = append(c.ci.NullPages, !c.has)
 	c.ci.NullCounts = append(c.ci.NullCounts, int64(c.pnull))
 	if c.typ == format.ByteArray {
-		c.ci.MinValues = append(c.ci.MinValues, bytes.Clone(lo[:min(len(lo), columnIndexBytes)]))
-		c.ci.MaxValues = append(c.ci.MaxValues, truncMax(hi))
+		c.ci.MinValues = append(c.ci.MinValues, truncMin(lo, c.utf8))
+		c.ci.MaxValues = append(c.ci.MaxValues, truncMax(hi, c.utf8))
 	} else {
 		c.ci.MinValues = append(c.ci.MinValues, lo)
 		c.ci.MaxValues = append(c.ci.MaxValues, hi)
@@ -351,7 +370,7 @@ func (c *leafWriter) chunkMeta(codec format.CompressionCodec, offset int64) form
 
 // resetChunk starts the next row group; the buffers stay.
 func (c *leafWriter) resetChunk() {
-	*c = leafWriter{path: c.path, typ: c.typ, maxDef: c.maxDef, maxRep: c.maxRep, pageStats: c.pageStats,
+	*c = leafWriter{path: c.path, typ: c.typ, maxDef: c.maxDef, maxRep: c.maxRep, pageStats: c.pageStats, utf8: c.utf8,
 		repEnc: c.repEnc, defEnc: c.defEnc, chunk: c.chunk[:0], cmin: c.cmin[:0], cmax: c.cmax[:0],
 		defHist: c.defHist, repHist: c.repHist, rep: c.rep[:0], def: c.def[:0], vals: c.vals[:0]}
 	clear(c.defHist)
@@ -403,7 +422,8 @@ func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
 			if got := fmt.Sprint(path); got != fmt.Sprint(strings.Split(w.path, ".")) || e.Type.V != w.typ || int(def) != w.maxDef || int(rep) != w.maxRep {
 				return fmt.Errorf("parquet: Row's leaf %d is %v (def %d, rep %d), want %s", leaf, path, def, rep, w.path)
 			}
-			ls[leaf] = leafWriter{path: path, typ: w.typ, maxDef: def, maxRep: rep,
+			_, str := e.LogicalType.Value.(*format.StringType)
+			ls[leaf] = leafWriter{path: path, typ: w.typ, maxDef: def, maxRep: rep, utf8: str,
 				repEnc: rle.Encoding{BitWidth: bits.Len8(rep)}, defEnc: rle.Encoding{BitWidth: bits.Len8(def)},
 				defHist: make([]int64, def+1), repHist: make([]int64, rep+1)}
 			leaf++
