@@ -194,7 +194,7 @@ func (n singleNode) CreateTopic(ctx context.Context, topic string, partitions in
 		return err
 	}
 	// One exists though the topic did not (made by another way into the
-	// store than topics): the rest one by one, as before the batch.
+	// store than topics): the rest one by one.
 	for p := int32(0); p < partitions; p++ {
 		err := n.s.store.CreateShard(ctx, store.ShardName(topic, p))
 		if errors.Is(err, store.ErrShardExists) {

@@ -177,7 +177,7 @@ func BenchmarkEngineOffsetIndex(b *testing.B) {
 	}
 	// The lookups above follow the index's flush and compaction, a pause
 	// in which this VM lets the process's memory go cold: their slowest
-	// 1-4% wait 50-300 us whatever the read does (pread or mapping, with
+	// 1.8-4.5% wait 50-300 us whatever the read does (pread or mapping, with
 	// or without the populate, GC on or off; docs/bench.md). The same
 	// lookups again at once, beside 4 KiB preads at random places of the
 	// same file, say what a lookup costs once it is warm, and what the

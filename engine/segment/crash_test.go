@@ -183,7 +183,7 @@ func crashTest(t *testing.T, model string, runs int) {
 		// Let it write for a random while, then kill it mid-flight. The
 		// while starts when the writer is ready (engine open, shards
 		// made): a start takes 100-300 ms on a loaded machine and more
-		// under -race, so counted from the process start (as it was) most
+		// under -race, so counted from the process start most
 		// kills landed before the first append and the test failed for
 		// want of acknowledgements. Every fourth run still counts from the
 		// process start, so some kills land in a start (recovery).
