@@ -30,9 +30,6 @@ func (c countReads) ReadAt(ctx context.Context, name string, p []byte, off int64
 // whatever its records' size, with the default row groups; so does
 // verifying an upload.
 func TestColdOpenIsOneRead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 48 MiB segments")
-	}
 	ctx := context.Background()
 	b := backends["local"](t)
 	for _, valueBytes := range []int{10, 1000, 16000} {

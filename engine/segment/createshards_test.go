@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -149,12 +148,7 @@ var createSteps = []string{"create:manifest", "create:mkdir", "create:files", "c
 // createChild runs in a child process: it makes a batch of shards of both
 // models, killing itself with SIGKILL at the step named.
 func createChild(dir, step string) {
-	crashPoint = func(at string) {
-		if at == step {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
+	dieAt(step)
 	e, err := Open(createConfig(dir))
 	if err == nil {
 		err = e.CreateShards(ctx, crashBatch)

@@ -232,12 +232,7 @@ var lifecycleSteps = []string{"create:manifest", "create:mkdir", "create:segment
 // lifecycleChild runs in a child process: it fills "old-0", then deletes and
 // re-creates it, killing itself with SIGKILL at the step named.
 func lifecycleChild(dir, step string) {
-	crashPoint = func(at string) {
-		if at == step {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
+	dieAt(step)
 	e, err := Open(testConfig(dir))
 	if err == nil {
 		err = e.DeleteShard(ctx, "old-0")
@@ -456,5 +451,16 @@ func runKilled(t *testing.T, env ...string) {
 	}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
 		t.Fatalf("the child (%s) did not die by SIGKILL: %v\n%s", strings.Join(env, " "), err, out)
+	}
+}
+
+// dieAt makes this (child) process kill itself with SIGKILL at the crash
+// point named step.
+func dieAt(step string) {
+	crashPoint = func(at string) {
+		if at == step {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
 	}
 }

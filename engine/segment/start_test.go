@@ -267,12 +267,7 @@ func TestShardAtStartHighWatermarkFile(t *testing.T) {
 // crash points, or "appended" once 60 records (several segments) are
 // acknowledged.
 func startCrashChild(dir, step string) {
-	crashPoint = func(at string) {
-		if at == step {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
+	dieAt(step)
 	e, err := Open(startCrashConfig(dir))
 	if err == nil {
 		err = e.CreateShardAt(ctx, "at-0", startCrashOffset)
