@@ -1,4 +1,4 @@
-// Package engine is the storage adapter (seed 002): one Store that routes
+// Package engine is the storage adapter (docs/design.md): one Store that routes
 // each shard to the engine its topic is configured for: "segment" (the File
 // Segment engine, the default), "memory" or "pebble".
 package engine

@@ -20,7 +20,7 @@ const (
 	// ModeISR: every member of the ISR holds the write (Kafka's acks=all).
 	ModeISR Mode = iota
 	// ModeQuorum: a majority of the replica set holds it, so one slow
-	// follower never holds writes back (seed 002's quorum).
+	// follower never holds writes back (the design's quorum, docs/design.md).
 	ModeQuorum
 )
 

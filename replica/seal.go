@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Seal agreement (seed 002): a segment is sealed for the cluster only when
+// Seal agreement (docs/design.md): a segment is sealed for the cluster only when
 // every ISR member holds all of it and their checksums agree. Each replica
 // seals its own copy where the leader rolled (followers roll at the
 // leader's offsets, so their files are the same bytes) and reports the

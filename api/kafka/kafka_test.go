@@ -152,7 +152,7 @@ func TestFranzGoProduceConsume(t *testing.T) {
 	}
 }
 
-// Seed 000's bug: one Produce request carrying batches for many
+// The design's old bug (docs/design.md): one Produce request carrying batches for many
 // partitions must answer each with the offsets it was stored at.
 func TestOneRequestManyPartitions(t *testing.T) {
 	addr, st := startServer(t, Config{AutoCreateTopics: true, DefaultPartitions: 8})

@@ -40,7 +40,7 @@ var errTooLarge = errors.New("record batch too large")
 var errInflateBudget = fmt.Errorf("%w: the request's record batches inflate past kafka.max_inflated_request_bytes", errTooLarge)
 
 // decodeBatches unpacks the record batches of one partition of a Produce
-// request into protocol-neutral records (seed 000: unpack on write). left
+// request into protocol-neutral records (docs/design.md: unpack on write). left
 // is what the whole request may still inflate to; decoding charges it.
 func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch, error) {
 	var recs []record.Record
@@ -253,7 +253,7 @@ func batchesSize(recs []record.Record) int {
 func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBatch(dst, recs, -1) }
 
 // encodeEpochBatch frames stored records as one uncompressed v2 record
-// batch (seed 000: reframe on read) of leader epoch leaderEpoch appended to
+// batch (docs/design.md: reframe on read) of leader epoch leaderEpoch appended to
 // dst. Offsets in a read are contiguous. Each record's length is computed
 // first so every byte is written once, into a buffer grown once: a fetch
 // moves megabytes.

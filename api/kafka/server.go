@@ -2,7 +2,7 @@
 // decodes them with franz-go's kmsg, answers through the storage API, and
 // writes the responses back in order. Produce unpacks record batches into
 // protocol-neutral records; Fetch reframes stored records into uncompressed
-// v2 batches (seed 000).
+// v2 batches (docs/design.md).
 package kafka
 
 import (

@@ -29,7 +29,7 @@ type fileModel struct {
 }
 
 // fileModels are the models the partitions curve compares: a file per
-// partition (the default) and seed 002's shared files
+// partition (the default) and the design's shared files
 // (strata.file.model=shared, docs/engine.md).
 var fileModels = []fileModel{
 	{name: "file per partition"},

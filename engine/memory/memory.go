@@ -1,4 +1,4 @@
-// Package memory is the in-memory engine (seed 002): maps by offset, key,
+// Package memory is the in-memory engine (docs/design.md): maps by offset, key,
 // tag and timestamp, microsecond appends, nothing kept across a restart.
 // Each shard holds at most MaxRecords; older records are evicted and the
 // low watermark moves past them.

@@ -1,4 +1,4 @@
-// Package pebblestore is the Pebble engine (seed 002's RocksDB engine):
+// Package pebblestore is the Pebble engine (the design's durable one-node engine, docs/design.md):
 // every record is a Pebble entry, each append one synced batch. Durable on
 // one node, simple, and slower than segment files for large logs.
 package pebblestore

@@ -154,7 +154,7 @@ func BenchmarkEngineOffsetIndex(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchReport(b, bench.Figure{Name: "engine offset index size, 10M records", Value: float64(size) / 1e3, Unit: "KB",
-		Reference: "seed 002's claim", ReferenceValue: 240, Target: "<= 0.41", Runs: 1}) // issue #15's floor: 100 KB
+		Reference: "the design's claim", ReferenceValue: 240, Target: "<= 0.41", Runs: 1}) // issue #15's floor: 100 KB
 
 	lookups := func(seed uint64) []time.Duration {
 		rng := rand.New(rand.NewPCG(5, seed))

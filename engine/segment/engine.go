@@ -1,4 +1,4 @@
-// Package segment is the File Segment engine (seeds 000 and 002): each shard
+// Package segment is the File Segment engine (docs/design.md): each shard
 // is a series of append-only segment files written by a fixed pool of I/O
 // workers that batch requests, fsync once per batch and write all index
 // entries of the batch in one Pebble batch; reads find a position through
@@ -70,7 +70,7 @@ type Config struct {
 	// MaxSegmentBytes caps a segment file (1 GiB).
 	MaxSegmentBytes int64
 	// RollCheckInterval: the size gate is checked when the written offset
-	// crosses a multiple of this (10,000), as in seed 000.
+	// crosses a multiple of this (10,000), as in docs/design.md.
 	RollCheckInterval uint64
 	// MaxSegmentAge seals a segment this long after its first record, so a
 	// quiet shard still tiers (0: never).

@@ -341,7 +341,7 @@ func (w *worker) bucket(ts int64) int64 {
 	return b
 }
 
-// maybeRoll applies seed 000's two gates before an append of n records:
+// maybeRoll applies the design's two gates (docs/design.md) before an append of n records:
 // the written offset crosses a multiple of RollCheckInterval and the active
 // segment is past 90% of MaxSegmentBytes. A segment that has reached
 // MaxSegmentBytes rolls regardless, so no file grows past the cap by more

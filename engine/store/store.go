@@ -1,4 +1,4 @@
-// Package store is the contract every storage engine meets (seed 002's
+// Package store is the contract every storage engine meets (docs/design.md's
 // Storage Adapter): the segment engine, the memory engine and the Pebble
 // engine all implement Store and pass the suite in store/storetest.
 package store

@@ -1,5 +1,5 @@
 // Package layering holds the test that keeps strata's imports flowing the
-// way ARCHITECTURE.md's table says: it reads every package's imports (not
+// way docs/seams.md's rules say: it reads every package's imports (not
 // its tests') with `go list` and fails on an edge the rules forbid.
 package layering
 

@@ -175,7 +175,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 	}
 }
 
-// Seed 000's bug: base offsets scrambled across batches. Many writers, many
+// The design's old bug (docs/design.md): base offsets scrambled across batches. Many writers, many
 // shards: every base offset must match the order on disk.
 func testConcurrentBatches(t *testing.T, s store.Store) {
 	const shards, writers, batches = 8, 4, 25
