@@ -124,7 +124,7 @@ func appendRun(b *testing.B, size, shards int) appendResult {
 }
 
 // Offset lookup latency with the index warm, and the offset index's size
-// on disk for 10 million records (the seed claims about 240 KB).
+// on disk for 10 million records (the design claims about 240 KB, docs/design.md).
 func BenchmarkEngineOffsetIndex(b *testing.B) {
 	const n = 10_000_000
 	dir := b.TempDir()
