@@ -322,8 +322,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
 	}
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Topics: ksrv, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	if adminCfg.Locked() {
+		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")
+	}
+	api := admin.Handler(ctx, adminCfg)
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
