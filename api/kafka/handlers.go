@@ -137,12 +137,12 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r)
 	case *kmsg.FetchRequest:
-		if !s.fromPeer(max(r.ReplicaID, r.ReplicaState.ID), cl) {
+		if !s.fromPeer(r, max(r.ReplicaID, r.ReplicaState.ID), r.UnknownTags, cl) {
 			r.ReplicaID, r.ReplicaState.ID = -1, -1
 		}
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
-		if !s.fromPeer(r.ReplicaID, cl) {
+		if !s.fromPeer(r, r.ReplicaID, r.UnknownTags, cl) {
 			r.ReplicaID = -1
 		}
 		return s.listOffsets(ctx, r)

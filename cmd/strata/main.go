@@ -245,8 +245,14 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var view kafka.Cluster     // nil: this node alone
 	var member *cluster.Member // nil: this node alone
 	var peers []kgo.Opt
+	var peerSecret []byte
 	if cfg.Cluster.Enabled() {
 		if peers, err = peerOpts(cfg); err != nil {
+			ln.Close()
+			kln.Close()
+			return err
+		}
+		if peerSecret, err = cluster.PeerSecret(ctx, md.etcd, cfg.Cluster.EtcdPrefix); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -311,7 +317,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
 		LogDir: logDir,
-		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser,
+		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth, Replication: repl,
 	})
