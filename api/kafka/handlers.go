@@ -5,8 +5,6 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"strata/catalog/offsets"
 )
 
 // errNone is Kafka's "no error"; every other code comes from kerr.
@@ -75,10 +73,6 @@ type clientInfo struct {
 	// denyConfigs, if set, says whether the user may see or change a
 	// config resource (an error code) or not (errNone).
 	denyConfigs func(kmsg.ConfigResourceType, string) int16
-	// denyGroupDelete, if set, says whether the user may not delete
-	// group, given its committed offsets: checked under the group's lock,
-	// against the offsets that would go.
-	denyGroupDelete func(group string, committed map[string]map[int32]offsets.Committed) bool
 }
 
 func (cl clientInfo) configsAllowed(kind kmsg.ConfigResourceType, name string) int16 {
