@@ -152,7 +152,9 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		// Kafka's DELETE on the group: admin on it.
 		var denied []kmsg.DeleteGroupsResponseGroup
 		r.Groups = keep(r.Groups, func(g string) bool { return p.group(OpAdmin, g) },
-			func(g string) { denied = append(denied, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied}) })
+			func(g string) {
+				denied = append(denied, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied})
+			})
 		s.logDeniedGroups(ss, r, len(denied))
 		resp := s.handle(r, cl).(*kmsg.DeleteGroupsResponse)
 		resp.Groups = append(resp.Groups, denied...)
