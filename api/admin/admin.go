@@ -39,7 +39,16 @@ type Config struct {
 	// Token, when set, is the bearer token every endpoint but the health
 	// checks requires.
 	Token string
+	// Authenticated says the Kafka listener authenticates its clients
+	// (SASL): the admin API then serves records and changes configs only
+	// behind Token, so with none set it answers just the health checks
+	// and metrics, as Kafka's own tools need credentials once auth is on.
+	Authenticated bool
 }
+
+// Locked says the API serves only its health checks and metrics: Kafka
+// clients must authenticate and no admin token guards the rest.
+func (c Config) Locked() bool { return c.Authenticated && c.Token == "" }
 
 // Handler serves the API. A tiering run asked for over it ends early when
 // ctx (the service) ends, as a scheduled one does.
@@ -53,7 +62,23 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	c.storage(mux)
 	c.tiering(ctx, mux)
 	c.topics(mux)
+	if c.Locked() {
+		return openOnly(mux)
+	}
 	return requireToken(c.Token, mux)
+}
+
+// openOnly serves the health checks and metrics and refuses the rest.
+func openOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			next.ServeHTTP(w, r)
+		default:
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "kafka.sasl is on and admin_token is not set: " +
+				"the admin API serves only /healthz, /readyz and /metrics; set admin_token to use the rest"})
+		}
+	})
 }
 
 // requireToken guards everything but the health checks with a bearer

@@ -28,20 +28,25 @@ const (
 	maxScramIterations = 16384
 )
 
-// Operation is what a permission lets a user do on the topics it covers.
+// Operation is what a permission lets a user do on the topics (or the
+// groups) it covers.
 type Operation string
 
 const (
 	OpProduce Operation = "produce" // Produce, InitProducerId
-	OpConsume Operation = "consume" // Fetch, ListOffsets, OffsetForLeaderEpoch, offsets and groups
-	OpAdmin   Operation = "admin"   // CreateTopics, DeleteTopics, DeleteRecords; with prefix "": SCRAM users. Implies produce and consume.
+	OpConsume Operation = "consume" // Fetch, ListOffsets, OffsetForLeaderEpoch, offsets; on groups: Kafka's READ and DESCRIBE
+	OpAdmin   Operation = "admin"   // CreateTopics, DeleteTopics, DeleteRecords; with prefix "": SCRAM users and every group; on groups: DELETE too. Implies produce and consume.
 )
 
 // Permission allows one operation on every topic whose name starts with
-// TopicPrefix ("" is every topic, and the cluster for admin).
+// TopicPrefix ("" is every topic, and the cluster for admin) or, when
+// GroupPrefix is set, on every consumer group whose id starts with it
+// instead, as Kafka's GROUP resources: a group is not named by topic, so
+// reading a topic does not let a user into another tenant's group.
 type Permission struct {
 	Operation   Operation `yaml:"operation" json:"operation"`
 	TopicPrefix string    `yaml:"topic_prefix" json:"topic_prefix"`
+	GroupPrefix *string   `yaml:"group_prefix,omitempty" json:"group_prefix,omitempty"`
 }
 
 // User is an account from the configuration. Password may be empty: the
@@ -170,6 +175,12 @@ func CheckUsers(users []User) error {
 			default:
 				return fmt.Errorf("user %q: operation %q: want produce, consume or admin", u.Name, p.Operation)
 			}
+			switch {
+			case p.GroupPrefix != nil && p.TopicPrefix != "":
+				return fmt.Errorf("user %q: a permission names both topic_prefix and group_prefix: give each its own", u.Name)
+			case p.GroupPrefix != nil && p.Operation == OpProduce:
+				return fmt.Errorf("user %q: group_prefix %q: groups take consume or admin, not produce", u.Name, *p.GroupPrefix)
+			}
 		}
 	}
 	return nil
@@ -262,22 +273,36 @@ type perms []Permission
 // allows says whether op on topic is permitted; admin implies the others.
 func (ps perms) allows(op Operation, topic string) bool {
 	for _, p := range ps {
-		if (p.Operation == op || p.Operation == OpAdmin) && strings.HasPrefix(topic, p.TopicPrefix) {
+		if p.GroupPrefix == nil && (p.Operation == op || p.Operation == OpAdmin) && strings.HasPrefix(topic, p.TopicPrefix) {
 			return true
 		}
 	}
 	return false
 }
 
-// any says whether op is permitted on some topic: groups and producer ids
-// are not named by topic, so any consume (produce) permission covers them.
+// any says whether op is permitted on some topic: producer ids are not
+// named by topic, so any produce permission covers them.
 func (ps perms) any(op Operation) bool {
 	for _, p := range ps {
-		if p.Operation == op || p.Operation == OpAdmin {
+		if p.GroupPrefix == nil && (p.Operation == op || p.Operation == OpAdmin) {
 			return true
 		}
 	}
 	return false
+}
+
+// group says whether op on group is permitted: consume is Kafka's READ
+// on the group (join, sync, heartbeat, leave, commit) and DESCRIBE
+// (coordinator, offsets, describe, list); admin adds DELETE. The
+// cluster's administrator (admin on every topic) has every group, as
+// Kafka's super users do.
+func (ps perms) group(op Operation, group string) bool {
+	for _, p := range ps {
+		if p.GroupPrefix != nil && (p.Operation == op || p.Operation == OpAdmin) && strings.HasPrefix(group, *p.GroupPrefix) {
+			return true
+		}
+	}
+	return ps.cluster()
 }
 
 // cluster says whether the user administers the whole cluster (admin on

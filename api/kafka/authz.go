@@ -5,8 +5,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"strata/catalog/offsets"
 )
 
 var (
@@ -151,39 +149,27 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		return resp, nil
 
 	case *kmsg.DeleteGroupsRequest:
-		// Groups are not named by topic, but what deleting one deletes is
-		// its committed offsets: it takes admin on every topic the group
-		// has offsets for, and on some topic for a group with none, else
-		// GROUP_AUTHORIZATION_FAILED for that group, as Kafka answers a
-		// group the user may not delete. deleteGroup checks it under the
-		// group's lock, so a commit cannot slip a topic in after the check.
-		if !p.any(OpAdmin) {
-			resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
-			for _, g := range r.Groups {
-				resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied})
-			}
-			s.logDenied(ss, r, len(r.Groups))
-			return resp, nil
-		}
-		cl.denyGroupDelete = func(group string, committed map[string]map[int32]offsets.Committed) bool {
-			for topic := range committed {
-				if !p.allows(OpAdmin, topic) {
-					s.log.Info("kafka: request denied", "remote", ss.remote, "user", ss.user, "api", kmsg.NameForKey(r.Key()), "group", group, "topic", topic)
-					return true
-				}
-			}
-			return false
-		}
-		return s.handle(r, cl), nil
+		// Kafka's DELETE on the group: admin on it.
+		var denied []kmsg.DeleteGroupsResponseGroup
+		r.Groups = keep(r.Groups, func(g string) bool { return p.group(OpAdmin, g) },
+			func(g string) {
+				denied = append(denied, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied})
+			})
+		s.logDeniedGroups(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.DeleteGroupsResponse)
+		resp.Groups = append(resp.Groups, denied...)
+		return resp, nil
 
 	case *kmsg.OffsetDeleteRequest:
-		if !p.any(OpAdmin) {
+		// Kafka's DELETE on the group and READ on each topic.
+		if !p.group(OpAdmin, r.Group) {
+			s.logDeniedGroups(ss, r, 1)
 			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
 			resp.ErrorCode = groupDenied
 			return resp, nil
 		}
 		var denied []kmsg.OffsetDeleteResponseTopic
-		r.Topics = keep(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.allows(OpAdmin, t.Topic) },
+		r.Topics = keep(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return p.allows(OpConsume, t.Topic) },
 			func(t kmsg.OffsetDeleteRequestTopic) {
 				rt := kmsg.NewOffsetDeleteResponseTopic()
 				rt.Topic = t.Topic
@@ -232,7 +218,8 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		return s.handle(r, cl), nil
 
 	case *kmsg.OffsetCommitRequest:
-		groupOK := p.any(OpConsume)
+		// Kafka's READ on the group and on each topic.
+		groupOK := p.group(OpConsume, r.Group)
 		var denied []kmsg.OffsetCommitResponseTopic
 		r.Topics = keep(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return groupOK && p.allows(OpConsume, t.Topic) },
 			func(t kmsg.OffsetCommitRequestTopic) {
@@ -253,7 +240,9 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		return resp, nil
 
 	case *kmsg.OffsetFetchRequest:
-		if !p.any(OpConsume) {
+		// Kafka's DESCRIBE on the group and on each topic.
+		if !p.group(OpConsume, r.Group) {
+			s.logDeniedGroups(ss, r, 1)
 			resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 			resp.ErrorCode = groupDenied
 			return resp, nil
@@ -273,12 +262,60 @@ func (s *Server) authorized(ss *session, req kmsg.Request, cl clientInfo) (kmsg.
 		})...)
 		return resp, nil
 
-	case *kmsg.FindCoordinatorRequest, *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
-		*kmsg.LeaveGroupRequest, *kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
-		if p.any(OpConsume) {
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest:
+		// Kafka's READ on the group: a member sees the others' ids and
+		// subscriptions and takes partitions from them.
+		if p.group(OpConsume, requestGroup(r)) {
 			return s.handle(r, cl), nil
 		}
+		s.logDeniedGroups(ss, r, 1)
 		return groupDeniedResponse(r), nil
+
+	case *kmsg.FindCoordinatorRequest:
+		// Kafka's DESCRIBE on the group; a transactional id's coordinator
+		// (strata has no transactions) with any consume permission.
+		ok := func(key string) bool {
+			if r.CoordinatorType == 0 {
+				return p.group(OpConsume, key)
+			}
+			return p.any(OpConsume)
+		}
+		if r.Version < 4 {
+			if ok(r.CoordinatorKey) {
+				return s.handle(r, cl), nil
+			}
+			s.logDeniedGroups(ss, r, 1)
+			return groupDeniedResponse(r), nil
+		}
+		var denied []string
+		r.CoordinatorKeys = keep(r.CoordinatorKeys, ok, func(k string) { denied = append(denied, k) })
+		s.logDeniedGroups(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.FindCoordinatorResponse)
+		for _, k := range denied {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode, c.NodeID, c.Port = k, groupDenied, -1, -1
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp, nil
+
+	case *kmsg.DescribeGroupsRequest:
+		// Kafka's DESCRIBE on each group.
+		var denied []kmsg.DescribeGroupsResponseGroup
+		r.Groups = keep(r.Groups, func(g string) bool { return p.group(OpConsume, g) }, func(g string) {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, groupDenied
+			denied = append(denied, d)
+		})
+		s.logDeniedGroups(ss, r, len(denied))
+		resp := s.handle(r, cl).(*kmsg.DescribeGroupsResponse)
+		resp.Groups = append(resp.Groups, denied...)
+		return resp, nil
+
+	case *kmsg.ListGroupsRequest:
+		// Kafka lists the groups the user may DESCRIBE.
+		resp := s.handle(r, cl).(*kmsg.ListGroupsResponse)
+		resp.Groups = keep(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return p.group(OpConsume, g.Group) }, nil)
+		return resp, nil
 
 	case *kmsg.DescribeUserSCRAMCredentialsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 		return s.scramAdmin(&p, r), nil
@@ -330,8 +367,28 @@ func (s *Server) logDenied(ss *session, req kmsg.Request, n int) {
 	}
 }
 
-// groupDeniedResponse answers a group request from a user without any
-// consume permission.
+func (s *Server) logDeniedGroups(ss *session, req kmsg.Request, n int) {
+	if n > 0 {
+		s.log.Info("kafka: request denied", "remote", ss.remote, "user", ss.user, "api", kmsg.NameForKey(req.Key()), "groups", n)
+	}
+}
+
+// requestGroup is the group a member's request names.
+func requestGroup(req kmsg.Request) string {
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return r.Group
+	case *kmsg.SyncGroupRequest:
+		return r.Group
+	case *kmsg.HeartbeatRequest:
+		return r.Group
+	case *kmsg.LeaveGroupRequest:
+		return r.Group
+	}
+	return ""
+}
+
+// groupDeniedResponse answers a request for a group the user may not use.
 func groupDeniedResponse(req kmsg.Request) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.FindCoordinatorRequest:

@@ -109,6 +109,7 @@ func (s *Server) ReadCopy(ctx context.Context, node int32, topic string, p int32
 	rp.UnknownTags.Set(tagCopyRead, nil)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	s.prove(req, node)
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s-%d from node %d: %w", topic, p, node, err)

@@ -86,9 +86,8 @@ func (s *Server) deleteGroups(ctx context.Context, cl clientInfo, r *kmsg.Delete
 }
 
 // deleteGroup deletes one group, holding its lock (groupServer.stripes)
-// from reading its offsets to deleting them: the user's permission is
-// checked against the offsets deleted, and a commit waits for the delete
-// rather than being wiped by it.
+// from reading its offsets to deleting them: a commit waits for the
+// delete rather than being wiped by it.
 func (s *Server) deleteGroup(ctx context.Context, cl clientInfo, version int16, g string) kmsg.DeleteGroupsResponseGroup {
 	if !s.coordinates(g) {
 		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.NotCoordinator.Code}
@@ -98,9 +97,6 @@ func (s *Server) deleteGroup(ctx context.Context, cl clientInfo, version int16, 
 	if err != nil {
 		s.log.Error("kafka: read committed offsets", "group", g, "err", err)
 		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: kerr.CoordinatorNotAvailable.Code}
-	}
-	if cl.denyGroupDelete != nil && cl.denyGroupDelete(g, pos) {
-		return kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: groupDenied}
 	}
 	ask := kmsg.NewPtrDeleteGroupsRequest()
 	ask.Version, ask.Groups = version, []string{g}

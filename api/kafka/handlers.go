@@ -5,8 +5,6 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"strata/catalog/offsets"
 )
 
 // errNone is Kafka's "no error"; every other code comes from kerr.
@@ -75,10 +73,6 @@ type clientInfo struct {
 	// denyConfigs, if set, says whether the user may see or change a
 	// config resource (an error code) or not (errNone).
 	denyConfigs func(kmsg.ConfigResourceType, string) int16
-	// denyGroupDelete, if set, says whether the user may not delete
-	// group, given its committed offsets: checked under the group's lock,
-	// against the offsets that would go.
-	denyGroupDelete func(group string, committed map[string]map[int32]offsets.Committed) bool
 }
 
 func (cl clientInfo) configsAllowed(kind kmsg.ConfigResourceType, name string) int16 {
@@ -137,12 +131,12 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r)
 	case *kmsg.FetchRequest:
-		if !s.fromPeer(max(r.ReplicaID, r.ReplicaState.ID), cl) {
+		if !s.fromPeer(r, max(r.ReplicaID, r.ReplicaState.ID), r.UnknownTags, cl) {
 			r.ReplicaID, r.ReplicaState.ID = -1, -1
 		}
 		return s.fetch(ctx, r)
 	case *kmsg.ListOffsetsRequest:
-		if !s.fromPeer(r.ReplicaID, cl) {
+		if !s.fromPeer(r, r.ReplicaID, r.UnknownTags, cl) {
 			r.ReplicaID = -1
 		}
 		return s.listOffsets(ctx, r)

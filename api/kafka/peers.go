@@ -19,6 +19,8 @@ import (
 type peers struct {
 	self int32
 	opts []kgo.Opt
+	// prove marks a request to node with this node's peer proof.
+	prove func(req kmsg.Request, node int32)
 
 	mu      sync.Mutex
 	clients map[string]*kgo.Client
@@ -48,7 +50,7 @@ func (p *peers) broker(addr string) (*kgo.Broker, error) {
 
 // fetch reads a partition from offset on at the node at addr, within
 // maxBytes, without waiting for records.
-func (p *peers) fetch(ctx context.Context, addr, topic string, partition int32, offset int64, maxBytes int32) (kmsg.FetchResponseTopicPartition, error) {
+func (p *peers) fetch(ctx context.Context, addr string, node int32, topic string, partition int32, offset int64, maxBytes int32) (kmsg.FetchResponseTopicPartition, error) {
 	b, err := p.broker(addr)
 	if err != nil {
 		return kmsg.FetchResponseTopicPartition{}, err
@@ -62,6 +64,7 @@ func (p *peers) fetch(ctx context.Context, addr, topic string, partition int32, 
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	p.prove(req, node)
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
 		return kmsg.FetchResponseTopicPartition{}, err
@@ -74,7 +77,7 @@ func (p *peers) fetch(ctx context.Context, addr, topic string, partition int32, 
 
 // listOffset asks the node at addr for a partition's offset at timestamp
 // (-2: its earliest), as ListOffsets answers it.
-func (p *peers) listOffset(ctx context.Context, addr, topic string, partition int32, timestamp int64) (kmsg.ListOffsetsResponseTopicPartition, error) {
+func (p *peers) listOffset(ctx context.Context, addr string, node int32, topic string, partition int32, timestamp int64) (kmsg.ListOffsetsResponseTopicPartition, error) {
 	b, err := p.broker(addr)
 	if err != nil {
 		return kmsg.ListOffsetsResponseTopicPartition{}, err
@@ -87,6 +90,7 @@ func (p *peers) listOffset(ctx context.Context, addr, topic string, partition in
 	rp.Partition, rp.Timestamp = partition, timestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	p.prove(req, node)
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
 		return kmsg.ListOffsetsResponseTopicPartition{}, err

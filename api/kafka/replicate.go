@@ -231,6 +231,7 @@ func (t replicaTransport) Fetch(ctx context.Context, leader int32, frs []replica
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	t.s.prove(req, leader)
 	resp, err := req.RequestWith(ctx, b)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,10 @@ type Config struct {
 	// PeerUser is the SASL user other nodes sign in as (cluster.peer_user):
 	// with SASL on, only its requests are answered as a replica's.
 	PeerUser string
+	// PeerSecret is the cluster's shared secret (cluster.PeerSecret): this
+	// node proves its replica requests with it and answers as a replica's
+	// only requests proved with it (peerauth.go). Nil: none is.
+	PeerSecret []byte
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -133,6 +137,7 @@ type Server struct {
 	cluster    Cluster
 	topicStore TopicStore
 	peers      *peers
+	peerProofs peerProofs
 	// topicsMu makes a single node's topic changes (create, delete, grow,
 	// alter configs) one at a time: each checks the topic, then writes its
 	// configs and shards, and two interleaved would mix them.
@@ -226,7 +231,7 @@ func New(s store.Store, cfg Config) *Server {
 	if srv.cluster == nil {
 		srv.cluster = singleNode{srv}
 	}
-	srv.peers = &peers{self: srv.cluster.Self(), opts: cfg.PeerOpts}
+	srv.peers = &peers{self: srv.cluster.Self(), opts: cfg.PeerOpts, prove: srv.prove}
 	return srv
 }
 

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,25 +15,33 @@ import (
 // learn of it: no redirect, no preferred read replica, the same answers
 // from the one broker they were told leads the partition.
 
-// fromPeer says whether a request naming replica id comes from another
-// node reading its part of a split log, which is answered from this node's
-// log whoever leads: the id must be a live broker other than this one and,
-// with SASL on, the connection signed in as the peer user
-// (cluster.peer_user). Anyone else gets a consumer's answer, with the
-// leader checks.
-func (s *Server) fromPeer(id int32, cl clientInfo) bool {
+// fromPeer says whether req, naming replica id, comes from another node
+// (a follower's fetch, a copy read, a read of its part of a split log),
+// which is answered as a replica's: the id must be a live broker other
+// than this one, the request must carry that node's peer proof
+// (peerauth.go) and, with SASL on, the connection be signed in as the
+// peer user (cluster.peer_user). Anyone else gets a consumer's answer,
+// with the leader checks.
+func (s *Server) fromPeer(req kmsg.Request, id int32, tags kmsg.Tags, cl clientInfo) bool {
 	if id < 0 || id == s.cluster.Self() {
 		return false
 	}
 	if s.cfg.Auth != nil && (s.cfg.PeerUser == "" || cl.user != s.cfg.PeerUser) {
 		return false
 	}
+	live := false
 	for _, b := range s.cluster.Brokers() {
-		if b.NodeID == id {
-			return true
-		}
+		live = live || b.NodeID == id
 	}
-	return false
+	if !live {
+		return false
+	}
+	if ok, why := s.peerProofs.check(s.cfg.PeerSecret, tags, req.Key(), id, s.cluster.Self(), time.Now()); !ok {
+		s.refusal("kafka: a request naming a node's replica id without that node's proof; answered as a consumer's",
+			"remote", cl.host, "api", kmsg.NameForKey(req.Key()), "replica_id", id, "why", why)
+		return false
+	}
+	return true
 }
 
 // parts is a partition's split log, nil when the whole log is here.
@@ -86,7 +95,7 @@ func (s *Server) readRemote(ctx context.Context, rd remoteRead) {
 		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
 		return
 	}
-	got, err := s.peers.fetch(ctx, addr, rd.topic, rd.partition, rd.offset, int32(rd.limit))
+	got, err := s.peers.fetch(ctx, addr, rd.node, rd.topic, rd.partition, rd.offset, int32(rd.limit))
 	if err != nil {
 		s.refusal("kafka: fetch: reading from the node holding these offsets", "topic", rd.topic, "partition", rd.partition, "offset", rd.offset, "node", rd.node, "err", err)
 		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
@@ -150,7 +159,7 @@ func (s *Server) listRemote(ctx context.Context, topic string, partition int32, 
 		rp.ErrorCode = kerr.KafkaStorageError.Code
 		return rp
 	}
-	got, err := s.peers.listOffset(ctx, addr, topic, partition, ts)
+	got, err := s.peers.listOffset(ctx, addr, node, topic, partition, ts)
 	if err != nil {
 		s.refusal("kafka: list offsets: asking the node holding the partition's earlier offsets", "topic", topic, "partition", partition, "node", node, "err", err)
 		rp.ErrorCode = kerr.KafkaStorageError.Code

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/api/kafka"
 	"strata/internal/testsvc"
 )
 
@@ -100,9 +101,11 @@ func (c *cluster) newLeader(from int32, topic string, p, old int32) int32 {
 }
 
 // copyOf reads node id's own copy of topic's partition p, up to that
-// node's high watermark: a Fetch from a replica (another node's id) is
-// answered from the receiving node's log, whoever leads.
+// node's high watermark: a Fetch from a replica (another node's id, with
+// that node's peer proof) is answered from the receiving node's log,
+// whoever leads.
 func (c *cluster) copyOf(id, as int32, topic string, p int32) (recs []readRec, hw int64, err error) {
+	secret := c.peerSecret()
 	cl := c.client(id)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -117,6 +120,7 @@ func (c *cluster) copyOf(id, as int32, topic string, p int32) (recs []readRec, h
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = p, from, 8<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
+		kafka.ProvePeer(req, secret, as, id, time.Now())
 		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
 		if err != nil {
 			return nil, 0, err

@@ -245,8 +245,14 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var view kafka.Cluster     // nil: this node alone
 	var member *cluster.Member // nil: this node alone
 	var peers []kgo.Opt
+	var peerSecret []byte
 	if cfg.Cluster.Enabled() {
 		if peers, err = peerOpts(cfg); err != nil {
+			ln.Close()
+			kln.Close()
+			return err
+		}
+		if peerSecret, err = cluster.PeerSecret(ctx, md.etcd, cfg.Cluster.EtcdPrefix); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -311,7 +317,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
 		LogDir: logDir,
-		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser,
+		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth, Replication: repl,
 	})
@@ -322,8 +328,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
 	}
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Topics: ksrv, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	if adminCfg.Locked() {
+		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")
+	}
+	api := admin.Handler(ctx, adminCfg)
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()

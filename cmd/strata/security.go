@@ -49,6 +49,9 @@ type SASLUser struct {
 type SASLPermission struct {
 	Operation   string `yaml:"operation"` // produce, consume or admin
 	TopicPrefix string `yaml:"topic_prefix"`
+	// GroupPrefix, set, makes it a permission on the consumer groups whose
+	// id starts with it rather than on topics.
+	GroupPrefix *string `yaml:"group_prefix,omitempty"`
 }
 
 // TLSConfig is a listener's certificate; set, the listener speaks only TLS.
@@ -121,7 +124,7 @@ func (s SASLConfig) allUsers() ([]kafka.User, error) {
 	for _, u := range all {
 		ku := kafka.User{Name: u.Name, Password: u.Password}
 		for _, p := range u.Permissions {
-			ku.Permissions = append(ku.Permissions, kafka.Permission{Operation: kafka.Operation(p.Operation), TopicPrefix: p.TopicPrefix})
+			ku.Permissions = append(ku.Permissions, kafka.Permission{Operation: kafka.Operation(p.Operation), TopicPrefix: p.TopicPrefix, GroupPrefix: p.GroupPrefix})
 		}
 		out = append(out, ku)
 	}
@@ -157,6 +160,7 @@ func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security
 			return nil, fmt.Errorf("kafka.sasl: %w", err)
 		}
 		log.Info("kafka authentication on", "mechanisms", cfg.Kafka.SASL.Mechanisms, "users", len(users))
+		warnNoGroups(users, log)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -200,6 +204,7 @@ func (sec *security) reload(cfg *Config, log *slog.Logger) {
 			log.Error("SIGHUP: users not reloaded, the previous ones stay", "err", err)
 		} else {
 			log.Info("SIGHUP: users reloaded", "users", len(users))
+			warnNoGroups(users, log)
 		}
 	}
 }
@@ -366,4 +371,22 @@ func peerOpts(cfg *Config) ([]kgo.Opt, error) {
 		}
 	}
 	return opts, nil
+}
+
+// warnNoGroups names the users who may consume topics but no consumer
+// group: groups take permissions of their own (group_prefix), and a
+// configuration written before they did gives its consumers none.
+func warnNoGroups(users []kafka.User, log *slog.Logger) {
+	for _, u := range users {
+		consumes, groups := false, false
+		for _, p := range u.Permissions {
+			consumes = consumes || p.GroupPrefix == nil && p.Operation != kafka.OpProduce
+			groups = groups || p.GroupPrefix != nil
+		}
+		if consumes && !groups && !slices.ContainsFunc(u.Permissions, func(p kafka.Permission) bool {
+			return p.GroupPrefix == nil && p.Operation == kafka.OpAdmin && p.TopicPrefix == ""
+		}) {
+			log.Warn("kafka.sasl: a user who may consume topics has no group permission: its consumer groups are refused (add {operation: consume, group_prefix: ...})", "user", u.Name)
+		}
+	}
 }

@@ -129,6 +129,7 @@ const (
 	javaPassword   = "javauser-Secret-3"
 	latePassword   = "late-Secret-4"
 	wrongPassword  = "wrong-Secret-9"
+	adminToken     = "admin-Secret-5"
 )
 
 // The service with SASL and TLS on both listeners, as a user runs it: a
@@ -157,6 +158,7 @@ log: {level: debug}
 cold: {local: {dir: %[1]s/cold}}
 tiering: {enabled: false}
 admin_tls: {cert_file: %[2]s, key_file: %[3]s}
+admin_token: %[6]s
 kafka:
   tls: {cert_file: %[2]s, key_file: %[3]s}
   sasl:
@@ -166,7 +168,7 @@ kafka:
         password: %[4]s
         permissions: [{operation: admin, topic_prefix: ""}]
     users_file: %[5]s
-`, dir, certFile, keyFile, rootPassword, usersFile)
+`, dir, certFile, keyFile, rootPassword, usersFile, adminToken)
 	testsvc.WriteFileAtomic(t, configFile, []byte(config))
 
 	var printed strings.Builder
@@ -257,6 +259,7 @@ kafka:
 		}
 		resp.Body.Close()
 		t.Setenv("STRATA_ADMIN_CA", ca.PEMFile)
+		t.Setenv("STRATA_ADMIN_TOKEN", adminToken)
 		var out strings.Builder
 		if err := tierCmd([]string{"run", "--admin-addr", p.admin}, &out); err != nil || !strings.Contains(out.String(), "uploaded 0 segments") {
 			t.Fatalf("strata tier run over https: %v\n%s", err, out.String())
@@ -376,7 +379,7 @@ kafka:
 			t.Errorf("the log lacks %q", want)
 		}
 	}
-	for _, secret := range []string{rootPassword, readerPassword, javaPassword, latePassword, wrongPassword} {
+	for _, secret := range []string{rootPassword, readerPassword, javaPassword, latePassword, wrongPassword, adminToken} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log shows the password %q", secret)
 		}
