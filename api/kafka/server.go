@@ -335,32 +335,63 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > s.cfg.MaxRequestBytes {
-			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+		// Before SASL authentication only ApiVersions and SASL frames of at
+		// most 512 KiB are read, as Kafka's sasl.server.max.receive.size: a
+		// stranger can make the broker decode nothing else.
+		preAuth := sess.preAuth()
+		maxSize := s.cfg.MaxRequestBytes
+		if preAuth {
+			maxSize = min(maxSize, maxPreAuthBytes)
+		}
+		if size < 8 || size > maxSize {
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", maxSize, "authenticated", !preAuth)
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
 		// Once a frame has begun, its body must arrive promptly: a client
 		// announcing a large frame and then trickling cannot hold memory.
-		if !s.readDeadline(c, s.cfg.FrameTimeout) {
+		frameDeadline := time.Now().Add(s.cfg.FrameTimeout)
+		if !s.readDeadlineAt(c, frameDeadline) {
 			return
 		}
-		key, err := r.Peek(2)
+		keyBytes, err := r.Peek(2)
 		if err != nil {
 			return
 		}
-		if int16(binary.BigEndian.Uint16(key)) != produceKey && size > s.cfg.MaxControlRequestBytes {
-			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", int16(binary.BigEndian.Uint16(key)),
+		key := int16(binary.BigEndian.Uint16(keyBytes))
+		if preAuth && !preAuthAPI(key) {
+			s.refusal("kafka: closing a connection that sent a request before SASL authentication", "remote", c.RemoteAddr().String(),
+				"api_key", key, "api", kmsg.NameForKey(key))
+			s.cfg.Metrics.refused("unauthenticated")
+			return
+		}
+		if key != produceKey && size > s.cfg.MaxControlRequestBytes {
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", key,
 				"size", size, "max", s.cfg.MaxControlRequestBytes)
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
-		if err := s.inflight.acquire(s.closing, int64(size)); err != nil {
-			return
+		take := func(n, held, rest int) (int, error) {
+			if preAuth {
+				return n, nil // as Kafka's, pre-authentication frames are bounded by their own limit, not the shared budget
+			}
+			start := time.Now()
+			got, err := s.inflight.take(s.closing, int64(n), int64(held), int64(rest))
+			if waited := time.Since(start); err == nil && waited > time.Millisecond {
+				// Waiting for room is not the client's slowness.
+				frameDeadline = frameDeadline.Add(waited)
+				if !s.readDeadlineAt(c, frameDeadline) {
+					return int(got), errShuttingDown
+				}
+			}
+			return int(got), err
 		}
-		frame, err := readFrame(r, int(size))
+		frame, held, err := readFrame(r, int(size), take)
+		if preAuth {
+			held = 0
+		}
 		if err != nil {
-			s.inflight.release(int64(size))
+			s.inflight.release(int64(held))
 			return
 		}
 		// Every request is watched: its context ends when the client goes
@@ -372,7 +403,7 @@ func (s *Server) serveConn(c net.Conn) {
 		ctx = withReadAhead(ctx, ra)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
-		s.inflight.release(int64(size))
+		s.inflight.release(int64(held))
 		if err != nil {
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
@@ -398,9 +429,14 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
-// readDeadline gives c's next read d, unless the server is shutting down:
-// under openMu, so Shutdown's wake-up deadline is never overwritten.
+// readDeadline gives c's next read d, unless the server is shutting down.
 func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
+	return s.readDeadlineAt(c, time.Now().Add(d))
+}
+
+// readDeadlineAt sets c's read deadline unless the server is shutting
+// down: under openMu, so Shutdown's wake-up deadline is never overwritten.
+func (s *Server) readDeadlineAt(c net.Conn, t time.Time) bool {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	select {
@@ -408,36 +444,47 @@ func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
 		return false
 	default:
 	}
-	c.SetReadDeadline(time.Now().Add(d))
+	c.SetReadDeadline(t)
 	return true
 }
 
-// readFrame reads a frame body of size bytes. Past 8 MiB its buffer grows
-// as the bytes arrive rather than trusting the announced size up front.
-func readFrame(r *bufio.Reader, size int) ([]byte, error) {
-	// Nothing is allocated until a buffer's worth of the body has come: a
-	// client that announces a frame and stalls, or goes away, costs none.
-	if _, err := r.Peek(min(size, r.Size())); err != nil {
-		return nil, err
-	}
-	const whole = 8 << 20
-	if size <= whole { // most frames: one allocation, no copies
-		buf := make([]byte, size)
-		_, err := io.ReadFull(r, buf)
-		return buf, err
-	}
-	buf := make([]byte, 0, whole)
+// firstFrameBuf is what a larger frame's buffer starts with, once the
+// reader's 64 KiB of it have come: twice what arrived, as every doubling
+// after it.
+const firstFrameBuf = 128 << 10
+
+// readFrame reads a frame body of size bytes into a buffer that grows as
+// the bytes arrive, never ahead of them: each growth is first had from
+// take (n more bytes for a frame that holds held and needs at most rest
+// more), which may grant more than asked. A client that announces a frame
+// and stalls, or goes away, holds what it sent, at most twice over. It
+// returns the frame and what take granted in all, also on an error.
+func readFrame(r *bufio.Reader, size int, take func(n, held, rest int) (int, error)) ([]byte, int, error) {
+	held := 0
+	var buf []byte
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(size-len(buf), cap(buf)))
+			// Nothing is taken or allocated until more of the body has come.
+			if _, err := r.Peek(min(size-len(buf), r.Size())); err != nil {
+				return nil, held, err
+			}
+			want := min(size, max(min(size, firstFrameBuf), 2*cap(buf)))
+			if want > held {
+				got, err := take(want-held, held, size-held)
+				held += got
+				if err != nil {
+					return nil, held, err
+				}
+			}
+			buf = slices.Grow(buf, want-len(buf))[:len(buf)]
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < size {
-			return nil, err
+			return nil, held, err
 		}
 	}
-	return buf, nil
+	return buf, held, nil
 }
 
 // handleFrame decodes one request frame and returns the whole response
