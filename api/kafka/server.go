@@ -557,7 +557,34 @@ func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, s
 		return nil, nil
 	}
 	resp.SetVersion(version)
+	dropUndefinedTags(resp)
 	return frameResponse(corr, resp, resp.IsFlexible() && key != apiVersionsKey), nil
+}
+
+// dropUndefinedTags clears the tagged fields kmsg writes at every flexible
+// version but Kafka defines only from a later one: kafka-clients refuses
+// an answer with a tag its version does not define ("Tag 0 is not valid
+// for version 9"). KIP-951's leader hints are Produce v10+ (the partition's
+// CurrentLeader and NodeEndpoints) and Fetch v16+ (NodeEndpoints; Fetch's
+// CurrentLeader is v12+, as kmsg writes it).
+func dropUndefinedTags(resp kmsg.Response) {
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		if r.Version >= 10 {
+			return
+		}
+		r.Brokers = nil
+		for ti := range r.Topics {
+			for pi := range r.Topics[ti].Partitions {
+				l := &r.Topics[ti].Partitions[pi].CurrentLeader
+				l.LeaderID, l.LeaderEpoch = -1, -1
+			}
+		}
+	case *kmsg.FetchResponse:
+		if r.Version < 16 {
+			r.Brokers = nil
+		}
+	}
 }
 
 // frameResponse frames resp as the parts to write in turn: the whole frame,
