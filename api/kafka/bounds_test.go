@@ -27,6 +27,7 @@ import (
 
 	"strata/engine/memory"
 	"strata/engine/record"
+	"strata/engine/segment"
 	"strata/engine/store"
 )
 
@@ -676,8 +677,24 @@ func TestLongPollEndsWhenTheClientGoes(t *testing.T) {
 // tests that look at its budget.
 func serveMemory(t *testing.T, cfg Config) (string, *Server) {
 	t.Helper()
+	return serveStore(t, memory.New(100_000), cfg)
+}
+
+// serveSegments is serveMemory over the segment engine.
+func serveSegments(t *testing.T, cfg Config) (string, *Server) {
+	t.Helper()
+	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return serveStore(t, e, cfg)
+}
+
+func serveStore(t *testing.T, st store.Store, cfg Config) (string, *Server) {
+	t.Helper()
 	cfg.Logger = quiet
-	srv := New(memory.New(100_000), cfg)
+	srv := New(st, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -880,4 +897,81 @@ func encodeFrame(req kmsg.Request, version int16) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
 	return f, nil
+}
+
+// A Fetch's max_bytes is capped at kafka.fetch_max_bytes (Kafka's
+// fetch.max.bytes), a partition named many times is read once, as Kafka
+// reads a fetch's partitions into a map, and the answers of many
+// connections fetching at once hold no more than
+// kafka.max_inflight_fetch_bytes together.
+func TestFetchAnswersAreBounded(t *testing.T) {
+	const capBytes, shared, value = 1 << 20, 3 << 20, 16 << 10
+	addr, srv := serveSegments(t, Config{AutoCreateTopics: true, FetchMaxBytes: capBytes, MaxInflightFetchBytes: shared})
+	var peak atomic.Int64
+	srv.answers.gauge = func(n int64) {
+		if n > peak.Load() {
+			peak.Store(n)
+		}
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))
+	for i := 0; i < 256; i++ { // 4 MiB in the partition
+		c.Produce(context.Background(), &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, value)}, nil)
+	}
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c *kgo.Client, names int) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 2_000_000_000, 0
+		for i := 0; i < names; i++ {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "big"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 2_000_000_000, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := fetch(c, 60)
+	parts, size := 0, 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			parts++
+			size += len(rp.RecordBatches)
+		}
+	}
+	if parts != 1 || size == 0 || size > capBytes+2*value {
+		t.Fatalf("a fetch naming one partition 60 times with max_bytes 2e9: %d partitions, %d KiB; want it once, at most fetch_max_bytes (%d KiB)",
+			parts, size>>10, capBytes>>10)
+	}
+
+	// Eight fetches at once, each allowed fetch_max_bytes: together they
+	// hold at most the shared bound (and a batch over it), and each is
+	// answered with records.
+	peak.Store(0)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		c := client(t, addr) // a connection of its own
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				if resp := fetch(c, 1); len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+					t.Errorf("a fetch beside 7 others answered no records: %+v", resp.Topics[0].Partitions[0])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p == 0 || p > shared+2*value {
+		t.Fatalf("fetch answers held %d KiB at most; want at most max_inflight_fetch_bytes (%d KiB)", p>>10, shared>>10)
+	}
+	if used := srv.answers.inUse(); used != 0 {
+		t.Fatalf("%d bytes of the answer budget still held after every answer was written", used)
+	}
 }

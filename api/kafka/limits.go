@@ -88,6 +88,31 @@ func (b *budget) take(stop <-chan struct{}, n, held, rest int64) (int64, error) 
 	}
 }
 
+// takeUpTo grants up to want bytes, as many as there is room for, at once
+// if that is at least least (or nothing is in use), else waiting for
+// least; or until stop is closed.
+func (b *budget) takeUpTo(stop <-chan struct{}, want, least int64) (int64, error) {
+	least = min(least, want)
+	b.mu.Lock()
+	if room := b.max - b.used; room >= least || b.used == 0 {
+		n := min(want, max(room, least))
+		b.used += n
+		b.gauge(b.used)
+		b.mu.Unlock()
+		return n, nil
+	}
+	b.mu.Unlock()
+	return b.take(stop, least, 0, least)
+}
+
+// force takes n bytes without waiting: what is already in memory.
+func (b *budget) force(n int64) {
+	b.mu.Lock()
+	b.used += n
+	b.gauge(b.used)
+	b.mu.Unlock()
+}
+
 func (b *budget) release(n int64) {
 	b.mu.Lock()
 	b.used -= n

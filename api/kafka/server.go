@@ -77,6 +77,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
+	// FetchMaxBytes caps a consumer's Fetch max_bytes (57671680, Kafka's
+	// fetch.max.bytes). MaxInflightFetchBytes bounds the fetch answers
+	// built and not yet written, all connections together (256 MiB).
+	FetchMaxBytes         int32
+	MaxInflightFetchBytes int64
 	// MaxReadAheadBytes bounds the fetch answers framed ahead for
 	// consumers catching up, all connections together; 0 (the default)
 	// turns read-ahead off (readahead.go).
@@ -138,6 +143,8 @@ type Server struct {
 	// configs and shards, and two interleaved would mix them.
 	topicsMu sync.Mutex
 	inflight *budget
+	// answers bounds the fetch answers built and not yet written (fetch.go).
+	answers  *budget
 	appended *hub // wakes long polls when a partition gets records
 	// readAheadBytes is what the connections' read-aheads hold;
 	// topicsDeleted counts the topics this node deleted, which a
@@ -199,6 +206,12 @@ func New(s store.Store, cfg Config) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 57671680
+	}
+	if cfg.MaxInflightFetchBytes <= 0 {
+		cfg.MaxInflightFetchBytes = 256 << 20
+	}
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
@@ -214,7 +227,7 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
 		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
-		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
+		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
 	}
@@ -405,19 +418,23 @@ func (s *Server) serveConn(c net.Conn) {
 		stopWatch()
 		s.inflight.release(int64(held))
 		if err != nil {
+			sc.release()
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
 		if resp == nil {
+			sc.release()
 			continue // acks=0: Kafka sends no answer
 		}
 		c.SetWriteDeadline(time.Now().Add(time.Minute))
 		for _, part := range resp { // a large part goes to the connection without a copy
 			if _, err := w.Write(part); err != nil {
+				sc.release()
 				return
 			}
 		}
 		if err := w.Flush(); err != nil {
+			sc.release()
 			return
 		}
 		putBuf(resp[0]) // written: the next answers may reuse the buffers
