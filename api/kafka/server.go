@@ -230,6 +230,7 @@ func New(s store.Store, cfg Config) *Server {
 		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
+		srv.answers.gauge = cfg.Metrics.setAnswers
 	}
 	srv.cluster = cfg.Cluster
 	srv.topicStore = cfg.Topics
