@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -494,7 +493,10 @@ func readFrame(r *bufio.Reader, size int, take func(n, held, rest int) (int, err
 					return nil, held, err
 				}
 			}
-			buf = slices.Grow(buf, want-len(buf))[:len(buf)]
+			// Exactly want: a size class's rounding would read past what take granted.
+			grown := make([]byte, len(buf), want)
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+n]
