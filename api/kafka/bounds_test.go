@@ -25,7 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/engine/memory"
 	"strata/engine/record"
+	"strata/engine/segment"
 	"strata/engine/store"
 )
 
@@ -668,5 +670,308 @@ func TestLongPollEndsWhenTheClientGoes(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the long poll still waits 10s after its client went away (max_wait is 60s)")
 		}
+	}
+}
+
+// serveMemory serves a memory store with cfg, and returns the server, for
+// tests that look at its budget.
+func serveMemory(t *testing.T, cfg Config) (string, *Server) {
+	t.Helper()
+	return serveStore(t, memory.New(100_000), cfg)
+}
+
+// serveSegments is serveMemory over the segment engine.
+func serveSegments(t *testing.T, cfg Config) (string, *Server) {
+	t.Helper()
+	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return serveStore(t, e, cfg)
+}
+
+func serveStore(t *testing.T, st store.Store, cfg Config) (string, *Server) {
+	t.Helper()
+	cfg.Logger = quiet
+	srv := New(st, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return ln.Addr().String(), srv
+}
+
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// closedByServer fails the test unless the server closes conn within a
+// generous deadline (far shorter than the server's frame timeout).
+func closedByServer(t *testing.T, conn net.Conn, what string) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("%s: %v; want the connection closed by the server at once", what, err)
+	}
+}
+
+// Frames whose size is announced but whose bytes do not come hold none of
+// the shared in-flight budget beyond twice what they sent: nine clients
+// announcing frames half the budget's size and sending 64 KiB of each do
+// not stall a producer, and hold about what they sent.
+func TestStalledFramesHoldWhatTheySent(t *testing.T) {
+	addr, srv := serveMemory(t, Config{AutoCreateTopics: true, MaxInflightBytes: 8 << 20, FrameTimeout: 5 * time.Minute})
+	const attackers, sent = 9, 64 << 10
+	for i := 0; i < attackers; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := apiVersions(conn); err != nil {
+			t.Fatalf("ApiVersions beside %d stalled frames: %v", i, err)
+		}
+		frame := make([]byte, 4+sent)
+		binary.BigEndian.PutUint32(frame, 4<<20) // a Produce (key 0) v9 frame of 4 MiB, never finished
+		binary.BigEndian.PutUint16(frame[6:], 9)
+		if _, err := conn.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server has read what they sent once it holds that much budget.
+	for deadline := time.Now().Add(10 * time.Second); srv.inflight.inUse() < attackers*sent && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if used := srv.inflight.inUse(); used < attackers*sent || used > 2*attackers*sent {
+		t.Fatalf("%d stalled frames that sent %d KiB each hold %d KiB of the in-flight budget; want at most twice what they sent",
+			attackers, sent>>10, used>>10)
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("calm"), kgo.AllowAutoTopicCreation())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte("still here")}).FirstErr(); err != nil {
+		t.Fatalf("a produce beside %d stalled frames: %v", attackers, err)
+	}
+}
+
+// Frames taken as they arrive cannot deadlock the budget: when every byte
+// in use is held by frames waiting for more, the oldest gets the rest of
+// its frame, over the budget; the others wait for room as before.
+func TestBudgetLetsTheOldestWaitingFrameFinish(t *testing.T) {
+	b := newBudget(100)
+	stop := make(chan struct{})
+	if got, err := b.take(stop, 60, 0, 100); got != 60 || err != nil {
+		t.Fatalf("first 60 of a frame of 100: %d %v", got, err)
+	}
+	if got, err := b.take(stop, 40, 0, 160); got != 40 || err != nil {
+		t.Fatalf("first 40 of a frame of 160: %d %v", got, err)
+	}
+	type grant struct {
+		n   int64
+		err error
+	}
+	takeAsync := func(n, held, rest int64) chan grant {
+		ch := make(chan grant, 1)
+		go func() { got, err := b.take(stop, n, held, rest); ch <- grant{got, err} }()
+		return ch
+	}
+	first := takeAsync(40, 60, 40) // the full budget: waits while the second frame could still give back
+	select {
+	case g := <-first:
+		t.Fatalf("granted %d while another frame held the rest and was not waiting", g.n)
+	case <-time.After(20 * time.Millisecond):
+	}
+	second := takeAsync(80, 40, 120) // now both wait: the oldest is let over the budget
+	if g := <-first; g.n != 40 || g.err != nil {
+		t.Fatalf("the oldest waiting frame: %+v; want its remaining 40", g)
+	}
+	select {
+	case g := <-second:
+		t.Fatalf("the second frame was granted %d beside one over the budget", g.n)
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.release(100) // the first frame answered: the second holds all that is in use
+	if g := <-second; g.n != 120 || g.err != nil {
+		t.Fatalf("the second frame once the first was answered: %+v; want its remaining 120", g)
+	}
+	b.release(160)
+	if b.used != 0 || b.waitingHeld != 0 || len(b.waiters) != 0 {
+		t.Fatalf("after everything came back: used %d, waiters hold %d, %d waiters", b.used, b.waitingHeld, len(b.waiters))
+	}
+}
+
+// Before SASL authentication a connection may send ApiVersions and SASL
+// frames of at most 512 KiB (Kafka's sasl.server.max.receive.size), which
+// take nothing of the shared in-flight budget; any other request, or a
+// larger frame, closes the connection on its header, before its body is
+// read or decoded.
+func TestPreAuthFramesAreBounded(t *testing.T) {
+	addr, srv := serveMemory(t, Config{AutoCreateTopics: true, Auth: authConfig(t, ""), FrameTimeout: 5 * time.Minute})
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	header := func(size int, key, version int16) []byte {
+		h := binary.BigEndian.AppendUint32(nil, uint32(size))
+		h = binary.BigEndian.AppendUint16(h, uint16(key))
+		return binary.BigEndian.AppendUint16(h, uint16(version))
+	}
+	conn := dial()
+	conn.Write(header(100, 1, 12))
+	closedByServer(t, conn, "the header of a Fetch before authentication")
+	conn = dial()
+	conn.Write(header(512<<10+1, saslAuthenticateKey, 2))
+	closedByServer(t, conn, "the header of a SaslAuthenticate frame of 512 KiB + 1 before authentication")
+
+	// Strangers holding frames up to the limit do not take from the budget
+	// the authenticated clients share.
+	for i := 0; i < 20; i++ {
+		conn := dial()
+		conn.Write(append(header(512<<10, saslAuthenticateKey, 2), make([]byte, 64<<10)...))
+	}
+	c := saslClient(t, addr, MechScramSHA256, "root", "root-pw-1", kgo.DefaultProduceTopic("calm"), kgo.AllowAutoTopicCreation())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte("signed in")}).FirstErr(); err != nil {
+		t.Fatalf("an authenticated produce beside strangers' frames: %v", err)
+	}
+	if used := srv.inflight.inUse(); used != 0 {
+		t.Fatalf("strangers' frames hold %d KiB of the shared in-flight budget; want none", used>>10)
+	}
+
+	// Fetch frames packed with topic entries, which decode to many times
+	// their size, are never decoded: the heap does not grow with them.
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.Topics = make([]kmsg.FetchRequestTopic, 340_000)
+	frame, err := encodeFrame(fetch, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch = nil
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	peak := watchHeap(t)
+	var conns []net.Conn
+	for i := 0; i < 16; i++ {
+		conn := dial()
+		conn.Write(frame)
+		conns = append(conns, conn)
+	}
+	for i, conn := range conns {
+		closedByServer(t, conn, fmt.Sprintf("stranger %d's Fetch of %d KiB", i, len(frame)>>10))
+	}
+	if grew := int64(peak()) - int64(before.HeapInuse); grew > 64<<20 {
+		t.Fatalf("16 unauthenticated Fetch frames of %d KiB grew the heap by %d MiB", len(frame)>>10, grew>>20)
+	}
+}
+
+// encodeFrame is req as a client frames it, size prefix included.
+func encodeFrame(req kmsg.Request, version int16) ([]byte, error) {
+	req.SetVersion(version)
+	f := binary.BigEndian.AppendUint32(nil, 0)
+	f = binary.BigEndian.AppendUint16(f, uint16(req.Key()))
+	f = binary.BigEndian.AppendUint16(f, uint16(version))
+	f = binary.BigEndian.AppendUint32(f, 1)
+	f = binary.BigEndian.AppendUint16(f, 0xffff) // null client id
+	if req.IsFlexible() {
+		f = append(f, 0)
+	}
+	f = req.AppendTo(f)
+	if len(f) > 1<<20 {
+		return nil, fmt.Errorf("frame of %d bytes: over the 1 MiB a non-Produce request may be", len(f))
+	}
+	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+	return f, nil
+}
+
+// A Fetch's max_bytes is capped at kafka.fetch_max_bytes (Kafka's
+// fetch.max.bytes), a partition named many times is read once, as Kafka
+// reads a fetch's partitions into a map, and the answers of many
+// connections fetching at once hold no more than
+// kafka.max_inflight_fetch_bytes together.
+func TestFetchAnswersAreBounded(t *testing.T) {
+	const capBytes, shared, value = 1 << 20, 3 << 20, 16 << 10
+	addr, srv := serveSegments(t, Config{AutoCreateTopics: true, FetchMaxBytes: capBytes, MaxInflightFetchBytes: shared})
+	var peak atomic.Int64
+	srv.answers.gauge = func(n int64) {
+		if n > peak.Load() {
+			peak.Store(n)
+		}
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))
+	for i := 0; i < 256; i++ { // 4 MiB in the partition
+		c.Produce(context.Background(), &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, value)}, nil)
+	}
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c *kgo.Client, names int) *kmsg.FetchResponse {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 2_000_000_000, 0
+		for i := 0; i < names; i++ {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "big"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 2_000_000_000, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := fetch(c, 60)
+	parts, size := 0, 0
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			parts++
+			size += len(rp.RecordBatches)
+		}
+	}
+	if parts != 1 || size == 0 || size > capBytes+2*value {
+		t.Fatalf("a fetch naming one partition 60 times with max_bytes 2e9: %d partitions, %d KiB; want it once, at most fetch_max_bytes (%d KiB)",
+			parts, size>>10, capBytes>>10)
+	}
+
+	// Eight fetches at once, each allowed fetch_max_bytes: together they
+	// hold at most the shared bound (and a batch over it), and each is
+	// answered with records.
+	peak.Store(0)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		c := client(t, addr) // a connection of its own
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				if resp := fetch(c, 1); len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+					t.Errorf("a fetch beside 7 others answered no records: %+v", resp.Topics[0].Partitions[0])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p == 0 || p > shared+2*value {
+		t.Fatalf("fetch answers held %d KiB at most; want at most max_inflight_fetch_bytes (%d KiB)", p>>10, shared>>10)
+	}
+	if used := srv.answers.inUse(); used != 0 {
+		t.Fatalf("%d bytes of the answer budget still held after every answer was written", used)
 	}
 }

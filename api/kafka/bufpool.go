@@ -71,6 +71,10 @@ func putBuf(b []byte) {
 type scratch struct {
 	mu   sync.Mutex
 	bufs [][]byte
+	// what the answer holds of the server's fetch answer budget, given
+	// back with the buffers
+	held   int64
+	budget *budget
 }
 
 type scratchKey struct{}
@@ -103,6 +107,16 @@ func (sc *scratch) release() {
 		putBuf(b)
 	}
 	sc.bufs = nil
+	sc.dropHold()
+}
+
+// dropHold gives back what the request holds of the fetch answer budget
+// (sc.mu held).
+func (sc *scratch) dropHold() {
+	if sc.held != 0 {
+		sc.budget.release(sc.held)
+		sc.held = 0
+	}
 }
 
 // adoptScratch hands b back with ctx's request's other buffers once the

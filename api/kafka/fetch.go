@@ -18,6 +18,7 @@ import (
 // does not wait; otherwise it waits for an append to one of the partitions
 // it asked for (or max_wait) and reads again.
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
+	namePartitionsOnce(r)
 	if isCopyRead(r) {
 		return s.copyRead(ctx, r)
 	}
@@ -30,7 +31,9 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 		answered = reads
 		// As Kafka, an error answers at once: the client has to act on it
 		// (re-route, reset, retry), not wait for records.
-		return resp, total >= int(r.MinBytes) || failed(resp) || r.MaxWaitMillis <= 0
+		// min_bytes past the answer's cap would wait out max_wait: Kafka
+		// caps it at fetch.max.bytes too.
+		return resp, total >= min(int(r.MinBytes), s.fetchMaxBytes(r)) || failed(resp) || r.MaxWaitMillis <= 0
 	})
 	s.readAheadAfter(ctx, r, answered)
 	return resp
@@ -97,12 +100,108 @@ func failed(resp *kmsg.FetchResponse) bool {
 	return false
 }
 
-// fetchMaxBytes is the request's max_bytes, or Kafka's default.
-func fetchMaxBytes(r *kmsg.FetchRequest) int {
+// fetchMaxBytes is the request's max_bytes, or Kafka's default, capped at
+// kafka.fetch_max_bytes, as Kafka's fetch.max.bytes.
+func (s *Server) fetchMaxBytes(r *kmsg.FetchRequest) int {
 	if r.MaxBytes <= 0 {
-		return 50 << 20
+		return min(50<<20, int(s.cfg.FetchMaxBytes))
 	}
-	return int(r.MaxBytes)
+	return int(min(r.MaxBytes, s.cfg.FetchMaxBytes))
+}
+
+// namePartitionsOnce leaves each partition of a fetch named once, as
+// Kafka's broker reads a fetch's partitions into a map: a partition named
+// again replaces the earlier entry's offsets and limits where it was first
+// named. A request naming one partition many times reads it once, not once
+// for each name.
+func namePartitionsOnce(r *kmsg.FetchRequest) {
+	n := 0
+	for _, t := range r.Topics {
+		n += len(t.Partitions)
+	}
+	if n < 2 {
+		return
+	}
+	type topicKey struct {
+		name string
+		id   [16]byte
+	}
+	type partKey struct{ topic, partition int32 }
+	topicAt := make(map[topicKey]int, len(r.Topics))
+	partAt := make(map[partKey]int, n)
+	var topics []kmsg.FetchRequestTopic
+	again := false
+	for _, t := range r.Topics {
+		ti, ok := topicAt[topicKey{t.Topic, t.TopicID}]
+		if !ok {
+			ti = len(topics)
+			topicAt[topicKey{t.Topic, t.TopicID}] = ti
+			nt := t
+			nt.Partitions = make([]kmsg.FetchRequestTopicPartition, 0, len(t.Partitions))
+			topics = append(topics, nt)
+		}
+		for _, p := range t.Partitions {
+			key := partKey{int32(ti), p.Partition}
+			if pi, ok := partAt[key]; ok {
+				topics[ti].Partitions[pi] = p
+				again = true
+				continue
+			}
+			partAt[key] = len(topics[ti].Partitions)
+			topics[ti].Partitions = append(topics[ti].Partitions, p)
+		}
+	}
+	if again || len(topics) < len(r.Topics) {
+		r.Topics = topics
+	}
+}
+
+// minAnswerGrant is the least of the answer budget a fetch waits for when
+// it is full; with more room a fetch takes what there is, up to its
+// max_bytes, and reads no more.
+const minAnswerGrant = 1 << 20
+
+// holdAnswer takes up to maxBytes of the server's fetch answer budget for
+// ctx's request, held until its answer is written (its scratch is
+// released), and returns what the fetch may read. A long poll's next read
+// gives back what the last one held first. Without a scratch (a request
+// not from a connection) nothing is held.
+func (s *Server) holdAnswer(ctx context.Context, maxBytes int) int {
+	sc, ok := ctx.Value(scratchKey{}).(*scratch)
+	if !ok {
+		return maxBytes
+	}
+	sc.mu.Lock()
+	sc.dropHold()
+	sc.mu.Unlock()
+	n, err := s.answers.takeUpTo(ctx.Done(), int64(maxBytes), minAnswerGrant)
+	if err != nil {
+		return 0
+	}
+	sc.mu.Lock()
+	sc.held, sc.budget = n, s.answers
+	sc.mu.Unlock()
+	return int(n)
+}
+
+// keepAnswer sets ctx's hold of the answer budget to the answer's size:
+// what it did not use goes back, a first batch over max_bytes is counted.
+func (s *Server) keepAnswer(ctx context.Context, size int) {
+	sc, ok := ctx.Value(scratchKey{}).(*scratch)
+	if !ok {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	switch d := int64(size) - sc.held; {
+	case sc.budget == nil:
+	case d > 0:
+		s.answers.force(d)
+		sc.held += d
+	case d < 0:
+		s.answers.release(-d)
+		sc.held += d
+	}
 }
 
 // fetchRead is one partition of a fetch read from this node's log.
@@ -118,7 +217,7 @@ type fetchRead struct {
 
 func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []fetchRead) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	maxBytes := fetchMaxBytes(r)
+	maxBytes := s.fetchMaxBytes(r)
 	var reads []fetchRead
 	var remotes []remoteRead
 	leaders := map[int32]Broker{} // KIP-951: where the refused partitions are led
@@ -168,6 +267,11 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	if len(reads)+len(remotes) > 0 {
+		// Answers built and not yet written share one budget across
+		// connections: N fetches hold at most it, not N times max_bytes.
+		maxBytes = s.holdAnswer(ctx, maxBytes)
+	}
 	var wg sync.WaitGroup
 	for _, rd := range remotes {
 		wg.Add(1)
@@ -192,6 +296,9 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 	}
 	for _, rd := range remotes {
 		total += len(rd.rp.RecordBatches)
+	}
+	if len(reads)+len(remotes) > 0 {
+		s.keepAnswer(ctx, total)
 	}
 	for _, b := range leaders {
 		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port})

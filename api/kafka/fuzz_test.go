@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"testing"
 	"time"
 
@@ -113,3 +115,59 @@ func FuzzDecodeBatches(f *testing.F) {
 
 // sameBytes tells null from empty, as the wire does.
 func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
+// chunkReader hands out its bytes at most n at a time, as a socket does.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[k:]
+	return k, nil
+}
+
+// A frame body read as it arrives, in any chunks, of any size up to 2 MiB
+// and with as many bytes as the client sent: the frame is exactly the
+// body, or an error when the body is short; what the budget granted never
+// passes the frame, and is the whole frame once it is read.
+func FuzzReadFrame(f *testing.F) {
+	f.Add(uint32(100), uint32(100), uint16(7), false, []byte("abc"))
+	f.Add(uint32(300<<10), uint32(300<<10), uint16(4096), true, []byte{1, 2, 3, 4, 5})
+	f.Add(uint32(1<<20+3), uint32(700<<10), uint16(65535), false, []byte{9})
+	f.Fuzz(func(t *testing.T, size, sent uint32, chunk uint16, overBudget bool, pattern []byte) {
+		size, sent = 1+size%(2<<20), sent%(2<<20+1)
+		if len(pattern) == 0 {
+			pattern = []byte{0}
+		}
+		body := bytes.Repeat(pattern, int(sent)/len(pattern)+1)[:sent]
+		r := bufio.NewReaderSize(&chunkReader{body, 1 + int(chunk)}, 64<<10)
+		takes := 0
+		frame, held, err := readFrame(r, int(size), func(n, held, rest int) (int, error) {
+			if n <= 0 || held < 0 || n > rest {
+				t.Fatalf("take(%d, %d, %d)", n, held, rest)
+			}
+			takes++
+			if overBudget && takes == 2 { // let over the budget: the rest at once
+				return rest, nil
+			}
+			return n, nil
+		})
+		if held < 0 || held > int(size) {
+			t.Fatalf("granted %d for a frame of %d", held, size)
+		}
+		if sent < size {
+			if err == nil {
+				t.Fatalf("a frame of %d read from %d bytes", size, sent)
+			}
+			return
+		}
+		if err != nil || !bytes.Equal(frame, body[:size]) || held != int(size) {
+			t.Fatalf("frame of %d from %d bytes: %v, %d bytes read (equal %t), %d granted", size, sent, err, len(frame), bytes.Equal(frame, body[:size]), held)
+		}
+	})
+}

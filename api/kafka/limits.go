@@ -16,22 +16,29 @@ import (
 
 const produceKey = 0
 
-// budget bounds the request bytes held across all connections. Unlike a
-// FIFO semaphore it lets a request that fits go ahead of a larger one that
-// waits, so a few clients announcing huge frames cannot stall the small
-// requests of everyone else; a request larger than the whole budget runs
-// alone. A release wakes only the waiters that now fit.
+// budget bounds the request bytes held across all connections. A frame
+// takes its bytes as they arrive (readFrame), not when its size is read: a
+// client announcing large frames and sending nothing holds nothing. Unlike
+// a FIFO semaphore it lets a request that fits go ahead of a larger one
+// that waits, so a few clients announcing huge frames cannot stall the
+// small requests of everyone else. When every byte in use is held by
+// frames waiting for more (none would ever come back), the oldest waiter
+// gets all its frame still needs and runs over the budget, by one frame at
+// most; so a frame larger than the whole budget runs alone. A release wakes
+// only the waiters that now fit.
 type budget struct {
-	mu      sync.Mutex
-	used    int64
-	max     int64
-	waiters []*budgetWaiter // in arrival order
-	gauge   func(int64)
+	mu          sync.Mutex
+	used        int64
+	max         int64
+	waiters     []*budgetWaiter // in arrival order
+	waitingHeld int64           // what the waiters hold already
+	gauge       func(int64)
 }
 
 type budgetWaiter struct {
-	n     int64
-	ready chan struct{} // closed once n is granted
+	n, held, rest int64
+	granted       int64
+	ready         chan struct{} // closed once granted is set
 }
 
 func newBudget(max int64) *budget {
@@ -40,35 +47,70 @@ func newBudget(max int64) *budget {
 
 var errShuttingDown = errors.New("shutting down")
 
-func (b *budget) fits(n int64) bool { return b.used == 0 || b.used+n <= b.max }
-
 // acquire waits until n bytes are granted, or until stop is closed.
 func (b *budget) acquire(stop <-chan struct{}, n int64) error {
+	_, err := b.take(stop, n, 0, n)
+	return err
+}
+
+// take grants n more bytes to a frame that holds held already and may need
+// rest more in all (n <= rest), waiting for room, or until stop is closed.
+// It returns what was granted: n, or rest when the frame was let over the
+// budget.
+func (b *budget) take(stop <-chan struct{}, n, held, rest int64) (int64, error) {
 	b.mu.Lock()
-	if b.fits(n) {
+	if b.used+n <= b.max {
 		b.used += n
 		b.gauge(b.used)
 		b.mu.Unlock()
-		return nil
+		return n, nil
 	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, held: held, rest: max(n, rest), ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
+	b.waitingHeld += held
+	b.grant()
 	b.mu.Unlock()
 	select {
 	case <-w.ready:
-		return nil
+		return w.granted, nil
 	case <-stop:
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		select {
 		case <-w.ready: // granted meanwhile: give it back
-			b.used -= n
-			b.grant()
+			b.used -= w.granted
 		default:
 			b.waiters = slices.DeleteFunc(b.waiters, func(o *budgetWaiter) bool { return o == w })
+			b.waitingHeld -= held
 		}
-		return errShuttingDown
+		b.grant()
+		return 0, errShuttingDown
 	}
+}
+
+// takeUpTo grants up to want bytes, as many as there is room for, at once
+// if that is at least least (or nothing is in use), else waiting for
+// least; or until stop is closed.
+func (b *budget) takeUpTo(stop <-chan struct{}, want, least int64) (int64, error) {
+	least = min(least, want)
+	b.mu.Lock()
+	if room := b.max - b.used; room >= least || b.used == 0 {
+		n := min(want, max(room, least))
+		b.used += n
+		b.gauge(b.used)
+		b.mu.Unlock()
+		return n, nil
+	}
+	b.mu.Unlock()
+	return b.take(stop, least, 0, least)
+}
+
+// force takes n bytes without waiting: what is already in memory.
+func (b *budget) force(n int64) {
+	b.mu.Lock()
+	b.used += n
+	b.gauge(b.used)
+	b.mu.Unlock()
 }
 
 func (b *budget) release(n int64) {
@@ -78,20 +120,33 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// grant hands the freed bytes to the waiters that fit, oldest first.
+// grant hands the freed bytes to the waiters that fit, oldest first; if
+// none fits and only waiters hold bytes, the oldest gets the rest of its
+// frame.
 func (b *budget) grant() {
 	kept := b.waiters[:0]
 	for _, w := range b.waiters {
-		if b.fits(w.n) {
-			b.used += w.n
-			close(w.ready)
+		if b.used+w.n <= b.max {
+			b.give(w, w.n)
 		} else {
 			kept = append(kept, w)
 		}
 	}
 	clear(b.waiters[len(kept):])
 	b.waiters = kept
+	if len(b.waiters) > 0 && b.used == b.waitingHeld {
+		b.give(b.waiters[0], b.waiters[0].rest)
+		b.waiters[0] = nil
+		b.waiters = b.waiters[1:]
+	}
 	b.gauge(b.used)
+}
+
+func (b *budget) give(w *budgetWaiter, n int64) {
+	b.used += n
+	b.waitingHeld -= w.held
+	w.granted = n
+	close(w.ready)
 }
 
 // hub wakes the long polls waiting on a shard when records are appended to

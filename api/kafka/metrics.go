@@ -15,6 +15,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	refusals *prometheus.CounterVec
 	inflight prometheus.Gauge
+	answers  prometheus.Gauge
 	ahead    *prometheus.CounterVec
 }
 
@@ -32,10 +33,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Connections and frames refused by a resource bound (connections, frame_size)."}, []string{"bound"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_kafka_inflight_request_bytes",
 			Help: "Request bytes held across all connections (kafka.max_inflight_request_bytes bounds it)."}),
+		answers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_kafka_inflight_fetch_bytes",
+			Help: "Fetch answer bytes built and not yet written, all connections together (kafka.max_inflight_fetch_bytes bounds it)."}),
 		ahead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_kafka_fetch_read_ahead_total",
 			Help: "Partitions of fetch answers framed ahead, by what became of them: used by the next fetch, unused (it asked for other offsets or limits), stale (the log start or high watermark moved past them)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.errors, m.latency, m.refusals, m.inflight, m.ahead)
+	reg.MustRegister(m.requests, m.errors, m.latency, m.refusals, m.inflight, m.answers, m.ahead)
 	return m
 }
 
@@ -54,6 +57,12 @@ func (m *Metrics) readAhead(result string) {
 func (m *Metrics) setInflight(n int64) {
 	if m != nil {
 		m.inflight.Set(float64(n))
+	}
+}
+
+func (m *Metrics) setAnswers(n int64) {
+	if m != nil {
+		m.answers.Set(float64(n))
 	}
 }
 

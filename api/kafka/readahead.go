@@ -256,7 +256,7 @@ func (s *Server) readAheadAfter(ctx context.Context, r *kmsg.FetchRequest, answe
 	if len(next) == 0 {
 		return
 	}
-	maxBytes := fetchMaxBytes(r)
+	maxBytes := s.fetchMaxBytes(r)
 	want = min(want, maxBytes)
 	ra.afterAnswer(func() {
 		// The server's read-ahead memory is bounded: when it is taken,

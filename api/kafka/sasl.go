@@ -36,6 +36,26 @@ func (s *Server) newSession(remote string) *session {
 // written (a failed authentication, as in Kafka).
 func (ss *session) closeAfterAnswer() bool { return ss != nil && ss.closed }
 
+// maxPreAuthBytes is the largest frame read before authentication: Kafka's
+// sasl.server.max.receive.size (524288).
+const maxPreAuthBytes = 512 << 10
+
+// preAuth says whether the connection has yet to authenticate with SASL
+// (never when authentication is off).
+func (ss *session) preAuth() bool { return ss != nil && ss.user == "" }
+
+// preAuthAPI says whether a request with this API key may be read before
+// authentication: ApiVersions, SaslHandshake and SaslAuthenticate, as in
+// Kafka.
+func preAuthAPI(key int16) bool {
+	return key == apiVersionsKey || key == saslHandshakeKey || key == saslAuthenticateKey
+}
+
+const (
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
+
 // errUnauthenticated closes a connection that asks for anything but
 // ApiVersions and SASL before authenticating, as Kafka does.
 var errUnauthenticated = errors.New("request before SASL authentication")

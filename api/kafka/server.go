@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,6 +76,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxFetchWait caps a fetch's long poll, whatever the client asks (30s).
 	MaxFetchWait time.Duration
+	// FetchMaxBytes caps a consumer's Fetch max_bytes (57671680, Kafka's
+	// fetch.max.bytes). MaxInflightFetchBytes bounds the fetch answers
+	// built and not yet written, all connections together (256 MiB).
+	FetchMaxBytes         int32
+	MaxInflightFetchBytes int64
 	// MaxReadAheadBytes bounds the fetch answers framed ahead for
 	// consumers catching up, all connections together; 0 (the default)
 	// turns read-ahead off (readahead.go).
@@ -143,6 +147,8 @@ type Server struct {
 	// configs and shards, and two interleaved would mix them.
 	topicsMu sync.Mutex
 	inflight *budget
+	// answers bounds the fetch answers built and not yet written (fetch.go).
+	answers  *budget
 	appended *hub // wakes long polls when a partition gets records
 	// readAheadBytes is what the connections' read-aheads hold;
 	// topicsDeleted counts the topics this node deleted, which a
@@ -204,6 +210,12 @@ func New(s store.Store, cfg Config) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 57671680
+	}
+	if cfg.MaxInflightFetchBytes <= 0 {
+		cfg.MaxInflightFetchBytes = 256 << 20
+	}
 	if cfg.MaxFetchWait <= 0 {
 		cfg.MaxFetchWait = 30 * time.Second
 	}
@@ -219,9 +231,10 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
 		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
-		inflight: newBudget(cfg.MaxInflightBytes), appended: newHub()}
+		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes), appended: newHub()}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
+		srv.answers.gauge = cfg.Metrics.setAnswers
 	}
 	srv.cluster = cfg.Cluster
 	srv.topicStore = cfg.Topics
@@ -340,32 +353,63 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > s.cfg.MaxRequestBytes {
-			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", s.cfg.MaxRequestBytes)
+		// Before SASL authentication only ApiVersions and SASL frames of at
+		// most 512 KiB are read, as Kafka's sasl.server.max.receive.size: a
+		// stranger can make the broker decode nothing else.
+		preAuth := sess.preAuth()
+		maxSize := s.cfg.MaxRequestBytes
+		if preAuth {
+			maxSize = min(maxSize, maxPreAuthBytes)
+		}
+		if size < 8 || size > maxSize {
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "size", size, "max", maxSize, "authenticated", !preAuth)
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
 		// Once a frame has begun, its body must arrive promptly: a client
 		// announcing a large frame and then trickling cannot hold memory.
-		if !s.readDeadline(c, s.cfg.FrameTimeout) {
+		frameDeadline := time.Now().Add(s.cfg.FrameTimeout)
+		if !s.readDeadlineAt(c, frameDeadline) {
 			return
 		}
-		key, err := r.Peek(2)
+		keyBytes, err := r.Peek(2)
 		if err != nil {
 			return
 		}
-		if int16(binary.BigEndian.Uint16(key)) != produceKey && size > s.cfg.MaxControlRequestBytes {
-			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", int16(binary.BigEndian.Uint16(key)),
+		key := int16(binary.BigEndian.Uint16(keyBytes))
+		if preAuth && !preAuthAPI(key) {
+			s.refusal("kafka: closing a connection that sent a request before SASL authentication", "remote", c.RemoteAddr().String(),
+				"api_key", key, "api", kmsg.NameForKey(key))
+			s.cfg.Metrics.refused("unauthenticated")
+			return
+		}
+		if key != produceKey && size > s.cfg.MaxControlRequestBytes {
+			s.refusal("kafka: refusing a frame", "remote", c.RemoteAddr().String(), "api_key", key,
 				"size", size, "max", s.cfg.MaxControlRequestBytes)
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
-		if err := s.inflight.acquire(s.closing, int64(size)); err != nil {
-			return
+		take := func(n, held, rest int) (int, error) {
+			if preAuth {
+				return n, nil // as Kafka's, pre-authentication frames are bounded by their own limit, not the shared budget
+			}
+			start := time.Now()
+			got, err := s.inflight.take(s.closing, int64(n), int64(held), int64(rest))
+			if waited := time.Since(start); err == nil && waited > time.Millisecond {
+				// Waiting for room is not the client's slowness.
+				frameDeadline = frameDeadline.Add(waited)
+				if !s.readDeadlineAt(c, frameDeadline) {
+					return int(got), errShuttingDown
+				}
+			}
+			return int(got), err
 		}
-		frame, err := readFrame(r, int(size))
+		frame, held, err := readFrame(r, int(size), take)
+		if preAuth {
+			held = 0
+		}
 		if err != nil {
-			s.inflight.release(int64(size))
+			s.inflight.release(int64(held))
 			return
 		}
 		// Every request is watched: its context ends when the client goes
@@ -377,21 +421,25 @@ func (s *Server) serveConn(c net.Conn) {
 		ctx = withReadAhead(ctx, ra)
 		resp, err := s.handleFrame(ctx, frame, c.RemoteAddr().String(), sess)
 		stopWatch()
-		s.inflight.release(int64(size))
+		s.inflight.release(int64(held))
 		if err != nil {
+			sc.release()
 			s.log.Warn("kafka: closing a connection after a bad request", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
 		if resp == nil {
+			sc.release()
 			continue // acks=0: Kafka sends no answer
 		}
 		c.SetWriteDeadline(time.Now().Add(time.Minute))
 		for _, part := range resp { // a large part goes to the connection without a copy
 			if _, err := w.Write(part); err != nil {
+				sc.release()
 				return
 			}
 		}
 		if err := w.Flush(); err != nil {
+			sc.release()
 			return
 		}
 		putBuf(resp[0]) // written: the next answers may reuse the buffers
@@ -403,9 +451,14 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
-// readDeadline gives c's next read d, unless the server is shutting down:
-// under openMu, so Shutdown's wake-up deadline is never overwritten.
+// readDeadline gives c's next read d, unless the server is shutting down.
 func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
+	return s.readDeadlineAt(c, time.Now().Add(d))
+}
+
+// readDeadlineAt sets c's read deadline unless the server is shutting
+// down: under openMu, so Shutdown's wake-up deadline is never overwritten.
+func (s *Server) readDeadlineAt(c net.Conn, t time.Time) bool {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	select {
@@ -413,36 +466,50 @@ func (s *Server) readDeadline(c net.Conn, d time.Duration) bool {
 		return false
 	default:
 	}
-	c.SetReadDeadline(time.Now().Add(d))
+	c.SetReadDeadline(t)
 	return true
 }
 
-// readFrame reads a frame body of size bytes. Past 8 MiB its buffer grows
-// as the bytes arrive rather than trusting the announced size up front.
-func readFrame(r *bufio.Reader, size int) ([]byte, error) {
-	// Nothing is allocated until a buffer's worth of the body has come: a
-	// client that announces a frame and stalls, or goes away, costs none.
-	if _, err := r.Peek(min(size, r.Size())); err != nil {
-		return nil, err
-	}
-	const whole = 8 << 20
-	if size <= whole { // most frames: one allocation, no copies
-		buf := make([]byte, size)
-		_, err := io.ReadFull(r, buf)
-		return buf, err
-	}
-	buf := make([]byte, 0, whole)
+// firstFrameBuf is what a larger frame's buffer starts with, once the
+// reader's 64 KiB of it have come: twice what arrived, as every doubling
+// after it.
+const firstFrameBuf = 128 << 10
+
+// readFrame reads a frame body of size bytes into a buffer that grows as
+// the bytes arrive, never ahead of them: each growth is first had from
+// take (n more bytes for a frame that holds held and needs at most rest
+// more), which may grant more than asked. A client that announces a frame
+// and stalls, or goes away, holds what it sent, at most twice over. It
+// returns the frame and what take granted in all, also on an error.
+func readFrame(r *bufio.Reader, size int, take func(n, held, rest int) (int, error)) ([]byte, int, error) {
+	held := 0
+	var buf []byte
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(size-len(buf), cap(buf)))
+			// Nothing is taken or allocated until more of the body has come.
+			if _, err := r.Peek(min(size-len(buf), r.Size())); err != nil {
+				return nil, held, err
+			}
+			want := min(size, max(min(size, firstFrameBuf), 2*cap(buf)))
+			if want > held {
+				got, err := take(want-held, held, size-held)
+				held += got
+				if err != nil {
+					return nil, held, err
+				}
+			}
+			// Exactly want: a size class's rounding would read past what take granted.
+			grown := make([]byte, len(buf), want)
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < size {
-			return nil, err
+			return nil, held, err
 		}
 	}
-	return buf, nil
+	return buf, held, nil
 }
 
 // handleFrame decodes one request frame and returns the whole response
@@ -515,7 +582,34 @@ func (s *Server) handleFrame(ctx context.Context, frame []byte, remote string, s
 		return nil, nil
 	}
 	resp.SetVersion(version)
+	dropUndefinedTags(resp)
 	return frameResponse(corr, resp, resp.IsFlexible() && key != apiVersionsKey), nil
+}
+
+// dropUndefinedTags clears the tagged fields kmsg writes at every flexible
+// version but Kafka defines only from a later one: kafka-clients refuses
+// an answer with a tag its version does not define ("Tag 0 is not valid
+// for version 9"). KIP-951's leader hints are Produce v10+ (the partition's
+// CurrentLeader and NodeEndpoints) and Fetch v16+ (NodeEndpoints; Fetch's
+// CurrentLeader is v12+, as kmsg writes it).
+func dropUndefinedTags(resp kmsg.Response) {
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		if r.Version >= 10 {
+			return
+		}
+		r.Brokers = nil
+		for ti := range r.Topics {
+			for pi := range r.Topics[ti].Partitions {
+				l := &r.Topics[ti].Partitions[pi].CurrentLeader
+				l.LeaderID, l.LeaderEpoch = -1, -1
+			}
+		}
+	case *kmsg.FetchResponse:
+		if r.Version < 16 {
+			r.Brokers = nil
+		}
+	}
 }
 
 // frameResponse frames resp as the parts to write in turn: the whole frame,

@@ -140,6 +140,11 @@ type KafkaConfig struct {
 	// FetchReadAheadBytes bounds the fetch answers framed ahead for
 	// consumers catching up (docs/kafka.md); 0, the default, is off.
 	FetchReadAheadBytes Bytes `yaml:"fetch_read_ahead_bytes"`
+	// FetchMaxBytes caps what a consumer's Fetch may ask for (Kafka's
+	// fetch.max.bytes); MaxInflightFetchBytes bounds the fetch answers
+	// built or being written, all connections together.
+	FetchMaxBytes         Bytes `yaml:"fetch_max_bytes"`
+	MaxInflightFetchBytes Bytes `yaml:"max_inflight_fetch_bytes"`
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -505,6 +510,7 @@ func (c *Config) validate() error {
 		"kafka.max_inflated_request_bytes": int64(c.Kafka.MaxInflatedRequestBytes), "kafka.max_message_bytes": int64(c.Kafka.MaxMessageBytes),
 		"kafka.max_partitions": int64(c.Kafka.MaxPartitions), "kafka.max_connections": int64(c.Kafka.MaxConnections),
 		"kafka.max_connections_per_ip": int64(c.Kafka.MaxConnectionsPerIP), "kafka.frame_timeout": int64(c.Kafka.FrameTimeout),
+		"kafka.fetch_max_bytes": int64(c.Kafka.FetchMaxBytes), "kafka.max_inflight_fetch_bytes": int64(c.Kafka.MaxInflightFetchBytes),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s: %d: want more than 0", key, v)

@@ -316,6 +316,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
+		FetchMaxBytes: int32(min(int64(cfg.Kafka.FetchMaxBytes), 1<<30)), MaxInflightFetchBytes: int64(cfg.Kafka.MaxInflightFetchBytes),
 		LogDir: logDir,
 		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
