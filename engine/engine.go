@@ -383,3 +383,12 @@ func (a *Adapter) Checksum(ctx context.Context, shard string, no uint64) (uint32
 	}
 	return s.Checksum(ctx, shard, no)
 }
+
+// SealedSegments lists the shard's local sealed segments; an engine
+// without segment files has none.
+func (a *Adapter) SealedSegments(ctx context.Context, shard string) ([]store.SealedSegment, error) {
+	if s, ok := a.route(shard).(store.SealedLister); ok {
+		return s.SealedSegments(ctx, shard)
+	}
+	return nil, nil
+}

@@ -46,6 +46,7 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 		return
 	}
 	p.a, p.leader, p.waiters, p.reports = a, l, map[ProduceID]chan Result{}, nil
+	p.scannedAt = time.Time{} // what the last leader left unsealed is found at the next tick
 	n.cfg.Log.Info("replica: leading", "shard", p.shard, "epoch", a.Epoch, "replicas", a.Replicas, "isr", a.ISR,
 		"log_end", l.LogEnd(), "high_watermark", l.HW())
 }
