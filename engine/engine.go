@@ -392,3 +392,12 @@ func (a *Adapter) SealedSegments(ctx context.Context, shard string) ([]store.Sea
 	}
 	return nil, nil
 }
+
+// TieredStarts is where the shard's tiered segments start; an engine
+// without segment files has none.
+func (a *Adapter) TieredStarts(ctx context.Context, shard string) ([]uint64, error) {
+	if s, ok := a.route(shard).(store.TieredLister); ok {
+		return s.TieredStarts(ctx, shard)
+	}
+	return nil, nil
+}

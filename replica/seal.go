@@ -37,22 +37,32 @@ type SealVerdict struct {
 	// Differ reported a copy that is not the leader's: they are left out of
 	// the segment's replicas, so nothing is ever read or tiered from them.
 	Differ []int32
+	// Overdue are ISR members that were not waited for: they hold all of
+	// the segment and have not reported a copy of it for long (theirs does
+	// not start where the leader's does). Left out too; an equal copy
+	// reported later is added.
+	Overdue []int32
 }
 
 // DecideSeal decides about the leader's sealed segment own, given the ISR
 // and what each follower reported for the segment starting at own.Start.
-// Members of the ISR that have not reported keep it waiting; a replica out
-// of the ISR that reported an equal copy counts too (it caught up).
-// Sealing waits only on this: the next active segment takes writes all the
-// while.
-func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal) SealVerdict {
+// Members of the ISR that have not reported keep it waiting, but for those
+// overdue (they hold all of it and have not reported it for
+// sealReportWait: their segment files do not start where the leader's
+// does, so no report will come); a replica out of the ISR that reported an
+// equal copy counts too (it caught up). Sealing waits only on this: the
+// next active segment takes writes all the while.
+func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal, overdue []int32) SealVerdict {
 	v := SealVerdict{Replicas: []int32{leader}}
 	for _, n := range isr {
 		if n == leader {
 			continue
 		}
 		if _, ok := reports[n]; !ok {
-			return SealVerdict{Wait: true}
+			if !slices.Contains(overdue, n) {
+				return SealVerdict{Wait: true}
+			}
+			v.Overdue = append(v.Overdue, n)
 		}
 	}
 	nodes := make([]int32, 0, len(reports))
@@ -87,6 +97,9 @@ const (
 	// record before the node says so in its log: tiering takes none of the
 	// partition's later segments until it is sealed for the cluster.
 	sealWarnAfter = 2 * time.Minute
+	// sealReportWait is how long the leader waits for an ISR member's
+	// report of a segment that member holds all of.
+	sealReportWait = 20 * time.Second
 	// reportWindow bounds the seals a follower reports with one fetch; a
 	// leader keeps at most reportKeep of one follower's.
 	reportWindow = 64
@@ -157,6 +170,9 @@ func SealReports(self int32, seals []SealState, max int) []Seal {
 // for the cluster: its copy as read back from disk, and when it sealed.
 type pendingSeal struct {
 	SealState
+	// held is, by follower, when the leader first saw it fetch past the
+	// segment: from then on its report is due.
+	held   map[int32]time.Time
 	at     time.Time
 	warned bool   // that it waits long was logged
 	added  uint64 // p.added when it was added by its event
@@ -244,6 +260,24 @@ func (p *partition) takeReports(node int32, seals []Seal) {
 		m[s.Start] = s
 	}
 	p.reports[node] = m
+}
+
+// fetchedPast notes that follower fetched from offset: it holds every
+// segment that ends below it, and its reports of them are due; p.mu is
+// held.
+func (n *Node) fetchedPast(p *partition, follower int32, offset int64) {
+	for i := range p.seals {
+		s := &p.seals[i]
+		if s.Recorded != nil || offset <= int64(s.Last) {
+			continue
+		}
+		if _, ok := s.held[follower]; !ok {
+			if s.held == nil {
+				s.held = map[int32]time.Time{}
+			}
+			s.held[follower] = n.cfg.Now()
+		}
+	}
 }
 
 // scanSeals derives p's seals to settle again from its local sealed
@@ -354,7 +388,7 @@ func (n *Node) mergeSeals(p *partition, found []pendingSeal, since uint64) {
 	for i := range found {
 		s := &found[i]
 		if o, ok := old[s.Start]; ok {
-			s.warned = o.warned
+			s.warned, s.held = o.warned, o.held
 			for _, r := range o.Recorded {
 				if !slices.Contains(s.Recorded, r) {
 					s.Recorded = append(s.Recorded, r)
@@ -407,11 +441,17 @@ func (n *Node) settleSeals(p *partition) {
 		}
 		var v SealVerdict
 		if s.Recorded == nil {
-			v = DecideSeal(n.cfg.Self, s.Seal, isr, reports)
+			var overdue []int32
+			for node, since := range s.held {
+				if n.cfg.Now().Sub(since) >= sealReportWait {
+					overdue = append(overdue, node)
+				}
+			}
+			v = DecideSeal(n.cfg.Self, s.Seal, isr, reports, overdue)
 		} else {
 			// Sealed for the cluster already: an equal copy adds to it,
 			// with no wait for the rest.
-			v = DecideSeal(n.cfg.Self, s.Seal, nil, reports)
+			v = DecideSeal(n.cfg.Self, s.Seal, nil, reports, nil)
 		}
 		if v.Wait || !slices.ContainsFunc(v.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
 			continue
@@ -448,10 +488,10 @@ func (n *Node) settleSeals(p *partition) {
 			}
 			if first {
 				n.m.sealSeconds.Observe(n.cfg.Now().Sub(at).Seconds())
-				if len(v.Differ) > 0 {
+				if len(v.Differ) > 0 || len(v.Overdue) > 0 {
 					n.m.seals.WithLabelValues("differ").Inc()
-					n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's: left out of its replicas",
-						"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ)
+					n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's, or were not reported: left out of its replicas",
+						"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ, "not_reported", v.Overdue)
 				} else {
 					n.m.seals.WithLabelValues("agreed").Inc()
 				}

@@ -28,11 +28,15 @@ func TestSealScripts(t *testing.T) {
 					}
 					reports[int32(n)] = parseSeal(t, d, strings.TrimSpace(s))
 				}
-				v := DecideSeal(int32(a.int("leader")), own, a.nodes("isr"), reports)
+				var overdue []int32
+				if a.has("overdue") {
+					overdue = a.nodes("overdue")
+				}
+				v := DecideSeal(int32(a.int("leader")), own, a.nodes("isr"), reports, overdue)
 				if v.Wait {
 					return "wait\n"
 				}
-				return fmt.Sprintf("replicas %v differ %v\n", v.Replicas, v.Differ)
+				return fmt.Sprintf("replicas %v differ %v overdue %v\n", v.Replicas, v.Differ, v.Overdue)
 			case "settle":
 				var local []Seal
 				records := map[uint64]SealRecord{}

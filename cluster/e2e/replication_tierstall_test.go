@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -53,23 +54,12 @@ func TestTieringAfterTheLeaderDiedBeforeItsSeals(t *testing.T) {
 	// The paused follower holds the high watermark: the leader seals
 	// segment after segment and records none.
 	c.nodes[paused].Signal(syscall.SIGSTOP)
-	cl := c.client(leader, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	for batch := range 30 {
-		var recs []*kgo.Record
-		for i := range 40 {
-			v := fmt.Sprintf("burst-%02d-%02d-%s", batch, i, strings.Repeat("x", 80))
-			recs = append(recs, &kgo.Record{Topic: "stall", Partition: 0, Value: []byte(v)})
-			want = append(want, v)
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			cancel()
-			c.nodes[paused].Signal(syscall.SIGCONT)
-			t.Fatalf("produce with acks=1 to leader %d: %v", leader, err)
-		}
+	burst, err := c.produceBatches(leader, "stall", 30, "burst", kgo.LeaderAck())
+	want = append(want, burst...)
+	if err != nil {
+		c.nodes[paused].Signal(syscall.SIGCONT)
+		t.Fatalf("produce with acks=1 to leader %d: %v", leader, err)
 	}
-	cancel()
-	cl.Close()
 	// The other follower has copied every roll before the leader dies.
 	rolled := c.localSegments(leader, "stall", "sealed")
 	deadline := time.Now().Add(5 * time.Second)
@@ -91,27 +81,7 @@ func TestTieringAfterTheLeaderDiedBeforeItsSeals(t *testing.T) {
 	nl, _ := c.isrs(other, "stall")
 	want = append(want, c.produce(nl[0], "stall", []int32{0}, 20, "after")[0]...)
 
-	// Every sealed segment is sealed for the cluster and tiered, from
-	// every replica's disk, within the bound.
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		for id := int32(1); id <= 3; id++ {
-			c.tierRun(id)
-		}
-		left := map[int32]int{}
-		for id := int32(1); id <= 3; id++ {
-			if n := c.localSegments(id, "stall", "sealed") + c.localSegments(id, "stall", "uploading"); n > 0 {
-				left[id] = n
-			}
-		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sealed segments still local and not tiered, by node: %v; %d segments sealed for the cluster", left, len(c.seals("stall", 0)))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	c.allTiered("stall", 90*time.Second)
 	seals := c.seals("stall", 0)
 	if len(seals) < rolled {
 		t.Fatalf("%d segments sealed for the cluster, want at least the %d rolled before the kill", len(seals), rolled)
@@ -141,4 +111,110 @@ func (c *cluster) localSegments(id int32, topic, state string) int {
 		}
 	}
 	return n
+}
+
+// produceBatches writes n batches of 40 records of ~100 bytes to topic's
+// partition 0 through node via, each in a Produce of its own: with 4 KiB
+// segments each rolls one. It returns the values acknowledged.
+func (c *cluster) produceBatches(via int32, topic string, n int, tag string, acks kgo.Acks) ([]string, error) {
+	c.t.Helper()
+	opts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(acks)}
+	if acks != kgo.AllISRAcks() {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	cl := c.client(via, opts...)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var acked []string
+	for batch := range n {
+		var recs []*kgo.Record
+		var vals []string
+		for i := range 40 {
+			v := fmt.Sprintf("%s-%02d-%02d-%s", tag, batch, i, strings.Repeat("x", 80))
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+			vals = append(vals, v)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return acked, err
+		}
+		acked = append(acked, vals...)
+	}
+	return acked, nil
+}
+
+// allTiered runs tiering on every node until none holds a sealed segment
+// of topic's partition 0 that is not tiered, within bound.
+func (c *cluster) allTiered(topic string, bound time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		for id := range c.nodes {
+			c.tierRun(id)
+		}
+		left := map[int32]int{}
+		for id := range c.nodes {
+			if n := c.localSegments(id, topic, "sealed") + c.localSegments(id, topic, "uploading"); n > 0 {
+				left[id] = n
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("sealed segments of %s still local and not tiered after %s, by node: %v; %d segments sealed for the cluster",
+				topic, bound, left, len(c.seals(topic, 0)))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// A follower rebuilt from an empty folder, once the partition's history
+// is tiered, copies that history from its leader rolling where the
+// leader's segments started, the tiered ones too: its copies are the
+// segments sealed for the cluster, so it tiers (adopts) them and drops
+// them from its disk like every other replica, and the segments it rolls
+// after are sealed and tiered as well.
+func TestRebuiltFollowerTiersItsCopyOfTheHistory(t *testing.T) {
+	shared := t.TempDir()
+	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
+		sets: []string{"tiering.enabled=true", "tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s",
+			"tiering.orphan_grace=1ms", "tiering.replica_grace=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=1",
+			"cold.local.dir=" + shared, "cluster.replica_lag_time_max=2s"}}
+	for id := int32(1); id <= 3; id++ {
+		c.add(id)
+	}
+	two := "2"
+	createReplicated(t, c, "rebuilt", 1, 3, map[string]*string{"min.insync.replicas": &two})
+	c.waitISR(1, "rebuilt", 3)
+	leaders, _ := c.isrs(1, "rebuilt")
+	leader := leaders[0]
+	want, err := c.produceBatches(leader, "rebuilt", 10, "before", kgo.AllISRAcks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.allTiered("rebuilt", 60*time.Second)
+
+	lost := leader%3 + 1
+	c.nodes[lost].Kill()
+	dir := c.nodes[lost].Dir()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(lost)
+	c.waitISR(leader, "rebuilt", 3)
+	after, err := c.produceBatches(leader, "rebuilt", 10, "after", kgo.AllISRAcks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, after...)
+	c.allTiered("rebuilt", 90*time.Second)
+	got := c.consume(leader, "rebuilt", len(want))
+	if !slices.Equal(got[0], want) {
+		t.Fatalf("read back %d records, want the %d produced", len(got[0]), len(want))
+	}
+	t.Logf("node %d rebuilt from an empty folder; %d segments sealed for the cluster, none left local", lost, len(c.seals("rebuilt", 0)))
 }

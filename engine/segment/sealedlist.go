@@ -26,3 +26,22 @@ func (e *Engine) SealedSegments(ctx context.Context, name string) ([]store.Seale
 }
 
 var _ store.SealedLister = (*Engine)(nil)
+
+// TieredStarts is the first offset of each of the shard's tiered segments
+// still readable (store.TieredLister), from the manifest: the engine keeps
+// no file of them.
+func (e *Engine) TieredStarts(ctx context.Context, name string) ([]uint64, error) {
+	segs, err := e.Segments(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, s := range segs {
+		if s.State == SegmentRemote {
+			out = append(out, s.StartOffset)
+		}
+	}
+	return out, nil
+}
+
+var _ store.TieredLister = (*Engine)(nil)

@@ -25,3 +25,13 @@ type SealedLister interface {
 	// oldest first; the active segment and tiered ones are not among them.
 	SealedSegments(ctx context.Context, shard string) ([]SealedSegment, error)
 }
+
+// TieredLister is an engine that keeps offsets readable after their
+// segment files left local disk (tiered): a follower that copies them
+// rolls where their segments started, so its copies are the segments the
+// cluster sealed. The segment engine and the adapter implement it.
+type TieredLister interface {
+	// TieredStarts is the first offset of each of the shard's segments
+	// that are readable but no longer local, oldest first.
+	TieredStarts(ctx context.Context, shard string) ([]uint64, error)
+}
