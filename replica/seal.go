@@ -172,10 +172,13 @@ type pendingSeal struct {
 	SealState
 	// held is, by follower, when the leader first saw it fetch past the
 	// segment: from then on its report is due.
-	held   map[int32]time.Time
-	at     time.Time
-	warned bool   // that it waits long was logged
-	added  uint64 // p.added when it was added by its event
+	held map[int32]time.Time
+	// written is the checksum kept while the file was written, which tells
+	// this copy from another at the same offsets (a log copied again).
+	written uint32
+	at      time.Time
+	warned  bool   // that it waits long was logged
+	added   uint64 // p.added when it was added by its event
 }
 
 // Sealed tells replication that this node sealed segment no of shard: a
@@ -196,10 +199,11 @@ func (n *Node) Sealed(shard string, no uint64, s Seal) {
 			n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", shard, "segment", no, "err", err)
 			return
 		}
+		written := s.CRC
 		s.CRC = crc
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.addSeal(pendingSeal{SealState: SealState{Seal: s}, at: n.cfg.Now()})
+		p.addSeal(pendingSeal{SealState: SealState{Seal: s}, written: written, at: n.cfg.Now()})
 	}()
 }
 
@@ -298,9 +302,9 @@ func (n *Node) scanSeals(p *partition, now time.Time) {
 	}
 	p.scanning, p.scannedAt = true, now
 	replicas, since := slices.Clone(p.a.Replicas), p.added
-	known := map[uint64]uint32{} // copies read back already
+	known := map[[2]uint64]uint32{} // copies read back already, by start and written checksum
 	for _, s := range p.seals {
-		known[s.Start] = s.CRC
+		known[[2]uint64{s.Start, uint64(s.written)}] = s.CRC
 	}
 	go func() {
 		found, err := n.deriveSeals(p, lister, replicas, known)
@@ -324,7 +328,7 @@ func (n *Node) scanSeals(p *partition, now time.Time) {
 
 // deriveSeals lists p's local sealed segments still to be settled, with
 // their files read back.
-func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []int32, known map[uint64]uint32) ([]pendingSeal, error) {
+func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []int32, known map[[2]uint64]uint32) ([]pendingSeal, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	segs, err := lister.SealedSegments(ctx, p.shard)
@@ -341,10 +345,11 @@ func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []i
 	}
 	local := make([]Seal, len(segs))
 	byStart := map[uint64]store.SealedSegment{}
+	read := map[uint64]bool{}
 	for i, s := range segs {
 		local[i] = Seal{Start: s.Start, Last: s.Last, CRC: s.CRC}
-		if crc, ok := known[s.Start]; ok {
-			local[i].CRC = crc
+		if crc, ok := known[[2]uint64{s.Start, uint64(s.CRC)}]; ok {
+			local[i].CRC, read[s.Start] = crc, true
 		}
 		byStart[s.Start] = s
 	}
@@ -354,7 +359,7 @@ func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []i
 	keep := SettleSeals(n.cfg.Self, replicas, local, records)
 	back := make([]Seal, 0, len(keep))
 	for _, s := range keep {
-		if _, ok := known[s.Start]; !ok {
+		if !read[s.Start] {
 			crc, err := n.readBack(p.shard, byStart[s.Start].No, s.CRC)
 			if err != nil {
 				n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", p.shard, "segment", byStart[s.Start].No, "err", err)
@@ -366,7 +371,7 @@ func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []i
 	}
 	var out []pendingSeal
 	for _, s := range SettleSeals(n.cfg.Self, replicas, back, records) {
-		out = append(out, pendingSeal{SealState: s, at: byStart[s.Start].SealedAt})
+		out = append(out, pendingSeal{SealState: s, written: byStart[s.Start].CRC, at: byStart[s.Start].SealedAt})
 	}
 	return out, nil
 }
@@ -434,10 +439,15 @@ func (n *Node) settleSeals(p *partition) {
 			continue
 		}
 		reports := map[int32]Seal{}
+		news := false // a report from a replica its record does not name yet
 		for node, m := range p.reports {
 			if r, ok := m[s.Start]; ok {
 				reports[node] = r
+				news = news || !slices.Contains(s.Recorded, node)
 			}
+		}
+		if s.Recorded != nil && !news && slices.Contains(s.Recorded, n.cfg.Self) {
+			continue
 		}
 		var v SealVerdict
 		if s.Recorded == nil {

@@ -70,8 +70,16 @@ func TestTieringAfterTheLeaderDiedBeforeItsSeals(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := len(c.seals("stall", 0)); n > 1 {
-		t.Logf("%d segments sealed for the cluster before the kill", n)
+	// An operator sees the stall coming: the leader's sealed segments with
+	// no record.
+	deadline = time.Now().Add(5 * time.Second)
+	for c.metric(leader, "strata_replica_unsealed_segments") < float64(rolled-1) {
+		if time.Now().After(deadline) {
+			c.nodes[paused].Signal(syscall.SIGCONT)
+			t.Fatalf("leader %d: strata_replica_unsealed_segments %v with %d segments rolled and %d sealed for the cluster",
+				leader, c.metric(leader, "strata_replica_unsealed_segments"), rolled, len(c.seals("stall", 0)))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	c.nodes[leader].Kill()
 	c.nodes[paused].Signal(syscall.SIGCONT)
@@ -82,6 +90,13 @@ func TestTieringAfterTheLeaderDiedBeforeItsSeals(t *testing.T) {
 	want = append(want, c.produce(nl[0], "stall", []int32{0}, 20, "after")[0]...)
 
 	c.allTiered("stall", 90*time.Second)
+	for id := range c.nodes {
+		for deadline := time.Now().Add(15 * time.Second); c.metric(id, "strata_replica_unsealed_segments") > 0; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: strata_replica_unsealed_segments %v once every segment is tiered", id, c.metric(id, "strata_replica_unsealed_segments"))
+			}
+		}
+	}
 	seals := c.seals("stall", 0)
 	if len(seals) < rolled {
 		t.Fatalf("%d segments sealed for the cluster, want at least the %d rolled before the kill", len(seals), rolled)
