@@ -225,15 +225,21 @@ func (n *Node) readBack(shard string, no uint64, written uint32) (uint32, error)
 	return crc, nil
 }
 
-// addSeal adds s to p's seals to settle unless one starts there; p.mu is
-// held.
+// addSeal adds s to p's seals to settle unless it is there; one at its
+// offsets that is another file (the log was copied again since) is
+// replaced. p.mu is held.
 func (p *partition) addSeal(s pendingSeal) {
 	i, found := slices.BinarySearchFunc(p.seals, s.Start, func(a pendingSeal, start uint64) int { return cmp.Compare(a.Start, start) })
-	if !found {
-		p.added++
-		s.added = p.added
-		p.seals = slices.Insert(p.seals, i, s)
+	if found && p.seals[i].Last == s.Last && p.seals[i].written == s.written {
+		return
 	}
+	p.added++
+	s.added = p.added
+	if found {
+		p.seals[i] = s
+		return
+	}
+	p.seals = slices.Insert(p.seals, i, s)
 }
 
 // Checksummed is an engine that reads back a local segment's checksum.
