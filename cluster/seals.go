@@ -124,6 +124,26 @@ func (m *Member) Seal(ctx context.Context, topic string, p int32, start uint64) 
 	return s, true, nil
 }
 
+// Seals lists the records of partition p's segments that start from from
+// through to, by start: a replica derives from them which of its sealed
+// segments are still to be settled (replica.SettleSeals).
+func (m *Member) Seals(ctx context.Context, topic string, p int32, from, to uint64) ([]SealRecord, error) {
+	end := m.keys.seal(topic, p, to) + "\x00"
+	resp, err := m.cli.Get(ctx, m.keys.seal(topic, p, from), clientv3.WithRange(end))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the seals of %s-%d from %d: %w", topic, p, from, err)
+	}
+	out := make([]SealRecord, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var s SealRecord
+		if err := json.Unmarshal(kv.Value, &s); err != nil {
+			return nil, fmt.Errorf("cluster: reading the seal %s: %w", kv.Key, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // PruneSeals deletes the records of partition p's segments that end below
 // offset below, its log start: they were deleted (retention, DeleteRecords),
 // and their records would otherwise stay in etcd for the topic's life. The

@@ -383,3 +383,21 @@ func (a *Adapter) Checksum(ctx context.Context, shard string, no uint64) (uint32
 	}
 	return s.Checksum(ctx, shard, no)
 }
+
+// SealedSegments lists the shard's local sealed segments; an engine
+// without segment files has none.
+func (a *Adapter) SealedSegments(ctx context.Context, shard string) ([]store.SealedSegment, error) {
+	if s, ok := a.route(shard).(store.SealedLister); ok {
+		return s.SealedSegments(ctx, shard)
+	}
+	return nil, nil
+}
+
+// TieredStarts is where the shard's tiered segments start; an engine
+// without segment files has none.
+func (a *Adapter) TieredStarts(ctx context.Context, shard string) ([]uint64, error) {
+	if s, ok := a.route(shard).(store.TieredLister); ok {
+		return s.TieredStarts(ctx, shard)
+	}
+	return nil, nil
+}

@@ -91,7 +91,7 @@ func (f *fetcher) run() {
 		reqs := make([]FetchRequest, 0, len(f.members))
 		for _, m := range f.members {
 			m.p.mu.Lock()
-			seals := m.p.ownSeals()
+			seals := f.n.ownSeals(m.p)
 			m.p.mu.Unlock()
 			ms = append(ms, m)
 			reqs = append(reqs, FetchRequest{Topic: m.a.Topic, Partition: m.a.Partition, Epoch: m.a.Epoch,

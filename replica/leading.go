@@ -46,6 +46,7 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 		return
 	}
 	p.a, p.leader, p.waiters, p.reports = a, l, map[ProduceID]chan Result{}, nil
+	p.scannedAt = time.Time{} // what the last leader left unsealed is found at the next tick
 	n.cfg.Log.Info("replica: leading", "shard", p.shard, "epoch", a.Epoch, "replicas", a.Replicas, "isr", a.ISR,
 		"log_end", l.LogEnd(), "high_watermark", l.HW())
 }
@@ -306,6 +307,9 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		return ReplicaRead{LogEnd: end}, fmt.Errorf("%w: node %d at %d, the log ends at %d", ErrDiverged, follower, offset, end)
 	}
 	p.takeReports(follower, seals)
+	if !probe {
+		n.fetchedPast(p, follower, offset)
+	}
 	n.settleSeals(p) // a report may complete a seal: no need to wait for the tick
 	if !probe {
 		outs, err := p.leader.FollowerFetched(n.cfg.Now(), follower, offset)
@@ -358,7 +362,18 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		if err != nil {
 			return rd, err
 		}
-		for _, s := range starts[min(1, len(starts)):] {
+		if tl, ok := st.(store.TieredLister); ok && len(starts) > 0 && uint64(offset) < starts[0] {
+			// A follower copying the history whose files were tiered (one
+			// rebuilt from an empty folder) rolls where those segments
+			// started too, and where the first local one does: its copies
+			// are then the segments sealed for the cluster, and tier.
+			cold, err := tl.TieredStarts(ctx, shard)
+			if err != nil {
+				return rd, err
+			}
+			starts = append(cold, starts...)
+		}
+		for _, s := range starts {
 			if s >= uint64(offset) && s <= last {
 				rd.Rolls = append(rd.Rolls, int64(s))
 			}

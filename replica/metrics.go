@@ -16,6 +16,8 @@ type metrics struct {
 	copied          prometheus.Counter
 	seals           *prometheus.CounterVec
 	sealSeconds     prometheus.Histogram
+	unsealed        prometheus.Gauge
+	unsealedOldest  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,5 +44,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sealSeconds: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_replica_seal_seconds",
 			Help:    "Time from the leader's roll to the segment's seal recorded in etcd with the ISR's agreement.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})),
+		unsealed: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_replica_unsealed_segments",
+			Help: "Segments sealed on this node's disk that have no seal record for the cluster yet, as this node last read etcd: tiering waits for them."})),
+		unsealedOldest: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_replica_unsealed_oldest_seconds",
+			Help: "Age of the oldest of strata_replica_unsealed_segments since this node sealed it (0: none); growing, tiering of its partition is stalled."})),
 	}
 }

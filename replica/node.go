@@ -85,6 +85,9 @@ type Meta interface {
 	// partition's leader at leaderEpoch: its checksum and the replicas
 	// whose copies agree.
 	RecordSeal(ctx context.Context, topic string, partition int32, leaderEpoch int32, s SealRecord) error
+	// Seals lists the partition's seal records of the segments that start
+	// from from through to, by start.
+	Seals(ctx context.Context, topic string, partition int32, from, to uint64) ([]SealRecord, error)
 	// PruneSeals deletes the seal records of segments that end below the
 	// partition's log start.
 	PruneSeals(ctx context.Context, topic string, partition int32, below uint64) (int, error)
@@ -136,12 +139,17 @@ type partition struct {
 	// reported is the leader epoch whose election this node reported its
 	// log for (quorum mode), -1 if none.
 	reported int32
-	// seals are this replica's recently sealed segments; reports what each
-	// follower reported of its own (leader); sealing: a record is being
-	// written.
-	seals   []pendingSeal
-	reports map[int32]map[uint64]Seal
-	sealing bool
+	// seals are this replica's sealed segments still to be settled for the
+	// cluster, by start (seal.go); added counts those its events added.
+	// reports is what each follower reported of its own (leader); sealing:
+	// a record is being written; scanning: seals are being derived from the
+	// log, last at scannedAt.
+	seals     []pendingSeal
+	added     uint64
+	reports   map[int32]map[uint64]Seal
+	sealing   bool
+	scanning  bool
+	scannedAt time.Time
 	// pruned is the log start below which the leader last pruned seal
 	// records, and when.
 	pruned   uint64
@@ -273,9 +281,18 @@ func (n *Node) reconcile(ctx context.Context, tr Transport) {
 func (n *Node) gauge() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var leading, following, under, belowMin float64
+	var leading, following, under, belowMin, unsealed float64
+	var oldest time.Time
 	for _, p := range n.parts {
 		p.mu.Lock()
+		for _, s := range p.seals {
+			if s.Recorded == nil {
+				unsealed++
+				if oldest.IsZero() || s.at.Before(oldest) {
+					oldest = s.at
+				}
+			}
+		}
 		switch {
 		case p.leader != nil:
 			leading++
@@ -295,6 +312,12 @@ func (n *Node) gauge() {
 	n.m.partitions.WithLabelValues("follower").Set(following)
 	n.m.underReplicated.Set(under)
 	n.m.underMinISR.Set(belowMin)
+	n.m.unsealed.Set(unsealed)
+	if oldest.IsZero() {
+		n.m.unsealedOldest.Set(0)
+	} else {
+		n.m.unsealedOldest.Set(n.cfg.Now().Sub(oldest).Seconds())
+	}
 }
 
 func (n *Node) stopAll() {
@@ -320,6 +343,7 @@ func (n *Node) tick() {
 	n.mu.Unlock()
 	for _, p := range parts {
 		p.mu.Lock()
+		n.scanSeals(p, now)
 		if p.leader != nil {
 			n.apply(p, p.leader.Tick(now))
 			n.settleSeals(p)

@@ -3,9 +3,12 @@ package replica
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"strata/engine/store"
 )
 
 // Seal agreement (docs/design.md): a segment is sealed for the cluster only when
@@ -34,22 +37,32 @@ type SealVerdict struct {
 	// Differ reported a copy that is not the leader's: they are left out of
 	// the segment's replicas, so nothing is ever read or tiered from them.
 	Differ []int32
+	// Overdue are ISR members that were not waited for: they hold all of
+	// the segment and have not reported a copy of it for long (theirs does
+	// not start where the leader's does). Left out too; an equal copy
+	// reported later is added.
+	Overdue []int32
 }
 
 // DecideSeal decides about the leader's sealed segment own, given the ISR
 // and what each follower reported for the segment starting at own.Start.
-// Members of the ISR that have not reported keep it waiting; a replica out
-// of the ISR that reported an equal copy counts too (it caught up).
-// Sealing waits only on this: the next active segment takes writes all the
-// while.
-func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal) SealVerdict {
+// Members of the ISR that have not reported keep it waiting, but for those
+// overdue (they hold all of it and have not reported it for
+// sealReportWait: their segment files do not start where the leader's
+// does, so no report will come); a replica out of the ISR that reported an
+// equal copy counts too (it caught up). Sealing waits only on this: the
+// next active segment takes writes all the while.
+func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal, overdue []int32) SealVerdict {
 	v := SealVerdict{Replicas: []int32{leader}}
 	for _, n := range isr {
 		if n == leader {
 			continue
 		}
 		if _, ok := reports[n]; !ok {
-			return SealVerdict{Wait: true}
+			if !slices.Contains(overdue, n) {
+				return SealVerdict{Wait: true}
+			}
+			v.Overdue = append(v.Overdue, n)
 		}
 	}
 	nodes := make([]int32, 0, len(reports))
@@ -70,9 +83,28 @@ func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal) Sea
 	return v
 }
 
-// recentSeals bounds the sealed segments a replica remembers and reports:
-// a seal is settled within moments of the roll, so only the newest matter.
-const recentSeals = 16
+// A replica's seals to settle are derived from its log, not remembered: its
+// local sealed segments (the engine lists them) against the cluster's
+// records of them. Whoever leads after a crash, a restart or an election
+// finds every rolled segment still to be sealed and records it once its ISR
+// has reported its copies; followers report theirs the same way.
+const (
+	// sealScanEvery is how often a replica derives its seals to settle
+	// again; sealScanWaiting how often while one has no record yet.
+	sealScanEvery   = time.Minute
+	sealScanWaiting = 5 * time.Second
+	// sealWarnAfter is how long a local sealed segment may wait for its
+	// record before the node says so in its log: tiering takes none of the
+	// partition's later segments until it is sealed for the cluster.
+	sealWarnAfter = 2 * time.Minute
+	// sealReportWait is how long the leader waits for an ISR member's
+	// report of a segment that member holds all of.
+	sealReportWait = 20 * time.Second
+	// reportWindow bounds the seals a follower reports with one fetch; a
+	// leader keeps at most reportKeep of one follower's.
+	reportWindow = 64
+	reportKeep   = 4 * reportWindow
+)
 
 // SealRecord is a segment sealed for the cluster: its copy's checksum and
 // the replicas that hold an equal copy.
@@ -81,11 +113,72 @@ type SealRecord struct {
 	Replicas []int32
 }
 
-// pendingSeal is one of the leader's sealed segments and when it sealed.
-type pendingSeal struct {
+// SealState is one of a replica's local sealed segments as the cluster's
+// records have it: Recorded names the replicas its record holds, nil while
+// it has none.
+type SealState struct {
 	Seal
-	at       time.Time
-	recorded []int32 // the replicas etcd holds for it; nil until recorded
+	Recorded []int32
+}
+
+// SettleSeals sorts a replica's local sealed segments against the cluster's
+// records of them (by start) and keeps those still to be settled, in
+// local's order: a segment with no record; one whose record does not name
+// self though its copy agrees (a replica that caught up, or a new leader
+// whose predecessor recorded it without it); and one whose record leaves
+// out some of replicas, which may yet report an equal copy (the leader adds
+// them). A copy that differs from its record is dropped: a record is never
+// rewritten with other bytes, so it will never agree.
+func SettleSeals(self int32, replicas []int32, local []Seal, records map[uint64]SealRecord) []SealState {
+	var keep []SealState
+	for _, s := range local {
+		rec, ok := records[s.Start]
+		switch {
+		case !ok:
+			keep = append(keep, SealState{Seal: s})
+		case rec.Seal != s:
+		case !slices.Contains(rec.Replicas, self) || slices.ContainsFunc(replicas, func(r int32) bool { return !slices.Contains(rec.Replicas, r) }):
+			keep = append(keep, SealState{Seal: s, Recorded: slices.Clone(rec.Replicas)})
+		}
+	}
+	return keep
+}
+
+// SealReports picks what a follower reports with one fetch of its seals to
+// settle, at most max: first those with no record, the oldest and the
+// newest when there are more than max (so neither a backlog nor a segment
+// no other replica holds keeps the others waiting); then those recorded
+// without self, oldest first. Those whose record names self are settled
+// as far as this replica goes.
+func SealReports(self int32, seals []SealState, max int) []Seal {
+	var none, without []Seal
+	for _, s := range seals {
+		switch {
+		case s.Recorded == nil:
+			none = append(none, s.Seal)
+		case !slices.Contains(s.Recorded, self):
+			without = append(without, s.Seal)
+		}
+	}
+	if len(none) > max {
+		none = append(none[:max/2:max/2], none[len(none)-(max-max/2):]...)
+	}
+	return append(none, without[:min(len(without), max-len(none))]...)
+}
+
+// pendingSeal is one of this replica's sealed segments still to be settled
+// for the cluster: its copy as read back from disk, and when it sealed.
+type pendingSeal struct {
+	SealState
+	// held is, by follower, when the leader first saw it fetch past the
+	// segment: from then on its report is due.
+	held map[int32]time.Time
+	// written is the checksum kept while the file was written, which tells
+	// this copy from another at the same offsets (a log copied again).
+	written uint32
+	at      time.Time
+	warned  bool   // that it waits long was logged
+	added   uint64 // p.added when it was added by its event
 }
 
 // Sealed tells replication that this node sealed segment no of shard: a
@@ -93,38 +186,60 @@ type pendingSeal struct {
 // reported, and records it (metadata's RecordSeal). The checksum compared
 // is the file's as it is on disk now, read back (an engine that can:
 // Checksummed), not the one kept while writing: a copy damaged on disk
-// since must not agree.
+// since must not agree. A segment whose event is lost (a crash right after
+// the roll) is found by the next scan of the log (scanSeals).
 func (n *Node) Sealed(shard string, no uint64, s Seal) {
 	p := n.part(shard)
 	if p == nil {
 		return
 	}
 	go func() {
-		if c, ok := n.cfg.Store.(Checksummed); ok {
-			crc, _, err := c.Checksum(context.Background(), shard, no)
-			if err != nil {
-				n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", shard, "segment", no, "err", err)
-				return
-			}
-			if crc != s.CRC {
-				n.cfg.Log.Error("replica: a sealed segment's file is not what was written: reported as it is", "shard", shard,
-					"segment", no, "written_crc32c", s.CRC, "file_crc32c", crc)
-			}
-			s.CRC = crc
+		crc, err := n.readBack(shard, no, s.CRC)
+		if err != nil {
+			n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", shard, "segment", no, "err", err)
+			return
 		}
+		written := s.CRC
+		s.CRC = crc
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		for _, o := range p.seals {
-			if o.Start == s.Start {
-				return
-			}
-		}
-		p.seals = append(p.seals, pendingSeal{Seal: s, at: n.cfg.Now()})
-		slices.SortFunc(p.seals, func(a, b pendingSeal) int { return cmp.Compare(a.Start, b.Start) })
-		if len(p.seals) > recentSeals {
-			p.seals = slices.Delete(p.seals, 0, len(p.seals)-recentSeals)
-		}
+		p.addSeal(pendingSeal{SealState: SealState{Seal: s}, written: written, at: n.cfg.Now()})
 	}()
+}
+
+// readBack is the CRC-32C of local segment no's file as it is on disk, for
+// an engine that can read it back; written is the one kept while writing.
+func (n *Node) readBack(shard string, no uint64, written uint32) (uint32, error) {
+	c, ok := n.cfg.Store.(Checksummed)
+	if !ok {
+		return written, nil
+	}
+	crc, _, err := c.Checksum(context.Background(), shard, no)
+	if err != nil {
+		return 0, err
+	}
+	if crc != written {
+		n.cfg.Log.Error("replica: a sealed segment's file is not what was written: reported as it is", "shard", shard,
+			"segment", no, "written_crc32c", written, "file_crc32c", crc)
+	}
+	return crc, nil
+}
+
+// addSeal adds s to p's seals to settle unless it is there; one at its
+// offsets that is another file (the log was copied again since) is
+// replaced. p.mu is held.
+func (p *partition) addSeal(s pendingSeal) {
+	i, found := slices.BinarySearchFunc(p.seals, s.Start, func(a pendingSeal, start uint64) int { return cmp.Compare(a.Start, start) })
+	if found && p.seals[i].Last == s.Last && p.seals[i].written == s.written {
+		return
+	}
+	p.added++
+	s.added = p.added
+	if found {
+		p.seals[i] = s
+		return
+	}
+	p.seals = slices.Insert(p.seals, i, s)
 }
 
 // Checksummed is an engine that reads back a local segment's checksum.
@@ -133,12 +248,12 @@ type Checksummed interface {
 }
 
 // ownSeals is what a follower reports with its fetches; p.mu is held.
-func (p *partition) ownSeals() []Seal {
-	out := make([]Seal, len(p.seals))
+func (n *Node) ownSeals(p *partition) []Seal {
+	states := make([]SealState, len(p.seals))
 	for i, s := range p.seals {
-		out[i] = s.Seal
+		states[i] = s.SealState
 	}
-	return out
+	return SealReports(n.cfg.Self, states, reportWindow)
 }
 
 // takeReports keeps what a follower reported of its sealed copies; p.mu is
@@ -151,14 +266,172 @@ func (p *partition) takeReports(node int32, seals []Seal) {
 		p.reports = map[int32]map[uint64]Seal{}
 	}
 	m := map[uint64]Seal{}
-	for _, s := range seals[max(0, len(seals)-recentSeals):] {
+	for _, s := range seals[:min(len(seals), reportKeep)] {
 		m[s.Start] = s
 	}
 	p.reports[node] = m
 }
 
-// settleSeals records the leader's sealed segments that its ISR agrees on;
-// p.mu is held. One record is written at a time per partition.
+// fetchedPast notes that follower fetched from offset: it holds every
+// segment that ends below it, and its reports of them are due; p.mu is
+// held.
+func (n *Node) fetchedPast(p *partition, follower int32, offset int64) {
+	for i := range p.seals {
+		s := &p.seals[i]
+		if s.Recorded != nil || offset <= int64(s.Last) {
+			continue
+		}
+		if _, ok := s.held[follower]; !ok {
+			if s.held == nil {
+				s.held = map[int32]time.Time{}
+			}
+			s.held[follower] = n.cfg.Now()
+		}
+	}
+}
+
+// scanSeals derives p's seals to settle again from its local sealed
+// segments and the cluster's records, when due; p.mu is held. It runs at
+// the start, once a minute, every few seconds while a seal has no record,
+// and when this node takes the lead.
+func (n *Node) scanSeals(p *partition, now time.Time) {
+	lister, ok := n.cfg.Store.(store.SealedLister)
+	if !ok || p.scanning {
+		return
+	}
+	due := p.scannedAt.IsZero() || now.Sub(p.scannedAt) >= sealScanEvery
+	if !due && now.Sub(p.scannedAt) >= sealScanWaiting {
+		due = slices.ContainsFunc(p.seals, func(s pendingSeal) bool { return s.Recorded == nil })
+	}
+	if !due {
+		return
+	}
+	p.scanning, p.scannedAt = true, now
+	replicas, since := slices.Clone(p.a.Replicas), p.added
+	known := map[[2]uint64]uint32{} // copies read back already, by start and written checksum
+	for _, s := range p.seals {
+		known[[2]uint64{s.Start, uint64(s.written)}] = s.CRC
+	}
+	go func() {
+		found, err := n.deriveSeals(p, lister, replicas, known)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.scanning = false
+		if err != nil {
+			// Again soon; a shard placed a moment ago is still being made.
+			p.scannedAt = n.cfg.Now().Add(sealScanWaiting - sealScanEvery)
+			if !errors.Is(err, store.ErrUnknownShard) {
+				n.cfg.Log.Warn("replica: deriving the seals to settle from the log", "shard", p.shard, "err", err)
+			}
+			return
+		}
+		n.mergeSeals(p, found, since)
+		if p.leader != nil {
+			n.settleSeals(p)
+		}
+	}()
+}
+
+// deriveSeals lists p's local sealed segments still to be settled, with
+// their files read back.
+func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []int32, known map[[2]uint64]uint32) ([]pendingSeal, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	segs, err := lister.SealedSegments(ctx, p.shard)
+	if err != nil || len(segs) == 0 {
+		return nil, err
+	}
+	recs, err := n.cfg.Meta.Seals(ctx, p.topic, p.p, segs[0].Start, segs[len(segs)-1].Start)
+	if err != nil {
+		return nil, err
+	}
+	records := map[uint64]SealRecord{}
+	for _, r := range recs {
+		records[r.Start] = r
+	}
+	local := make([]Seal, len(segs))
+	byStart := map[uint64]store.SealedSegment{}
+	read := map[uint64]bool{}
+	for i, s := range segs {
+		local[i] = Seal{Start: s.Start, Last: s.Last, CRC: s.CRC}
+		if crc, ok := known[[2]uint64{s.Start, uint64(s.CRC)}]; ok {
+			local[i].CRC, read[s.Start] = crc, true
+		}
+		byStart[s.Start] = s
+	}
+	// Sorted with the checksums kept while writing first; then those left
+	// are read back (the file as it is on disk is what agrees or not) and
+	// sorted again.
+	keep := SettleSeals(n.cfg.Self, replicas, local, records)
+	back := make([]Seal, 0, len(keep))
+	for _, s := range keep {
+		if !read[s.Start] {
+			crc, err := n.readBack(p.shard, byStart[s.Start].No, s.CRC)
+			if err != nil {
+				n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", p.shard, "segment", byStart[s.Start].No, "err", err)
+				continue
+			}
+			s.CRC = crc
+		}
+		back = append(back, s.Seal)
+	}
+	var out []pendingSeal
+	for _, s := range SettleSeals(n.cfg.Self, replicas, back, records) {
+		out = append(out, pendingSeal{SealState: s, written: byStart[s.Start].CRC, at: byStart[s.Start].SealedAt})
+	}
+	return out, nil
+}
+
+// mergeSeals makes found p's seals to settle; those whose events came
+// after the scan began (p.added past since) stay, as the engine may have
+// been read before their rolls. A record is only ever added to, so what
+// this node recorded meanwhile is kept too. p.mu is held.
+func (n *Node) mergeSeals(p *partition, found []pendingSeal, since uint64) {
+	old := map[uint64]pendingSeal{}
+	var later []pendingSeal
+	for _, s := range p.seals {
+		old[s.Start] = s
+		if s.added > since && !slices.ContainsFunc(found, func(f pendingSeal) bool { return f.Start == s.Start }) {
+			later = append(later, s)
+		}
+	}
+	now := n.cfg.Now()
+	for i := range found {
+		s := &found[i]
+		if o, ok := old[s.Start]; ok {
+			s.warned, s.held = o.warned, o.held
+			for _, r := range o.Recorded {
+				if !slices.Contains(s.Recorded, r) {
+					s.Recorded = append(s.Recorded, r)
+				}
+			}
+		}
+		if s.at.IsZero() {
+			s.at = now
+		}
+		if s.Recorded == nil && !s.warned && now.Sub(s.at) > sealWarnAfter {
+			s.warned = true
+			var missing []int32
+			if p.leader != nil {
+				isr, _ := p.leader.ISR()
+				for _, r := range isr {
+					if _, ok := p.reports[r][s.Start]; !ok && r != n.cfg.Self {
+						missing = append(missing, r)
+					}
+				}
+			}
+			n.cfg.Log.Warn("replica: a sealed segment is still not sealed for the cluster: tiering takes no later segment of the partition until it is",
+				"shard", p.shard, "seal", s.Seal.String(), "sealed_ago", now.Sub(s.at).Round(time.Second), "leading", p.leader != nil,
+				"leader", p.a.Leader, "not_reported_by", missing)
+		}
+	}
+	p.seals = append(found, later...)
+	slices.SortFunc(p.seals, func(a, b pendingSeal) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// settleSeals records the leader's sealed segments that its ISR agrees on,
+// and adds to a record the replicas that reported an equal copy since; p.mu
+// is held. One record is written at a time per partition.
 func (n *Node) settleSeals(p *partition) {
 	if p.leader == nil || p.sealing {
 		return
@@ -172,18 +445,36 @@ func (n *Node) settleSeals(p *partition) {
 			continue
 		}
 		reports := map[int32]Seal{}
+		news := false // a report from a replica its record does not name yet
 		for node, m := range p.reports {
 			if r, ok := m[s.Start]; ok {
 				reports[node] = r
+				news = news || !slices.Contains(s.Recorded, node)
 			}
 		}
-		v := DecideSeal(n.cfg.Self, s.Seal, isr, reports)
-		if v.Wait || (s.recorded != nil && len(v.Replicas) <= len(s.recorded)) {
+		if s.Recorded != nil && !news && slices.Contains(s.Recorded, n.cfg.Self) {
+			continue
+		}
+		var v SealVerdict
+		if s.Recorded == nil {
+			var overdue []int32
+			for node, since := range s.held {
+				if n.cfg.Now().Sub(since) >= sealReportWait {
+					overdue = append(overdue, node)
+				}
+			}
+			v = DecideSeal(n.cfg.Self, s.Seal, isr, reports, overdue)
+		} else {
+			// Sealed for the cluster already: an equal copy adds to it,
+			// with no wait for the rest.
+			v = DecideSeal(n.cfg.Self, s.Seal, nil, reports, nil)
+		}
+		if v.Wait || !slices.ContainsFunc(v.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
 			continue
 		}
 		p.sealing = true
 		rec := SealRecord{Seal: s.Seal, Replicas: v.Replicas}
-		first := s.recorded == nil
+		first := s.Recorded == nil
 		epoch, at := p.a.Epoch, s.at
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -197,21 +488,32 @@ func (n *Node) settleSeals(p *partition) {
 				return
 			}
 			for i := range p.seals {
-				if p.seals[i].Start == rec.Start {
-					p.seals[i].recorded = rec.Replicas
+				s := &p.seals[i]
+				if s.Start != rec.Start {
+					continue
 				}
+				for _, r := range rec.Replicas {
+					if !slices.Contains(s.Recorded, r) {
+						s.Recorded = append(s.Recorded, r)
+					}
+				}
+				if !slices.ContainsFunc(p.a.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
+					p.seals = slices.Delete(p.seals, i, i+1) // every replica's copy is in the record
+				}
+				break
 			}
 			if first {
 				n.m.sealSeconds.Observe(n.cfg.Now().Sub(at).Seconds())
-				if len(v.Differ) > 0 {
+				if len(v.Differ) > 0 || len(v.Overdue) > 0 {
 					n.m.seals.WithLabelValues("differ").Inc()
-					n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's: left out of its replicas",
-						"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ)
+					n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's, or were not reported: left out of its replicas",
+						"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ, "not_reported", v.Overdue)
 				} else {
 					n.m.seals.WithLabelValues("agreed").Inc()
 				}
 			}
 			n.cfg.Log.Info("replica: segment sealed", "shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas)
+			n.settleSeals(p) // the next, without waiting for a tick
 		}()
 		return
 	}

@@ -26,7 +26,7 @@ func TestDecideSeal(t *testing.T) {
 		{"a replica out of the ISR that caught up counts", []int32{1, 2}, map[int32]Seal{2: own, 3: own}, false, []int32{1, 2, 3}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := DecideSeal(1, own, tc.isr, tc.reports)
+			v := DecideSeal(1, own, tc.isr, tc.reports, nil)
 			if v.Wait != tc.wait || !slices.Equal(v.Replicas, tc.replicas) || !slices.Equal(v.Differ, tc.differ) {
 				t.Fatalf("DecideSeal = %+v, want wait %v, replicas %v, differ %v", v, tc.wait, tc.replicas, tc.differ)
 			}

@@ -62,7 +62,16 @@ type Job struct {
 	history    []RunSummary
 	failed     map[Step]uint64 // every error since the start, by step
 	claimsLost atomic.Uint64
+	// waitWarned is, by shard, the start of the segment whose long wait
+	// for a claim was last logged.
+	waitWarned map[string]uint64
 }
+
+// claimWaitWarn is how long after its seal a segment may go unclaimed
+// before the job says so: in a cluster the claim waits for the segment's
+// seal record (docs/replication.md, "Seal agreement"), and the shard's
+// later segments wait with it.
+const claimWaitWarn = 5 * time.Minute
 
 // RunSummary is what one pass did.
 type RunSummary struct {
@@ -309,11 +318,12 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)
 				if errors.Is(err, errClaimedElsewhere) {
-					// The claimant uploads it; the next run finds its object
-					// in the manifest and records it. Later segments wait.
+					// The claimant uploads it (the next run finds its object
+					// in the manifest and records it), or its seal for the
+					// cluster is still to come: each run asks again. Later
+					// segments wait.
 					j.claimsLost.Add(1)
-					j.log().Debug("segment claimed by another node; it waits for the next run", "shard", shard,
-						"segment", s.No, "start_offset", s.StartOffset, "end_offset", s.EndOffset)
+					j.claimWaits(shard, s)
 					record(func() { sum.ClaimsLost++ })
 					break
 				}
@@ -386,6 +396,29 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		"bytes", sum.Bytes, "dropped_local", sum.DroppedLocal,
 		"orphans_deleted", sum.OrphansDeleted, "errors", len(sum.Errors), "took", sum.Finished.Sub(sum.Started))
 	return sum, nil
+}
+
+// claimWaits logs a segment the job could not claim: at Warn, once per
+// segment, when it has waited past claimWaitWarn since its seal, since the
+// shard's later segments stay local meanwhile.
+func (j *Job) claimWaits(shard string, s catalog.Segment) {
+	waited := j.now().Sub(s.SealedAt)
+	j.mu.Lock()
+	warn := waited > claimWaitWarn && !s.SealedAt.IsZero() && (j.waitWarned[shard] != s.StartOffset+1)
+	if warn {
+		if j.waitWarned == nil {
+			j.waitWarned = map[string]uint64{}
+		}
+		j.waitWarned[shard] = s.StartOffset + 1 // +1: offset 0 is a start too
+	}
+	j.mu.Unlock()
+	if warn {
+		j.log().Warn("tiering: a sealed segment is still not claimable, and the shard's later segments wait for it: another node's claim, or no seal record for the cluster yet (strata_replica_unsealed_segments)",
+			"shard", shard, "segment", s.No, "start_offset", s.StartOffset, "end_offset", s.EndOffset, "sealed_ago", waited.Round(time.Second))
+		return
+	}
+	j.log().Debug("segment not claimed here; it waits for the next run", "shard", shard,
+		"segment", s.No, "start_offset", s.StartOffset, "end_offset", s.EndOffset)
 }
 
 // convertAhead bounds how far conversion runs ahead of the upload: one

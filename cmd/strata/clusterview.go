@@ -225,6 +225,15 @@ func (r replicaMeta) RecordSeal(ctx context.Context, topic string, p int32, lead
 	return r.m.RecordSeal(ctx, topic, p, leaderEpoch, cluster.SealRecord{Start: s.Start, Last: s.Last, CRC: s.CRC, Replicas: s.Replicas})
 }
 
+func (r replicaMeta) Seals(ctx context.Context, topic string, p int32, from, to uint64) ([]replica.SealRecord, error) {
+	recs, err := r.m.Seals(ctx, topic, p, from, to)
+	out := make([]replica.SealRecord, len(recs))
+	for i, s := range recs {
+		out[i] = replica.SealRecord{Seal: replica.Seal{Start: s.Start, Last: s.Last, CRC: s.CRC}, Replicas: s.Replicas}
+	}
+	return out, err
+}
+
 func (r replicaMeta) PruneSeals(ctx context.Context, topic string, p int32, below uint64) (int, error) {
 	return r.m.PruneSeals(ctx, topic, p, below)
 }
