@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"strata/catalog"
 )
 
 // Etcd keeps committed offsets in etcd, so whichever node coordinates a
@@ -69,7 +72,7 @@ func (e *Etcd) inTxns(ctx context.Context, ops []clientv3.Op) error {
 	for len(ops) > 0 {
 		n := min(len(ops), txnOps)
 		if _, err := e.c.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
-			return err
+			return full(err)
 		}
 		ops = ops[n:]
 	}
@@ -182,7 +185,7 @@ func (e *Etcd) DeleteGroup(group string) error {
 	resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(pfx), "<", rev+1).WithPrefix()).
 		Then(clientv3.OpDelete(pfx, clientv3.WithPrefix())).Commit()
 	if err != nil {
-		return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+		return fmt.Errorf("deleting offsets of group %q: %w", group, full(err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("deleting offsets of group %q: %w", group, ErrChanged)
@@ -230,4 +233,12 @@ func (e *Etcd) Groups() ([]string, error) {
 			return out, nil
 		}
 	}
+}
+
+// full marks etcd's out-of-space refusal as catalog.ErrMetadataFull.
+func full(err error) error {
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		return fmt.Errorf("%w: %w", catalog.ErrMetadataFull, err)
+	}
+	return err
 }

@@ -140,6 +140,10 @@ type KafkaConfig struct {
 	// FetchReadAheadBytes bounds the fetch answers framed ahead for
 	// consumers catching up (docs/kafka.md); 0, the default, is off.
 	FetchReadAheadBytes Bytes `yaml:"fetch_read_ahead_bytes"`
+
+	// OffsetMetadataMaxBytes is Kafka's offset.metadata.max.bytes.
+	OffsetMetadataMaxBytes Bytes `yaml:"offset_metadata_max_bytes"`
+
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -505,6 +509,7 @@ func (c *Config) validate() error {
 		"kafka.max_inflated_request_bytes": int64(c.Kafka.MaxInflatedRequestBytes), "kafka.max_message_bytes": int64(c.Kafka.MaxMessageBytes),
 		"kafka.max_partitions": int64(c.Kafka.MaxPartitions), "kafka.max_connections": int64(c.Kafka.MaxConnections),
 		"kafka.max_connections_per_ip": int64(c.Kafka.MaxConnectionsPerIP), "kafka.frame_timeout": int64(c.Kafka.FrameTimeout),
+		"kafka.offset_metadata_max_bytes": int64(c.Kafka.OffsetMetadataMaxBytes),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s: %d: want more than 0", key, v)
