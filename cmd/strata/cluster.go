@@ -110,6 +110,7 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
+		MaxPartitions: cfg.Kafka.MaxPartitions,
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
 			// node's, so the controller clears them, once.
