@@ -228,7 +228,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go store.SegmentEngine().RetainLoopBy(bg, topics.retention, time.Duration(cfg.Retention.Interval))
 	}
 
-	sec, err := openSecurity(ctx, cfg, log)
+	sec, err := openSecurity(ctx, cfg, md.etcd, log)
 	if err != nil {
 		return err
 	}
