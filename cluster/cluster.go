@@ -156,6 +156,17 @@ type Config struct {
 	// writes the topic record, so nodes creating at once cannot pass it
 	// together. 0: no bound.
 	MaxPartitions int
+	// EtcdCompactionRetention: the controller compacts etcd's history to
+	// the revision of this long ago, so etcd keeps only recent history
+	// (docs/cluster.md, "Keeping etcd healthy"). 0: strata does not
+	// compact (an operator runs etcd with --auto-compaction-retention).
+	EtcdCompactionRetention time.Duration
+	// EtcdQuotaBytes is etcd's --quota-backend-bytes, for the metric of
+	// its size against it. Default 2 GiB, etcd's default.
+	EtcdQuotaBytes int64
+	// EtcdCheckInterval is how often etcd's size and alarms are read and
+	// its history compacted. Default 30s.
+	EtcdCheckInterval time.Duration
 }
 
 var (

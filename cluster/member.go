@@ -67,6 +67,12 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 10 * time.Second
 	}
+	if cfg.EtcdQuotaBytes <= 0 {
+		cfg.EtcdQuotaBytes = 2 << 30
+	}
+	if cfg.EtcdCheckInterval <= 0 {
+		cfg.EtcdCheckInterval = 30 * time.Second
+	}
 	log := cmp.Or(cfg.Logger, slog.Default()).With("node", cfg.Self.ID)
 	m := &Member{
 		cfg:     cfg,
@@ -89,9 +95,10 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	m.bg, m.cancel = bg, cancel
 	m.setSession(s)
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.keepView(bg)
 	go m.run(bg, s, rev)
+	go m.keepEtcdHealthy(bg)
 	// Join returns with this node in its own view.
 	if err := m.waitRange(ctx, rangeNodes, rev); err != nil {
 		m.Close()

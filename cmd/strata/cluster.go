@@ -110,7 +110,8 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
-		MaxPartitions: cfg.Kafka.MaxPartitions,
+		MaxPartitions: cfg.Kafka.MaxPartitions, EtcdCompactionRetention: time.Duration(cfg.Cluster.EtcdCompactionRetention),
+		EtcdQuotaBytes: int64(cfg.Cluster.EtcdQuotaBytes), EtcdCheckInterval: time.Duration(cfg.Cluster.EtcdCheckInterval),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
 			// node's, so the controller clears them, once.

@@ -60,6 +60,15 @@ type ClusterConfig struct {
 	// for a node to check another's; default kafka.tls.client_ca_file, or
 	// the system's roots.
 	PeerCAFile string `yaml:"peer_ca_file"`
+
+	// EtcdCompactionRetention: the controller compacts etcd's history to
+	// the revision of this long ago (docs/cluster.md); 0: strata does not.
+	EtcdCompactionRetention Duration `yaml:"etcd_compaction_retention"`
+	// EtcdQuotaBytes is etcd's --quota-backend-bytes, for the metric.
+	EtcdQuotaBytes Bytes `yaml:"etcd_quota_bytes"`
+	// EtcdCheckInterval is how often etcd's size is read and its history
+	// compacted.
+	EtcdCheckInterval Duration `yaml:"etcd_check_interval"`
 }
 
 // Enabled says whether this node is one of a cluster.
@@ -485,6 +494,10 @@ func (c *Config) validate() error {
 		}
 		if c.Cluster.SessionTTL < Duration(time.Second) {
 			return fmt.Errorf("cluster.session_ttl: %s: want at least 1s", time.Duration(c.Cluster.SessionTTL))
+		}
+		if c.Cluster.EtcdCompactionRetention < 0 || c.Cluster.EtcdQuotaBytes <= 0 || c.Cluster.EtcdCheckInterval < Duration(100*time.Millisecond) {
+			return fmt.Errorf("cluster.etcd_compaction_retention %s, etcd_quota_bytes %d, etcd_check_interval %s: want 0 (off) or more, more than 0, at least 100ms",
+				time.Duration(c.Cluster.EtcdCompactionRetention), c.Cluster.EtcdQuotaBytes, time.Duration(c.Cluster.EtcdCheckInterval))
 		}
 		if c.Cluster.ReplicaLagTimeMax < Duration(100*time.Millisecond) {
 			return fmt.Errorf("cluster.replica_lag_time_max: %s: want at least 100ms", time.Duration(c.Cluster.ReplicaLagTimeMax))
