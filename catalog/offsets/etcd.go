@@ -242,3 +242,37 @@ func full(err error) error {
 	}
 	return err
 }
+
+// MigrateLegacy moves committed offsets kept as earlier versions kept them,
+// one value per group under {prefix}/offsets/{group}, to one key per
+// group-partition, and deletes the old values; a node runs it at start.
+// Each position is put only where none is yet, so a commit made meanwhile
+// by a node already upgraded wins, and nodes starting together, or one
+// restarting midway, do no harm. It returns the groups moved.
+func (e *Etcd) MigrateLegacy(ctx context.Context) (int, error) {
+	legacy := strings.TrimSuffix(e.root, "committed/") + "offsets/"
+	resp, err := e.c.Get(ctx, legacy, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("reading committed offsets kept per group: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		group := string(kv.Key[len(legacy):])
+		var pos map[string]map[int32]Committed
+		if err := json.Unmarshal(kv.Value, &pos); err != nil {
+			return 0, fmt.Errorf("committed offsets of group %q kept per group: %w", group, err)
+		}
+		for topic, parts := range pos {
+			for p, c := range parts {
+				v, _ := json.Marshal(c)
+				k := e.key(group, topic, p)
+				if _, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(v))).Commit(); err != nil {
+					return 0, fmt.Errorf("moving committed offsets of group %q: %w", group, full(err))
+				}
+			}
+		}
+		if _, err := e.c.Delete(ctx, string(kv.Key)); err != nil {
+			return 0, fmt.Errorf("moving committed offsets of group %q: %w", group, err)
+		}
+	}
+	return len(resp.Kvs), nil
+}

@@ -126,3 +126,32 @@ func etcdRev(t *testing.T, c *clientv3.Client) int64 {
 	}
 	return resp.Header.Revision
 }
+
+// Offsets kept one value per group, as before, move to one key per
+// group-partition at start; a position committed the new way meanwhile is
+// kept, and a second run moves nothing.
+func TestEtcdMigrateLegacy(t *testing.T) {
+	prefix := "/" + testsvc.UniquePrefix(t)
+	c := etcdClient(t)
+	ctx := context.Background()
+	if _, err := c.Put(ctx, prefix+"/offsets/g/x", `{"a":{"0":{"offset":5,"leader_epoch":1,"metadata":"m"},"1":{"offset":7,"leader_epoch":0}}}`); err != nil {
+		t.Fatal(err)
+	}
+	s := OpenEtcd(c, prefix)
+	if err := s.Commit("g/x", map[string]map[int32]Committed{"a": {1: {Offset: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.MigrateLegacy(ctx); n != 1 || err != nil {
+		t.Fatalf("migrated %d groups, %v; want 1", n, err)
+	}
+	want := map[string]map[int32]Committed{"a": {0: {Offset: 5, LeaderEpoch: 1, Metadata: "m"}, 1: {Offset: 9}}}
+	if got, err := s.Group("g/x"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("group after the move: %v, %v; want %v", got, err, want)
+	}
+	if n, err := s.MigrateLegacy(ctx); n != 0 || err != nil {
+		t.Fatalf("second run migrated %d groups, %v; want 0", n, err)
+	}
+	if got, err := s.Groups(); err != nil || !reflect.DeepEqual(got, []string{"g/x"}) {
+		t.Fatalf("groups: %v, %v", got, err)
+	}
+}

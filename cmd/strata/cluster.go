@@ -82,7 +82,14 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 	}
 	m.cat = cat
 	m.closers = append(m.closers, cat.Close)
-	m.offsets = offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	committed := offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	if n, err := committed.MigrateLegacy(ctx); err != nil {
+		m.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("committed offsets moved to one etcd key per group-partition", "groups", n)
+	}
+	m.offsets = committed
 	return m, nil
 }
 
