@@ -98,7 +98,7 @@ var (
 	// Stores wrap etcd's own error in it, so the Kafka front end can tell
 	// a client why and not answer UNKNOWN_SERVER_ERROR (docs/cluster.md,
 	// "When etcd is full").
-	ErrMetadataFull = errors.New("the cluster's etcd is full (NOSPACE alarm): it refuses writes until space is freed")
+	ErrMetadataFull = errors.New("the cluster's etcd is full (NOSPACE alarm): it refuses writes until space is freed (docs/cluster.md, \"When etcd is full\")")
 )
 
 // Catalog is the meta-service. Every change is atomic and durable when it

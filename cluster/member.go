@@ -116,7 +116,7 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 	defer cancel()
 	lease, err := m.cli.Grant(grant, int64(m.ttl))
 	if err != nil {
-		return nil, 0, fmt.Errorf("cluster: granting a lease: %w", err)
+		return nil, 0, fmt.Errorf("cluster: granting a lease: %w", full(err))
 	}
 	s, err := concurrency.NewSession(m.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(m.ttl))
 	if err != nil {
@@ -140,7 +140,7 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 	}
 	if err != nil {
 		s.Close()
-		return nil, 0, fmt.Errorf("cluster: registering node %d: %w", m.cfg.Self.ID, err)
+		return nil, 0, fmt.Errorf("cluster: registering node %d: %w", m.cfg.Self.ID, full(err))
 	}
 	return s, resp.Header.Revision, nil
 }
