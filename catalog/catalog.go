@@ -93,6 +93,12 @@ var (
 	ErrNotFound = errors.New("not in the catalog")
 	ErrExists   = errors.New("already in the catalog")
 	ErrConflict = errors.New("catalog changed underneath")
+	// ErrMetadataFull: the meta-service refuses writes because it is out
+	// of space (etcd's NOSPACE alarm, past its --quota-backend-bytes).
+	// Stores wrap etcd's own error in it, so the Kafka front end can tell
+	// a client why and not answer UNKNOWN_SERVER_ERROR (docs/cluster.md,
+	// "When etcd is full").
+	ErrMetadataFull = errors.New("the cluster's etcd is full (NOSPACE alarm): it refuses writes until space is freed (docs/cluster.md, \"When etcd is full\")")
 )
 
 // Catalog is the meta-service. Every change is atomic and durable when it

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"strata/catalog"
 	"strata/topicconfig"
 )
 
@@ -148,6 +150,23 @@ type Config struct {
 	// copy agreed may, and a node whose copy did not tiers it from one
 	// that did (docs/replication.md). Default 1m.
 	ReplicaGrace time.Duration
+	// MaxPartitions bounds the partitions of the whole cluster, each
+	// counted once whatever its replication factor (kafka.max_partitions):
+	// CreateTopic and CreatePartitions check it in the transaction that
+	// writes the topic record, so nodes creating at once cannot pass it
+	// together. 0: no bound.
+	MaxPartitions int
+	// EtcdCompactionRetention: the controller compacts etcd's history to
+	// the revision of this long ago, so etcd keeps only recent history
+	// (docs/cluster.md, "Keeping etcd healthy"). 0: strata does not
+	// compact (an operator runs etcd with --auto-compaction-retention).
+	EtcdCompactionRetention time.Duration
+	// EtcdQuotaBytes is etcd's --quota-backend-bytes, for the metric of
+	// its size against it. Default 2 GiB, etcd's default.
+	EtcdQuotaBytes int64
+	// EtcdCheckInterval is how often etcd's size and alarms are read and
+	// its history compacted. Default 30s.
+	EtcdCheckInterval time.Duration
 }
 
 var (
@@ -186,6 +205,16 @@ func (e *PartitionCountError) Error() string {
 }
 
 func (e *PartitionCountError) Unwrap() error { return ErrInvalidPartitions }
+
+// PartitionLimitError refuses a CreateTopic or CreatePartitions that would
+// take the cluster past Config.MaxPartitions.
+type PartitionLimitError struct {
+	Max, Has, More int
+}
+
+func (e *PartitionLimitError) Error() string {
+	return fmt.Sprintf("cluster: %d more partitions would take the cluster's %d past its bound of %d (kafka.max_partitions)", e.More, e.Has, e.Max)
+}
 
 // keys builds the cluster's etcd keys under one prefix.
 type keys struct{ prefix string }
@@ -227,3 +256,12 @@ func validTopic(name string) bool {
 }
 
 func normalizePrefix(p string) string { return strings.TrimRight(p, "/") }
+
+// full marks etcd's out-of-space refusal as catalog.ErrMetadataFull, for
+// the Kafka front end to answer with a clear error.
+func full(err error) error {
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		return fmt.Errorf("%w: %w", catalog.ErrMetadataFull, err)
+	}
+	return err
+}

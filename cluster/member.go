@@ -67,6 +67,12 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 10 * time.Second
 	}
+	if cfg.EtcdQuotaBytes <= 0 {
+		cfg.EtcdQuotaBytes = 2 << 30
+	}
+	if cfg.EtcdCheckInterval <= 0 {
+		cfg.EtcdCheckInterval = 30 * time.Second
+	}
 	log := cmp.Or(cfg.Logger, slog.Default()).With("node", cfg.Self.ID)
 	m := &Member{
 		cfg:     cfg,
@@ -89,9 +95,10 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	bg, cancel := context.WithCancel(context.Background())
 	m.bg, m.cancel = bg, cancel
 	m.setSession(s)
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.keepView(bg)
 	go m.run(bg, s, rev)
+	go m.keepEtcdHealthy(bg)
 	// Join returns with this node in its own view.
 	if err := m.waitRange(ctx, rangeNodes, rev); err != nil {
 		m.Close()
@@ -109,7 +116,7 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 	defer cancel()
 	lease, err := m.cli.Grant(grant, int64(m.ttl))
 	if err != nil {
-		return nil, 0, fmt.Errorf("cluster: granting a lease: %w", err)
+		return nil, 0, fmt.Errorf("cluster: granting a lease: %w", full(err))
 	}
 	s, err := concurrency.NewSession(m.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(m.ttl))
 	if err != nil {
@@ -133,7 +140,7 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 	}
 	if err != nil {
 		s.Close()
-		return nil, 0, fmt.Errorf("cluster: registering node %d: %w", m.cfg.Self.ID, err)
+		return nil, 0, fmt.Errorf("cluster: registering node %d: %w", m.cfg.Self.ID, full(err))
 	}
 	return s, resp.Header.Revision, nil
 }
@@ -393,23 +400,60 @@ func (m *Member) CreateTopicWithConfigs(ctx context.Context, name string, partit
 	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Created: time.Now().UTC(), Configs: configs}
 	val, _ := json.Marshal(t)
 	key := m.keys.topic(name)
-	resp, err := m.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(m.keys.deletion(name)), "=", 0)).
-		Then(clientv3.OpPut(key, string(val))).
-		Else(clientv3.OpGet(m.keys.deletion(name))).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("cluster: creating topic %s: %w", name, err)
-	}
-	if !resp.Succeeded {
+	for range 16 {
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(m.keys.deletion(name)), "=", 0)}
+		bound, err := m.partitionBound(ctx, int(partitions))
+		if err != nil {
+			return err
+		}
+		resp, err := m.cli.Txn(ctx).
+			If(append(cmps, bound...)...).
+			Then(clientv3.OpPut(key, string(val))).
+			Else(clientv3.OpGet(m.keys.deletion(name)), clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("cluster: creating topic %s: %w", name, full(err))
+		}
+		if resp.Succeeded {
+			m.log.Info("cluster: topic created", "topic", name, "partitions", partitions, "replication_factor", rf)
+			return nil
+		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
 			return fmt.Errorf("%w: %s: its objects are being removed from the bucket; try again shortly", ErrTopicDeleting, name)
 		}
-		return fmt.Errorf("%w: %s", ErrTopicExists, name)
+		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+			return fmt.Errorf("%w: %s", ErrTopicExists, name)
+		}
+		// Another topic changed since the count: count again.
 	}
-	m.log.Info("cluster: topic created", "topic", name, "partitions", partitions, "replication_factor", rf)
-	return nil
+	return fmt.Errorf("cluster: topics kept changing while topic %s was created", name)
+}
+
+// partitionBound checks that more partitions keep the cluster within
+// MaxPartitions, and returns the
+// compare that holds the count until the write: no topic record changed
+// since it was read. Nil without a bound.
+func (m *Member) partitionBound(ctx context.Context, more int) ([]clientv3.Cmp, error) {
+	if m.cfg.MaxPartitions <= 0 {
+		return nil, nil
+	}
+	resp, err := m.cli.Get(ctx, m.keys.topics(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: counting the cluster's partitions: %w", err)
+	}
+	has := 0
+	for _, kv := range resp.Kvs {
+		var t Topic
+		if err := json.Unmarshal(kv.Value, &t); err != nil {
+			return nil, fmt.Errorf("cluster: topic record %s: %w", kv.Key, err)
+		}
+		has += int(t.Partitions)
+	}
+	if has+more > m.cfg.MaxPartitions {
+		return nil, &PartitionLimitError{Max: m.cfg.MaxPartitions, Has: has, More: more}
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(m.keys.topics()), "<", resp.Header.Revision+1).WithPrefix()}, nil
 }
 
 // CreatePartitions grows a topic to count partitions: the topic record
@@ -442,12 +486,16 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 		from := t.Partitions
 		t.Partitions = count
 		val, _ := json.Marshal(t)
+		bound, err := m.partitionBound(ctx, int(count-from))
+		if err != nil {
+			return err
+		}
 		txn, err := m.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)}, bound...)...).
 			Then(clientv3.OpPut(key, string(val))).
 			Commit()
 		if err != nil {
-			return fmt.Errorf("cluster: growing topic %s: %w", name, err)
+			return fmt.Errorf("cluster: growing topic %s: %w", name, full(err))
 		}
 		if txn.Succeeded {
 			m.log.Info("cluster: partitions created", "topic", name, "from", from, "to", count)

@@ -65,7 +65,27 @@ type AuthConfig struct {
 	// CredentialsFile keeps the SCRAM credentials set with
 	// AlterUserScramCredentials across restarts; "" keeps them in memory.
 	CredentialsFile string
+	// Shared, set in a cluster, keeps them where every node reads them
+	// instead (CredentialsFile is then unused): a change is saved there
+	// before it is acknowledged, and each node applies the changes it
+	// watches with ReplaceShared and UpdateShared.
+	Shared CredentialStore
 }
+
+// CredentialStore keeps the SCRAM credentials AlterUserScramCredentials
+// sets where every node of a cluster reads them (docs/cluster.md).
+type CredentialStore interface {
+	// Save writes each named user's credentials (nil: the user has none
+	// left), all or none, and returns the revision they were written at.
+	Save(users map[string][]byte) (rev int64, err error)
+}
+
+// Bounds of what AlterUserScramCredentials keeps: a cluster keeps each
+// user's credentials as one etcd value.
+const (
+	maxScramUserBytes = 1024
+	maxScramSaltBytes = 1024
+)
 
 // scramMechs maps Kafka's mechanism numbers (AlterUserScramCredentials)
 // to names and hashes.
@@ -123,9 +143,15 @@ type Auth struct {
 	// from the password at load (the password itself is not kept)
 	perms  map[string][]Permission
 	config map[string]map[string]storedCred
-	// set through AlterUserScramCredentials (persisted in file): they win
-	// over the configuration's
+	// set through AlterUserScramCredentials (persisted in file, or
+	// shared): they win over the configuration's
 	altered map[string]map[string]storedCred
+	shared  CredentialStore
+	alterMu sync.Mutex // one alterShared at a time
+	// revs is, with shared, the revision each user's altered credentials
+	// (or their removal) were written at, so a watched change older than
+	// one this node saved itself is not applied over it.
+	revs map[string]int64
 }
 
 // NewAuth checks cfg, derives the configured users' credentials and reads
@@ -139,9 +165,13 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 			return nil, fmt.Errorf("SASL mechanism %q: want %s, %s or %s", m, MechPlain, MechScramSHA256, MechScramSHA512)
 		}
 	}
-	a := &Auth{mechanisms: slices.Clone(cfg.Mechanisms), file: cfg.CredentialsFile, altered: map[string]map[string]storedCred{}}
+	a := &Auth{mechanisms: slices.Clone(cfg.Mechanisms), file: cfg.CredentialsFile, altered: map[string]map[string]storedCred{},
+		shared: cfg.Shared, revs: map[string]int64{}}
 	if err := a.SetUsers(cfg.Users); err != nil {
 		return nil, err
+	}
+	if a.shared != nil {
+		a.file = ""
 	}
 	if a.file != "" {
 		raw, err := os.ReadFile(a.file)
@@ -340,8 +370,27 @@ func (a *Auth) scramUsers() map[string]map[string]storedCred {
 // alter applies AlterUserScramCredentials changes (user -> mechanism ->
 // credential, Deleted for a removal) and persists them before they count.
 func (a *Auth) alter(changes map[string]map[string]storedCred) error {
+	if a.shared != nil {
+		return a.alterShared(changes)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	next := a.merged(changes)
+	if a.file != "" {
+		raw, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileSynced(a.file, raw); err != nil {
+			return err
+		}
+	}
+	a.altered = next
+	return nil
+}
+
+// merged is the altered credentials with changes applied. Under mu.
+func (a *Auth) merged(changes map[string]map[string]storedCred) map[string]map[string]storedCred {
 	next := map[string]map[string]storedCred{}
 	for u, creds := range a.altered {
 		next[u] = map[string]storedCred{}
@@ -364,17 +413,120 @@ func (a *Auth) alter(changes map[string]map[string]storedCred) error {
 			delete(next, u)
 		}
 	}
-	if a.file != "" {
-		raw, err := json.MarshalIndent(next, "", "  ")
-		if err != nil {
-			return err
+	return next
+}
+
+// alterShared saves the changed users' credentials in the shared store,
+// then applies them here; every other node applies them from its watch.
+// Logins go on meanwhile: mu is not held while the store is written.
+func (a *Auth) alterShared(changes map[string]map[string]storedCred) error {
+	a.alterMu.Lock()
+	defer a.alterMu.Unlock()
+	a.mu.RLock()
+	next := a.merged(changes)
+	a.mu.RUnlock()
+	users := map[string][]byte{}
+	for u := range changes {
+		var v []byte
+		if len(next[u]) > 0 {
+			v, _ = json.Marshal(next[u])
 		}
-		if err := writeFileSynced(a.file, raw); err != nil {
-			return err
+		users[u] = v
+	}
+	rev, err := a.shared.Save(users)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for u := range changes {
+		if a.revs[u] >= rev {
+			continue // a newer change was watched meanwhile
+		}
+		a.revs[u] = rev
+		if len(next[u]) == 0 {
+			delete(a.altered, u)
+		} else {
+			a.altered[u] = next[u]
 		}
 	}
-	a.altered = next
 	return nil
+}
+
+// SharedCredential is one user's credentials as a CredentialStore keeps
+// them, and the revision they were written at.
+type SharedCredential struct {
+	Value []byte
+	Rev   int64
+}
+
+// ReplaceShared sets the credentials AlterUserScramCredentials set to
+// what the CredentialStore held at rev: every user's, as listed at start
+// or when a watch is lost. A user this node changed after rev keeps its
+// change. A value that cannot be read is skipped and reported; the others
+// apply.
+func (a *Auth) ReplaceShared(all map[string]SharedCredential, rev int64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := map[string]map[string]storedCred{}
+	revs := map[string]int64{}
+	var errs []error
+	for u, c := range all {
+		creds, err := decodeShared(c.Value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SCRAM credentials of user %q: %w", u, err))
+			continue
+		}
+		next[u], revs[u] = creds, c.Rev
+	}
+	for u, r := range a.revs {
+		if r > rev { // saved here after the list was read
+			next[u], revs[u] = a.altered[u], r
+			if next[u] == nil {
+				delete(next, u)
+			}
+		}
+	}
+	a.altered, a.revs = next, revs
+	return errors.Join(errs...)
+}
+
+// UpdateShared applies one watched change of a user's credentials,
+// written at rev (value nil: removed), unless this node holds it already
+// or a newer one; it says whether it applied it.
+func (a *Auth) UpdateShared(user string, value []byte, rev int64) (bool, error) {
+	creds, err := decodeShared(value)
+	if err != nil {
+		return false, fmt.Errorf("SCRAM credentials of user %q: %w", user, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.revs[user] >= rev {
+		return false, nil
+	}
+	a.revs[user] = rev
+	if len(creds) == 0 {
+		delete(a.altered, user)
+	} else {
+		a.altered[user] = creds
+	}
+	return true, nil
+}
+
+func decodeShared(v []byte) (map[string]storedCred, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	var creds map[string]storedCred
+	if err := json.Unmarshal(v, &creds); err != nil {
+		return nil, err
+	}
+	for m := range creds {
+		if scramHash(m) == nil {
+			return nil, fmt.Errorf("unknown mechanism %q", m)
+		}
+	}
+	return creds, nil
 }
 
 // writeFileSynced replaces path atomically and durably: a temporary file,

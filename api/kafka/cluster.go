@@ -111,6 +111,17 @@ func (e *InvalidPartitionsError) Error() string {
 	return fmt.Sprintf("The topic %s currently has %d partition(s); %d would not be an increase.", e.Topic, e.Has, e.Asked)
 }
 
+// PartitionLimitError refuses partitions that would take the broker (a
+// cluster: the whole cluster) past kafka.max_partitions.
+type PartitionLimitError struct {
+	Max, Has, More int
+}
+
+// Error is what CreateTopics and CreatePartitions answer with it.
+func (e *PartitionLimitError) Error() string {
+	return fmt.Sprintf("%d more partitions exceed the cluster's kafka.max_partitions (%d; it has %d).", e.More, e.Max, e.Has)
+}
+
 // Broker is one node as clients reach it.
 type Broker struct {
 	NodeID int32

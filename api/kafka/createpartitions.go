@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/catalog"
 )
 
 // createPartitions answers CreatePartitions as Kafka does: each topic
@@ -61,9 +63,9 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 		s.log.Warn("kafka: refusing partitions over kafka.max_partitions_per_topic", "topic", t.Topic, "partitions", t.Count, "max", s.cfg.MaxPartitionsPerTopic)
 		return kerr.InvalidPartitions.Code, fmt.Sprintf("%d partitions exceed the broker's kafka.max_partitions_per_topic (%d).", t.Count, s.cfg.MaxPartitionsPerTopic)
 	}
-	if shards, err := s.store.Shards(ctx); err == nil && len(shards)+int(t.Count-has) > s.cfg.MaxPartitions {
-		s.log.Warn("kafka: refusing partitions over kafka.max_partitions", "topic", t.Topic, "new_partitions", t.Count-has, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
-		return kerr.PolicyViolation.Code, fmt.Sprintf("%d more partitions exceed the broker's kafka.max_partitions (%d).", t.Count-has, s.cfg.MaxPartitions)
+	if n, err := s.partitionCount(ctx); err == nil && n+int(t.Count-has) > s.cfg.MaxPartitions {
+		s.log.Warn("kafka: refusing partitions over kafka.max_partitions", "topic", t.Topic, "new_partitions", t.Count-has, "broker_partitions", n, "max", s.cfg.MaxPartitions)
+		return kerr.PolicyViolation.Code, (&PartitionLimitError{Max: s.cfg.MaxPartitions, Has: n, More: int(t.Count - has)}).Error()
 	}
 	if t.Assignment != nil {
 		if msg := s.checkAssignment(t, has); msg != "" {
@@ -75,7 +77,14 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 	}
 	err := s.cluster.CreatePartitions(ctx, t.Topic, t.Count)
 	var perr *InvalidPartitionsError
+	var lerr *PartitionLimitError
 	switch {
+	case errors.As(err, &lerr): // another node's create came first
+		s.log.Warn("kafka: refusing partitions over kafka.max_partitions", "topic", t.Topic, "err", err)
+		return kerr.PolicyViolation.Code, lerr.Error()
+	case errors.Is(err, catalog.ErrMetadataFull):
+		_, msg := s.metadataFull("create partitions of "+t.Topic, err)
+		return kerr.KafkaStorageError.Code, *msg
 	case errors.Is(err, ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code, ""
 	case errors.As(err, &perr): // it grew meanwhile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/catalog"
 	"strata/catalog/offsets"
 )
 
@@ -179,19 +181,49 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 	if r.Group == "" {
 		code = kerr.InvalidGroupID.Code
 	}
+	// Kafka checks each partition on its own: metadata over
+	// offset.metadata.max.bytes, or a partition that does not exist, is
+	// refused and the rest are committed (so no client stores what no
+	// consumer will read).
+	codes := map[string]map[int32]int16{}
 	commit := map[string]map[int32]offsets.Committed{}
 	if code == errNone {
+		topics, err := s.topics(context.Background())
+		if err != nil {
+			s.log.Error("kafka: commit offsets: listing topics", "group", r.Group, "err", err)
+			code = kerr.CoordinatorNotAvailable.Code
+		}
 		for _, t := range r.Topics {
-			commit[t.Topic] = map[int32]offsets.Committed{}
+			codes[t.Topic] = map[int32]int16{}
 			for _, p := range t.Partitions {
+				switch n, ok := topics[t.Topic]; {
+				case !ok || p.Partition < 0 || p.Partition >= n:
+					codes[t.Topic][p.Partition] = kerr.UnknownTopicOrPartition.Code
+					continue
+				case p.Metadata != nil && len(*p.Metadata) > s.cfg.OffsetMetadataMaxBytes:
+					codes[t.Topic][p.Partition] = kerr.OffsetMetadataTooLarge.Code
+					continue
+				}
 				c := offsets.Committed{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
 				if p.Metadata != nil {
 					c.Metadata = *p.Metadata
 				}
+				if commit[t.Topic] == nil {
+					commit[t.Topic] = map[int32]offsets.Committed{}
+				}
 				commit[t.Topic][p.Partition] = c
 			}
 		}
-		if err := s.offsets.Commit(r.Group, commit); err != nil {
+	}
+	if code == errNone && len(commit) > 0 {
+		err := s.offsets.Commit(r.Group, commit)
+		switch {
+		case errors.Is(err, catalog.ErrMetadataFull):
+			s.log.Error("kafka: commit offsets refused: etcd is full; free space as docs/cluster.md says (compact, defrag, alarm disarm)", "group", r.Group, "err", err)
+			code = kerr.KafkaStorageError.Code
+		case errors.Is(err, offsets.ErrGroupTooLong):
+			code = kerr.InvalidGroupID.Code
+		case err != nil:
 			s.log.Error("kafka: commit offsets", "group", r.Group, "err", err)
 			code = kerr.CoordinatorNotAvailable.Code
 		}
@@ -200,7 +232,11 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitRes
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
-			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			c, refused := codes[t.Topic][p.Partition]
+			if !refused {
+				c = code
+			}
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: c})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -137,6 +137,8 @@ func (s *Server) alterScram(r *kmsg.AlterUserSCRAMCredentialsRequest, resp *kmsg
 		switch {
 		case d.Name == "":
 			fail(d.Name, kerr.UnacceptableCredential.Code, "the user name is empty")
+		case len(d.Name) > maxScramUserBytes:
+			fail(d.Name, kerr.UnacceptableCredential.Code, "the user name is longer than 1024 bytes")
 		case !ok:
 			fail(d.Name, kerr.UnsupportedSaslMechanism.Code, "unknown SCRAM mechanism")
 		case existing[d.Name][m.name].StoredKey == nil:
@@ -150,6 +152,10 @@ func (s *Server) alterScram(r *kmsg.AlterUserSCRAMCredentialsRequest, resp *kmsg
 		switch {
 		case u.Name == "":
 			fail(u.Name, kerr.UnacceptableCredential.Code, "the user name is empty")
+		case len(u.Name) > maxScramUserBytes:
+			fail(u.Name, kerr.UnacceptableCredential.Code, "the user name is longer than 1024 bytes")
+		case len(u.Salt) > maxScramSaltBytes:
+			fail(u.Name, kerr.UnacceptableCredential.Code, "the salt is longer than 1024 bytes")
 		case !ok:
 			fail(u.Name, kerr.UnsupportedSaslMechanism.Code, "unknown SCRAM mechanism")
 		case u.Iterations < minScramIterations || u.Iterations > maxScramIterations:

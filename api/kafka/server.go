@@ -65,6 +65,9 @@ type Config struct {
 	// topic (MaxPartitionsPerTopic, 10000).
 	MaxPartitions         int
 	MaxPartitionsPerTopic int32
+	// OffsetMetadataMaxBytes is Kafka's offset.metadata.max.bytes: the
+	// longest metadata an OffsetCommit may keep with a position (4096).
+	OffsetMetadataMaxBytes int
 	// MaxConnections bounds open connections in all (10000) and from one
 	// client address (MaxConnectionsPerIP, 1000).
 	MaxConnections      int
@@ -197,6 +200,9 @@ func New(s store.Store, cfg Config) *Server {
 	}
 	if cfg.MaxPartitionsPerTopic <= 0 {
 		cfg.MaxPartitionsPerTopic = 10000
+	}
+	if cfg.OffsetMetadataMaxBytes <= 0 {
+		cfg.OffsetMetadataMaxBytes = 4096
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 10000

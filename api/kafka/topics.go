@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/catalog"
 	"strata/engine/store"
 )
 
@@ -32,13 +33,21 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
 		return kerr.InvalidPartitions.Code, nil
 	}
-	if shards, err := s.store.Shards(ctx); err == nil && len(shards)+int(partitions) > s.cfg.MaxPartitions {
-		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", len(shards), "max", s.cfg.MaxPartitions)
-		return kerr.PolicyViolation.Code, nil
+	if has, err := s.partitionCount(ctx); err == nil && has+int(partitions) > s.cfg.MaxPartitions {
+		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", has, "max", s.cfg.MaxPartitions)
+		msg := (&PartitionLimitError{Max: s.cfg.MaxPartitions, Has: has, More: int(partitions)}).Error()
+		return kerr.PolicyViolation.Code, &msg
 	}
 	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
 	var rerr *InvalidReplicationError
+	var lerr *PartitionLimitError
 	switch {
+	case errors.As(err, &lerr): // another node's create came first
+		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "err", err)
+		msg := lerr.Error()
+		return kerr.PolicyViolation.Code, &msg
+	case errors.Is(err, catalog.ErrMetadataFull):
+		return s.metadataFull("create topic "+topic, err)
 	case errors.Is(err, ErrTopicDeleting):
 		msg := fmt.Sprintf("Topic '%s' is marked for deletion: its objects are being removed from the bucket; try again shortly.", topic)
 		return kerr.TopicAlreadyExists.Code, &msg
@@ -54,6 +63,25 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf, "configs", configs)
 	return errNone, nil
+}
+
+// partitionCount is the partitions of the broker, or of the whole cluster.
+func (s *Server) partitionCount(ctx context.Context) (int, error) {
+	topics, err := s.topics(ctx)
+	n := 0
+	for _, p := range topics {
+		n += int(p)
+	}
+	return n, err
+}
+
+// metadataFull answers a write the cluster's etcd refused for want of
+// space: KAFKA_STORAGE_ERROR with a message, and a log line saying how to
+// recover (docs/cluster.md, "When etcd is full").
+func (s *Server) metadataFull(what string, err error) (int16, *string) {
+	s.log.Error("kafka: etcd is full and refuses writes: compact it, defragment it and disarm its NOSPACE alarm (docs/cluster.md, \"When etcd is full\")", "refused", what, "err", err)
+	msg := "The cluster's metadata store (etcd) is full and refuses writes; an operator must free space (docs/cluster.md)."
+	return kerr.KafkaStorageError.Code, &msg
 }
 
 func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {

@@ -81,11 +81,10 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 	}
 }
 
-// In etcd a delete is a compare-and-swap on what it read: a commit that
-// comes between survives. OffsetDelete's partitions go from what the
-// commit left (and it gives up, saying so, if commits keep coming);
-// DeleteGroups deletes nothing and says the offsets changed, since a
-// group committed to is in use.
+// In etcd a commit that comes between a delete's read and its write
+// survives: OffsetDelete removes only the keys it names, so the commit's
+// partitions stay; DeleteGroups deletes nothing and says the offsets
+// changed, since a group committed to is in use.
 func TestEtcdDeleteKeepsACommitInBetween(t *testing.T) {
 	prefix := "/" + testsvc.UniquePrefix(t)
 	s, other := OpenEtcd(etcdClient(t), prefix), OpenEtcd(etcdClient(t), prefix)
@@ -93,16 +92,6 @@ func TestEtcdDeleteKeepsACommitInBetween(t *testing.T) {
 		t.Helper()
 		if err := other.Commit(group, map[string]map[int32]Committed{topic: {p: {Offset: 10}}}); err != nil {
 			t.Fatal(err)
-		}
-	}
-	commits := 0
-	commitBetween := func(group string, times int) {
-		commits = 0
-		s.betweenReadAndSwap = func() {
-			if commits < times {
-				commits++
-				commit(group, "late", int32(commits))
-			}
 		}
 	}
 	committed := func(group string) map[string]map[int32]Committed {
@@ -113,43 +102,24 @@ func TestEtcdDeleteKeepsACommitInBetween(t *testing.T) {
 		}
 		return got
 	}
-	for _, g := range []string{"od", "dg", "busy"} {
+	for _, g := range []string{"od", "dg"} {
 		commit(g, "a", 0)
 		commit(g, "a", 1)
 	}
+	commit("od", "late", 1)
+	if err := s.Delete("od", map[string][]int32{"a": {0}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := committed("od"), (map[string]map[int32]Committed{"a": {1: {Offset: 10}}, "late": {1: {Offset: 10}}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("OffsetDelete of od a/0 left %v; want %v", got, want)
+	}
 
-	for _, tc := range []struct {
-		name, group string
-		between     int // commits that come between a read and its swap
-		del         func(group string) error
-		wantErr     error
-		want        map[string]map[int32]Committed
-	}{
-		{"OffsetDelete retries from what the commit left", "od", 1,
-			func(g string) error { return s.Delete(g, map[string][]int32{"a": {0}}) }, nil,
-			map[string]map[int32]Committed{"a": {1: {Offset: 10}}, "late": {1: {Offset: 10}}}},
-		{"OffsetDelete gives up while commits keep coming", "busy", casAttempts,
-			func(g string) error { return s.Delete(g, map[string][]int32{"a": {0}}) }, ErrChanged,
-			map[string]map[int32]Committed{"a": {0: {Offset: 10}, 1: {Offset: 10}}, "late": func() map[int32]Committed {
-				m := map[int32]Committed{}
-				for p := int32(1); p <= casAttempts; p++ {
-					m[p] = Committed{Offset: 10}
-				}
-				return m
-			}()}},
-		{"DeleteGroups of a group committed to meanwhile deletes nothing", "dg", 1,
-			s.DeleteGroup, ErrChanged,
-			map[string]map[int32]Committed{"a": {0: {Offset: 10}, 1: {Offset: 10}}, "late": {1: {Offset: 10}}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			commitBetween(tc.group, tc.between)
-			if err := tc.del(tc.group); !errors.Is(err, tc.wantErr) {
-				t.Fatalf("delete: %v; want %v", err, tc.wantErr)
-			}
-			if got := committed(tc.group); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("left %v; want %v", got, tc.want)
-			}
-		})
+	s.betweenReadAndSwap = func() { commit("dg", "late", 1) }
+	if err := s.DeleteGroup("dg"); !errors.Is(err, ErrChanged) {
+		t.Fatalf("DeleteGroups of a group committed to meanwhile: %v; want %v", err, ErrChanged)
+	}
+	if got, want := committed("dg"), (map[string]map[int32]Committed{"a": {0: {Offset: 10}, 1: {Offset: 10}}, "late": {1: {Offset: 10}}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("DeleteGroups that failed left %v; want %v", got, want)
 	}
 
 	// Once nobody commits in between, the group goes.

@@ -5,91 +5,139 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"strata/catalog"
 )
 
 // Etcd keeps committed offsets in etcd, so whichever node coordinates a
 // group after another (a cluster's coordinator dies, or groups move as
-// nodes join) reads what was committed. One key per group holds all its
-// positions as JSON; a commit merges into it with a compare-and-swap on
-// the revision it read, so two commits of one group never lose each other's
-// partitions, and a commit is one write whatever its size.
+// nodes join) reads what was committed. Each group-partition's position is
+// its own key, so a commit writes only the partitions it names: a value
+// never grows with the group, and etcd's history grows by what changed.
 //
-//	key:   {prefix}/offsets/{group}
-//	value: {"topic": {"partition": {"offset": N, "leader_epoch": E, "metadata": "..."}}}
+//	key:   {prefix}/committed/{group, path-escaped}/{topic}/{partition}
+//	value: {"offset": N, "leader_epoch": E, "metadata": "..."}
+//
+// The key is bounded by MaxGroupBytes and Kafka's 249-byte topic names;
+// the value by the metadata the front end lets through
+// (offset.metadata.max.bytes, docs/kafka.md).
 type Etcd struct {
 	c       *clientv3.Client
-	prefix  string
+	root    string
 	timeout time.Duration
-	// betweenReadAndSwap, if set, runs between a delete's read and its
+	// betweenReadAndSwap, if set, runs between DeleteGroup's read and its
 	// compare-and-swap, so tests can commit in between.
 	betweenReadAndSwap func()
 }
 
+// MaxGroupBytes bounds a group id kept in etcd (its key).
+const MaxGroupBytes = 1024
+
+// ErrGroupTooLong refuses a group id over MaxGroupBytes.
+var ErrGroupTooLong = fmt.Errorf("group id longer than %d bytes", MaxGroupBytes)
+
 // OpenEtcd keeps offsets under prefix in the etcd c reaches; the client
 // stays the caller's.
 func OpenEtcd(c *clientv3.Client, prefix string) *Etcd {
-	return &Etcd{c: c, prefix: prefix + "/offsets/", timeout: 10 * time.Second}
+	return &Etcd{c: c, root: prefix + "/committed/", timeout: 10 * time.Second}
 }
 
-// ErrChanged says a group's committed offsets changed while being deleted,
-// more often than a delete retries (Delete), or at all (DeleteGroup).
+// ErrChanged says a group's committed offsets changed while the group was
+// being deleted (DeleteGroup).
 var ErrChanged = errors.New("committed offsets changed meanwhile")
 
-// casAttempts bounds the compare-and-swaps Delete tries while others
-// commit to the group.
-const casAttempts = 10
+// txnOps is etcd's default --max-txn-ops: a transaction holds at most this
+// many operations.
+const txnOps = 128
 
-type groupPositions map[string]map[int32]Committed
+func (e *Etcd) groupPrefix(group string) string { return e.root + url.PathEscape(group) + "/" }
 
-func (e *Etcd) read(ctx context.Context, group string) (groupPositions, int64, error) {
-	resp, err := e.c.Get(ctx, e.prefix+group)
+func (e *Etcd) key(group, topic string, p int32) string {
+	return e.groupPrefix(group) + topic + "/" + strconv.Itoa(int(p))
+}
+
+// inTxns runs ops in transactions of at most txnOps. Each transaction is
+// all or none; a commit of more partitions than one holds may land in
+// part when etcd fails meanwhile, which leaves each partition at a
+// position its consumer committed (and is told failed, so it commits again).
+func (e *Etcd) inTxns(ctx context.Context, ops []clientv3.Op) error {
+	for len(ops) > 0 {
+		n := min(len(ops), txnOps)
+		if _, err := e.c.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return full(err)
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// Commit writes group's positions, one key each.
+func (e *Etcd) Commit(group string, positions map[string]map[int32]Committed) error {
+	if len(group) > MaxGroupBytes {
+		return ErrGroupTooLong
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	var ops []clientv3.Op
+	for topic, parts := range positions {
+		for p, c := range parts {
+			v, err := json.Marshal(c)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, clientv3.OpPut(e.key(group, topic, p), string(v)))
+		}
+	}
+	if err := e.inTxns(ctx, ops); err != nil {
+		return fmt.Errorf("committing offsets of group %q: %w", group, err)
+	}
+	return nil
+}
+
+// parse splits a key's rest after the group prefix into topic and
+// partition.
+func parse(rest string) (string, int32, bool) {
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	p, err := strconv.ParseInt(rest[i+1:], 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return rest[:i], int32(p), true
+}
+
+func (e *Etcd) read(ctx context.Context, group string) (map[string]map[int32]Committed, int64, error) {
+	pfx := e.groupPrefix(group)
+	resp, err := e.c.Get(ctx, pfx, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("committed offsets of group %q: %w", group, err)
 	}
-	pos := groupPositions{}
-	if len(resp.Kvs) == 0 {
-		return pos, 0, nil
+	out := map[string]map[int32]Committed{}
+	for _, kv := range resp.Kvs {
+		topic, p, ok := parse(string(kv.Key[len(pfx):]))
+		if !ok {
+			return nil, 0, fmt.Errorf("committed offsets of group %q: bad key %q", group, kv.Key)
+		}
+		var c Committed
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			return nil, 0, fmt.Errorf("committed offset of %s %s/%d in etcd: %w", group, topic, p, err)
+		}
+		if out[topic] == nil {
+			out[topic] = map[int32]Committed{}
+		}
+		out[topic][p] = c
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &pos); err != nil {
-		return nil, 0, fmt.Errorf("committed offsets of group %q in etcd: %w", group, err)
-	}
-	return pos, resp.Kvs[0].ModRevision, nil
-}
-
-// Commit merges group's positions into what it committed before, all or none.
-func (e *Etcd) Commit(group string, positions map[string]map[int32]Committed) error {
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-	defer cancel()
-	for {
-		pos, rev, err := e.read(ctx, group)
-		if err != nil {
-			return err
-		}
-		for topic, parts := range positions {
-			if pos[topic] == nil {
-				pos[topic] = map[int32]Committed{}
-			}
-			for p, c := range parts {
-				pos[topic][p] = c
-			}
-		}
-		v, err := json.Marshal(pos)
-		if err != nil {
-			return err
-		}
-		key := e.prefix + group
-		resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(v))).Commit()
-		if err != nil {
-			return fmt.Errorf("committing offsets of group %q: %w", group, err)
-		}
-		if resp.Succeeded {
-			return nil
-		}
-		// Another commit of the group came between: merge into it.
-	}
+	return out, resp.Header.Revision, nil
 }
 
 // Group returns every position group has committed, by topic and partition.
@@ -101,70 +149,43 @@ func (e *Etcd) Group(group string) (map[string]map[int32]Committed, error) {
 }
 
 // Delete removes the named partitions' positions of group (Kafka's
-// OffsetDelete), with the same compare-and-swap as Commit; a group left
-// with none loses its key.
+// OffsetDelete); a commit of other partitions meanwhile stays.
 func (e *Etcd) Delete(group string, partitions map[string][]int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	key := e.prefix + group
-	for range casAttempts {
-		pos, rev, err := e.read(ctx, group)
-		if err != nil {
-			return err
+	var ops []clientv3.Op
+	for topic, parts := range partitions {
+		for _, p := range parts {
+			ops = append(ops, clientv3.OpDelete(e.key(group, topic, p)))
 		}
-		if rev == 0 {
-			return nil
-		}
-		for topic, parts := range partitions {
-			for _, p := range parts {
-				delete(pos[topic], p)
-			}
-			if len(pos[topic]) == 0 {
-				delete(pos, topic)
-			}
-		}
-		if e.betweenReadAndSwap != nil {
-			e.betweenReadAndSwap()
-		}
-		op := clientv3.OpDelete(key)
-		if len(pos) > 0 {
-			v, err := json.Marshal(pos)
-			if err != nil {
-				return err
-			}
-			op = clientv3.OpPut(key, string(v))
-		}
-		resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Commit()
-		if err != nil {
-			return fmt.Errorf("deleting offsets of group %q: %w", group, err)
-		}
-		if resp.Succeeded {
-			return nil
-		}
-		// A commit came between: delete from what it left.
 	}
-	return fmt.Errorf("deleting offsets of group %q: %w %d times", group, ErrChanged, casAttempts)
+	if err := e.inTxns(ctx, ops); err != nil {
+		return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+	}
+	return nil
 }
 
 // DeleteGroup removes every position group has committed (Kafka's
 // DeleteGroups), if none is committed between reading them and deleting
 // them: a commit that comes between (from a node that still believes it
 // coordinates the group) means the group is in use, so it is reported
-// (ErrChanged) rather than wiped.
+// (ErrChanged) rather than wiped. The check is one compare over the
+// group's keys: none modified since the read.
 func (e *Etcd) DeleteGroup(group string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	key := e.prefix + group
-	_, rev, err := e.read(ctx, group)
-	if err != nil || rev == 0 {
+	pos, rev, err := e.read(ctx, group)
+	if err != nil || len(pos) == 0 {
 		return err
 	}
 	if e.betweenReadAndSwap != nil {
 		e.betweenReadAndSwap()
 	}
-	resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	pfx := e.groupPrefix(group)
+	resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(pfx), "<", rev+1).WithPrefix()).
+		Then(clientv3.OpDelete(pfx, clientv3.WithPrefix())).Commit()
 	if err != nil {
-		return fmt.Errorf("deleting offsets of group %q: %w", group, err)
+		return fmt.Errorf("deleting offsets of group %q: %w", group, full(err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("deleting offsets of group %q: %w", group, ErrChanged)
@@ -172,17 +193,86 @@ func (e *Etcd) DeleteGroup(group string) error {
 	return nil
 }
 
-// Groups lists the groups with committed positions, in order.
+// groupsPage is how many keys Groups reads at once.
+const groupsPage = 512
+
+// Groups lists the groups with committed positions, in order. It reads
+// keys only, a page at a time, and skips past each group it has seen, so
+// a group with many partitions costs a read, not its partitions.
 func (e *Etcd) Groups() ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	resp, err := e.c.Get(ctx, e.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	end := clientv3.GetPrefixRangeEnd(e.root)
+	from := e.root
+	var out []string
+	last := ""
+	for {
+		resp, err := e.c.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(groupsPage))
+		if err != nil {
+			return nil, fmt.Errorf("listing groups with committed offsets: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			esc, _, ok := strings.Cut(string(kv.Key[len(e.root):]), "/")
+			if !ok {
+				return nil, fmt.Errorf("committed offsets: bad key %q", kv.Key)
+			}
+			if esc == last {
+				continue
+			}
+			last = esc
+			g, err := url.PathUnescape(esc)
+			if err != nil {
+				return nil, fmt.Errorf("committed offsets: bad key %q", kv.Key)
+			}
+			out = append(out, g)
+			from = clientv3.GetPrefixRangeEnd(e.root + esc + "/")
+		}
+		if !resp.More {
+			// Keys sort by the escaped names; callers want the names' order.
+			slices.Sort(out)
+			return out, nil
+		}
+	}
+}
+
+// full marks etcd's out-of-space refusal as catalog.ErrMetadataFull.
+func full(err error) error {
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		return fmt.Errorf("%w: %w", catalog.ErrMetadataFull, err)
+	}
+	return err
+}
+
+// MigrateLegacy moves committed offsets kept as earlier versions kept them,
+// one value per group under {prefix}/offsets/{group}, to one key per
+// group-partition, and deletes the old values; a node runs it at start.
+// Each position is put only where none is yet, so a commit made meanwhile
+// by a node already upgraded wins, and nodes starting together, or one
+// restarting midway, do no harm. It returns the groups moved.
+func (e *Etcd) MigrateLegacy(ctx context.Context) (int, error) {
+	legacy := strings.TrimSuffix(e.root, "committed/") + "offsets/"
+	resp, err := e.c.Get(ctx, legacy, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("listing groups with committed offsets: %w", err)
+		return 0, fmt.Errorf("reading committed offsets kept per group: %w", err)
 	}
-	out := make([]string, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		out = append(out, string(kv.Key[len(e.prefix):]))
+		group := string(kv.Key[len(legacy):])
+		var pos map[string]map[int32]Committed
+		if err := json.Unmarshal(kv.Value, &pos); err != nil {
+			return 0, fmt.Errorf("committed offsets of group %q kept per group: %w", group, err)
+		}
+		for topic, parts := range pos {
+			for p, c := range parts {
+				v, _ := json.Marshal(c)
+				k := e.key(group, topic, p)
+				if _, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(v))).Commit(); err != nil {
+					return 0, fmt.Errorf("moving committed offsets of group %q: %w", group, full(err))
+				}
+			}
+		}
+		if _, err := e.c.Delete(ctx, string(kv.Key)); err != nil {
+			return 0, fmt.Errorf("moving committed offsets of group %q: %w", group, err)
+		}
 	}
-	return out, nil
+	return len(resp.Kvs), nil
 }

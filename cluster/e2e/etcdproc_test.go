@@ -28,15 +28,23 @@ type etcdProc struct {
 	logMu    sync.Mutex
 	log      bytes.Buffer
 	restarts int
+	args     []string // more flags (startEtcdWith)
 }
 
 func startEtcd(t *testing.T) *etcdProc {
+	t.Helper()
+	return startEtcdWith(t)
+}
+
+// startEtcdWith starts the test's own etcd with more flags, such as a
+// small --quota-backend-bytes.
+func startEtcdWith(t *testing.T, args ...string) *etcdProc {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Fatalf("etcd is not on PATH (%v): `scripts/services up etcd` installs it from Debian's etcd-server package", err)
 	}
-	e := &etcdProc{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"), client: freeAddr(t), peer: freeAddr(t)}
+	e := &etcdProc{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"), client: freeAddr(t), peer: freeAddr(t), args: args}
 	e.start()
 	t.Cleanup(func() {
 		e.stop(syscall.SIGKILL)
@@ -63,6 +71,7 @@ func (e *etcdProc) start() {
 		"--listen-client-urls", "http://"+e.client, "--advertise-client-urls", "http://"+e.client,
 		"--listen-peer-urls", "http://"+e.peer, "--initial-advertise-peer-urls", "http://"+e.peer,
 		"--initial-cluster", "faults=http://"+e.peer)
+	cmd.Args = append(cmd.Args, e.args...)
 	cmd.Stdout, cmd.Stderr = e, e
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd: %v", err)

@@ -82,7 +82,14 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 	}
 	m.cat = cat
 	m.closers = append(m.closers, cat.Close)
-	m.offsets = offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	committed := offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	if n, err := committed.MigrateLegacy(ctx); err != nil {
+		m.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("committed offsets moved to one etcd key per group-partition", "groups", n)
+	}
+	m.offsets = committed
 	return m, nil
 }
 
@@ -110,6 +117,8 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
+		MaxPartitions: cfg.Kafka.MaxPartitions, EtcdCompactionRetention: time.Duration(cfg.Cluster.EtcdCompactionRetention),
+		EtcdQuotaBytes: int64(cfg.Cluster.EtcdQuotaBytes), EtcdCheckInterval: time.Duration(cfg.Cluster.EtcdCheckInterval),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
 			// node's, so the controller clears them, once.

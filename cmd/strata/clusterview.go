@@ -86,7 +86,7 @@ func (c clusterView) CreateTopic(ctx context.Context, topic string, partitions i
 	case errors.Is(err, cluster.ErrInvalidReplicationFactor):
 		return &kafka.InvalidReplicationError{Factor: rf, Why: fmt.Sprintf("%d live brokers", len(c.m.Nodes()))}
 	}
-	return err
+	return partitionLimit(err)
 }
 
 func (c clusterView) DeleteTopic(ctx context.Context, topic string) error {
@@ -105,6 +105,14 @@ func (c clusterView) CreatePartitions(ctx context.Context, topic string, count i
 		return kafka.ErrUnknownTopic
 	case errors.As(err, &perr):
 		return &kafka.InvalidPartitionsError{Topic: topic, Has: perr.Has, Asked: perr.Asked}
+	}
+	return partitionLimit(err)
+}
+
+func partitionLimit(err error) error {
+	var lerr *cluster.PartitionLimitError
+	if errors.As(err, &lerr) {
+		return &kafka.PartitionLimitError{Max: lerr.Max, Has: lerr.Has, More: lerr.More}
 	}
 	return err
 }

@@ -60,6 +60,15 @@ type ClusterConfig struct {
 	// for a node to check another's; default kafka.tls.client_ca_file, or
 	// the system's roots.
 	PeerCAFile string `yaml:"peer_ca_file"`
+
+	// EtcdCompactionRetention: the controller compacts etcd's history to
+	// the revision of this long ago (docs/cluster.md); 0: strata does not.
+	EtcdCompactionRetention Duration `yaml:"etcd_compaction_retention"`
+	// EtcdQuotaBytes is etcd's --quota-backend-bytes, for the metric.
+	EtcdQuotaBytes Bytes `yaml:"etcd_quota_bytes"`
+	// EtcdCheckInterval is how often etcd's size is read and its history
+	// compacted.
+	EtcdCheckInterval Duration `yaml:"etcd_check_interval"`
 }
 
 // Enabled says whether this node is one of a cluster.
@@ -145,6 +154,10 @@ type KafkaConfig struct {
 	// built or being written, all connections together.
 	FetchMaxBytes         Bytes `yaml:"fetch_max_bytes"`
 	MaxInflightFetchBytes Bytes `yaml:"max_inflight_fetch_bytes"`
+
+	// OffsetMetadataMaxBytes is Kafka's offset.metadata.max.bytes.
+	OffsetMetadataMaxBytes Bytes `yaml:"offset_metadata_max_bytes"`
+
 	// SASL and TLS: authentication, permissions, certificates (security.go).
 	SASL SASLConfig `yaml:"sasl"`
 	TLS  TLSConfig  `yaml:"tls"`
@@ -487,6 +500,10 @@ func (c *Config) validate() error {
 		if c.Cluster.SessionTTL < Duration(time.Second) {
 			return fmt.Errorf("cluster.session_ttl: %s: want at least 1s", time.Duration(c.Cluster.SessionTTL))
 		}
+		if c.Cluster.EtcdCompactionRetention < 0 || c.Cluster.EtcdQuotaBytes <= 0 || c.Cluster.EtcdCheckInterval < Duration(100*time.Millisecond) {
+			return fmt.Errorf("cluster.etcd_compaction_retention %s, etcd_quota_bytes %d, etcd_check_interval %s: want 0 (off) or more, more than 0, at least 100ms",
+				time.Duration(c.Cluster.EtcdCompactionRetention), c.Cluster.EtcdQuotaBytes, time.Duration(c.Cluster.EtcdCheckInterval))
+		}
 		if c.Cluster.ReplicaLagTimeMax < Duration(100*time.Millisecond) {
 			return fmt.Errorf("cluster.replica_lag_time_max: %s: want at least 100ms", time.Duration(c.Cluster.ReplicaLagTimeMax))
 		}
@@ -511,6 +528,7 @@ func (c *Config) validate() error {
 		"kafka.max_partitions": int64(c.Kafka.MaxPartitions), "kafka.max_connections": int64(c.Kafka.MaxConnections),
 		"kafka.max_connections_per_ip": int64(c.Kafka.MaxConnectionsPerIP), "kafka.frame_timeout": int64(c.Kafka.FrameTimeout),
 		"kafka.fetch_max_bytes": int64(c.Kafka.FetchMaxBytes), "kafka.max_inflight_fetch_bytes": int64(c.Kafka.MaxInflightFetchBytes),
+		"kafka.offset_metadata_max_bytes": int64(c.Kafka.OffsetMetadataMaxBytes),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s: %d: want more than 0", key, v)

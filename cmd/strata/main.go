@@ -228,7 +228,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go store.SegmentEngine().RetainLoopBy(bg, topics.retention, time.Duration(cfg.Retention.Interval))
 	}
 
-	sec, err := openSecurity(ctx, cfg, log)
+	sec, err := openSecurity(ctx, cfg, md.etcd, log)
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
 		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
 		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topics.broker, Topics: topicStore,
-		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic),
+		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic), OffsetMetadataMaxBytes: int(min(int64(cfg.Kafka.OffsetMetadataMaxBytes), 1<<20)),
 		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
 		FetchMaxBytes: int32(min(int64(cfg.Kafka.FetchMaxBytes), 1<<30)), MaxInflightFetchBytes: int64(cfg.Kafka.MaxInflightFetchBytes),

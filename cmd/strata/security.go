@@ -22,9 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.yaml.in/yaml/v3"
 
 	"strata/api/kafka"
+	"strata/cluster"
 )
 
 // SASLConfig turns on authentication on the Kafka listener
@@ -139,8 +141,10 @@ type security struct {
 }
 
 // openSecurity loads users and certificates, and reloads them on SIGHUP
-// until ctx ends. SIGHUP never stops the service.
-func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security, error) {
+// until ctx ends. SIGHUP never stops the service. In a cluster (etcd not
+// nil) the SCRAM credentials set with AlterUserScramCredentials are the
+// cluster's, in etcd: read before the node serves, then watched.
+func openSecurity(ctx context.Context, cfg *Config, etcd *clientv3.Client, log *slog.Logger) (*security, error) {
 	var sec security
 	var err error
 	if sec.kafkaTLS, err = loadCerts(cfg.Kafka.TLS); err != nil {
@@ -154,10 +158,42 @@ func openSecurity(ctx context.Context, cfg *Config, log *slog.Logger) (*security
 		if err != nil {
 			return nil, err
 		}
-		sec.auth, err = kafka.NewAuth(kafka.AuthConfig{Mechanisms: cfg.Kafka.SASL.Mechanisms, Users: users,
-			CredentialsFile: filepath.Join(cfg.DataDir, "scram.json")})
+		ac := kafka.AuthConfig{Mechanisms: cfg.Kafka.SASL.Mechanisms, Users: users, CredentialsFile: filepath.Join(cfg.DataDir, "scram.json")}
+		var creds *cluster.Credentials
+		if etcd != nil {
+			creds = cluster.NewCredentials(etcd, cfg.Cluster.EtcdPrefix, log)
+			ac.Shared = creds
+			if _, err := os.Stat(ac.CredentialsFile); err == nil {
+				log.Warn("kafka.sasl: this node's scram.json is not read in a cluster, whose SCRAM credentials are in etcd; set them again with AlterUserScramCredentials", "file", ac.CredentialsFile)
+			}
+		}
+		sec.auth, err = kafka.NewAuth(ac)
 		if err != nil {
 			return nil, fmt.Errorf("kafka.sasl: %w", err)
+		}
+		if creds != nil {
+			all, rev, err := creds.List(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("kafka.sasl: %w", err)
+			}
+			auth := sec.auth
+			replace := func(all map[string]cluster.SharedCredential, rev int64) {
+				m := map[string]kafka.SharedCredential{}
+				for u, c := range all {
+					m[u] = kafka.SharedCredential(c)
+				}
+				if err := auth.ReplaceShared(m, rev); err != nil {
+					log.Error("kafka.sasl: SCRAM credentials in etcd skipped", "err", err)
+				}
+			}
+			replace(all, rev)
+			go creds.Watch(ctx, rev, replace, func(user string, value []byte, rev int64) {
+				if applied, err := auth.UpdateShared(user, value, rev); err != nil {
+					log.Error("kafka.sasl: a SCRAM credentials change in etcd skipped", "user", user, "err", err)
+				} else if applied {
+					log.Info("kafka.sasl: SCRAM credentials changed by the cluster", "user", user, "removed", value == nil)
+				}
+			})
 		}
 		log.Info("kafka authentication on", "mechanisms", cfg.Kafka.SASL.Mechanisms, "users", len(users))
 		warnNoGroups(users, log)
