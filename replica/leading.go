@@ -154,6 +154,18 @@ func (n *Node) part(shard string) *partition {
 	return n.parts[shard]
 }
 
+// Leads reports whether this node leads shard now, at an epoch it has
+// recorded: a produce would not be refused as NOT_LEADER_OR_FOLLOWER.
+func (n *Node) Leads(shard string) bool {
+	p := n.part(shard)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader != nil
+}
+
 // BeginAppend says whether a produce to shard may append now: only while
 // this node leads it (its epoch recorded), and with acks=all only while the
 // ISR holds min.insync.replicas. If it may, the append must be followed by
