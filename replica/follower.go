@@ -138,6 +138,7 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 	stopped := ctx
 	ctx = context.WithoutCancel(ctx) // what is asked of the engine completes
 	var err error
+	rd.Records = n.cutToBatch(rd.Records, rd.LogEnd)
 	if len(rd.Records) > 0 {
 		if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
 			return end, err

@@ -286,7 +286,8 @@ var ErrDiverged = errors.New("replica: fetch past the leader's log end")
 // epoch: it first counts as the follower's proof that it holds everything
 // below offset (probe: it has not truncated against this leader yet, so it
 // proves nothing and gets only the leader's log end and epochs). At most
-// maxBytes of records are read; with maxBytes < 0, none this time.
+// maxBytes of records are read, but never part of a batch (batches.go);
+// with maxBytes < 0, none this time.
 func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool, seals []Seal) (ReplicaRead, error) {
 	p := n.part(shard)
 	if p == nil {
@@ -357,9 +358,15 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		if err != nil {
 			return rd, err
 		}
+		if recs, err = n.wholeBatches(ctx, st, shard, recs); err != nil {
+			return rd, err
+		}
 		rd.Records = recs
 		if len(recs) > 0 {
 			last = recs[len(recs)-1].Offset + 1
+			// Appends since the log end was read: the follower takes a
+			// batch that ends at the log end as the leader's last.
+			rd.LogEnd = max(rd.LogEnd, int64(last))
 		}
 	}
 	// Where the leader's segments start among what the follower will hold

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"strata/engine/record"
 	"strata/engine/store"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +117,10 @@ type NodeConfig struct {
 	// Lead is told that this node leads shard from now on, before its first
 	// append: state kept from the log (idempotent producers) is rebuilt.
 	Lead func(shard string)
+	// BatchEnd reports whether a record is the last of the produce batch
+	// it was written in (api/kafka.EndsBatch); a follower's fetch ends only
+	// after such a record (batches.go). nil: every record ends one.
+	BatchEnd func(r *record.Record) bool
 }
 
 // partition is one replicated partition on this node, as its leader or a
