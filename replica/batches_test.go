@@ -35,8 +35,8 @@ func (m *staticMeta) ChangeISR(_ context.Context, _ string, _ int32, _ int32, _ 
 	return m.rev, nil
 }
 func (m *staticMeta) ReportCandidate(context.Context, string, int32, int32, int64) error { return nil }
-func (m *staticMeta) RecordSeal(context.Context, string, int32, int32, SealRecord) error  { return nil }
-func (m *staticMeta) PruneSeals(context.Context, string, int32, uint64) (int, error)      { return 0, nil }
+func (m *staticMeta) RecordSeal(context.Context, string, int32, int32, SealRecord) error { return nil }
+func (m *staticMeta) PruneSeals(context.Context, string, int32, uint64) (int, error)     { return 0, nil }
 
 // localTransport carries a follower's fetches to a leader Node in this
 // process, and shows the test each one before it is answered.
@@ -51,7 +51,7 @@ func (tr localTransport) Fetch(ctx context.Context, leader int32, reqs []FetchRe
 	out := make([]FetchAnswer, len(reqs))
 	got := false
 	for i, r := range reqs {
-		rd, err := tr.leader.FollowerFetch(ctx, fmt.Sprintf("%s-%d", r.Topic, r.Partition), tr.self, r.Epoch, r.Offset, r.MaxBytes, r.Probe, r.Seals)
+		rd, err := tr.leader.FollowerFetch(ctx, fmt.Sprintf("%s-%d", r.Topic, r.Partition), tr.self, r.Epoch, r.Offset, r.MaxBytes, r.Probe, r.Seals, r.LogStart)
 		out[i] = FetchAnswer{ReplicaRead: rd, Err: err}
 		got = got || len(rd.Records) > 0 || err != nil || r.Probe
 	}
@@ -168,5 +168,49 @@ func TestCutToBatch(t *testing.T) {
 		if got := n.cutToBatch(tc.recs, tc.logEnd); len(got) != tc.want {
 			t.Errorf("%s: %d records kept, want %d", tc.name, len(got), tc.want)
 		}
+	}
+}
+
+// A delete at the leader is answered once the follower's log starts there
+// too: the follower deletes with its next fetch, and reports its new log
+// start with the one after.
+func TestAwaitLogStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const shard = "t-0"
+	ls, fs := memory.New(0), memory.New(0)
+	for _, s := range []*memory.Store{ls, fs} {
+		if err := s.CreateShard(ctx, shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ls.Append(ctx, shard, batch(100, true)); err != nil {
+		t.Fatal(err)
+	}
+	meta := &staticMeta{as: []Assignment{{Topic: "t", Partition: 0, Leader: 1, Epoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Rev: 1, MinISR: 1, LeaderLive: true}}}
+	leader := NewNode(NodeConfig{Self: 1, Store: ls, Meta: meta, FetchWait: 10 * time.Millisecond})
+	follower := NewNode(NodeConfig{Self: 2, Store: fs, Meta: meta, FetchWait: 10 * time.Millisecond})
+	go leader.Run(ctx, nil)
+	go follower.Run(ctx, localTransport{leader: leader, self: 2, seen: func() {}})
+	for {
+		if e, _ := fs.LogEnd(ctx, shard); e == 100 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the follower never caught up")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := ls.DeleteBefore(ctx, shard, 60); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := leader.AwaitLogStart(wctx, shard, 60); err != nil {
+		t.Fatalf("waiting for the follower's log start: %v", err)
+	}
+	if low, _, _ := fs.Watermarks(ctx, shard); low != 60 {
+		t.Fatalf("answered with the follower's log starting at %d, want 60", low)
 	}
 }

@@ -41,6 +41,9 @@ type FetchRequest struct {
 	// Seals are the follower's recently sealed copies, for the leader's
 	// seal agreement.
 	Seals []Seal
+	// LogStart is where the follower's log starts (-1: unknown), for the
+	// leader's DeleteRecords (AwaitLogStart).
+	LogStart int64
 }
 
 // ErrFenced: the leader is at another epoch than the follower asked at;
@@ -157,17 +160,19 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 	if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
 		return end, err
 	}
-	// Records the leader deleted (DeleteRecords) go here too.
-	if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
-		if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
-			return end, err
-		}
-	}
 	if hw := min(rd.HighWatermark, end); hw > 0 {
 		if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
 			return end, err
 		}
 		n.cfg.Wake(p.shard)
+	}
+	// Records the leader deleted (DeleteRecords) go here too, after the
+	// high watermark: the engines delete only below it, and the leader
+	// deleted only below its own.
+	if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
+		if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
+			return end, err
+		}
 	}
 	return end, nil
 }

@@ -147,6 +147,11 @@ type partition struct {
 	seals   []pendingSeal
 	reports map[int32]map[uint64]Seal
 	sealing bool
+	// starts is where each follower's log starts, as it last reported
+	// (leader); startsMoved is closed when one moves, or the ISR or the
+	// leadership changes (AwaitLogStart).
+	starts      map[int32]int64
+	startsMoved chan struct{}
 	// pruned is the log start below which the leader last pruned seal
 	// records, and when.
 	pruned   uint64
