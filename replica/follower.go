@@ -151,9 +151,15 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 			for i := range rd.Records {
 				size += record.Size(&rd.Records[i])
 			}
-			// The pause ends early when the partition stops following.
-			if err := n.limiter.WaitN(stopped, min(size, n.limiter.Burst())); err != nil {
-				return end, err
+			// The pause ends early when the partition stops following. An
+			// answer larger than the burst (a whole batch past the fetch's
+			// budget) is paid for in full, a burst at a time.
+			for size > 0 {
+				k := min(size, n.limiter.Burst())
+				if err := n.limiter.WaitN(stopped, k); err != nil {
+					return end, err
+				}
+				size -= k
 			}
 		}
 	}
