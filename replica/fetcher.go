@@ -93,9 +93,13 @@ func (f *fetcher) run() {
 			m.p.mu.Lock()
 			seals := f.n.ownSeals(m.p)
 			m.p.mu.Unlock()
+			start := int64(-1)
+			if low, _, err := f.n.cfg.Store.Watermarks(m.ctx, m.p.shard); err == nil {
+				start = int64(low)
+			}
 			ms = append(ms, m)
 			reqs = append(reqs, FetchRequest{Topic: m.a.Topic, Partition: m.a.Partition, Epoch: m.a.Epoch,
-				Offset: m.end, MaxBytes: f.n.cfg.FetchBytes, Wait: f.n.cfg.FetchWait, Seals: seals})
+				Offset: m.end, MaxBytes: f.n.cfg.FetchBytes, Wait: f.n.cfg.FetchWait, Seals: seals, LogStart: start})
 		}
 		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.FetchWait+30*time.Second)

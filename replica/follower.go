@@ -41,6 +41,9 @@ type FetchRequest struct {
 	// Seals are the follower's recently sealed copies, for the leader's
 	// seal agreement.
 	Seals []Seal
+	// LogStart is where the follower's log starts (-1: unknown), for the
+	// leader's DeleteRecords (AwaitLogStart).
+	LogStart int64
 }
 
 // ErrFenced: the leader is at another epoch than the follower asked at;
@@ -138,6 +141,7 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 	stopped := ctx
 	ctx = context.WithoutCancel(ctx) // what is asked of the engine completes
 	var err error
+	rd.Records = n.cutToBatch(rd.Records, rd.LogEnd)
 	if len(rd.Records) > 0 {
 		if end, err = n.copyRecords(ctx, p, end, rd); err != nil {
 			return end, err
@@ -147,26 +151,34 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 			for i := range rd.Records {
 				size += record.Size(&rd.Records[i])
 			}
-			// The pause ends early when the partition stops following.
-			if err := n.limiter.WaitN(stopped, min(size, n.limiter.Burst())); err != nil {
-				return end, err
+			// The pause ends early when the partition stops following. An
+			// answer larger than the burst (a whole batch past the fetch's
+			// budget) is paid for in full, a burst at a time.
+			for size > 0 {
+				k := min(size, n.limiter.Burst())
+				if err := n.limiter.WaitN(stopped, k); err != nil {
+					return end, err
+				}
+				size -= k
 			}
 		}
 	}
 	if err := n.rollAt(ctx, p, end, rd.Rolls); err != nil {
 		return end, err
 	}
-	// Records the leader deleted (DeleteRecords) go here too.
-	if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
-		if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
-			return end, err
-		}
-	}
 	if hw := min(rd.HighWatermark, end); hw > 0 {
 		if err := st.SetHighWatermark(ctx, p.shard, uint64(hw)); err != nil {
 			return end, err
 		}
 		n.cfg.Wake(p.shard)
+	}
+	// Records the leader deleted (DeleteRecords) go here too, after the
+	// high watermark: the engines delete only below it, and the leader
+	// deleted only below its own.
+	if low, _, err := st.Watermarks(ctx, p.shard); err == nil && rd.LogStart > int64(low) && rd.LogStart <= end {
+		if err := st.DeleteBefore(ctx, p.shard, uint64(rd.LogStart)); err != nil {
+			return end, err
+		}
 	}
 	return end, nil
 }

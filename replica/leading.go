@@ -29,6 +29,7 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 				n.cfg.Log.Warn("replica: the controller's ISR is not one this leader can take", "shard", p.shard, "isr", a.ISR, "err", err)
 			}
 			n.apply(p, outs)
+			p.wakeStarts()
 		}
 		p.a = a
 		return
@@ -45,8 +46,9 @@ func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 		n.cfg.Log.Error("replica: cannot lead", "shard", p.shard, "epoch", a.Epoch, "err", err)
 		return
 	}
-	p.a, p.leader, p.waiters, p.reports = a, l, map[ProduceID]chan Result{}, nil
+	p.a, p.leader, p.waiters, p.reports, p.starts = a, l, map[ProduceID]chan Result{}, nil, nil
 	p.scannedAt = time.Time{} // what the last leader left unsealed is found at the next tick
+	p.wakeStarts()
 	n.cfg.Log.Info("replica: leading", "shard", p.shard, "epoch", a.Epoch, "replicas", a.Replicas, "isr", a.ISR,
 		"log_end", l.LogEnd(), "high_watermark", l.HW())
 }
@@ -91,6 +93,7 @@ func (n *Node) depose(p *partition, a Assignment) {
 	}
 	n.apply(p, p.leader.Deposed())
 	p.leader = nil
+	p.wakeStarts()
 	n.cfg.Log.Info("replica: no longer leading", "shard", p.shard, "epoch", p.a.Epoch, "leader_now", a.Leader, "epoch_now", a.Epoch)
 }
 
@@ -144,6 +147,7 @@ func (n *Node) proposeISR(p *partition, epoch int32, o ProposeISR) {
 		n.cfg.Log.Error("replica: applying a committed ISR", "shard", p.shard, "err", err)
 	}
 	n.apply(p, outs)
+	p.wakeStarts()
 }
 
 // ErrNotLeader: this node does not lead the partition (any more).
@@ -153,6 +157,18 @@ func (n *Node) part(shard string) *partition {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.parts[shard]
+}
+
+// Leads reports whether this node leads shard now, at an epoch it has
+// recorded: a produce would not be refused as NOT_LEADER_OR_FOLLOWER.
+func (n *Node) Leads(shard string) bool {
+	p := n.part(shard)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader != nil
 }
 
 // BeginAppend says whether a produce to shard may append now: only while
@@ -275,8 +291,10 @@ var ErrDiverged = errors.New("replica: fetch past the leader's log end")
 // epoch: it first counts as the follower's proof that it holds everything
 // below offset (probe: it has not truncated against this leader yet, so it
 // proves nothing and gets only the leader's log end and epochs). At most
-// maxBytes of records are read; with maxBytes < 0, none this time.
-func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool, seals []Seal) (ReplicaRead, error) {
+// maxBytes of records are read, but never part of a batch (batches.go);
+// with maxBytes < 0, none this time. logStart is where the follower's log
+// starts (-1: not said), for DeleteRecords (AwaitLogStart).
+func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, epoch int32, offset int64, maxBytes int32, probe bool, seals []Seal, logStart int64) (ReplicaRead, error) {
 	p := n.part(shard)
 	if p == nil {
 		return ReplicaRead{}, ErrNotLeader
@@ -312,6 +330,7 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 	}
 	n.settleSeals(p) // a report may complete a seal: no need to wait for the tick
 	if !probe {
+		p.noteLogStart(follower, logStart)
 		outs, err := p.leader.FollowerFetched(n.cfg.Now(), follower, offset)
 		if err != nil {
 			p.mu.Unlock()
@@ -349,9 +368,15 @@ func (n *Node) FollowerFetch(ctx context.Context, shard string, follower int32, 
 		if err != nil {
 			return rd, err
 		}
+		if recs, err = n.wholeBatches(ctx, st, shard, recs); err != nil {
+			return rd, err
+		}
 		rd.Records = recs
 		if len(recs) > 0 {
 			last = recs[len(recs)-1].Offset + 1
+			// Appends since the log end was read: the follower takes a
+			// batch that ends at the log end as the leader's last.
+			rd.LogEnd = max(rd.LogEnd, int64(last))
 		}
 	}
 	// Where the leader's segments start among what the follower will hold

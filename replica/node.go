@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"strata/engine/record"
 	"strata/engine/store"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,6 +120,10 @@ type NodeConfig struct {
 	// Lead is told that this node leads shard from now on, before its first
 	// append: state kept from the log (idempotent producers) is rebuilt.
 	Lead func(shard string)
+	// BatchEnd reports whether a record is the last of the produce batch
+	// it was written in (api/kafka.EndsBatch); a follower's fetch ends only
+	// after such a record (batches.go). nil: every record ends one.
+	BatchEnd func(r *record.Record) bool
 }
 
 // partition is one replicated partition on this node, as its leader or a
@@ -150,6 +155,11 @@ type partition struct {
 	sealing   bool
 	scanning  bool
 	scannedAt time.Time
+	// starts is where each follower's log starts, as it last reported
+	// (leader); startsMoved is closed when one moves, or the ISR or the
+	// leadership changes (AwaitLogStart).
+	starts      map[int32]int64
+	startsMoved chan struct{}
 	// pruned is the log start below which the leader last pruned seal
 	// records, and when.
 	pruned   uint64

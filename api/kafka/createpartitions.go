@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,6 +33,9 @@ func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsR
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		code, msg := s.createPartitionsOf(ctx, t, topics, err, seen[t.Topic] > 1, r.ValidateOnly)
+		if code == errNone && !r.ValidateOnly {
+			code = s.awaitLeaders(ctx, t.Topic, topics[t.Topic], t.Count, time.Duration(r.TimeoutMillis)*time.Millisecond)
+		}
 		rt.ErrorCode = code
 		if msg != "" {
 			rt.ErrorMessage = &msg

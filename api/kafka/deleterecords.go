@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,6 +62,11 @@ func (s *Server) deleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest
 			return rp // all of it in the earlier parts
 		}
 		rp.ErrorCode, rp.LowWatermark = s.deleteLocal(ctx, shard, off)
+		if rp.ErrorCode == errNone {
+			if rp.ErrorCode = s.awaitDeleted(ctx, topic, p.Partition, shard, rp.LowWatermark, time.Duration(r.TimeoutMillis)*time.Millisecond); rp.ErrorCode != errNone {
+				rp.LowWatermark = -1
+			}
+		}
 		return rp
 	})
 	return resp

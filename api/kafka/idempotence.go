@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"strata/engine/record"
 	"strata/engine/store"
 )
 
@@ -45,6 +46,10 @@ type producerState struct {
 	lastSeq int32
 	recent  []seqRange // oldest first, at most recentBatches
 	lastTS  int64      // the largest timestamp of its last batch (DescribeProducers)
+	// open: the log holds only the first part of the last batch (it was
+	// cut inside it: a crash mid-append), so a retry of that batch is
+	// completed, not refused as out of order.
+	open bool
 }
 
 type verdict int
@@ -53,6 +58,7 @@ const (
 	appendBatch verdict = iota
 	duplicateBatch
 	unknownDuplicate // a sequence already stored, too old to name its offsets
+	completeBatch    // a retry of the batch whose first part ends the log: store the rest
 	outOfOrder
 	fencedEpoch
 )
@@ -81,6 +87,15 @@ func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
 			return outOfOrder, -1
 		}
 		return appendBatch, -1
+	case st.open && len(st.recent) > 0 && seqDist(first, st.lastSeq) < math.MaxInt32/2 &&
+		seqDist(st.lastSeq, last) > 0 && seqDist(st.lastSeq, last) < math.MaxInt32/2:
+		// It starts at or before the last sequence stored and runs past it:
+		// if it starts inside the open batch's run, it is that batch again.
+		r := st.recent[len(st.recent)-1]
+		if at := seqDist(r.first, first); at <= seqDist(r.first, r.last) {
+			return completeBatch, r.base + at
+		}
+		return outOfOrder, -1
 	case first == seqAdd(st.lastSeq, 1):
 		return appendBatch, -1
 	case seqDist(last, st.lastSeq) < math.MaxInt32/2: // at or behind the last stored
@@ -101,7 +116,7 @@ func (st *producerState) record(epoch int16, first, last int32, base int64) {
 	if epoch != st.epoch {
 		st.recent = st.recent[:0]
 	}
-	st.epoch, st.lastSeq = epoch, last
+	st.epoch, st.lastSeq, st.open = epoch, last, false
 	st.recent = append(st.recent, seqRange{first, last, base})
 	if len(st.recent) > recentBatches {
 		st.recent = st.recent[len(st.recent)-recentBatches:]
@@ -217,6 +232,25 @@ func (q *sequences) put(key seqKey, epoch int16, first, last int32, base, maxTS 
 	st.lastTS = maxTS
 }
 
+// complete notes the rest of an open batch stored at base: its sequences
+// past the last one stored, up to last.
+func (q *sequences) complete(key seqKey, last int32, base, maxTS int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.state[key]
+	if st == nil || len(st.recent) == 0 {
+		return
+	}
+	r := &st.recent[len(st.recent)-1]
+	if r.base+seqDist(r.first, r.last)+1 == base {
+		r.last = last // right after its first part: one run again
+		st.lastSeq, st.open = last, false
+	} else {
+		st.record(st.epoch, seqAdd(st.lastSeq, 1), last, base)
+	}
+	st.lastTS = max(st.lastTS, maxTS)
+}
+
 // forget drops what is known of shard's producers: the shard was deleted,
 // or this node has just become its leader.
 func (q *sequences) forget(shard string) {
@@ -256,6 +290,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		first, last int32
 		base, end   int64
 		maxTS       int64
+		ends        bool // its last record ends a batch
 	}
 	runs := map[int64][]run{}
 	for off := from; off < high; {
@@ -267,16 +302,16 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 			break
 		}
 		for _, r := range recs {
-			pid, epoch, seq, ok := parseProducerData(r.ProtocolData)
+			pid, epoch, seq, ends, ok := parseProducerData(r.ProtocolData)
 			if !ok {
 				continue
 			}
 			rs := runs[pid]
 			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && seqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
-				rs[n-1].last, rs[n-1].end = seq, int64(r.Offset)
+				rs[n-1].last, rs[n-1].end, rs[n-1].ends = seq, int64(r.Offset), ends
 				rs[n-1].maxTS = max(rs[n-1].maxTS, r.Timestamp)
 			} else {
-				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset), maxTS: r.Timestamp})
+				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset), maxTS: r.Timestamp, ends: ends})
 			}
 			runs[pid] = rs
 		}
@@ -289,26 +324,51 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		for _, r := range rs {
 			ps.record(r.epoch, r.first, r.last, r.base)
 			ps.lastTS = r.maxTS
+			ps.open = !r.ends
 		}
 		q.state[seqKey{pid, shard}] = ps
 	}
 	return nil
 }
 
-// producerData is a record's ProtocolData for a Kafka producer: id, epoch
-// and the record's sequence, big-endian (docs/kafka.md).
-func producerData(id int64, epoch int16, seq int32) []byte {
+// producerData is a record's ProtocolData for a Kafka producer: id, epoch,
+// the record's sequence, big-endian, and a flags byte whose bit 0 marks the
+// last record of its batch (docs/kafka.md). The mark is what lets a leader
+// replicate a batch whole: a follower's fetch ends only after a record that
+// ends its batch, so no new leader holds part of one.
+func producerData(id int64, epoch int16, seq int32, last bool) []byte {
 	if id < 0 {
 		return nil
 	}
 	b := binary.BigEndian.AppendUint64(nil, uint64(id))
 	b = binary.BigEndian.AppendUint16(b, uint16(epoch))
-	return binary.BigEndian.AppendUint32(b, uint32(seq))
+	b = binary.BigEndian.AppendUint32(b, uint32(seq))
+	var flags byte
+	if last {
+		flags |= flagBatchEnd
+	}
+	return append(b, flags)
 }
 
-func parseProducerData(b []byte) (pid int64, epoch int16, seq int32, ok bool) {
-	if len(b) != 14 {
-		return 0, 0, 0, false
+// flagBatchEnd, in a record's producer flags: the last record of its batch.
+const flagBatchEnd = 1
+
+// parseProducerData reads a record's producer fields. A record stored
+// before batches were marked has no flags byte (14 bytes): where its batch
+// ends is unknown, and it counts as ending one, as every record did then.
+func parseProducerData(b []byte) (pid int64, epoch int16, seq int32, ends bool, ok bool) {
+	if len(b) != 14 && len(b) != 15 {
+		return 0, 0, 0, false, false
 	}
-	return int64(binary.BigEndian.Uint64(b)), int16(binary.BigEndian.Uint16(b[8:])), int32(binary.BigEndian.Uint32(b[10:])), true
+	ends = len(b) == 14 || b[14]&flagBatchEnd != 0
+	return int64(binary.BigEndian.Uint64(b)), int16(binary.BigEndian.Uint16(b[8:])), int32(binary.BigEndian.Uint32(b[10:])), ends, true
+}
+
+// EndsBatch reports whether r is the last record of the produce batch it
+// came in (a record without producer fields stands alone): replication
+// ends a follower's fetch only after such a record (replica.NodeConfig's
+// BatchEnd), as Kafka replicates whole batches.
+func EndsBatch(r *record.Record) bool {
+	_, _, _, ends, ok := parseProducerData(r.ProtocolData)
+	return !ok || ends
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/record"
+	"strata/engine/segment"
 )
 
 // What a broker does with a producer's batch, given what it knows.
 func TestSequenceCheck(t *testing.T) {
 	known := &producerState{epoch: 2, lastSeq: 19, recent: []seqRange{{0, 9, 100}, {10, 19, 150}}}
+	open := &producerState{epoch: 2, lastSeq: 14, recent: []seqRange{{0, 9, 100}, {10, 14, 150}}, open: true}
 	wrapped := &producerState{lastSeq: 1, recent: []seqRange{{math.MaxInt32 - 4, math.MaxInt32 - 2, 497}, {math.MaxInt32 - 1, 1, 500}}}
 	for _, tc := range []struct {
 		name        string
@@ -44,6 +46,13 @@ func TestSequenceCheck(t *testing.T) {
 		{"a retry of the batch that wrapped", wrapped, 0, math.MaxInt32 - 1, 1, duplicateBatch, 500},
 		{"a retry of its part past the wrap", wrapped, 0, 0, 1, duplicateBatch, 502},
 		{"a gap after the wrap", wrapped, 0, 5, 6, outOfOrder, -1},
+		// The log ends inside the last batch (its first part, sequences
+		// 10-14, is stored): a retry of that batch stores the rest.
+		{"a retry of a batch cut short", open, 2, 10, 19, completeBatch, 150},
+		{"a retry of the batch before it", open, 2, 0, 9, duplicateBatch, 100},
+		{"a batch starting inside the cut one but before its start", open, 2, 5, 19, outOfOrder, -1},
+		{"the next batch after a cut one", open, 2, 15, 19, appendBatch, -1},
+		{"a retry of a batch cut short, at a new epoch", open, 3, 10, 19, outOfOrder, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, base := check(tc.st, tc.epoch, tc.first, tc.last)
@@ -187,4 +196,104 @@ func TestSequenceWrap(t *testing.T) {
 	if _, high, _ := e.Watermarks(context.Background(), "wrap-0"); high != 11 {
 		t.Fatalf("the log ends at %d; want 11 (every batch once)", high)
 	}
+}
+
+// A log that ends inside a producer's batch (the node crashed while
+// appending it, and its log kept only the first part) answers the
+// producer's retry of the whole batch by storing the rest, with the
+// batch's first offset: never OUT_OF_ORDER_SEQUENCE_NUMBER, after which a
+// client would send the batch again and its first part would be stored
+// twice.
+func TestRetryCompletesABatchTheLogEndsInside(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	const pid = 78
+	e, err := segment.Open(segment.Config{Dir: dir + "/data", Workers: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateShard(ctx, "cut-0"); err != nil {
+		t.Fatal(err)
+	}
+	// One whole batch, sequences 0-2, then the first 2 records of the
+	// batch of sequences 3-7.
+	var recs []record.Record
+	for seq := int32(0); seq < 5; seq++ {
+		recs = append(recs, record.Record{Timestamp: 1_700_000_000_000, Value: []byte{byte(seq)},
+			ProtocolData: producerData(pid, 0, seq, seq == 2)})
+	}
+	if _, err := e.Append(ctx, "cut-0", recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, stop := serveDir(t, dir, Config{})
+	defer stop()
+	c := client(t, addr)
+	for _, step := range []struct {
+		name     string
+		first    int32
+		n        int
+		wantCode int16
+		wantBase int64
+	}{
+		{"the retry of the cut batch", 3, 5, errNone, 3},
+		{"the same retry again", 3, 5, errNone, 3},
+		{"the next batch", 8, 2, errNone, 8},
+	} {
+		if code, base := produceIdempotent(t, c, "cut", pid, 0, step.first, step.n); code != step.wantCode || base != step.wantBase {
+			t.Fatalf("%s: error %v, base %d; want error %v, base %d", step.name, kerr.ErrorForCode(code), base, kerr.ErrorForCode(step.wantCode), step.wantBase)
+		}
+	}
+	// Each sequence once, in order: 0-9 at offsets 0-9.
+	got := fetchValues(t, c, "cut", 0)
+	if len(got) != 10 {
+		t.Fatalf("the log holds %d records, want 10 (every sequence once): %v", len(got), got)
+	}
+	for i, v := range got {
+		if v != byte(i) {
+			t.Fatalf("offset %d holds the record of sequence %d, want %d: %v", i, v, i, got)
+		}
+	}
+}
+
+// fetchValues reads partition 0 of topic from offset, one byte a value.
+func fetchValues(t *testing.T, c *kgo.Client, topic string, offset int64) []byte {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes, req.MaxWaitMillis = 1<<20, 100
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("fetch %s: %v", topic, kerr.ErrorForCode(p.ErrorCode))
+	}
+	var out []byte
+	for raw := p.RecordBatches; len(raw) > 0; {
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(raw); err != nil {
+			t.Fatal(err)
+		}
+		raw = raw[12+int(b.Length):]
+		data := b.Records
+		for i := int32(0); i < b.NumRecords; i++ {
+			l, k := binary.Varint(data)
+			var r kmsg.Record
+			if err := r.ReadFrom(data[:k+int(l)]); err != nil {
+				t.Fatal(err)
+			}
+			data = data[k+int(l):]
+			out = append(out, r.Value...)
+		}
+	}
+	return out
 }

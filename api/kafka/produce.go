@@ -180,7 +180,8 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 	info, _ := s.cluster.Partition(in.topic, in.partition)
 	repl := s.cfg.Replication
 	if len(info.Replicas) <= 1 {
-		return s.appendPartition(ctx, in)
+		code, base, _ := s.appendPartition(ctx, in)
+		return code, base
 	}
 	if repl == nil {
 		return kerr.NotLeaderForPartition.Code, -1
@@ -193,28 +194,28 @@ func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, 
 		return res.KafkaCode(), -1
 	}
 	in.replicated = true
-	code, base := s.appendPartition(ctx, in)
+	code, base, end := s.appendPartition(ctx, in)
 	if code == errNone {
-		repl.Appended(in.shard, base+int64(len(in.recs)))
+		repl.Appended(in.shard, end)
 	}
 	release()
 	if code != errNone || in.acks != -1 {
 		return code, base
 	}
-	if res := repl.AwaitAck(ctx, in.shard, epoch, base, base+int64(len(in.recs)), in.timeout); res != replica.OK {
+	if res := repl.AwaitAck(ctx, in.shard, epoch, base, end, in.timeout); res != replica.OK {
 		return res.KafkaCode(), -1
 	}
 	return code, base
 }
 
 // appendPartition appends one partition's batch, or answers a retry of one
-// already stored with its offsets.
-func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, int64) {
+// already stored with its offsets; end is the offset after its last record.
+func (s *Server) appendPartition(ctx context.Context, in produceInput) (code int16, base, end int64) {
 	if g, ok := s.cluster.(AppendGuard); ok {
 		release, leads := g.GuardAppend(in.topic, in.partition)
 		if !leads {
 			// Handed over (or its lease lost) since the request was checked.
-			return cmp.Or(s.leads(in.topic, in.partition), kerr.NotLeaderForPartition.Code), -1
+			return cmp.Or(s.leads(in.topic, in.partition), kerr.NotLeaderForPartition.Code), -1, -1
 		}
 		defer release()
 	}
@@ -226,23 +227,41 @@ func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, i
 		if errors.Is(err, store.ErrUnknownShard) {
 			// Placed here a moment ago, its shard not made yet: the client
 			// retries, as it does an append to a missing shard.
-			return kerr.UnknownTopicOrPartition.Code, -1
+			return kerr.UnknownTopicOrPartition.Code, -1, -1
 		}
 		if err != nil {
 			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
-			return kerr.UnknownServerError.Code, -1
+			return kerr.UnknownServerError.Code, -1, -1
 		}
 		defer unlock()
 		first, last := b.FirstSequence, seqAdd(b.FirstSequence, b.LastOffsetDelta)
-		switch v, base := check(s.seqs.get(key), b.ProducerEpoch, first, last); v {
+		st := s.seqs.get(key)
+		switch v, base := check(st, b.ProducerEpoch, first, last); v {
 		case duplicateBatch:
-			return errNone, base // a retry of a batch already stored
+			return errNone, base, base + int64(len(in.recs)) // a retry of a batch already stored
 		case unknownDuplicate:
-			return kerr.DuplicateSequenceNumber.Code, -1
+			return kerr.DuplicateSequenceNumber.Code, -1, -1
 		case outOfOrder:
-			return kerr.OutOfOrderSequenceNumber.Code, -1
+			return kerr.OutOfOrderSequenceNumber.Code, -1, -1
 		case fencedEpoch:
-			return kerr.InvalidProducerEpoch.Code, -1
+			return kerr.InvalidProducerEpoch.Code, -1, -1
+		case completeBatch:
+			// The log was cut inside this batch (a crash mid-append): its
+			// first part is stored, so only the rest is, and the client
+			// gets the batch's first offset, never a second copy.
+			stored := st.lastSeq
+			if seqDist(first, stored)+1 >= int64(len(in.recs)) {
+				return kerr.OutOfOrderSequenceNumber.Code, -1, -1 // its sequences do not match its records
+			}
+			rest := in.recs[seqDist(first, stored)+1:]
+			code, at := s.appendRecords(context.WithoutCancel(ctx), in.shard, rest, in.replicated)
+			if code != errNone {
+				return code, -1, -1
+			}
+			s.seqs.complete(key, last, at, maxTimestamp(rest))
+			s.log.Info("kafka: completed a batch whose first part the log held", "shard", in.shard, "producer", b.ProducerID,
+				"first_sequence", first, "stored_up_to", stored, "base_offset", base, "rest_at", at)
+			return errNone, base, at + int64(len(rest))
 		}
 		// Once queued, an append completes whether or not its client
 		// waits: it must be recorded, or the client's retry on a new
@@ -251,9 +270,10 @@ func (s *Server) appendPartition(ctx context.Context, in produceInput) (int16, i
 		if code == errNone {
 			s.seqs.put(key, b.ProducerEpoch, first, last, base, maxTimestamp(in.recs))
 		}
-		return code, base
+		return code, base, base + int64(len(in.recs))
 	}
-	return s.appendRecords(ctx, in.shard, in.recs, in.replicated)
+	code, base = s.appendRecords(ctx, in.shard, in.recs, in.replicated)
+	return code, base, base + int64(len(in.recs))
 }
 
 // appendRecords appends to shard; a partition that replication does not

@@ -107,7 +107,7 @@ func (s *Server) replicaFetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Re
 
 func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, follower int32) (*kmsg.FetchResponse, int, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	total, failed := 0, false
+	total, failed, moved := 0, false, false
 	// One budget for the whole answer (Kafka's replica.fetch.response.max.bytes):
 	// a follower of many partitions never gets partitions × 1 MiB at once.
 	left := int(r.MaxBytes)
@@ -135,7 +135,11 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 			if left <= 0 {
 				limit = -1 // over the budget: this fetch counts, its records come next time
 			}
-			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, limit, flags&flagProbe != 0, seals)
+			logStart, lerr := followerLogStart(p)
+			if lerr != nil {
+				s.log.Warn("kafka: a follower's fetch with a malformed log start", "shard", shard, "follower", follower, "err", lerr)
+			}
+			rd, err := s.cfg.Replication.FollowerFetch(ctx, shard, follower, p.CurrentLeaderEpoch, p.FetchOffset, limit, flags&flagProbe != 0, seals, logStart)
 			if rp.ErrorCode = replicaFetchCode(err); rp.ErrorCode != errNone {
 				if rp.ErrorCode == kerr.UnknownServerError.Code {
 					s.log.Error("kafka: a follower's fetch", "shard", shard, "follower", follower, "offset", p.FetchOffset, "err", err)
@@ -146,6 +150,10 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = rd.HighWatermark, rd.HighWatermark, rd.LogStart
+			// A deletion the follower has yet to make is news: a
+			// DeleteRecords waits for it.
+			// (Only if it can: it holds records up to the new start.)
+			moved = moved || (logStart >= 0 && rd.LogStart > logStart && rd.LogStart <= p.FetchOffset && flags&flagProbe == 0)
 			for i := range rd.Records {
 				if rp.RecordBatches, err = record.Append(rp.RecordBatches, &rd.Records[i]); err != nil {
 					break // it was stored, so it encodes: a disk that lies
@@ -169,7 +177,7 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, total, failed
+	return resp, total, failed || moved
 }
 
 func replicaFetchCode(err error) int16 {
@@ -228,6 +236,9 @@ func (t replicaTransport) Fetch(ctx context.Context, leader int32, frs []replica
 		rp.UnknownTags.Set(tagReplicaFetch, []byte{flags})
 		if len(fr.Seals) > 0 {
 			rp.UnknownTags.Set(tagSeals, encodeSeals(fr.Seals))
+		}
+		if fr.LogStart >= 0 && !fr.Probe {
+			rp.UnknownTags.Set(tagLogStart, encodeLogStart(fr.LogStart))
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -103,6 +104,9 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 			rt.ErrorCode, rt.ErrorMessage = code, msg
 		case !r.ValidateOnly:
 			rt.ErrorCode, rt.ErrorMessage = s.createTopic(ctx, t.Topic, t.NumPartitions, t.ReplicationFactor, configs)
+			if rt.ErrorCode == errNone {
+				rt.ErrorCode = s.awaitLeaders(ctx, t.Topic, 0, rt.NumPartitions, time.Duration(r.TimeoutMillis)*time.Millisecond)
+			}
 		}
 		if rt.ErrorCode == errNone {
 			rt.Configs = s.createdConfigs(configs)

@@ -54,6 +54,9 @@ func broker(n cluster.Node) (kafka.Broker, bool) {
 
 func (c clusterView) Controller() int32 { return c.m.Controller() }
 
+// Changed wakes CreateTopics' wait for the new partitions' leaders.
+func (c clusterView) Changed() <-chan struct{} { return c.m.Changed() }
+
 func (c clusterView) Topics(context.Context) (map[string]int32, error) {
 	out := map[string]int32{}
 	for name, t := range c.m.Topics() {

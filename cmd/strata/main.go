@@ -305,7 +305,8 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker, warned: &sync.Map{}},
 			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), FetchRate: int64(cfg.Cluster.FollowerThrottledRate),
 			Log: log.With("component", "replica"), Registerer: reg,
-			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) }})
+			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) },
+			BatchEnd: kafka.EndsBatch})
 	}
 	ksrv = kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
