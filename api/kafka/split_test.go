@@ -93,7 +93,7 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 		if _, err := e.Append(ctx, "t-0", recs); err != nil {
 			t.Fatal(err)
 		}
-		srv := New(e, Config{Logger: quiet, Cluster: twoNodes{self: id, mu: mu, addrs: addrs}})
+		srv := New(e, Config{Logger: quiet, Cluster: twoNodes{self: id, mu: mu, addrs: addrs}, PeerSecret: []byte("the two nodes' peer secret")})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
