@@ -367,7 +367,16 @@ func (m *Member) Leads(topic string, p int32) bool {
 	defer m.mu.Unlock()
 	tp := TopicPartition{topic, p}
 	rec, ok := m.view.partitions[tp]
-	return m.live && ok && rec.Leader == m.cfg.Self.ID && !m.fenced[tp]
+	return m.live && ok && rec.Leader == m.cfg.Self.ID && !m.fenced[tp] && !m.LostLog(rec.Partition)
+}
+
+// LostLog reports whether p's record knows this node by another data
+// folder than the one it runs on: it holds none of what made it a replica
+// in sync, so it must not lead p even while the record still names it,
+// before the controller has replaced it (placement.go).
+func (m *Member) LostLog(p Partition) bool {
+	want, known := p.Dirs[m.cfg.Self.ID]
+	return len(p.Replicas) > 1 && known && want != "" && want != m.cfg.Self.Dir
 }
 
 // CreateTopic records a topic, if none of that name exists; the controller

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,8 +109,12 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
+	dir, err := folderID(cfg.DataDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data folder %s: its identity: %w", cfg.DataDir, err)
+	}
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
-		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
+		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
@@ -178,6 +184,63 @@ func bindFolder(cfg *Config) error {
 		return err
 	}
 	return f.Close()
+}
+
+// dirFile, in a cluster node's data folder, holds the folder's identity:
+// random, made with the folder, registered with the node (cluster.Node.Dir).
+// A node back on a new folder (a replaced disk, a wiped folder) registers a
+// new one, and the controller takes it out of the ISRs its old folder was
+// in before it can lead them (docs/replication.md, "A replica that lost its
+// log"), as Kafka's directory id does.
+const dirFile = "DIRECTORY_ID"
+
+// folderID is the identity of the data folder at dataDir, made on its
+// first start. A folder from before identities gets one too: its ISRs
+// recorded none, so it is taken at its word.
+func folderID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, dirFile)
+	got, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(got))
+		if len(id) != 32 {
+			return "", fmt.Errorf("%s holds %q, not a directory id", path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	// Written whole or not at all: a torn file would refuse the next start.
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(id + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	d, err := os.Open(dataDir)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return id, d.Sync()
 }
 
 // handOver hands partitions this node leads to the node the controller
