@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A follower killed (SIGKILL) whose sealed segment then loses its last
+// 4 KiB on disk restarts: it finds the damage at start, copies its
+// leader's log again, and only then rejoins the ISR. When the leader and
+// the other follower die, it is elected and serves every acknowledged
+// offset.
+func TestDamagedSealedSegmentRefilled(t *testing.T) {
+	damagedFollowerElected(t, func(files []string) string { return files[0] })
+}
+
+// damagedFollowerElected damages the segment pick chooses of a killed
+// follower's copy, restarts it, waits for it to be in sync again, kills
+// the others and reads every acknowledged record from it.
+func damagedFollowerElected(t *testing.T, pick func(files []string) string) {
+	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5")
+	replicatedTopic(t, c, "dmg", 1)
+	h := newHistory()
+	for round := range 8 { // batches apart: a roll falls between two
+		for _, v := range c.produce(1, "dmg", []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
+			h.ack(v, -1, -1)
+		}
+	}
+	leaders, _ := c.isrs(1, "dmg")
+	leader := leaders[0]
+	damaged := leader%3 + 1
+	other := 6 - leader - damaged
+	c.waitISR(leader, "dmg", 3)
+	c.nodes[damaged].Kill()
+	files := segmentFiles(t, c.nodes[damaged].Dir(), "dmg-0")
+	if len(files) < 3 {
+		t.Fatalf("node %d holds %d segment files of dmg-0: the test needs sealed ones", damaged, len(files))
+	}
+	path := pick(files)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := min(int64(4096), st.Size()/2) // a file may be shorter than 4 KiB: half of it then
+	os.Chmod(path, 0o644)
+	if err := os.Truncate(path, st.Size()-cut); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %d; node %d killed and %s cut from %d to %d bytes", leader, damaged, path, st.Size(), st.Size()-cut)
+	c.restart(damaged)
+	c.waitISR(leader, "dmg", 3)
+	if n := c.metric(damaged, "strata_replica_damaged_refills_total"); n == 0 {
+		t.Errorf("node %d rejoined the ISR without refilling its damaged copy", damaged)
+	}
+	c.nodes[leader].Kill()
+	c.nodes[other].Kill()
+	if got := c.newLeader(damaged, "dmg", 0, leader); got != damaged {
+		t.Fatalf("dmg-0 is led by node %d, want node %d, the only one live", got, damaged)
+	}
+	c.readAll(h, damaged, "dmg")
+	checkByValue(t, h)
+}
+
+// segmentFiles are the segment files of shard under a node's data folder,
+// oldest first: the last is the active one.
+func segmentFiles(t *testing.T, dir, shard string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".msg") && filepath.Base(filepath.Dir(path)) == shard {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := func(p string) int {
+		n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(p), ".msg"))
+		return n
+	}
+	sort.Slice(files, func(i, j int) bool { return no(files[i]) < no(files[j]) })
+	return files
+}
