@@ -39,6 +39,9 @@ type Config struct {
 	// Token, when set, is the bearer token every endpoint but the health
 	// checks requires.
 	Token string
+	// Scrub, if set, serves GET /v1/scrub: the damaged local copies the
+	// scrubber found and what became of each.
+	Scrub interface{ Report() any }
 }
 
 // Handler serves the API. A tiering run asked for over it ends early when
@@ -53,6 +56,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	c.storage(mux)
 	c.tiering(ctx, mux)
 	c.topics(mux)
+	if c.Scrub != nil {
+		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Scrub.Report()) })
+	}
 	return requireToken(c.Token, mux)
 }
 

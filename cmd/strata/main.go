@@ -322,8 +322,23 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
 	}
-	api := admin.Handler(ctx, admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})})
+	var scrub *scrubber
+	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
+		var refill func(string) bool
+		if repl != nil {
+			refill = repl.Refill
+		}
+		scrub = newScrubber(e, refill, reg, log.With("component", "scrub"))
+		if err := scheduleScrub(bg, scrub, cfg.Engine.ScrubSchedule); err != nil {
+			return err
+		}
+	}
+	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
+		Topics: ksrv, Token: cfg.AdminToken, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	if scrub != nil {
+		adminCfg.Scrub = scrub
+	}
+	api := admin.Handler(ctx, adminCfg)
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
