@@ -289,6 +289,21 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 	return err
 }
 
+// stillSealedLocal reports whether the manifest still holds segment no of
+// shard name as a local sealed segment.
+func (e *Engine) stillSealedLocal(name string, no uint64) bool {
+	segs, err := loadSegments(e.manifest, name)
+	if err != nil {
+		return true // unknown: a missing file is damage until shown otherwise
+	}
+	for _, c := range segs {
+		if c.No == no {
+			return c.State == SegmentSealed
+		}
+	}
+	return false
+}
+
 // scrubbed is a segment a scrub found damaged.
 type scrubbed struct {
 	no, start uint64
@@ -321,6 +336,9 @@ func (e *Engine) scrub(ctx context.Context, sh *shard, name string) error {
 		path := segmentPath(sh.dir, c.No)
 		st, err := os.Stat(path)
 		if errors.Is(err, os.ErrNotExist) {
+			if !e.stillSealedLocal(name, c.No) {
+				continue // dropped since the list was read (retention, tiering)
+			}
 			return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %w: %v", path, record.ErrCorrupt, err)}
 		}
 		if err != nil {
