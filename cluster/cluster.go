@@ -34,6 +34,10 @@ type Node struct {
 	// was (Kafka's directory id): a node back with another Dir lost the log
 	// its ISR memberships were earned with (Partition.Dirs).
 	Dir string `json:"dir,omitempty"`
+	// Damaged are the partitions whose local copy the node found damaged
+	// (at start, or by a scrub) and has not refilled yet: it is out of
+	// sync for them as a node back on a new folder is for all.
+	Damaged []TopicPartition `json:"damaged,omitempty"`
 }
 
 // Topic is a topic as CreateTopic recorded it.

@@ -67,6 +67,9 @@ type NodeLoad struct {
 	Bytes int64
 	// Dir is the node's data folder as it registered it (Node.Dir).
 	Dir string
+	// Damaged are the partitions whose local copy it found damaged
+	// (Node.Damaged).
+	Damaged []TopicPartition
 }
 
 // State is what a placement decision starts from.
@@ -285,8 +288,11 @@ func failover(p Partition, l *loads, unclean bool) (Write, bool) {
 	next.Epoch = p.Epoch + 1
 	prev := p
 	was := fmt.Sprintf("leader %d is dead", p.Leader)
-	if _, live := l.live[p.Leader]; live {
+	if nl, live := l.live[p.Leader]; live {
 		was = fmt.Sprintf("leader %d is back with a new data folder", p.Leader)
+		if slices.Contains(nl.damaged, TopicPartition{p.Topic, p.Partition}) {
+			was = fmt.Sprintf("leader %d's copy is damaged", p.Leader)
+		}
 	}
 	switch {
 	case len(liveISR) > 0:
@@ -374,6 +380,9 @@ func (l *loads) reborn(p Partition, n int32) bool {
 		return false
 	}
 	nl, live := l.live[n]
+	if live && slices.Contains(nl.damaged, TopicPartition{p.Topic, p.Partition}) {
+		return true
+	}
 	want, known := p.Dirs[n]
 	// A member without a recorded folder (a record from before folders had
 	// an identity) is taken at its word.
@@ -395,7 +404,11 @@ func (l *loads) synced(p Partition) []int32 {
 func (l *loads) rebornWhy(p Partition) string {
 	var ns []string
 	for _, n := range p.ISR {
-		if l.reborn(p, n) {
+		switch {
+		case !l.reborn(p, n):
+		case slices.Contains(l.live[n].damaged, TopicPartition{p.Topic, p.Partition}):
+			ns = append(ns, fmt.Sprintf("node %d's copy is damaged", n))
+		default:
 			ns = append(ns, fmt.Sprintf("node %d is back with a new data folder (%s, in sync as %s)", n, l.live[n].dir, p.Dirs[n]))
 		}
 	}
@@ -524,6 +537,7 @@ func (l *loads) liveOf(ns []int32) []int32 {
 type nodeLoad struct {
 	id       int32
 	dir      string
+	damaged  []TopicPartition
 	bytes    int64
 	leaders  int
 	replicas int
@@ -534,7 +548,7 @@ type loads struct{ live map[int32]*nodeLoad }
 func newLoads(s State) *loads {
 	l := &loads{live: map[int32]*nodeLoad{}}
 	for _, n := range s.Live {
-		l.live[n.ID] = &nodeLoad{id: n.ID, bytes: n.Bytes, dir: n.Dir}
+		l.live[n.ID] = &nodeLoad{id: n.ID, bytes: n.Bytes, dir: n.Dir, damaged: n.Damaged}
 	}
 	for _, p := range s.Partitions {
 		// A partition counts on the node chosen for its next segment: the

@@ -20,6 +20,8 @@ import (
 //	node add id=N [bytes=B] [dir=D]  a node registers (B: bytes it keeps,
 //	                            D: its data folder's identity)
 //	node dead id=N              its lease expires
+//	node damaged id=N topic=T partition=P [refilled=true]
+//	                            N reports its copy of T-P damaged (refilled: no more)
 //	topic create name=T partitions=P rf=R [unclean=true] [acks=quorum]
 //	topic set name=T unclean=B   alters unclean.leader.election.enable
 //	topic delete name=T         the topic and its partitions go
@@ -85,6 +87,16 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 			bytes = int64(num("bytes"))
 		}
 		h.st.Live = append(h.st.Live, NodeLoad{ID: int32(num("id")), Bytes: bytes, Dir: arg("dir")})
+	case "node damaged":
+		id, tp := int32(num("id")), TopicPartition{arg("topic"), int32(num("partition"))}
+		for i := range h.st.Live {
+			if h.st.Live[i].ID == id {
+				h.st.Live[i].Damaged = slices.DeleteFunc(h.st.Live[i].Damaged, func(o TopicPartition) bool { return o == tp })
+				if arg("refilled") != "true" {
+					h.st.Live[i].Damaged = append(h.st.Live[i].Damaged, tp)
+				}
+			}
+		}
 	case "node dead":
 		id := int32(num("id"))
 		h.st.Live = slices.DeleteFunc(h.st.Live, func(n NodeLoad) bool { return n.ID == id })

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,4 +173,61 @@ func (c *cluster) scrubReport(id int32) scrubReport {
 		c.t.Fatalf("node %d GET /v1/scrub: %v", id, err)
 	}
 	return r
+}
+
+// A power cut, and a follower's sealed segment loses its last 4 KiB: that
+// node comes back first, alone, still in the ISR etcd holds. It registers
+// its copy as damaged, so it is not elected and leaves the ISR; once the
+// others are back it refills from the new leader, and every acknowledged
+// record is read from it.
+func TestDamagedReplicaNotElectedAfterPowerCut(t *testing.T) {
+	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5")
+	replicatedTopic(t, c, "pc", 1)
+	h := newHistory()
+	for round := range 8 {
+		for _, v := range c.produce(1, "pc", []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
+			h.ack(v, -1, -1)
+		}
+	}
+	leaders, _ := c.isrs(1, "pc")
+	damaged := leaders[0]%3 + 1
+	c.waitISR(1, "pc", 3)
+	for id := int32(1); id <= 3; id++ {
+		c.nodes[id].Kill()
+	}
+	files := segmentFiles(t, c.nodes[damaged].Dir(), "pc-0")
+	st, err := os.Stat(files[0])
+	if err != nil || len(files) < 3 {
+		t.Fatalf("node %d's segment files of pc-0: %v, %v", damaged, files, err)
+	}
+	os.Chmod(files[0], 0o644)
+	if err := os.Truncate(files[0], st.Size()-min(4096, st.Size()/2)); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(damaged)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := c.metadata(c.client(damaged), "pc")
+		if err == nil && len(md.Brokers) == 1 && len(md.Topics) == 1 {
+			ls, isr := c.isrs(damaged, "pc")
+			if ls[0] == -1 && !slices.Contains(isr[0], damaged) {
+				t.Logf("node %d alone: leaders %v, ISRs %v", damaged, ls, isr)
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			ls, isr := c.isrs(damaged, "pc")
+			t.Errorf("node %d alone with a damaged copy: leaders %v, ISRs %v: want pc-0 leaderless, without it in the ISR", damaged, ls, isr)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for id := int32(1); id <= 3; id++ {
+		if id != damaged {
+			c.restart(id)
+		}
+	}
+	c.waitISR(damaged%3+1, "pc", 3)
+	c.readAll(h, damaged, "pc")
+	checkByValue(t, h)
 }

@@ -104,7 +104,7 @@ func nodePrefix(cfg *Config) string {
 
 // joinCluster registers this node, listening for Kafka at kafkaAddr, and
 // returns the view the Kafka front end answers from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
@@ -114,7 +114,7 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 		return nil, nil, fmt.Errorf("data folder %s: its identity: %w", cfg.DataDir, err)
 	}
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
-		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
+		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir, Damaged: damaged}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
@@ -241,6 +241,44 @@ func folderID(dataDir string) (string, error) {
 	}
 	defer d.Close()
 	return id, d.Sync()
+}
+
+// damagedCopies are the partitions whose local copy the engine found
+// damaged (at start, or by a scrub) and that are not refilled yet.
+func damagedCopies(ctx context.Context, e *segment.Engine) []cluster.TopicPartition {
+	if e == nil {
+		return nil
+	}
+	shards, err := e.Shards(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []cluster.TopicPartition
+	for _, sh := range shards {
+		if tp, ok := store.ParseShard(sh); ok && e.Damage(sh) != nil {
+			out = append(out, cluster.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
+	return out
+}
+
+// reportDamage keeps the node's registration's damaged copies
+// (cluster.Node.Damaged) in step with the engine's, every interval: the
+// controller counts the node out of those partitions' ISRs until each is
+// refilled (docs/replication.md, "A damaged copy").
+func reportDamage(ctx context.Context, m *cluster.Member, e *segment.Engine, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := m.ReportDamaged(ctx, damagedCopies(ctx, e)); err != nil && ctx.Err() == nil {
+			log.Warn("reporting damaged copies", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // handOver hands partitions this node leads to the node the controller

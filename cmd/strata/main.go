@@ -251,7 +251,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
-		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
+		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), reg, log); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -267,6 +267,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
 		go handOver(bg, member, store.SegmentEngine(), rolled.shards, log.With("component", "cluster"))
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
+		go reportDamage(bg, member, store.SegmentEngine(), time.Second, log.With("component", "cluster"))
 	}
 	var claims tiering.Claims // nil: this node alone tiers its segments
 	var copies *clusterReplicas
