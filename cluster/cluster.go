@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -31,6 +32,14 @@ type Node struct {
 	ID        int32  `json:"id"`
 	KafkaAddr string `json:"kafka_addr"`
 	AdminAddr string `json:"admin_addr,omitempty"`
+	// Dir is the identity of the node's data folder, made when the folder
+	// was (Kafka's directory id): a node back with another Dir lost the log
+	// its ISR memberships were earned with (Partition.Dirs).
+	Dir string `json:"dir,omitempty"`
+	// Damaged are the partitions whose local copy the node found damaged
+	// (at start, or by a scrub) and has not refilled yet: it is out of
+	// sync for them as a node back on a new folder is for all.
+	Damaged []TopicPartition `json:"damaged,omitempty"`
 }
 
 // Topic is a topic as CreateTopic recorded it.
@@ -65,6 +74,12 @@ type Partition struct {
 	ISR       []int32 `json:"isr"`
 	Spans     []Span  `json:"spans,omitempty"`
 	Next      int32   `json:"next,omitempty"`
+	// Dirs are the data folders (Node.Dir) the ISR's members were in sync
+	// with, by node. A live member registered with another folder lost its
+	// log: it counts as out of sync, may not lead, and is taken out of the
+	// ISR (placement.go). A member without an entry (a record written
+	// before folders had an identity) is taken at its word.
+	Dirs map[int32]string `json:"dirs,omitempty"`
 }
 
 // A Span is a part of a partition's log: the offsets from Start up to the
@@ -78,6 +93,9 @@ func (p Partition) clone() Partition {
 	p.Replicas = append([]int32(nil), p.Replicas...)
 	p.ISR = append([]int32(nil), p.ISR...)
 	p.Spans = append([]Span(nil), p.Spans...)
+	if p.Dirs != nil {
+		p.Dirs = maps.Clone(p.Dirs)
+	}
 	return p
 }
 

@@ -95,8 +95,8 @@ func (m *Member) placementStateLocked() (State, revs) {
 		}
 	}
 	rv := revs{topics: map[string]int64{}, partitions: map[TopicPartition]int64{}}
-	for id := range m.view.nodes {
-		st.Live = append(st.Live, NodeLoad{ID: id, Bytes: m.view.loads[id]})
+	for id, n := range m.view.nodes {
+		st.Live = append(st.Live, NodeLoad{ID: id, Bytes: m.view.loads[id], Dir: n.Dir, Damaged: n.Damaged})
 	}
 	for name, t := range m.view.topics {
 		st.Topics[name] = t.Topic

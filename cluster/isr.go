@@ -77,6 +77,9 @@ func (m *Member) changeISR(ctx context.Context, lease clientv3.LeaseID, topic st
 	}
 	next := rec.clone()
 	next.ISR = slices.Clone(isr)
+	// A follower the leader adds is in sync with the folder it registered
+	// (placement.go: a replica back with another folder lost its log).
+	next.Dirs = joinDirs(rec, isr, m.liveDirs())
 	val, _ := json.Marshal(next)
 	key := m.keys.partition(topic, p)
 	nodeKey := m.keys.node(self)
@@ -108,6 +111,17 @@ func (m *Member) changeISR(ctx context.Context, lease clientv3.LeaseID, topic st
 	// The caller reads the view next: let it hold what was just written.
 	_ = m.waitRange(ctx, rangePartitions, resp.Header.Revision)
 	return resp.Header.Revision, nil
+}
+
+// liveDirs is the data folder each live node registered with.
+func (m *Member) liveDirs() map[int32]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int32]string, len(m.view.nodes))
+	for id, n := range m.view.nodes {
+		out[id] = n.Dir
+	}
+	return out
 }
 
 // recordAt is partition tp's record and its topic's incarnation, from the

@@ -41,6 +41,7 @@ type Member struct {
 	session *concurrency.Session    // the current one; nil between sessions
 	term    term                    // set while this node is controller
 	fenced  map[TopicPartition]bool // being handed over: this node leads them no more
+	damaged []TopicPartition        // registered with this node (Node.Damaged)
 }
 
 // term is a controller's term: the election key and its creation revision.
@@ -84,6 +85,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		view:    newView(),
 		changed: make(chan struct{}),
 		fenced:  map[TopicPartition]bool{},
+		damaged: slices.Clone(cfg.Self.Damaged),
 	}
 	if _, err := m.list(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: reading the cluster from etcd: %w", err)
@@ -122,7 +124,7 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, int64, err
 	if err != nil {
 		return nil, 0, fmt.Errorf("cluster: opening a session: %w", err)
 	}
-	val, _ := json.Marshal(m.cfg.Self)
+	val, _ := json.Marshal(m.selfNow())
 	key := m.keys.node(m.cfg.Self.ID)
 	resp, err := m.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -374,7 +376,69 @@ func (m *Member) Leads(topic string, p int32) bool {
 	defer m.mu.Unlock()
 	tp := TopicPartition{topic, p}
 	rec, ok := m.view.partitions[tp]
-	return m.live && ok && rec.Leader == m.cfg.Self.ID && !m.fenced[tp]
+	return m.live && ok && rec.Leader == m.cfg.Self.ID && !m.fenced[tp] && !m.lostLogLocked(rec.Partition)
+}
+
+// LostLog reports whether p's record knows this node by another data
+// folder than the one it runs on, or this node's copy of p is damaged: it
+// lacks some of what made it a replica in sync, so it must not lead p even
+// while the record still names it, before the controller has replaced it
+// (placement.go).
+func (m *Member) LostLog(p Partition) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lostLogLocked(p)
+}
+
+func (m *Member) lostLogLocked(p Partition) bool {
+	if len(p.Replicas) < 2 {
+		return false
+	}
+	want, known := p.Dirs[m.cfg.Self.ID]
+	return known && want != "" && want != m.cfg.Self.Dir || slices.Contains(m.damaged, TopicPartition{p.Topic, p.Partition})
+}
+
+// selfNow is this node as it registers now.
+func (m *Member) selfNow() Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	self := m.cfg.Self
+	self.Damaged = slices.Clone(m.damaged)
+	return self
+}
+
+// ReportDamaged registers the partitions whose local copy this node found
+// damaged and has not refilled (Node.Damaged), replacing what it reported
+// before: the controller counts it out of their ISRs and elects it for
+// none until it has refilled and its leader has added it back. The node's
+// key is rewritten under its current lease; between sessions the next
+// registration carries it.
+func (m *Member) ReportDamaged(ctx context.Context, tps []TopicPartition) error {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	m.mu.Lock()
+	same := slices.Equal(m.damaged, tps)
+	m.damaged = slices.Clone(tps)
+	m.mu.Unlock()
+	lease := m.lease()
+	if same || lease == 0 {
+		return nil
+	}
+	val, _ := json.Marshal(m.selfNow())
+	key := m.keys.node(m.cfg.Self.ID)
+	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		m.mu.Lock()
+		m.damaged = nil // not registered: the next report writes again
+		m.mu.Unlock()
+		return fmt.Errorf("cluster: reporting damaged copies: %w", err)
+	}
+	if resp.Succeeded {
+		m.log.Info("cluster: damaged local copies registered", "partitions", tps)
+	}
+	return nil
 }
 
 // CreateTopic records a topic, if none of that name exists; the controller

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -36,6 +37,14 @@ import (
 //   - A dead follower of a partition whose leader is live leaves its ISR
 //     (the leader is live and in it, so it never empties); the leader, not
 //     the controller, adds a returning follower back once it has caught up.
+//   - A live node registered with another data folder than the one an
+//     ISR knew it by (Partition.Dirs, Node.Dir) lost its log: it is out of
+//     sync. It leaves the ISR, and may not lead: a leader that came back so
+//     is replaced as a dead one is, and with no other in-sync replica live
+//     the partition waits leaderless for one. KIP-966's rule: a replica
+//     that lost its log may not lead until it has caught up; it catches up
+//     as a follower and its leader adds it back. Only an unclean election
+//     (or a partition with one replica, whose only copy that was) takes it.
 //   - Every leader change, to leaderless too, bumps the epoch; an ISR
 //     change alone does not.
 //   - Nothing else moves: a node that joins takes new topics' partitions at
@@ -56,6 +65,11 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 type NodeLoad struct {
 	ID    int32
 	Bytes int64
+	// Dir is the node's data folder as it registered it (Node.Dir).
+	Dir string
+	// Damaged are the partitions whose local copy it found damaged
+	// (Node.Damaged).
+	Damaged []TopicPartition
 }
 
 // State is what a placement decision starts from.
@@ -130,7 +144,7 @@ func Place(s State) Decision {
 		p := s.Partitions[tp]
 		cfg := topicconfig.Resolve(t.Configs, s.Defaults)
 		quorum := len(p.Replicas) > 1 && cfg.AcksAll == "quorum"
-		if _, live := l.live[p.Leader]; live {
+		if l.leads(p) {
 			if w, ok := voidReports(p, s.Candidates[tp], l); quorum && ok {
 				d.Writes = append(d.Writes, w)
 			} else if w, ok := shrinkISR(p, l); ok {
@@ -139,7 +153,14 @@ func Place(s State) Decision {
 			continue
 		}
 		var w Write
-		if quorum {
+		if _, live := l.live[p.Leader]; live && quorum {
+			// Its leader came back without its log. Its followers report
+			// theirs only for a leader that is gone: leaderless first.
+			next, prev := p.clone(), p
+			next.Leader, next.Epoch = -1, p.Epoch+1
+			next.ISR = l.synced(p)
+			w, ok = Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("%s: a quorum election of the others follows", l.rebornWhy(p))}, true
+		} else if quorum {
 			var problem string
 			if w, ok, problem = quorumElect(p, s.Candidates[tp], l); problem != "" {
 				d.Problems = append(d.Problems, problem)
@@ -171,6 +192,9 @@ func Place(s State) Decision {
 		for _, i := range missing {
 			replicas := l.choose(int(t.ReplicationFactor), -1)
 			p := Partition{Topic: t.Name, Partition: i, Leader: replicas[0], Epoch: 0, Replicas: replicas, ISR: slices.Clone(replicas)}
+			if t.ReplicationFactor > 1 {
+				p.Dirs = l.dirsOf(Partition{}, p.ISR)
+			}
 			if t.ReplicationFactor == 1 {
 				// With one replica the log can move at rolls: the spans
 				// say where each part went.
@@ -255,36 +279,57 @@ func HandOff(p Partition, end int64) (Partition, bool) {
 // leaderless, when its leader is not live. unclean lets a live replica
 // outside the ISR lead when no ISR member is live.
 func failover(p Partition, l *loads, unclean bool) (Write, bool) {
-	if _, ok := l.live[p.Leader]; ok {
+	if l.leads(p) {
 		return Write{}, false
 	}
-	liveISR := l.liveOf(p.ISR)
-	next := p
-	next.Replicas = slices.Clone(p.Replicas)
+	synced := l.synced(p)
+	liveISR := l.liveOf(synced)
+	next := p.clone()
 	next.Epoch = p.Epoch + 1
 	prev := p
+	was := fmt.Sprintf("leader %d is dead", p.Leader)
+	if nl, live := l.live[p.Leader]; live {
+		was = fmt.Sprintf("leader %d is back with a new data folder", p.Leader)
+		if slices.Contains(nl.damaged, TopicPartition{p.Topic, p.Partition}) {
+			was = fmt.Sprintf("leader %d's copy is damaged", p.Leader)
+		}
+	}
 	switch {
 	case len(liveISR) > 0:
 		next.Leader, next.ISR = liveISR[0], liveISR
+		next.Dirs = l.dirsOf(p, next.ISR)
 		why := fmt.Sprintf("node %d is back and holds its data", next.Leader)
 		if p.Leader >= 0 {
-			why = fmt.Sprintf("leader %d is dead; %d is in sync", p.Leader, next.Leader)
+			why = fmt.Sprintf("%s; %d is in sync", was, next.Leader)
 		}
 		return Write{Partition: next, Prev: &prev, Why: why}, true
 	case unclean && len(l.liveOf(p.Replicas)) > 0:
-		next.Leader = l.liveOf(p.Replicas)[0]
+		// A replica with its own log, however short, before one that lost
+		// it.
+		cands := l.liveOf(p.Replicas)
+		slices.SortStableFunc(cands, func(a, b int32) int { return cmp.Compare(b2i(l.reborn(p, a)), b2i(l.reborn(p, b))) })
+		next.Leader = cands[0]
 		next.ISR = []int32{next.Leader}
-		was := fmt.Sprintf("leader %d is dead", p.Leader)
+		next.Dirs = l.dirsOf(p, next.ISR)
 		if p.Leader < 0 {
 			was = "leaderless"
 		}
 		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("unclean election: %s, no in-sync replica of %v is live; %d was not in sync and may lack acknowledged records",
 			was, p.ISR, next.Leader)}, true
 	case p.Leader >= 0:
-		// The ISR is kept: its nodes hold every acknowledged record, and the
-		// first to return leads again.
-		next.Leader, next.ISR = -1, slices.Clone(p.ISR)
-		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("leader %d is dead and no in-sync replica is live", p.Leader)}, true
+		// The ISR is kept, less any member that lost its log: its nodes
+		// hold every acknowledged record, and the first to return leads
+		// again.
+		next.Leader, next.ISR = -1, synced
+		next.Dirs = l.dirsOf(p, next.ISR)
+		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("%s and no in-sync replica is live", was)}, true
+	case len(synced) < len(p.ISR):
+		// Leaderless, and a member came back without its log: it leaves
+		// the ISR, so the record no longer names it as holding the data.
+		next.Epoch = p.Epoch
+		next.ISR = synced
+		next.Dirs = l.dirsOf(p, next.ISR)
+		return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("%s: out of the ISR", l.rebornWhy(p))}, true
 	}
 	return Write{}, false // leaderless, and still no in-sync replica is live
 }
@@ -293,23 +338,109 @@ func failover(p Partition, l *loads, unclean bool) (Write, bool) {
 // ISR, when its leader is live. A follower that comes back stays out until
 // its leader adds it, caught up (ChangeISR).
 func shrinkISR(p Partition, l *loads) (Write, bool) {
-	live := l.liveOf(p.ISR)
+	live := l.liveOf(l.synced(p))
 	if len(live) == len(p.ISR) || !slices.Contains(live, p.Leader) {
 		return Write{}, false
 	}
 	var dead []int32
 	for _, r := range p.ISR {
-		if !slices.Contains(live, r) {
+		if _, ok := l.live[r]; !ok {
 			dead = append(dead, r)
 		}
 	}
 	next, prev := p.clone(), p
 	next.ISR = live
-	what := fmt.Sprintf("node %d is dead", dead[0])
-	if len(dead) > 1 {
-		what = fmt.Sprintf("nodes %v are dead", dead)
+	next.Dirs = l.dirsOf(p, next.ISR)
+	var what []string
+	switch {
+	case len(dead) == 1:
+		what = append(what, fmt.Sprintf("node %d is dead", dead[0]))
+	case len(dead) > 1:
+		what = append(what, fmt.Sprintf("nodes %v are dead", dead))
 	}
-	return Write{Partition: next, Prev: &prev, Why: what + ": out of the ISR"}, true
+	if why := l.rebornWhy(p); why != "" {
+		what = append(what, why)
+	}
+	return Write{Partition: next, Prev: &prev, Why: strings.Join(what, "; ") + ": out of the ISR"}, true
+}
+
+// leads reports whether p's leader may go on leading: it is live, with the
+// data folder the ISR knew it by.
+func (l *loads) leads(p Partition) bool {
+	_, live := l.live[p.Leader]
+	return live && !l.reborn(p, p.Leader)
+}
+
+// reborn reports whether replica n of p is live with another data folder
+// than the one p last knew it in sync with: it lost the log that made it a
+// member of the ISR (or a voter of a quorum election). A partition with one
+// replica has no other copy to prefer.
+func (l *loads) reborn(p Partition, n int32) bool {
+	if len(p.Replicas) < 2 {
+		return false
+	}
+	nl, live := l.live[n]
+	if live && slices.Contains(nl.damaged, TopicPartition{p.Topic, p.Partition}) {
+		return true
+	}
+	want, known := p.Dirs[n]
+	// A member without a recorded folder (a record from before folders had
+	// an identity) is taken at its word.
+	return live && known && want != "" && nl.dir != want
+}
+
+// synced is p's ISR without the members that lost their logs.
+func (l *loads) synced(p Partition) []int32 {
+	out := []int32{}
+	for _, n := range p.ISR {
+		if !l.reborn(p, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// rebornWhy says which of p's ISR members lost their logs, "" if none.
+func (l *loads) rebornWhy(p Partition) string {
+	var ns []string
+	for _, n := range p.ISR {
+		switch {
+		case !l.reborn(p, n):
+		case slices.Contains(l.live[n].damaged, TopicPartition{p.Topic, p.Partition}):
+			ns = append(ns, fmt.Sprintf("node %d's copy is damaged", n))
+		default:
+			ns = append(ns, fmt.Sprintf("node %d is back with a new data folder (%s, in sync as %s)", n, l.live[n].dir, p.Dirs[n]))
+		}
+	}
+	return strings.Join(ns, "; ")
+}
+
+// dirsOf is p's replicas' data folders once isr is its ISR: a member that
+// joins it (or has none recorded yet) is in sync with the folder it is
+// live with now; the others keep theirs. Nil when none is known.
+func (l *loads) dirsOf(p Partition, isr []int32) map[int32]string {
+	live := map[int32]string{}
+	for n, nl := range l.live {
+		live[n] = nl.dir
+	}
+	return joinDirs(p, isr, live)
+}
+
+// joinDirs is dirsOf with the live nodes' folders in live.
+func joinDirs(p Partition, isr []int32, live map[int32]string) map[int32]string {
+	out := maps.Clone(p.Dirs)
+	for _, n := range isr {
+		if _, had := p.Dirs[n]; had && slices.Contains(p.ISR, n) {
+			continue
+		}
+		if d := live[n]; d != "" {
+			if out == nil {
+				out = map[int32]string{}
+			}
+			out[n] = d
+		}
+	}
+	return out
 }
 
 // quorumElect returns the write that makes the replica with the longest
@@ -323,7 +454,9 @@ func quorumElect(p Partition, cands []Candidate, l *loads) (Write, bool, string)
 	need := len(p.Replicas)/2 + 1
 	var got []Candidate
 	for _, c := range cands {
-		if _, live := l.live[c.Node]; live && c.LeaderEpoch == p.Epoch && slices.Contains(p.Replicas, c.Node) {
+		// A replica that lost its log (reborn) is no voter: what a quorum
+		// acknowledged may have been on it only, of the majority.
+		if _, live := l.live[c.Node]; live && c.LeaderEpoch == p.Epoch && slices.Contains(p.Replicas, c.Node) && !l.reborn(p, c.Node) {
 			got = append(got, c)
 		}
 	}
@@ -359,6 +492,7 @@ func quorumElect(p Partition, cands []Candidate, l *loads) (Write, bool, string)
 			next.ISR = append(next.ISR, c.Node)
 		}
 	}
+	next.Dirs = l.dirsOf(p, next.ISR)
 	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("quorum election: %s; %d has the longest log (epoch %d, end %d) of %d reports from %d replicas",
 		was, win.Node, win.Epoch, win.End, len(got), len(p.Replicas))}, true, ""
 }
@@ -382,8 +516,9 @@ func voidReports(p Partition, cands []Candidate, l *loads) (Write, bool) {
 	slices.Sort(from)
 	next, prev := p.clone(), p
 	next.Epoch = p.Epoch + 1
-	if live := l.liveOf(p.ISR); slices.Contains(live, p.Leader) {
+	if live := l.liveOf(l.synced(p)); slices.Contains(live, p.Leader) {
 		next.ISR = live
+		next.Dirs = l.dirsOf(p, next.ISR)
 	}
 	return Write{Partition: next, Prev: &prev, Why: fmt.Sprintf("leader %d is back before its quorum election: a new epoch voids the reports of %v", p.Leader, from)}, true
 }
@@ -401,6 +536,8 @@ func (l *loads) liveOf(ns []int32) []int32 {
 
 type nodeLoad struct {
 	id       int32
+	dir      string
+	damaged  []TopicPartition
 	bytes    int64
 	leaders  int
 	replicas int
@@ -411,7 +548,7 @@ type loads struct{ live map[int32]*nodeLoad }
 func newLoads(s State) *loads {
 	l := &loads{live: map[int32]*nodeLoad{}}
 	for _, n := range s.Live {
-		l.live[n.ID] = &nodeLoad{id: n.ID, bytes: n.Bytes}
+		l.live[n.ID] = &nodeLoad{id: n.ID, bytes: n.Bytes, dir: n.Dir, damaged: n.Damaged}
 	}
 	for _, p := range s.Partitions {
 		// A partition counts on the node chosen for its next segment: the
@@ -488,6 +625,13 @@ func (l *loads) choose(n int, prefer int32) []int32 {
 		f.replicas++
 	}
 	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func sortedPartitions(m map[TopicPartition]Partition) []TopicPartition {

@@ -17,8 +17,11 @@ import (
 // applies them, as the controller's transactions would, and `roll` the
 // record a leader writes when it hands a partition over at a roll.
 //
-//	node add id=N [bytes=B]     a node registers (B: bytes it keeps)
+//	node add id=N [bytes=B] [dir=D]  a node registers (B: bytes it keeps,
+//	                            D: its data folder's identity)
 //	node dead id=N              its lease expires
+//	node damaged id=N topic=T partition=P [refilled=true]
+//	                            N reports its copy of T-P damaged (refilled: no more)
 //	topic create name=T partitions=P rf=R [unclean=true] [acks=quorum]
 //	topic set name=T unclean=B   alters unclean.leader.election.enable
 //	topic delete name=T         the topic and its partitions go
@@ -83,7 +86,17 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if arg("bytes") != "" {
 			bytes = int64(num("bytes"))
 		}
-		h.st.Live = append(h.st.Live, NodeLoad{ID: int32(num("id")), Bytes: bytes})
+		h.st.Live = append(h.st.Live, NodeLoad{ID: int32(num("id")), Bytes: bytes, Dir: arg("dir")})
+	case "node damaged":
+		id, tp := int32(num("id")), TopicPartition{arg("topic"), int32(num("partition"))}
+		for i := range h.st.Live {
+			if h.st.Live[i].ID == id {
+				h.st.Live[i].Damaged = slices.DeleteFunc(h.st.Live[i].Damaged, func(o TopicPartition) bool { return o == tp })
+				if arg("refilled") != "true" {
+					h.st.Live[i].Damaged = append(h.st.Live[i].Damaged, tp)
+				}
+			}
+		}
 	case "node dead":
 		id := int32(num("id"))
 		h.st.Live = slices.DeleteFunc(h.st.Live, func(n NodeLoad) bool { return n.ID == id })
@@ -116,6 +129,11 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		next := p.clone()
 		next.ISR = nums("isr")
+		live := map[int32]string{}
+		for _, n := range h.st.Live {
+			live[n.ID] = n.Dir
+		}
+		next.Dirs = joinDirs(p, next.ISR, live)
 		w := Write{Partition: next, Prev: &p, Why: "the leader's ChangeISR"}
 		fmt.Fprintln(&out, w)
 		h.apply(w)
@@ -169,6 +187,9 @@ func (h *placementHarness) run(t *testing.T, d *datadriven.TestData) string {
 			fmt.Fprintf(&out, "%s leader=%d epoch=%d replicas=%v isr=%v spans=%v", tp, p.Leader, p.Epoch, p.Replicas, p.ISR, p.Spans)
 			if p.Next != 0 {
 				fmt.Fprintf(&out, " next=%d", p.Next)
+			}
+			if len(p.Dirs) > 0 {
+				fmt.Fprintf(&out, " dirs=%v", p.Dirs)
 			}
 			out.WriteString("\n")
 			leads[p.Leader]++

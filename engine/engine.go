@@ -372,6 +372,18 @@ func (a *Adapter) RollAt(ctx context.Context, shard string, next uint64) error {
 	return nil
 }
 
+// DamagedFrom is where the shard's local copy was found damaged (at start
+// or by a scrub), cause nil if nowhere; only the segment engine keeps files
+// to find damage in.
+func (a *Adapter) DamagedFrom(shard string) (uint64, error) {
+	if s, ok := a.route(shard).(interface {
+		DamagedFrom(shard string) (uint64, error)
+	}); ok {
+		return s.DamagedFrom(shard)
+	}
+	return 0, nil
+}
+
 // Checksum is a local segment's CRC-32C and length as they are on disk; an
 // engine without segment files has none.
 func (a *Adapter) Checksum(ctx context.Context, shard string, no uint64) (uint32, int64, error) {

@@ -50,6 +50,11 @@ type FetchRequest struct {
 // the follower waits for the metadata to catch up.
 var ErrFenced = errors.New("replica: leader epoch mismatch")
 
+// ErrBelowCommitted: following the leader would cut this replica's log
+// below its high watermark (records acknowledged to producers), which only
+// an unclean election allows (Assignment.Unclean).
+var ErrBelowCommitted = errors.New("replica: the leader's log lacks records this replica committed")
+
 func (n *Node) startFollowing(ctx context.Context, tr Transport, p *partition, a Assignment) {
 	p.mu.Lock()
 	f := p.follow
@@ -100,6 +105,8 @@ func (n *Node) follow(ctx context.Context, tr Transport, p *partition, a Assignm
 			log.Debug("replica: leader not ready", "err", err)
 		case errors.Is(err, ErrDiverged):
 			log.Info("replica: truncating again", "err", err)
+		case errors.Is(err, ErrBelowCommitted):
+			// Told at the refusal; asked again as the metadata changes.
 		default:
 			log.Warn("replica: following", "err", err)
 		}
@@ -188,6 +195,25 @@ func (n *Node) take(ctx context.Context, p *partition, end int64, rd ReplicaRead
 // replicas never hold different records at one offset.
 func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assignment) (int64, error) {
 	st := n.cfg.Store
+	if d, ok := st.(Damaged); ok {
+		if from, cause := d.DamagedFrom(p.shard); cause != nil {
+			// Its copy no longer holds what it claims (found at start or by
+			// a scrub; a damaged active segment refuses writes too): it
+			// copies the leader's log again, and is out of sync until it
+			// has (the leader adds it back, caught up).
+			ans, err := tr.Fetch(ctx, a.Leader, []FetchRequest{{Topic: a.Topic, Partition: a.Partition, Epoch: a.Epoch, Probe: true}})
+			if err == nil {
+				err = ans[0].Err
+			}
+			if err != nil {
+				return 0, err
+			}
+			n.m.refills.Inc()
+			n.cfg.Log.Warn("replica: this replica's copy is damaged: copying the leader's log again",
+				"shard", p.shard, "leader", a.Leader, "damaged_from", from, "err", cause)
+			return n.restartAt(ctx, p, ans[0].LogStart)
+		}
+	}
 	if err := n.ensureManaged(ctx, p.shard); err != nil {
 		return 0, err
 	}
@@ -225,6 +251,20 @@ func (n *Node) truncate(ctx context.Context, tr Transport, p *partition, a Assig
 	}
 	if err != nil {
 		return 0, err
+	}
+	_, hw, err := st.Watermarks(ctx, p.shard)
+	if err != nil {
+		return 0, err
+	}
+	if committed := min(int64(hw), end); to < committed && !a.Unclean {
+		// What this replica committed was acknowledged: a leader whose log
+		// lacks it was elected from a stale ISR (it lost its log), and
+		// following it would delete acknowledged records on every replica
+		// that still holds them. Only an unclean election may choose so.
+		n.m.refusedCuts.Inc()
+		n.cfg.Log.Error("replica: refusing to truncate below this replica's high watermark to follow a leader that lacks committed records; staying out of the ISR",
+			"shard", p.shard, "leader", a.Leader, "epoch", a.Epoch, "high_watermark", committed, "cut_at", to, "leader_log_end", rd.LogEnd)
+		return 0, fmt.Errorf("%w: leader %d at epoch %d would cut %s from %d to %d", ErrBelowCommitted, a.Leader, a.Epoch, p.shard, committed, to)
 	}
 	if rd.LogStart > to {
 		// Everything this replica holds is below the leader's log start
@@ -344,6 +384,39 @@ func (n *Node) rollAt(ctx context.Context, p *partition, end int64, rolls []int6
 		return nil
 	}
 	return sg.RollAt(ctx, p.shard, uint64(end))
+}
+
+// Damaged is an engine that knows where its local copy of a shard is
+// damaged (the segment engine: a sealed file cut short found at start,
+// synced bytes lost from the active segment, or a scrub's finding).
+type Damaged interface {
+	// DamagedFrom is the first offset of shard's damage; cause is nil when
+	// the copy is sound as far as is known.
+	DamagedFrom(shard string) (from uint64, cause error)
+}
+
+// Refill has this node's follower of shard copy its leader's log again,
+// its own found damaged (Damaged). It reports false when this node does
+// not follow shard now: a leader has no copy to refill from, so it keeps
+// serving what it can and the damage waits for an operator, or for its
+// next start as a follower.
+func (n *Node) Refill(shard string) bool {
+	n.mu.Lock()
+	p := n.parts[shard]
+	n.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	following := p.follow != nil
+	p.mu.Unlock()
+	if !following {
+		return false
+	}
+	// The next reconcile (within its retry tick) follows again, and a
+	// follower's first step, truncate, finds the damage.
+	n.stopFollowing(p)
+	return true
 }
 
 // restartAt empties this replica's log of p and starts it at start, the

@@ -13,6 +13,8 @@ type metrics struct {
 	isrChanges      *prometheus.CounterVec
 	acks            *prometheus.CounterVec
 	truncated       prometheus.Counter
+	refusedCuts     prometheus.Counter
+	refills         prometheus.Counter
 	copied          prometheus.Counter
 	seals           *prometheus.CounterVec
 	sealSeconds     prometheus.Histogram
@@ -36,6 +38,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"result"})),
 		truncated: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_replica_truncated_records_total",
 			Help: "Records this node cut from its logs as a follower, where they parted from a new leader's."})),
+		refills: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_replica_damaged_refills_total",
+			Help: "Times this node, as a follower, found its copy of a partition damaged and started copying the leader's log again."})),
+		refusedCuts: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_replica_refused_truncations_total",
+			Help: "Times this node, as a follower, refused to cut its log below its high watermark to follow a leader lacking committed records (allowed only by unclean.leader.election.enable)."})),
 		copied: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_replica_copied_records_total",
 			Help: "Records this node copied from leaders as a follower."})),
 		seals: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_replica_seals_total",

@@ -64,6 +64,10 @@ type Assignment struct {
 	Mode   Mode
 	// LeaderLive: the leader's node holds its lease.
 	LeaderLive bool
+	// Unclean is the topic's unclean.leader.election.enable: a follower
+	// may then cut its log below its high watermark to follow a leader
+	// that lacks committed records.
+	Unclean bool
 }
 
 // Meta is the cluster's metadata as replication reads and writes it.

@@ -44,6 +44,9 @@ type Config struct {
 	// behind Token, so with none set it answers just the health checks
 	// and metrics, as Kafka's own tools need credentials once auth is on.
 	Authenticated bool
+	// Scrub, if set, serves GET /v1/scrub: the damaged local copies the
+	// scrubber found and what became of each.
+	Scrub interface{ Report() any }
 }
 
 // Locked says the API serves only its health checks and metrics: Kafka
@@ -62,6 +65,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	c.storage(mux)
 	c.tiering(ctx, mux)
 	c.topics(mux)
+	if c.Scrub != nil {
+		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Scrub.Report()) })
+	}
 	if c.Locked() {
 		return openOnly(mux)
 	}

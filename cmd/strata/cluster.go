@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,13 +111,17 @@ func nodePrefix(cfg *Config) string {
 
 // joinCluster registers this node, listening for Kafka at kafkaAddr, and
 // returns the view the Kafka front end answers from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
+	dir, err := folderID(cfg.DataDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data folder %s: its identity: %w", cfg.DataDir, err)
+	}
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
-		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
+		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir, Damaged: damaged}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
 		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
 		MaxPartitions: cfg.Kafka.MaxPartitions, EtcdCompactionRetention: time.Duration(cfg.Cluster.EtcdCompactionRetention),
 		EtcdQuotaBytes: int64(cfg.Cluster.EtcdQuotaBytes), EtcdCheckInterval: time.Duration(cfg.Cluster.EtcdCheckInterval),
@@ -187,6 +193,101 @@ func bindFolder(cfg *Config) error {
 		return err
 	}
 	return f.Close()
+}
+
+// dirFile, in a cluster node's data folder, holds the folder's identity:
+// random, made with the folder, registered with the node (cluster.Node.Dir).
+// A node back on a new folder (a replaced disk, a wiped folder) registers a
+// new one, and the controller takes it out of the ISRs its old folder was
+// in before it can lead them (docs/replication.md, "A replica that lost its
+// log"), as Kafka's directory id does.
+const dirFile = "DIRECTORY_ID"
+
+// folderID is the identity of the data folder at dataDir, made on its
+// first start. A folder from before identities gets one too: its ISRs
+// recorded none, so it is taken at its word.
+func folderID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, dirFile)
+	got, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(got))
+		if len(id) != 32 {
+			return "", fmt.Errorf("%s holds %q, not a directory id", path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	// Written whole or not at all: a torn file would refuse the next start.
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(id + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	d, err := os.Open(dataDir)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return id, d.Sync()
+}
+
+// damagedCopies are the partitions whose local copy the engine found
+// damaged (at start, or by a scrub) and that are not refilled yet.
+func damagedCopies(ctx context.Context, e *segment.Engine) []cluster.TopicPartition {
+	if e == nil {
+		return nil
+	}
+	shards, err := e.Shards(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []cluster.TopicPartition
+	for _, sh := range shards {
+		if tp, ok := store.ParseShard(sh); ok && e.Damage(sh) != nil {
+			out = append(out, cluster.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
+	return out
+}
+
+// reportDamage keeps the node's registration's damaged copies
+// (cluster.Node.Damaged) in step with the engine's, every interval: the
+// controller counts the node out of those partitions' ISRs until each is
+// refilled (docs/replication.md, "A damaged copy").
+func reportDamage(ctx context.Context, m *cluster.Member, e *segment.Engine, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := m.ReportDamaged(ctx, damagedCopies(ctx, e)); err != nil && ctx.Err() == nil {
+			log.Warn("reporting damaged copies", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // handOver hands partitions this node leads to the node the controller

@@ -217,8 +217,12 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 			if !ok || !slices.Contains(part.Replicas, r.self) {
 				continue
 			}
+			if part.Leader == r.self && r.m.LostLog(part) {
+				part.Leader = -1 // until the controller names a leader that kept its log
+			}
 			out = append(out, replica.Assignment{Topic: name, Partition: p, Leader: part.Leader, Epoch: part.Epoch,
-				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode, LeaderLive: live[part.Leader]})
+				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode, LeaderLive: live[part.Leader],
+				Unclean: cfg.UncleanLeaderElection})
 		}
 	}
 	return out

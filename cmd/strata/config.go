@@ -172,6 +172,9 @@ type EngineConfig struct {
 	IndexInterval    int      `yaml:"index_interval"`
 	IndexMemory      Bytes    `yaml:"index_memory_bytes"`
 	MemoryMaxRecords int      `yaml:"memory_max_records"`
+	// ScrubSchedule is when the scrubber checks local sealed segments
+	// against their checksums (a cron spec; "off": never).
+	ScrubSchedule string `yaml:"scrub_schedule"`
 }
 
 // SegmentConfig is the segment engine's roll and seal policy.
@@ -583,6 +586,9 @@ func (c *Config) validate() error {
 	}
 	if c.Segment.RollCheckInterval < 1 {
 		return fmt.Errorf("segment.roll_check_interval: %d: want 1 or more", c.Segment.RollCheckInterval)
+	}
+	if err := validateSchedule(c.Engine.ScrubSchedule); c.Engine.ScrubSchedule != "off" && err != nil {
+		return fmt.Errorf("engine.scrub_schedule: %q: %v (or \"off\")", c.Engine.ScrubSchedule, err)
 	}
 	if err := validateSchedule(c.Tiering.Schedule); c.Tiering.Enabled && err != nil {
 		return fmt.Errorf("tiering.schedule: %q: %v", c.Tiering.Schedule, err)

@@ -176,3 +176,27 @@ func TestCatalogCommandsRefuseAClusterNode(t *testing.T) {
 		}
 	}
 }
+
+// A data folder's identity is made once, with the folder, and read back at
+// every start; a new folder (a replaced disk) gets another.
+func TestFolderIdentity(t *testing.T) {
+	dir := t.TempDir()
+	first, err := folderID(dir)
+	if err != nil || len(first) != 32 {
+		t.Fatalf("a new folder's identity: %q, %v", first, err)
+	}
+	again, err := folderID(dir)
+	if err != nil || again != first {
+		t.Fatalf("the folder's identity read back: %q, %v; want %q", again, err, first)
+	}
+	other, err := folderID(t.TempDir())
+	if err != nil || other == first {
+		t.Fatalf("another folder's identity: %q, %v; want one other than %q", other, err, first)
+	}
+	if err := os.WriteFile(filepath.Join(dir, dirFile), []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := folderID(dir); err == nil {
+		t.Fatal("a damaged identity file was taken")
+	}
+}

@@ -257,7 +257,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			kln.Close()
 			return err
 		}
-		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), reg, log); err != nil {
+		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), reg, log); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -273,6 +273,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		go member.KeepShards(bg, store, log.With("component", "cluster"))
 		go handOver(bg, member, store.SegmentEngine(), rolled.shards, log.With("component", "cluster"))
 		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
+		go reportDamage(bg, member, store.SegmentEngine(), time.Second, log.With("component", "cluster"))
 	}
 	var claims tiering.Claims // nil: this node alone tiers its segments
 	var copies *clusterReplicas
@@ -330,8 +331,22 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		rolled.replication.Store(repl)
 		go repl.Run(bg, ksrv.ReplicaTransport())
 	}
+	var scrub *scrubber
+	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
+		var refill func(string) bool
+		if repl != nil {
+			refill = repl.Refill
+		}
+		scrub = newScrubber(e, refill, reg, log.With("component", "scrub"))
+		if err := scheduleScrub(bg, scrub, cfg.Engine.ScrubSchedule); err != nil {
+			return err
+		}
+	}
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
 		Topics: ksrv, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	if scrub != nil {
+		adminCfg.Scrub = scrub
+	}
 	if adminCfg.Locked() {
 		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")
 	}

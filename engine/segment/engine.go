@@ -261,6 +261,9 @@ type shard struct {
 	hwMu    sync.Mutex
 	hwSaved bool
 
+	// damage is the first damage found in the local copy (damage.go).
+	damage atomic.Pointer[LocalDamage]
+
 	// epochMu guards epochs, the leader-epoch history (epochs.go), and
 	// orders AssignEpoch with TruncateTo (taken after hwMu).
 	epochMu sync.Mutex

@@ -38,6 +38,9 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 				size: c.Size, crc: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true,
 				created: c.Created, sealedAt: c.SealedAt}
 			os.Chmod(s.path, 0o444) // a crash may have come between the roll and the chmod
+			if err := checkSealedSize(s); err != nil {
+				e.noteDamage(sh, &LocalDamage{Segment: s.no, From: s.start, Cause: err})
+			}
 			sh.segments = append(sh.segments, s)
 			continue
 		}
@@ -163,6 +166,7 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		later := validRecordAfter(f, sc.Pos(), min(synced, st.Size()), s.next)
 		s.size, s.crc = sc.Pos(), sc.CRC()
 		sh.failed = &DamagedError{Shard: sh.name, Segment: s.no, Pos: sc.Pos(), Synced: synced, Cause: damage, NextValid: later}
+		e.noteDamage(sh, &LocalDamage{Segment: s.no, From: s.next, Cause: sh.failed})
 		e.stats.Damaged.Add(1)
 		e.log.Error("a segment is damaged in bytes that were on disk: serving what comes before, refusing writes",
 			"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "synced_to_byte", synced, "next_valid_record_at", later,
@@ -237,6 +241,13 @@ func (e *Engine) reindex(sh *shard) error {
 	for i := first; i < len(sh.segments); i++ {
 		s := sh.segments[i]
 		n, err := e.reindexFrom(sh, s, pos, at, ib)
+		if d := sh.damage.Load(); err != nil && d != nil && d.Segment == s.no {
+			// Found damaged above: its records past the damage are not
+			// served from here (a replica refills the copy), and the
+			// segments after it are indexed still.
+			e.log.Warn("indexing a damaged segment up to its damage", "shard", sh.name, "segment", s.no, "err", err)
+			err = nil
+		}
 		if err != nil && pos != 0 {
 			// The index entry pointed at no record (a stale entry): the
 			// data is the truth, so scan the whole segment instead.

@@ -273,12 +273,46 @@ func fileCRC(path string, n int64) (uint32, error) {
 
 // Scrub verifies every sealed local segment of a shard against the checksum
 // the manifest recorded when it was sealed. Recovery trusts sealed segments;
-// this is how their bytes are checked.
+// this is how their bytes are checked. Damage found is kept (Damage), for
+// replication to refill the copy from its leader.
 func (e *Engine) Scrub(ctx context.Context, name string) error {
 	sh, err := e.shard(name)
 	if err != nil {
 		return err
 	}
+	err = e.scrub(ctx, sh, name)
+	var bad *scrubbed
+	if errors.As(err, &bad) {
+		e.noteDamage(sh, &LocalDamage{Segment: bad.no, From: bad.start, Cause: bad.err})
+		return bad.err
+	}
+	return err
+}
+
+// stillSealedLocal reports whether the manifest still holds segment no of
+// shard name as a local sealed segment.
+func (e *Engine) stillSealedLocal(name string, no uint64) bool {
+	segs, err := loadSegments(e.manifest, name)
+	if err != nil {
+		return true // unknown: a missing file is damage until shown otherwise
+	}
+	for _, c := range segs {
+		if c.No == no {
+			return c.State == SegmentSealed
+		}
+	}
+	return false
+}
+
+// scrubbed is a segment a scrub found damaged.
+type scrubbed struct {
+	no, start uint64
+	err       error
+}
+
+func (s *scrubbed) Error() string { return s.err.Error() }
+
+func (e *Engine) scrub(ctx context.Context, sh *shard, name string) error {
 	segs, err := loadSegments(e.manifest, name)
 	if err != nil {
 		return err
@@ -294,13 +328,19 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 				return fmt.Errorf("scrub shard %s segment %d: %w", name, c.No, err)
 			}
 			if size != c.Size || got != c.Checksum {
-				return fmt.Errorf("scrub shard %s segment %d: %d record bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
-					name, c.No, size, got, c.Size, c.Checksum, record.ErrCorrupt)
+				return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub shard %s segment %d: %d record bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+					name, c.No, size, got, c.Size, c.Checksum, record.ErrCorrupt)}
 			}
 			continue
 		}
 		path := segmentPath(sh.dir, c.No)
 		st, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			if !e.stillSealedLocal(name, c.No) {
+				continue // dropped since the list was read (retention, tiering)
+			}
+			return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %w: %v", path, record.ErrCorrupt, err)}
+		}
 		if err != nil {
 			return fmt.Errorf("scrub %s: %w", path, err)
 		}
@@ -309,8 +349,8 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 			return fmt.Errorf("scrub %s: %w", path, err)
 		}
 		if st.Size() != c.Size || got != c.Checksum {
-			return fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
-				path, st.Size(), got, c.Size, c.Checksum, record.ErrCorrupt)
+			return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+				path, st.Size(), got, c.Size, c.Checksum, record.ErrCorrupt)}
 		}
 	}
 	return nil
