@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -973,5 +974,55 @@ func TestFetchAnswersAreBounded(t *testing.T) {
 	}
 	if used := srv.answers.inUse(); used != 0 {
 		t.Fatalf("%d bytes of the answer budget still held after every answer was written", used)
+	}
+}
+
+// Frames whose clients stop sending part-way, enough of them to fill the
+// in-flight budget, hold it only until a request waits for room and their
+// connections have delivered nothing for the stall bound: then they are
+// closed and their bytes go to the waiting request, long before the frame
+// timeout.
+func TestStalledFramesFillingTheBudgetAreEvicted(t *testing.T) {
+	addr, srv := serveMemory(t, Config{AutoCreateTopics: true, MaxInflightBytes: 4 << 20, FrameTimeout: 5 * time.Minute})
+	srv.inflight.mu.Lock()
+	srv.inflight.stallAfter = 300 * time.Millisecond
+	srv.inflight.mu.Unlock()
+	const attackers, sent = 8, 1 << 20
+	var conns []net.Conn
+	for i := 0; i < attackers; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		frame := make([]byte, 4+sent)
+		binary.BigEndian.PutUint32(frame, 16<<20) // a Produce (key 0) v9 frame of 16 MiB, never finished
+		binary.BigEndian.PutUint16(frame[6:], 9)
+		if _, err := conn.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.inflight.inUse() < 4<<20 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if used := srv.inflight.inUse(); used < 4<<20 {
+		t.Fatalf("%d stalled frames of 1 MiB sent hold %d KiB; the test wants them to fill the 4 MiB budget", attackers, used>>10)
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("calm"), kgo.AllowAutoTopicCreation())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte("still here")}).FirstErr(); err != nil {
+		t.Fatalf("a produce while %d stalled frames fill the budget: %v", attackers, err)
+	}
+	closed := 0
+	for _, conn := range conns {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	if closed == 0 {
+		t.Fatalf("none of the %d stalled connections was closed", attackers)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,6 +27,15 @@ const produceKey = 0
 // gets all its frame still needs and runs over the budget, by one frame at
 // most; so a frame larger than the whole budget runs alone. A release wakes
 // only the waiters that now fit.
+//
+// A frame whose client stops sending part-way holds what it sent until the
+// frame timeout, and enough such frames fill the budget while waiting on
+// the network, where no rule of the budget's own can see them. So each
+// frame being read is a holder: while a request waits for room, a holder
+// whose connection has delivered nothing for stallAfter is evicted (its
+// connection closed, its bytes given back). A client sending at any pace
+// the network allows is never evicted; one that went quiet mid-frame is,
+// but only when others wait for the bytes it holds.
 type budget struct {
 	mu          sync.Mutex
 	used        int64
@@ -33,7 +43,24 @@ type budget struct {
 	waiters     []*budgetWaiter // in arrival order
 	waitingHeld int64           // what the waiters hold already
 	gauge       func(int64)
+
+	holders    map[*budgetHolder]struct{}
+	stallAfter time.Duration
 }
+
+// budgetHolder is a frame being read from a connection.
+type budgetHolder struct {
+	lastRead *atomic.Int64 // unix ns of the connection's last read that delivered bytes
+	stall    func()        // closes the connection
+	held     int64         // granted to this frame so far
+	waiting  bool          // waiting for room, not for the network
+	gone     bool          // evicted
+}
+
+// defaultStallAfter is how long a frame's connection may deliver nothing
+// before, under pressure, it loses its bytes: far beyond a healthy
+// client's pauses between its writes of one frame.
+const defaultStallAfter = 2 * time.Second
 
 type budgetWaiter struct {
 	n, held, rest int64
@@ -42,7 +69,8 @@ type budgetWaiter struct {
 }
 
 func newBudget(max int64) *budget {
-	return &budget{max: max, gauge: func(int64) {}}
+	return &budget{max: max, gauge: func(int64) {}, holders: map[*budgetHolder]struct{}{},
+		stallAfter: defaultStallAfter}
 }
 
 var errShuttingDown = errors.New("shutting down")
@@ -58,9 +86,22 @@ func (b *budget) acquire(stop <-chan struct{}, n int64) error {
 // It returns what was granted: n, or rest when the frame was let over the
 // budget.
 func (b *budget) take(stop <-chan struct{}, n, held, rest int64) (int64, error) {
+	return b.takeFor(nil, stop, n, held, rest)
+}
+
+// takeFor is take for a frame being read by holder h (nil: none), which
+// it registers, so that h can be evicted should its connection stall while
+// it holds bytes others wait for; done ends the registration.
+func (b *budget) takeFor(h *budgetHolder, stop <-chan struct{}, n, held, rest int64) (int64, error) {
 	b.mu.Lock()
+	if h != nil {
+		b.holders[h] = struct{}{}
+	}
 	if b.used+n <= b.max {
 		b.used += n
+		if h != nil {
+			h.held += n
+		}
 		b.gauge(b.used)
 		b.mu.Unlock()
 		return n, nil
@@ -68,24 +109,71 @@ func (b *budget) take(stop <-chan struct{}, n, held, rest int64) (int64, error) 
 	w := &budgetWaiter{n: n, held: held, rest: max(n, rest), ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.waitingHeld += held
-	b.grant()
-	b.mu.Unlock()
-	select {
-	case <-w.ready:
-		return w.granted, nil
-	case <-stop:
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		select {
-		case <-w.ready: // granted meanwhile: give it back
-			b.used -= w.granted
-		default:
-			b.waiters = slices.DeleteFunc(b.waiters, func(o *budgetWaiter) bool { return o == w })
-			b.waitingHeld -= held
-		}
-		b.grant()
-		return 0, errShuttingDown
+	if h != nil {
+		h.waiting = true
 	}
+	b.grant()
+	check := b.stallAfter / 4
+	b.mu.Unlock()
+	tick := time.NewTicker(check)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.ready:
+			b.mu.Lock()
+			if h != nil {
+				h.waiting, h.held = false, h.held+w.granted
+			}
+			b.mu.Unlock()
+			return w.granted, nil
+		case now := <-tick.C:
+			b.evictStalled(now)
+		case <-stop:
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if h != nil {
+				h.waiting = false
+			}
+			select {
+			case <-w.ready: // granted meanwhile: give it back
+				b.used -= w.granted
+			default:
+				b.waiters = slices.DeleteFunc(b.waiters, func(o *budgetWaiter) bool { return o == w })
+				b.waitingHeld -= held
+			}
+			b.grant()
+			return 0, errShuttingDown
+		}
+	}
+}
+
+// done ends h's registration: its frame has arrived whole, or failed.
+func (b *budget) done(h *budgetHolder) {
+	b.mu.Lock()
+	delete(b.holders, h)
+	b.mu.Unlock()
+}
+
+// evictStalled closes the connections of the frames that hold bytes while
+// waiting on a network that has delivered nothing for stallAfter, as of
+// now, if any request waits for room. Their reads fail and give the bytes
+// back (serveConn).
+func (b *budget) evictStalled(now time.Time) int {
+	b.mu.Lock()
+	var stalled []*budgetHolder
+	if len(b.waiters) > 0 {
+		for h := range b.holders {
+			if !h.waiting && !h.gone && h.held > 0 && now.Sub(time.Unix(0, h.lastRead.Load())) >= b.stallAfter {
+				h.gone = true
+				stalled = append(stalled, h)
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, h := range stalled {
+		h.stall()
+	}
+	return len(stalled)
 }
 
 // takeUpTo grants up to want bytes, as many as there is room for, at once

@@ -344,7 +344,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 // back in request order as Kafka requires.
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
-	r := bufio.NewReaderSize(c, 64<<10)
+	var lastRead atomic.Int64 // when c last delivered bytes: the in-flight budget evicts frames stalled under pressure
+	r := bufio.NewReaderSize(readClock{c, &lastRead}, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
 	sess := s.newSession(c.RemoteAddr().String())
 	ip := remoteIP(c)
@@ -395,12 +396,18 @@ func (s *Server) serveConn(c net.Conn) {
 			s.cfg.Metrics.refused("frame_size")
 			return
 		}
+		holder := &budgetHolder{lastRead: &lastRead, stall: func() {
+			s.refusal("kafka: closing a connection whose frame stalled while holding in-flight bytes others wait for",
+				"remote", c.RemoteAddr().String(), "api_key", key, "size", size)
+			s.cfg.Metrics.refused("stalled_frame")
+			c.Close()
+		}}
 		take := func(n, held, rest int) (int, error) {
 			if preAuth {
 				return n, nil // as Kafka's, pre-authentication frames are bounded by their own limit, not the shared budget
 			}
 			start := time.Now()
-			got, err := s.inflight.take(s.closing, int64(n), int64(held), int64(rest))
+			got, err := s.inflight.takeFor(holder, s.closing, int64(n), int64(held), int64(rest))
 			if waited := time.Since(start); err == nil && waited > time.Millisecond {
 				// Waiting for room is not the client's slowness.
 				frameDeadline = frameDeadline.Add(waited)
@@ -411,6 +418,7 @@ func (s *Server) serveConn(c net.Conn) {
 			return int(got), err
 		}
 		frame, held, err := readFrame(r, int(size), take)
+		s.inflight.done(holder)
 		if preAuth {
 			held = 0
 		}
@@ -455,6 +463,20 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// readClock notes when each read of a connection delivered bytes.
+type readClock struct {
+	net.Conn
+	last *atomic.Int64
+}
+
+func (c readClock) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // readDeadline gives c's next read d, unless the server is shutting down.
