@@ -151,7 +151,7 @@ func (s Step) String() string {
 	if s.KillLeader {
 		out += " then kill its leader"
 	}
-	return out + fmt.Sprintf(" for %s", s.Hold)
+	return out + fmt.Sprintf(" for %s", s.Hold.Round(100*time.Millisecond))
 }
 
 // Op is one client operation of the schedule, started at At.
