@@ -121,6 +121,17 @@ func (h *History) AddRead(r Read)       { h.mu.Lock(); h.Reads = append(h.Reads,
 func (h *History) AddCopy(c Copy)       { h.mu.Lock(); h.Copies = append(h.Copies, c); h.mu.Unlock() }
 func (h *History) AddCommit(c Commit)   { h.mu.Lock(); h.Commits = append(h.Commits, c); h.mu.Unlock() }
 
+// EachFinalRead calls f with each final read.
+func (h *History) EachFinalRead(f func(Read)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.Reads {
+		if r.Final {
+			f(r)
+		}
+	}
+}
+
 // SetCommitted records the offset read back for group's part after the run.
 func (h *History) SetCommitted(group string, p Part, off int64) {
 	h.mu.Lock()

@@ -24,7 +24,7 @@ const (
 	KillAll     Fault = "killall"      // SIGKILL every node at once, restart all
 	Wipe        Fault = "wipe"         // SIGKILL one node, remove its data folder, restart it empty
 	KillAllWipe Fault = "killall-wipe" // SIGKILL every node, wipe one, restart that one first
-	Truncate    Fault = "truncate"     // SIGKILL a node, cut the last 4 KiB of its newest sealed segment, restart
+	Truncate    Fault = "truncate"     // stop a node, cut the last 4 KiB of its newest sealed segment, start it again
 	Pause       Fault = "pause"        // SIGSTOP a node past its lease, then SIGCONT
 	Partition   Fault = "partition"    // cut a node from its peers (both ways), and from etcd or not
 	OneWay      Fault = "oneway"       // cut one direction of a node's peer or etcd traffic
