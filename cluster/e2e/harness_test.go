@@ -695,7 +695,9 @@ func started(start func()) bool {
 func (hc *harnessCluster) restartWith(id int32, more ...string) {
 	dir := hc.procs[id].Dir()
 	hc.procs[id].Kill()
-	if started(func() { hc.procs[id] = testsvc.StartProcess(hc.t, strataBin, dir, append(slices.Clone(hc.sets[id]), more...)...) }) {
+	if started(func() {
+		hc.procs[id] = testsvc.StartProcess(hc.t, strataBin, dir, append(slices.Clone(hc.sets[id]), more...)...)
+	}) {
 		hc.published(id)
 		return
 	}
