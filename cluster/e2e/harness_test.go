@@ -912,7 +912,7 @@ func (hc *harnessCluster) finish() {
 	_, _, cerr := hc.partitionsOf(churnTopic)
 	churnLives := !errors.Is(cerr, kerr.UnknownTopicOrPartition)
 	if churnLives {
-		hc.waitInSync(churnTopic, 30*time.Second)
+		hc.waitInSync(churnTopic, 60*time.Second)
 	} else {
 		hc.note("the churn topic is deleted at the end: %v", cerr)
 	}

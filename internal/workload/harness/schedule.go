@@ -32,17 +32,20 @@ const (
 	EtcdKill    Fault = "etcd-kill"    // SIGKILL etcd, restart it on its data folder
 	Throttle    Fault = "throttle"     // a follower restarted with cluster.follower_throttled_rate, a large batch, the leader killed or not
 	DeleteKill  Fault = "delete-kill"  // DeleteRecords, then SIGKILL of the partition's leader at once
+	// RecreateOp is an operation, not a fault, switched like one: the churn
+	// topic deleted and created again under load.
+	RecreateOp Fault = "recreate"
 )
 
 // AllFaults is every fault kind, in a fixed order (the generator's draws
 // depend on it).
 var AllFaults = []Fault{Kill1, Kill2, KillAll, Wipe, KillAllWipe, Truncate, Pause, Partition, OneWay,
-	EtcdPause, EtcdKill, Throttle, DeleteKill}
+	EtcdPause, EtcdKill, Throttle, DeleteKill, RecreateOp}
 
 // DefaultFaults is the mix `make test` runs: the kinds under which the
 // checker holds on today's main. The others find bugs that are being fixed
 // (docs/testing.md lists which); STRATA_HARNESS_FAULTS=all switches them on.
-var DefaultFaults = []Fault{Kill1, Pause, Partition, OneWay, EtcdPause, EtcdKill}
+var DefaultFaults = []Fault{Pause}
 
 // ParseFaults reads a comma-separated mix: "all", "default", fault names,
 // and "-name" to take one out ("all,-wipe").
@@ -212,10 +215,16 @@ func Generate(cfg Config) Schedule {
 	// Faults: the first after a few seconds of load, then one at a time
 	// with a gap for recovery; none in the last fifth, so the checker's
 	// bounds are measured on a cluster left alone.
+	var kinds []Fault
+	for _, f := range cfg.Mix {
+		if f != RecreateOp {
+			kinds = append(kinds, f)
+		}
+	}
 	faultEnd := cfg.Duration * 4 / 5
 	t := between(4*time.Second, 8*time.Second)
-	for len(cfg.Mix) > 0 && t < faultEnd {
-		st := Step{At: t, Fault: cfg.Mix[r.IntN(len(cfg.Mix))]}
+	for len(kinds) > 0 && t < faultEnd {
+		st := Step{At: t, Fault: kinds[r.IntN(len(kinds))]}
 		switch st.Fault {
 		case Kill1, Wipe, Truncate:
 			st.Targets = []Target{target()}
@@ -289,6 +298,10 @@ func Generate(cfg Config) Schedule {
 			op.Records = 1 + r.IntN(50)
 		case DeleteRecords:
 			op.Fraction = 0.1 + 0.4*r.Float64()
+		case Recreate:
+			if !slices.Contains(cfg.Mix, RecreateOp) {
+				op.Kind = Fetch
+			}
 		case CreatePartitions:
 			if parts >= cfg.Partitions+3 {
 				op.Kind = Fetch
