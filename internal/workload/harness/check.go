@@ -243,8 +243,8 @@ func (h *History) Check() []Violation {
 		if checkDeleted {
 			for _, d := range h.Deleted {
 				if d.OK && d.Part == p && d.T1 < t0 && r.Offset < d.Before {
-					bad(DeletedServed, p, r.Offset, "%q served (%s, read at %s) below offset %d, deleted by DeleteRecords acknowledged at %s",
-						r.Value, by, t0.Round(time.Millisecond), d.Before, d.T1.Round(time.Millisecond))
+					bad(DeletedServed, p, r.Offset, "%q served (%s) below offset %d, deleted by DeleteRecords acknowledged at %s",
+						r.Value, by, d.Before, d.T1.Round(time.Millisecond))
 					break
 				}
 			}
