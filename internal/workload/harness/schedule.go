@@ -43,9 +43,11 @@ var AllFaults = []Fault{Kill1, Kill2, KillAll, Wipe, KillAllWipe, Truncate, Paus
 	EtcdPause, EtcdKill, Throttle, DeleteKill, RecreateOp}
 
 // DefaultFaults is the mix `make test` runs: the kinds under which the
-// checker holds on today's main. The others find bugs that are being fixed
-// (docs/testing.md lists which); STRATA_HARNESS_FAULTS=all switches them on.
-var DefaultFaults = []Fault{Pause}
+// checker holds on today's main, which is none yet (even a pause has
+// broken it, docs/testing.md, "Known failures"): operations only. Each
+// kind joins as the bugs it finds are fixed; STRATA_HARNESS_FAULTS=all
+// switches them all on.
+var DefaultFaults []Fault
 
 // ParseFaults reads a comma-separated mix: "all", "default", fault names,
 // and "-name" to take one out ("all,-wipe").
