@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
@@ -9,9 +10,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -423,3 +427,70 @@ func TestSCRAMLibrdkafkaFinalNonce(t *testing.T) {
 		})
 	}
 }
+
+// A failed login is logged with the client's name cut short, and its
+// address is muted before its next request on any connection (as a
+// refused produce is) until a login from it succeeds: a stranger can
+// neither write half a megabyte of log per attempt nor make the broker
+// hash passwords as fast as it can send them.
+func TestFailedLoginsAreBoundedAndMuted(t *testing.T) {
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	addr, srv := serveMemory(t, Config{AutoCreateTopics: true, Auth: authConfig(t, ""), Logger: logger})
+	login := func(user, password string) int16 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Mechanism = MechPlain
+		if _, err := rawRequest(c, hs, 1); err != nil {
+			t.Fatal(err)
+		}
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.SASLAuthBytes = []byte("\x00" + user + "\x00" + password)
+		raw, err := rawRequest(c, auth, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := kmsg.NewPtrSASLAuthenticateResponse()
+		resp.SetVersion(2)
+		if err := resp.ReadFrom(raw[5:]); err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	muted := func() bool {
+		srv.penalties.mu.Lock()
+		defer srv.penalties.mu.Unlock()
+		return time.Until(srv.penalties.m["127.0.0.1"].until) > 0
+	}
+	if code := login(strings.Repeat("x", 400<<10), "guess"); code != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("a login as a 400 KiB name: error %d; want SASL_AUTHENTICATION_FAILED", code)
+	}
+	if !muted() {
+		t.Fatal("the address of a failed login is not muted")
+	}
+	logMu.Lock()
+	line := logs.String()
+	logMu.Unlock()
+	if !strings.Contains(line, "authentication failed") || len(line) > 1024 {
+		t.Fatalf("the failed login's log (%d bytes): want one line of at most 1 KiB naming the failure; starts %.200q", len(line), line)
+	}
+	if code := login("writer", "writer-pw-2"); code != 0 {
+		t.Fatalf("the right password after a failed login: error %d", code)
+	}
+	if muted() {
+		t.Fatal("the address is still muted after a login from it succeeded")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

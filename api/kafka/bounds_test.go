@@ -694,7 +694,9 @@ func serveSegments(t *testing.T, cfg Config) (string, *Server) {
 
 func serveStore(t *testing.T, st store.Store, cfg Config) (string, *Server) {
 	t.Helper()
-	cfg.Logger = quiet
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	srv := New(st, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

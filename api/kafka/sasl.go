@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -126,7 +128,17 @@ func (s *Server) saslAuthenticate(ss *session, r *kmsg.SASLAuthenticateRequest) 
 		return fail(kerr.IllegalSaslState.Code, "SaslAuthenticate is expected only after a successful SaslHandshake")
 	}
 	failed := func(user string, reason string) kmsg.Response {
-		s.log.Warn("kafka: authentication failed", "remote", ss.remote, "mechanism", ss.mech, "user", user, "reason", reason)
+		// The name is the client's: logged cut short, at most once a
+		// second, and its address is muted before its next request (as a
+		// refused produce is), so a stranger can neither fill the log
+		// nor spend the cores on password hashing at will.
+		if len(user) > 64 {
+			user = strings.ToValidUTF8(user[:64], "") + "..."
+		}
+		s.refusal("kafka: authentication failed", "remote", ss.remote, "mechanism", ss.mech, "user", user, "reason", reason)
+		if host, _, err := net.SplitHostPort(ss.remote); err == nil {
+			s.penalties.set(host, true)
+		}
 		return fail(kerr.SaslAuthenticationFailed.Code,
 			fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", ss.mech))
 	}
@@ -195,5 +207,8 @@ func (s *Server) saslAuthenticate(ss *session, r *kmsg.SASLAuthenticateRequest) 
 func (s *Server) authenticated(ss *session, user string, resp *kmsg.SASLAuthenticateResponse) kmsg.Response {
 	ss.user, ss.conv = user, nil
 	s.log.Info("kafka: authenticated", "remote", ss.remote, "mechanism", ss.mech, "user", user)
+	if host, _, err := net.SplitHostPort(ss.remote); err == nil {
+		s.penalties.set(host, false) // a client that signs in is not the stranger the failures were
+	}
 	return resp
 }
