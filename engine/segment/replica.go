@@ -126,7 +126,20 @@ func (e *Engine) loadHighWatermark(sh *shard) error {
 	}
 	hw := binary.BigEndian.Uint64(b)
 	if hw > sh.end {
-		e.log.Warn("the saved high watermark is past the recovered log end: lowering it", "shard", sh.name, "high_watermark", hw, "log_end", sh.end)
+		// Records below the high watermark were acknowledged: a log that
+		// ends before it lost some, whatever the synced mark says (a mark
+		// not yet written, a file cut by the disk). The copy is damaged
+		// from its end on, so replication refills it from the leader and
+		// the controller does not elect it (docs/replication.md).
+		var seg uint64
+		if n := len(sh.segments); n > 0 {
+			seg = sh.segments[n-1].no
+		}
+		e.noteDamage(sh, &LocalDamage{Segment: seg, From: sh.end,
+			Cause: fmt.Errorf("the saved high watermark %d is past the recovered log end %d: acknowledged records are missing", hw, sh.end)})
+		e.stats.Damaged.Add(1)
+		e.log.Error("the saved high watermark is past the recovered log end: the copy lost acknowledged records and is marked damaged",
+			"shard", sh.name, "high_watermark", hw, "log_end", sh.end)
 	}
 	sh.high = max(min(hw, sh.end), sh.low)
 	return nil

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cockroachdb/pebble"
+
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -276,5 +278,47 @@ func TestDamagedHighWatermarkFile(t *testing.T) {
 	}
 	if err := e.TruncateTo(ctx, "d-0", 2); !errors.Is(err, store.ErrCommitted) {
 		t.Fatalf("TruncateTo below the high watermark: %v", err)
+	}
+}
+
+// A replicated copy whose log ends below its saved high watermark lost
+// records that were acknowledged, whatever its synced mark says (here the
+// mark is gone, as a mark not yet on disk at a kill would be): it is
+// marked damaged from its end on, so replication refills it and the
+// controller does not elect it.
+func TestLogEndBelowTheSavedHighWatermarkIsDamage(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := open(t, cfg)
+	if err := e.CreateShard(ctx, "m-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, "m-0", replicaRecords(10, 0, "k", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetHighWatermark(ctx, "m-0", 10); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	db, err := pebble.Open(filepath.Join(cfg.Dir, "index"), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(syncedKey("m-0"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	seg := filepath.Join(cfg.Dir, "m-0", "0.msg")
+	st, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(seg, st.Size()-10); err != nil { // the last record cut short
+		t.Fatal(err)
+	}
+	e = open(t, cfg)
+	defer e.Close()
+	d := e.Damage("m-0")
+	if d == nil || d.From != 9 {
+		t.Fatalf("a copy that ends at 9 below its saved high watermark 10: damage %v; want damage from offset 9", d)
 	}
 }
