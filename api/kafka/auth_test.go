@@ -109,17 +109,10 @@ func TestSASLLogins(t *testing.T) {
 // rawRequest writes one request frame on c and reads the answer; an
 // error means the connection was closed.
 func rawRequest(c net.Conn, req kmsg.Request, version int16) ([]byte, error) {
-	req.SetVersion(version)
-	f := binary.BigEndian.AppendUint32(nil, 0)
-	f = binary.BigEndian.AppendUint16(f, uint16(req.Key()))
-	f = binary.BigEndian.AppendUint16(f, uint16(version))
-	f = binary.BigEndian.AppendUint32(f, 1)
-	f = binary.BigEndian.AppendUint16(f, 0xffff) // null client id
-	if req.IsFlexible() {
-		f = append(f, 0)
+	f, err := encodeFrame(req, version)
+	if err != nil {
+		return nil, err
 	}
-	f = req.AppendTo(f)
-	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(f); err != nil {
 		return nil, err
@@ -129,7 +122,7 @@ func rawRequest(c net.Conn, req kmsg.Request, version int16) ([]byte, error) {
 		return nil, err
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	_, err := io.ReadFull(c, body)
+	_, err = io.ReadFull(c, body)
 	return body, err
 }
 

@@ -115,9 +115,9 @@ func BenchmarkKafkaConsume(b *testing.B) {
 	}
 	defer eng.Close()
 	metrics := NewMetrics(prometheus.NewRegistry())
-	ahead, _ := serveEngine(b, eng, Config{Metrics: metrics, MaxReadAheadBytes: 128 << 20})
+	ahead, _ := serveStore(b, eng, Config{Metrics: metrics, MaxReadAheadBytes: 128 << 20})
 	plainMetrics := NewMetrics(prometheus.NewRegistry())
-	plain, _ := serveEngine(b, eng, Config{Metrics: plainMetrics})
+	plain, _ := serveStore(b, eng, Config{Metrics: plainMetrics})
 	const topic = "consume"
 	if err := load.CreateTopic(ctx, ahead, topic, partitions, nil); err != nil {
 		b.Fatal(err)

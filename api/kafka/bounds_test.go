@@ -692,7 +692,7 @@ func serveSegments(t *testing.T, cfg Config) (string, *Server) {
 	return serveStore(t, e, cfg)
 }
 
-func serveStore(t *testing.T, st store.Store, cfg Config) (string, *Server) {
+func serveStore(t testing.TB, st store.Store, cfg Config) (string, *Server) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet

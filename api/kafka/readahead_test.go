@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -18,24 +17,6 @@ import (
 	"strata/engine/segment"
 )
 
-// serveEngine serves e with cfg; the server shuts down at cleanup.
-func serveEngine(t testing.TB, e *segment.Engine, cfg Config) (string, *Server) {
-	t.Helper()
-	cfg.Logger = quiet
-	srv := New(e, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	return ln.Addr().String(), srv
-}
-
 // readAheadSetup is one engine with a topic of 3 partitions of 200
 // records each, served twice: with read-ahead (metrics counted) and
 // without.
@@ -46,8 +27,8 @@ func readAheadSetup(t *testing.T) (ahead, plain string, srv *Server, m *Metrics)
 	}
 	t.Cleanup(func() { e.Close() })
 	m = NewMetrics(prometheus.NewRegistry())
-	ahead, srv = serveEngine(t, e, Config{AutoCreateTopics: true, DefaultPartitions: 3, Metrics: m, MaxReadAheadBytes: 128 << 20})
-	plain, _ = serveEngine(t, e, Config{})
+	ahead, srv = serveStore(t, e, Config{AutoCreateTopics: true, DefaultPartitions: 3, Metrics: m, MaxReadAheadBytes: 128 << 20})
+	plain, _ = serveStore(t, e, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := client(t, ahead, kgo.DefaultProduceTopic("ahead"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
