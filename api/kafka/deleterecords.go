@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/peer"
+	"strata/replica"
 )
 
 // deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1
@@ -88,12 +90,11 @@ func (s *Server) deleteLocal(ctx context.Context, shard string, off int64) (int1
 }
 
 func (s *Server) deleteRemote(ctx context.Context, topic string, partition, node int32, off int64) (int16, int64) {
-	addr, ok := s.brokerAddr(node)
-	if !ok {
+	got, err := s.cfg.Peers.DeleteRecords(ctx, node, topic, partition, off)
+	if errors.Is(err, peer.ErrNotLive) {
 		s.refusal("kafka: delete records: the node holding the partition's earlier offsets is not live", "topic", topic, "partition", partition, "node", node)
 		return kerr.KafkaStorageError.Code, -1
 	}
-	got, err := s.peers.deleteRecords(ctx, addr, topic, partition, off)
 	if err != nil {
 		s.refusal("kafka: delete records: asking the node holding the partition's earlier offsets", "topic", topic, "partition", partition, "node", node, "err", err)
 		return kerr.KafkaStorageError.Code, -1
@@ -114,3 +115,32 @@ func (s *Server) historyEnd(parts []LogPart) (int64, bool) {
 
 // ownStart is where the leader's part of a split log begins: the last.
 func (s *Server) ownStart(parts []LogPart) int64 { return parts[len(parts)-1].Start }
+
+// awaitDeleted waits, for a replicated partition, until its ISR has
+// deleted below low too (replica.Node.AwaitLogStart: the followers report
+// their log starts in their fetches), within the request's timeout:
+// REQUEST_TIMED_OUT after it, as Kafka's delayed DeleteRecords answers
+// (the leader's delete stands; the followers catch up).
+func (s *Server) awaitDeleted(ctx context.Context, topic string, partition int32, shard string, low int64, timeout time.Duration) int16 {
+	info, _ := s.cluster.Partition(topic, partition)
+	if len(info.Replicas) <= 1 || s.cfg.Replication == nil {
+		return errNone
+	}
+	// The followers' long polls answer now: their next fetch then deletes
+	// and reports the new start.
+	s.appended.wake(shard)
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch err := s.cfg.Replication.AwaitLogStart(ctx, shard, low); {
+	case err == nil:
+		return errNone
+	case errors.Is(err, replica.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	default:
+		s.log.Warn("kafka: delete records: the ISR has not deleted within the request's timeout", "shard", shard, "offset", low, "err", err)
+		return kerr.RequestTimedOut.Code
+	}
+}

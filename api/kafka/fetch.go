@@ -19,11 +19,8 @@ import (
 // it asked for (or max_wait) and reads again.
 func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response {
 	namePartitionsOnce(r)
-	if isCopyRead(r) {
-		return s.copyRead(ctx, r)
-	}
-	if s.isReplicaFetch(r) {
-		return s.replicaFetch(ctx, r)
+	if resp, ok := s.cfg.PeerFetches.Answer(ctx, r, s.longPoll); ok {
+		return resp // another node's marked fetch: the node-to-node protocol's
 	}
 	var answered []fetchRead // the reads of the answer longPoll returns
 	resp := s.longPoll(ctx, r, func() (*kmsg.FetchResponse, bool) {

@@ -23,10 +23,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/peer"
 	"strata/replica"
 	"strata/topicconfig"
 )
@@ -102,19 +102,23 @@ type Config struct {
 	LogDir string
 	// Cluster says who serves what; nil is this node alone.
 	Cluster Cluster
-	// PeerOpts configure the client a leader reads other nodes' parts of a
-	// split log with (SplitLog): TLS and SASL as the listeners want them.
-	PeerOpts []kgo.Opt
+	// Peers is this node's client of the other nodes: a leader reads the
+	// parts of a split log they hold with it (SplitLog, split.go). Nil:
+	// this node alone.
+	Peers *peer.Client
+	// PeerFetches answers the Fetches other nodes mark as theirs
+	// (followers' fetches, copy reads); fetch.go hands them over. Nil:
+	// this node alone.
+	PeerFetches *peer.Server
 	// Replication replicates the partitions with several replicas (nil on
-	// a single node): produces wait for acks through it, and followers'
-	// fetches are answered by it (replicate.go).
+	// a single node): produces wait for acks through it.
 	Replication *replica.Node
 	// PeerUser is the SASL user other nodes sign in as (cluster.peer_user):
 	// with SASL on, only its requests are answered as a replica's.
 	PeerUser string
 	// PeerSecret is the cluster's shared secret (cluster.PeerSecret): this
-	// node proves its replica requests with it and answers as a replica's
-	// only requests proved with it (peerauth.go). Nil: none is.
+	// node answers as a replica's only requests proved with it
+	// (peer.Proofs). Nil: none is.
 	PeerSecret []byte
 	// Metrics, if set, counts requests and errors.
 	Metrics *Metrics
@@ -143,8 +147,7 @@ type Server struct {
 
 	cluster    Cluster
 	topicStore TopicStore
-	peers      *peers
-	peerProofs peerProofs
+	peerProofs peer.Proofs
 	// topicsMu makes a single node's topic changes (create, delete, grow,
 	// alter configs) one at a time: each checks the topic, then writes its
 	// configs and shards, and two interleaved would mix them.
@@ -250,7 +253,6 @@ func New(s store.Store, cfg Config) *Server {
 	if srv.cluster == nil {
 		srv.cluster = singleNode{srv}
 	}
-	srv.peers = &peers{self: srv.cluster.Self(), opts: cfg.PeerOpts, prove: srv.prove}
 	return srv
 }
 
@@ -331,7 +333,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.openMu.Unlock()
 	s.groups.close()
-	defer s.peers.close()
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
 	select {
@@ -756,3 +757,11 @@ func frameWhole(head []byte, flexibleHeader bool, resp kmsg.Response) []byte {
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out
 }
+
+// WakeShard wakes the fetches waiting on shard: its high watermark rose.
+func (s *Server) WakeShard(shard string) { s.appended.wake(shard) }
+
+// ForgetProducers drops what is known of shard's idempotent producers: this
+// node has just become its leader, and the state is rebuilt from its log
+// (which holds every batch the old leader committed) at the next produce.
+func (s *Server) ForgetProducers(shard string) { s.seqs.forget(shard) }

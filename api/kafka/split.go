@@ -2,16 +2,19 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/peer"
 )
 
 // A partition whose leadership moved at a roll has its log split across
 // nodes (SplitLog): the leader serves every offset, reading the parts
-// other nodes hold from them as a replica would (peers.go). Clients never
+// other nodes hold from them as a replica would (peer.Client). Clients never
 // learn of it: no redirect, no preferred read replica, the same answers
 // from the one broker they were told leads the partition.
 
@@ -19,7 +22,7 @@ import (
 // (a follower's fetch, a copy read, a read of its part of a split log),
 // which is answered as a replica's: the id must be a live broker other
 // than this one, the request must carry that node's peer proof
-// (peerauth.go) and, with SASL on, the connection be signed in as the
+// (peer.Proofs) and, with SASL on, the connection be signed in as the
 // peer user (cluster.peer_user). Anyone else gets a consumer's answer,
 // with the leader checks.
 func (s *Server) fromPeer(req kmsg.Request, id int32, tags kmsg.Tags, cl clientInfo) bool {
@@ -36,7 +39,7 @@ func (s *Server) fromPeer(req kmsg.Request, id int32, tags kmsg.Tags, cl clientI
 	if !live {
 		return false
 	}
-	if ok, why := s.peerProofs.check(s.cfg.PeerSecret, tags, req.Key(), id, s.cluster.Self(), time.Now()); !ok {
+	if ok, why := s.peerProofs.Check(s.cfg.PeerSecret, tags, req.Key(), id, s.cluster.Self(), time.Now()); !ok {
 		s.refusal("kafka: a request naming a node's replica id without that node's proof; answered as a consumer's",
 			"remote", cl.host, "api", kmsg.NameForKey(req.Key()), "replica_id", id, "why", why)
 		return false
@@ -66,8 +69,10 @@ func (s *Server) holder(parts []LogPart, offset int64) int32 {
 	return parts[i].Node
 }
 
-func (s *Server) brokerAddr(node int32) (string, bool) {
-	for _, b := range s.cluster.Brokers() {
+// BrokerAddr is live node's Kafka listener in c, host:port: where a
+// peer.Client sends to it (peer.ClientConfig.Addr).
+func BrokerAddr(c Cluster, node int32) (string, bool) {
+	for _, b := range c.Brokers() {
 		if b.NodeID == node {
 			return b.Host + ":" + strconv.Itoa(int(b.Port)), true
 		}
@@ -89,13 +94,12 @@ type remoteRead struct {
 // that is down answers KAFKA_STORAGE_ERROR, which clients retry: with one
 // replica, those offsets are readable again when it returns.
 func (s *Server) readRemote(ctx context.Context, rd remoteRead) {
-	addr, ok := s.brokerAddr(rd.node)
-	if !ok {
+	got, err := s.cfg.Peers.ReadPart(ctx, rd.node, rd.topic, rd.partition, rd.offset, int32(rd.limit))
+	if errors.Is(err, peer.ErrNotLive) {
 		s.refusal("kafka: fetch: the node holding these offsets is not live", "topic", rd.topic, "partition", rd.partition, "offset", rd.offset, "node", rd.node)
 		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
 		return
 	}
-	got, err := s.peers.fetch(ctx, addr, rd.node, rd.topic, rd.partition, rd.offset, int32(rd.limit))
 	if err != nil {
 		s.refusal("kafka: fetch: reading from the node holding these offsets", "topic", rd.topic, "partition", rd.partition, "offset", rd.offset, "node", rd.node, "err", err)
 		rd.rp.ErrorCode = kerr.KafkaStorageError.Code
@@ -153,13 +157,12 @@ func (s *Server) listSplit(ctx context.Context, topic string, partition int32, p
 func (s *Server) listRemote(ctx context.Context, topic string, partition int32, node int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
 	rp := kmsg.NewListOffsetsResponseTopicPartition()
 	rp.Partition, rp.LeaderEpoch, rp.Timestamp, rp.Offset = partition, -1, -1, -1
-	addr, ok := s.brokerAddr(node)
-	if !ok {
+	got, err := s.cfg.Peers.ListOffset(ctx, node, topic, partition, ts)
+	if errors.Is(err, peer.ErrNotLive) {
 		s.refusal("kafka: list offsets: the node holding the partition's earlier offsets is not live", "topic", topic, "partition", partition, "node", node)
 		rp.ErrorCode = kerr.KafkaStorageError.Code
 		return rp
 	}
-	got, err := s.peers.listOffset(ctx, addr, node, topic, partition, ts)
 	if err != nil {
 		s.refusal("kafka: list offsets: asking the node holding the partition's earlier offsets", "topic", topic, "partition", partition, "node", node, "err", err)
 		rp.ErrorCode = kerr.KafkaStorageError.Code

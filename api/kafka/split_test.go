@@ -16,6 +16,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/segment"
+	"strata/peer"
 )
 
 // twoNodes is a cluster of two strata Kafka servers where partition t-0
@@ -93,7 +94,9 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 		if _, err := e.Append(ctx, "t-0", recs); err != nil {
 			t.Fatal(err)
 		}
-		srv := New(e, Config{Logger: quiet, Cluster: twoNodes{self: id, mu: mu, addrs: addrs}, PeerSecret: []byte("the two nodes' peer secret")})
+		nodes, secret := twoNodes{self: id, mu: mu, addrs: addrs}, []byte("the two nodes' peer secret")
+		peers := peer.NewClient(peer.ClientConfig{Self: id, Secret: secret, Addr: func(n int32) (string, bool) { return BrokerAddr(nodes, n) }})
+		srv := New(e, Config{Logger: quiet, Cluster: nodes, Peers: peers, PeerSecret: secret})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -107,6 +110,7 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 			delete(addrs, id)
 			mu.Unlock()
 			srv.Shutdown(ctx)
+			peers.Close()
 			e.Close()
 		}
 		t.Cleanup(stops[id])

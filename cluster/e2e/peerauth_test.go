@@ -79,7 +79,7 @@ func TestStrangerFollowerFetchDoesNotMoveHighWatermark(t *testing.T) {
 		rt.Topic = "guarded"
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, 1<<20, epoch
-		rp.UnknownTags.Set(0x5301, []byte{0}) // a follower's fetch (api/kafka/replicate.go)
+		rp.UnknownTags.Set(0x5301, []byte{0}) // a follower's fetch (peer/wire.go)
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

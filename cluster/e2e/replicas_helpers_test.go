@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strata/api/kafka"
 	"strata/internal/testsvc"
+	"strata/peer"
 )
 
 // newProxiedCluster starts n nodes whose peers reach each one's Kafka
@@ -120,7 +120,7 @@ func (c *cluster) copyOf(id, as int32, topic string, p int32) (recs []readRec, h
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = p, from, 8<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		kafka.ProvePeer(req, secret, as, id, time.Now())
+		peer.Prove(req, secret, as, id, time.Now())
 		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
 		if err != nil {
 			return nil, 0, err

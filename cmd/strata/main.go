@@ -26,6 +26,7 @@ import (
 	"strata/api/admin"
 	"strata/api/kafka"
 	"strata/cluster"
+	"strata/peer"
 	"strata/replica"
 	"strata/tiering"
 )
@@ -244,10 +245,11 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	var view kafka.Cluster     // nil: this node alone
 	var member *cluster.Member // nil: this node alone
-	var peers []kgo.Opt
+	var peers *peer.Client     // nil: this node alone
 	var peerSecret []byte
 	if cfg.Cluster.Enabled() {
-		if peers, err = peerOpts(cfg); err != nil {
+		var opts []kgo.Opt
+		if opts, err = peerOpts(cfg); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -263,6 +265,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			return err
 		}
 		topics.member.Store(member)
+		peers = peer.NewClient(peer.ClientConfig{Self: view.Self(), Opts: opts, Secret: peerSecret,
+			Addr: func(node int32) (string, bool) { return kafka.BrokerAddr(view, node) }})
+		defer peers.Close() // after ksrv.Shutdown too, on every way out
 		defer func() {
 			// A tiering run finishes first, while its claims (under this
 			// node's lease) still hold; then the lease is revoked, and
@@ -279,7 +284,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var copies *clusterReplicas
 	if member != nil {
 		claims = member
-		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, reg, log.With("component", "tiering")); err != nil {
+		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, peers, reg, log.With("component", "tiering")); err != nil {
 			ln.Close()
 			kln.Close()
 			return err
@@ -299,7 +304,8 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if err != nil {
 		logDir = cfg.DataDir
 	}
-	var repl *replica.Node // nil: this node alone
+	var repl *replica.Node       // nil: this node alone
+	var peerFetches *peer.Server // nil: this node alone
 	var ksrv *kafka.Server
 	if member != nil {
 		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store,
@@ -308,6 +314,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			Log: log.With("component", "replica"), Registerer: reg,
 			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) },
 			BatchEnd: kafka.EndsBatch})
+		peerFetches = &peer.Server{Store: store, Leader: repl, Log: log.With("component", "peer")}
 	}
 	ksrv = kafka.New(store, kafka.Config{
 		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
@@ -320,16 +327,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
 		FetchMaxBytes: int32(min(int64(cfg.Kafka.FetchMaxBytes), 1<<30)), MaxInflightFetchBytes: int64(cfg.Kafka.MaxInflightFetchBytes),
 		LogDir: logDir,
-		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, PeerOpts: peers, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
+		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, Peers: peers, PeerFetches: peerFetches, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
 		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
 		Auth:             sec.auth, Replication: repl,
 	})
-	if copies != nil {
-		copies.kafka.Store(ksrv)
-	}
 	if repl != nil {
 		rolled.replication.Store(repl)
-		go repl.Run(bg, ksrv.ReplicaTransport())
+		go repl.Run(bg, peers)
 	}
 	var scrub *scrubber
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
@@ -370,6 +374,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ksrv.Shutdown(shutCtx) // finish in-flight requests before storage closes
+	peers.Close()          // then this node's own requests to the others
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -9,16 +9,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"strata/api/kafka"
 	"strata/catalog"
 	"strata/cluster"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/peer"
 	"strata/tiering"
 )
 
@@ -33,18 +32,18 @@ const copyReadBytes = 4 << 20
 // clusterReplicas is the tiering job's Replicas in a cluster: a node tiers
 // its own copy of a segment, unless its copy did not agree at the seal
 // (cluster.Member.TierSource); then it reads a verified replica's records
-// over the Kafka listener (kafka.Server.ReadCopy), rebuilds the file here,
+// over the Kafka listener (peer.Client.ReadCopy), rebuilds the file here,
 // and the job checks it against the checksum the cluster sealed.
 type clusterReplicas struct {
 	engine *segment.Engine
 	member *cluster.Member
-	kafka  atomic.Pointer[kafka.Server] // set once the Kafka front end is made
+	peers  *peer.Client
 	dir    string
 	log    *slog.Logger
 	reads  *prometheus.CounterVec // remote copies by result
 }
 
-func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, reg prometheus.Registerer, log *slog.Logger) (*clusterReplicas, error) {
+func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, peers *peer.Client, reg prometheus.Registerer, log *slog.Logger) (*clusterReplicas, error) {
 	dir := filepath.Join(dataDir, copiesDir)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("clearing %s: %w", dir, err)
@@ -58,7 +57,7 @@ func newClusterReplicas(dataDir string, e *segment.Engine, m *cluster.Member, re
 	if err := reg.Register(reads); err != nil {
 		return nil, err
 	}
-	return &clusterReplicas{engine: e, member: m, dir: dir, log: log, reads: reads}, nil
+	return &clusterReplicas{engine: e, member: m, peers: peers, dir: dir, log: log, reads: reads}, nil
 }
 
 func (c *clusterReplicas) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (tiering.Copy, error) {
@@ -77,10 +76,6 @@ func (c *clusterReplicas) SegmentCopy(ctx context.Context, shard string, s catal
 // fetch rebuilds node src.Node's copy of segment s in a temporary file,
 // and refuses it unless its bytes have the sealed checksum.
 func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Segment, src cluster.TierSource) (tiering.CopyFile, error) {
-	srv := c.kafka.Load()
-	if srv == nil {
-		return tiering.CopyFile{}, errors.New("the Kafka front end, which reads other nodes' copies, is not up yet")
-	}
 	tp, ok := store.ParseShard(shard)
 	if !ok {
 		return tiering.CopyFile{}, fmt.Errorf("shard %q names no topic partition", shard)
@@ -105,7 +100,7 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 	var n uint64
 	var buf []byte
 	for next := s.StartOffset; next <= s.EndOffset; {
-		recs, err := srv.ReadCopy(ctx, src.Node, tp.Topic, tp.Partition, int64(next), copyReadBytes)
+		recs, err := c.peers.ReadCopy(ctx, src.Node, tp.Topic, tp.Partition, int64(next), copyReadBytes)
 		if err != nil {
 			return fail(err)
 		}

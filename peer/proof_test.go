@@ -1,4 +1,4 @@
-package kafka
+package peer
 
 import (
 	"bytes"
@@ -29,10 +29,10 @@ func TestPeerProof(t *testing.T) {
 	secret, now := bytes.Repeat([]byte{7}, 32), time.Unix(1_800_000_000, 0)
 	made := func(from, to int32, at time.Time) kmsg.Tags {
 		req := kmsg.NewPtrFetchRequest()
-		ProvePeer(req, secret, from, to, at)
+		Prove(req, secret, from, to, at)
 		return tagsOf(t, req)
 	}
-	var pp peerProofs
+	var pp Proofs
 	fetch := kmsg.NewPtrFetchRequest().Key()
 	tags := made(2, 1, now)
 	for _, c := range []struct {
@@ -49,15 +49,15 @@ func TestPeerProof(t *testing.T) {
 		{"no proof", secret, kmsg.Tags{}, fetch, 2, now, false},
 		{"another sender's id", secret, tags, fetch, 3, now, false},
 		{"another API", secret, tags, kmsg.NewPtrListOffsetsRequest().Key(), 2, now, false},
-		{"made for node 1", secret, tags, fetch, 2, now.Add(peerProofSkew), true},
+		{"made for node 1", secret, tags, fetch, 2, now.Add(proofSkew), true},
 		{"replayed", secret, tags, fetch, 2, now, false},
-		{"replayed a window later", secret, tags, fetch, 2, now.Add(2*peerProofSkew + time.Second), false},
+		{"replayed a window later", secret, tags, fetch, 2, now.Add(2*proofSkew + time.Second), false},
 		{"made for node 3", secret, made(2, 3, now), fetch, 2, now, false},
-		{"too old", secret, made(2, 1, now.Add(-peerProofSkew-time.Second)), fetch, 2, now, false},
-		{"from the future", secret, made(2, 1, now.Add(peerProofSkew+time.Second)), fetch, 2, now, false},
+		{"too old", secret, made(2, 1, now.Add(-proofSkew-time.Second)), fetch, 2, now, false},
+		{"from the future", secret, made(2, 1, now.Add(proofSkew+time.Second)), fetch, 2, now, false},
 		{"a fresh one", secret, made(2, 1, now), fetch, 2, now, true},
 	} {
-		if ok, why := pp.check(c.secret, c.tags, c.key, c.from, 1, c.now); ok != c.ok {
+		if ok, why := pp.Check(c.secret, c.tags, c.key, c.from, 1, c.now); ok != c.ok {
 			t.Errorf("%s: accepted %v (%s), want %v", c.name, ok, why, c.ok)
 		}
 	}
@@ -68,11 +68,11 @@ func TestPeerProof(t *testing.T) {
 func FuzzPeerProof(f *testing.F) {
 	secret, now := bytes.Repeat([]byte{7}, 32), time.Unix(1_800_000_000, 0)
 	req := kmsg.NewPtrFetchRequest()
-	// ProvePeer's nonce is random, and each fuzz worker runs this anew:
+	// Prove's nonce is random, and each fuzz worker runs this anew:
 	// the one good proof is made with a fixed nonce instead.
 	nonce := bytes.Repeat([]byte{9}, 16)
 	good := binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))
-	good = append(append(good, nonce...), peerMAC(secret, req.Key(), 2, 1, now.UnixNano(), nonce)...)
+	good = append(append(good, nonce...), proofMAC(secret, req.Key(), 2, 1, now.UnixNano(), nonce)...)
 	f.Add(bytes.Clone(good))
 	f.Add(good[:30])
 	f.Add(append(bytes.Clone(good), 0))
@@ -80,8 +80,8 @@ func FuzzPeerProof(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v []byte) {
 		var tags kmsg.Tags
 		tags.Set(tagPeerProof, v)
-		var pp peerProofs
-		ok, _ := pp.check(secret, tags, req.Key(), 2, 1, now)
+		var pp Proofs
+		ok, _ := pp.Check(secret, tags, req.Key(), 2, 1, now)
 		if ok && !bytes.Equal(v, good) {
 			t.Fatalf("a proof not made with the secret passed: %x", v)
 		}
