@@ -11,10 +11,11 @@ import (
 	"strata/replica"
 )
 
-// A leader's answer to a follower and a follower's seal reports are bytes
-// from the network: whatever they hold, decoding refuses them or returns
-// what they encode, and a follower never appends records that were not
-// whole and intact.
+// A leader's answer to a follower, a copy read's answer and a follower's
+// seal reports are bytes from the network: whatever they hold, decoding
+// refuses them or returns what they encode, and a follower (or a node
+// rebuilding a sealed segment) never takes records that were not whole and
+// intact.
 func FuzzDecodeReplicaFetch(f *testing.F) {
 	var recs []byte
 	for i, v := range []string{"a", "bb", ""} {
@@ -46,6 +47,17 @@ func FuzzDecodeReplicaFetch(f *testing.F) {
 			}
 			if !bytes.Equal(again, recs) {
 				t.Fatalf("decoded records re-encode to %d bytes, not the %d received", len(again), len(recs))
+			}
+		}
+		if got, err := decodeCopyRead(recs); err == nil {
+			var again []byte
+			for i := range got {
+				if again, err = record.Append(again, &got[i]); err != nil {
+					t.Fatalf("a copy read's decoded record does not encode: %v", err)
+				}
+			}
+			if !bytes.Equal(again, recs) {
+				t.Fatalf("a copy read's records re-encode to %d bytes, not the %d received", len(again), len(recs))
 			}
 		}
 		if s, err := decodeSeals(seals); err == nil && !bytes.Equal(encodeSeals(s), seals) {

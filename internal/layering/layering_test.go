@@ -36,6 +36,20 @@ var rules = []rule{
 		from: []string{"strata/cluster"}, to: []string{"strata/api", "strata/tiering"}},
 	{why: "nothing imports the service's wiring",
 		from: []string{"strata/"}, to: []string{"strata/cmd"}, except: []string{"strata/cmd"}},
+	{why: "the node-to-node protocol (peer) is replication's wire and the front end's helper: it never calls the front ends, the cluster or tiering",
+		from: []string{"strata/peer"}, to: []string{"strata/api", "strata/cluster", "strata/tiering"}},
+	{why: "replication is a state machine under its transport: it knows neither the wire (peer), the front end nor the cluster; cmd wires them (a test kit may build any of them)",
+		from: []string{"strata/replica"}, to: []string{"strata/peer", "strata/api", "strata/cluster"}, except: []string{"strata/replica/replicatest"}},
+	{why: "the Kafka front end reaches replication and the cluster only through its interfaces and peer (a marked Fetch handed over, a split log's other parts read)",
+		from: []string{"strata/api/kafka"}, to: []string{"strata/replica", "strata/cluster"}},
+	{why: "the cluster agrees through etcd; the nodes' own requests to each other are peer's, which cmd wires",
+		from: []string{"strata/cluster"}, to: []string{"strata/peer"}},
+}
+
+// pending are edges a rule forbids that stay until the named work takes
+// them out. The test fails once one is gone, so the list only shrinks.
+var pending = []struct{ from, to, until string }{
+	{"strata/api/kafka", "strata/replica", "issue #25 item 1: partition/ takes the leader's append path (produce.go's BeginAppend, AwaitAck, Config.Replication) out of the Produce handler"},
 }
 
 type pkg struct {
@@ -77,13 +91,27 @@ func under(path string, prefixes []string) bool {
 
 func TestImportRules(t *testing.T) {
 	var broken []string
-	for _, p := range packages(t) {
+	pkgs := packages(t)
+	seen := map[[2]string]bool{}
+	for _, p := range pkgs {
+		for _, imp := range p.Imports {
+			seen[[2]string{p.ImportPath, imp}] = true
+		}
+	}
+	allowed := map[[2]string]bool{}
+	for _, e := range pending {
+		if !seen[[2]string{e.from, e.to}] {
+			broken = append(broken, fmt.Sprintf("%s no longer imports %s: take the edge off the pending list (%s)", e.from, e.to, e.until))
+		}
+		allowed[[2]string{e.from, e.to}] = true
+	}
+	for _, p := range pkgs {
 		for _, r := range rules {
 			if !under(p.ImportPath, r.from) || under(p.ImportPath, r.except) {
 				continue
 			}
 			for _, imp := range p.Imports {
-				if !under(imp, r.to) {
+				if !under(imp, r.to) || allowed[[2]string{p.ImportPath, imp}] {
 					continue
 				}
 				broken = append(broken, fmt.Sprintf("%s imports %s: %s", p.ImportPath, imp, r.why))
