@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// Transport carries a follower's fetches to its leader (api/kafka sends
-// them as Kafka Fetch requests from a replica, between the nodes' own
-// listeners).
+// Transport carries a follower's fetches to its leader. Between nodes it
+// is peer.Client (Kafka Fetch requests from a replica, between the nodes'
+// own listeners); in a test any value that hands each request to the
+// leader's Node.FollowerFetch and returns its answer will do (batches_test.go's
+// localTransport). It is the only way a Node reaches another node.
 type Transport interface {
 	// Fetch asks leader, as this node's follower, for each request's
 	// partition's records from its offset on, in one request that waits up
