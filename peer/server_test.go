@@ -105,7 +105,9 @@ func TestCopyReadAnswersFromTheLogEnd(t *testing.T) {
 func TestAnswerLeavesOtherFetchesToTheFrontEnd(t *testing.T) {
 	ctx := context.Background()
 	s := &Server{Store: memory.New(0), Log: slog.New(slog.DiscardHandler)}
-	poll := func(context.Context, *kmsg.FetchRequest, func() (*kmsg.FetchResponse, bool)) kmsg.Response { return nil }
+	poll := func(context.Context, *kmsg.FetchRequest, func() (*kmsg.FetchResponse, bool)) kmsg.Response {
+		return nil
+	}
 	consumer := copyReadOf(t, -1, map[int32]int64{0: 0})
 	partly := copyReadOf(t, 2, map[int32]int64{0: 0, 1: 0})
 	partly.Topics[0].Partitions[1].UnknownTags = kmsg.Tags{}
