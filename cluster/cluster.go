@@ -190,49 +190,12 @@ type Config struct {
 var (
 	// ErrNodeIDTaken: another live node is registered with this id.
 	ErrNodeIDTaken = errors.New("cluster: node id taken by a live node")
-	// ErrTopicExists: CreateTopic of a topic that exists, or whose
-	// deletion is still being cleared (Kafka: "marked for deletion").
-	ErrTopicExists = errors.New("cluster: topic exists")
-	// ErrTopicDeleting (an ErrTopicExists): the topic's name is still taken
-	// while its deletion is cleared from the bucket.
-	ErrTopicDeleting = fmt.Errorf("%w: marked for deletion", ErrTopicExists)
-	// ErrUnknownTopic: DeleteTopic of a topic that does not exist.
-	ErrUnknownTopic = errors.New("cluster: unknown topic")
-	// ErrInvalidTopic: a name Kafka would not accept.
-	ErrInvalidTopic = errors.New("cluster: invalid topic name")
-	// ErrInvalidPartitions: a partition count below 1.
-	ErrInvalidPartitions = errors.New("cluster: invalid partition count")
-	// ErrInvalidReplicationFactor: below 1, or above the live nodes.
-	ErrInvalidReplicationFactor = errors.New("cluster: invalid replication factor")
 	// ErrDeposed: a placement write from a controller whose term is over.
 	ErrDeposed = errors.New("cluster: controller deposed: its term is over")
 	// errConflict: a placement write whose partition, or topic, changed
 	// since the view it was planned from; the controller plans again.
 	errConflict = errors.New("cluster: placement write conflicts with a newer record")
 )
-
-// PartitionCountError refuses a CreatePartitions that would not grow the
-// topic (it wraps ErrInvalidPartitions).
-type PartitionCountError struct {
-	Topic      string
-	Has, Asked int32
-}
-
-func (e *PartitionCountError) Error() string {
-	return fmt.Sprintf("%v: topic %s has %d partitions; %d would not be an increase", ErrInvalidPartitions, e.Topic, e.Has, e.Asked)
-}
-
-func (e *PartitionCountError) Unwrap() error { return ErrInvalidPartitions }
-
-// PartitionLimitError refuses a CreateTopic or CreatePartitions that would
-// take the cluster past Config.MaxPartitions.
-type PartitionLimitError struct {
-	Max, Has, More int
-}
-
-func (e *PartitionLimitError) Error() string {
-	return fmt.Sprintf("cluster: %d more partitions would take the cluster's %d past its bound of %d (kafka.max_partitions)", e.More, e.Has, e.Max)
-}
 
 // keys builds the cluster's etcd keys under one prefix.
 type keys struct{ prefix string }

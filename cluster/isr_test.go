@@ -20,7 +20,7 @@ func threeNodes(t *testing.T, h *harness, topic string, partitions int32) map[in
 	eventually(t, ms[1], 5*time.Second, "node 1 is not controller", func() bool { return ms[1].Controller() == 1 })
 	ms[2], ms[3] = h.join(2), h.join(3)
 	eventually(t, ms[1], 5*time.Second, "node 1 does not see nodes 2 and 3", func() bool { return len(ms[1].Nodes()) == 3 })
-	if err := ms[1].CreateTopic(context.Background(), topic, partitions, 3); err != nil {
+	if err := ms[1].CreateTopic(context.Background(), topic, partitions, 3, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
@@ -240,11 +240,11 @@ func TestQuorumElection(t *testing.T) {
 	defer cancel()
 	// Three replicas on four nodes: the leader is not node 1, the
 	// controller, whose death would only delay the election.
-	if err := ms[1].CreateTopicWithConfigs(ctx, "fill", 1, 1, nil); err != nil {
+	if err := ms[1].CreateTopic(ctx, "fill", 1, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, ms[1], 5*time.Second, "fill not placed", placed(ms[1], "fill", 1))
-	if err := ms[1].CreateTopicWithConfigs(ctx, "q", 1, 3, map[string]string{"strata.acks.all": "quorum"}); err != nil {
+	if err := ms[1].CreateTopic(ctx, "q", 1, 3, map[string]string{"strata.acks.all": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {

@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"strata/metadata"
 )
 
 // Member is one node in the cluster: registered under a lease while it is
@@ -310,8 +312,8 @@ func (m *Member) Close() error {
 	return nil
 }
 
-// Self is this node.
-func (m *Member) Self() Node { return m.cfg.Self }
+// Node is this node's registration.
+func (m *Member) Node() Node { return m.cfg.Self }
 
 // Nodes lists the live nodes, by id.
 func (m *Member) Nodes() []Node {
@@ -329,8 +331,8 @@ func (m *Member) Controller() int32 {
 	return m.view.controller()
 }
 
-// Topics are the topics by name.
-func (m *Member) Topics() map[string]Topic {
+// TopicRecords are the topics by name, as etcd records them.
+func (m *Member) TopicRecords() map[string]Topic {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]Topic, len(m.view.topics))
@@ -341,9 +343,10 @@ func (m *Member) Topics() map[string]Topic {
 	return out
 }
 
-// Partition is where partition p of topic is served; false while it is not
-// placed (or the topic does not exist).
-func (m *Member) Partition(topic string, p int32) (Partition, bool) {
+// Placement is partition p of topic's record: where it is served, its
+// ISR and spans; false while it is not placed (or the topic does not
+// exist).
+func (m *Member) Placement(topic string, p int32) (Partition, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.view.partitions[TopicPartition{topic, p}]
@@ -441,25 +444,19 @@ func (m *Member) ReportDamaged(ctx context.Context, tps []TopicPartition) error 
 	return nil
 }
 
-// CreateTopic records a topic, if none of that name exists; the controller
-// places its partitions next. The replication factor may not exceed the
-// live nodes.
-func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32, rf int16) error {
-	return m.CreateTopicWithConfigs(ctx, name, partitions, rf, nil)
-}
-
-// CreateTopicWithConfigs is CreateTopic with the topic's configs, written
-// in its record in the same transaction.
-func (m *Member) CreateTopicWithConfigs(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
+// CreateTopic records a topic with its configs (nil: none), if none of
+// that name exists; the controller places its partitions next. The
+// replication factor may not exceed the live nodes.
+func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) error {
 	switch {
 	case !validTopic(name):
-		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+		return fmt.Errorf("%w: %q", metadata.ErrInvalidTopic, name)
 	case partitions < 1:
-		return fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
+		return fmt.Errorf("%w: %d", metadata.ErrInvalidPartitions, partitions)
 	case rf < 1:
-		return fmt.Errorf("%w: %d", ErrInvalidReplicationFactor, rf)
+		return &metadata.InvalidReplicationError{Factor: rf, Why: "below 1"}
 	case int(rf) > len(m.Nodes()):
-		return fmt.Errorf("%w: %d, with %d live nodes", ErrInvalidReplicationFactor, rf, len(m.Nodes()))
+		return &metadata.InvalidReplicationError{Factor: rf, Why: fmt.Sprintf("%d live brokers", len(m.Nodes()))}
 	}
 	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: rf, Created: time.Now().UTC(), Configs: configs}
 	val, _ := json.Marshal(t)
@@ -484,10 +481,10 @@ func (m *Member) CreateTopicWithConfigs(ctx context.Context, name string, partit
 			return nil
 		}
 		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-			return fmt.Errorf("%w: %s: its objects are being removed from the bucket; try again shortly", ErrTopicDeleting, name)
+			return fmt.Errorf("%w: %s: its objects are being removed from the bucket; try again shortly", metadata.ErrTopicDeleting, name)
 		}
 		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
-			return fmt.Errorf("%w: %s", ErrTopicExists, name)
+			return fmt.Errorf("%w: %s", metadata.ErrTopicExists, name)
 		}
 		// Another topic changed since the count: count again.
 	}
@@ -515,7 +512,7 @@ func (m *Member) partitionBound(ctx context.Context, more int) ([]clientv3.Cmp, 
 		has += int(t.Partitions)
 	}
 	if has+more > m.cfg.MaxPartitions {
-		return nil, &PartitionLimitError{Max: m.cfg.MaxPartitions, Has: has, More: more}
+		return nil, &metadata.PartitionLimitError{Max: m.cfg.MaxPartitions, Has: has, More: more}
 	}
 	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(m.keys.topics()), "<", resp.Header.Revision+1).WithPrefix()}, nil
 }
@@ -528,7 +525,7 @@ func (m *Member) partitionBound(ctx context.Context, more int) ([]clientv3.Cmp, 
 // not touched.
 func (m *Member) CreatePartitions(ctx context.Context, name string, count int32) error {
 	if !validTopic(name) {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 	}
 	key := m.keys.topic(name)
 	for range 16 {
@@ -537,7 +534,7 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 			return fmt.Errorf("cluster: reading topic %s: %w", name, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+			return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 		}
 		kv := resp.Kvs[0]
 		var t Topic
@@ -545,7 +542,7 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 			return fmt.Errorf("cluster: topic %s: %w", name, err)
 		}
 		if count <= t.Partitions {
-			return &PartitionCountError{Topic: name, Has: t.Partitions, Asked: count}
+			return &metadata.InvalidPartitionsError{Topic: name, Has: t.Partitions, Asked: count}
 		}
 		from := t.Partitions
 		t.Partitions = count
@@ -583,26 +580,26 @@ func (m *Member) Topic(name string) (Topic, bool) {
 // if it is still the one read (a compare-and-swap on its mod revision);
 // when another writer came first, it is read again and change applied
 // again. An error from change is returned as it is.
-func (m *Member) AlterTopicConfigs(ctx context.Context, name string, change func(map[string]string) (map[string]string, error)) (Topic, error) {
+func (m *Member) AlterTopicConfigs(ctx context.Context, name string, change func(map[string]string) (map[string]string, error)) error {
 	if !validTopic(name) {
-		return Topic{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 	}
 	key := m.keys.topic(name)
 	for range 16 {
 		resp, err := m.cli.Get(ctx, key)
 		if err != nil {
-			return Topic{}, fmt.Errorf("cluster: reading topic %s: %w", name, err)
+			return fmt.Errorf("cluster: reading topic %s: %w", name, err)
 		}
 		if len(resp.Kvs) == 0 {
-			return Topic{}, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+			return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 		}
 		var t Topic
 		if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
-			return Topic{}, fmt.Errorf("cluster: topic %s: %w", name, err)
+			return fmt.Errorf("cluster: topic %s: %w", name, err)
 		}
 		configs, err := change(t.Configs)
 		if err != nil {
-			return Topic{}, err
+			return err
 		}
 		t.Configs = configs
 		val, _ := json.Marshal(t)
@@ -611,15 +608,14 @@ func (m *Member) AlterTopicConfigs(ctx context.Context, name string, change func
 			Then(clientv3.OpPut(key, string(val))).
 			Commit()
 		if err != nil {
-			return Topic{}, fmt.Errorf("cluster: altering topic %s: %w", name, err)
+			return fmt.Errorf("cluster: altering topic %s: %w", name, err)
 		}
 		if txn.Succeeded {
 			m.log.Info("cluster: topic configs altered", "topic", name, "configs", configs)
-			t.Incarnation = resp.Kvs[0].CreateRevision
-			return t, nil
+			return nil
 		}
 	}
-	return Topic{}, fmt.Errorf("cluster: topic %s kept changing while its configs were altered", name)
+	return fmt.Errorf("cluster: topic %s kept changing while its configs were altered", name)
 }
 
 // DeleteTopic removes a topic and its partitions' records in one
@@ -629,7 +625,7 @@ func (m *Member) AlterTopicConfigs(ctx context.Context, name string, change func
 // ever read as the new one's.
 func (m *Member) DeleteTopic(ctx context.Context, name string) error {
 	if !validTopic(name) {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+		return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 	}
 	key := m.keys.topic(name)
 	for {
@@ -638,7 +634,7 @@ func (m *Member) DeleteTopic(ctx context.Context, name string) error {
 			return fmt.Errorf("cluster: deleting topic %s: %w", name, err)
 		}
 		if len(got.Kvs) == 0 {
-			return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+			return fmt.Errorf("%w: %s", metadata.ErrUnknownTopic, name)
 		}
 		var t Topic
 		if err := json.Unmarshal(got.Kvs[0].Value, &t); err != nil {

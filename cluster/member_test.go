@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"strata/internal/testsvc"
+
+	"strata/metadata"
 )
 
 // ttl is short so that expiry takes seconds; etcd's minimum is 1.5s.
@@ -193,12 +195,12 @@ func ids(ns []Node) []int32 {
 // leaders maps each partition of topic to its leader and epoch as m sees them.
 func leaders(m *Member, topic string) map[int32][2]int32 {
 	out := map[int32][2]int32{}
-	t, ok := m.Topics()[topic]
+	t, ok := m.TopicRecords()[topic]
 	if !ok {
 		return out
 	}
 	for i := int32(0); i < t.Partitions; i++ {
-		if p, ok := m.Partition(topic, i); ok {
+		if p, ok := m.Placement(topic, i); ok {
 			out[i] = [2]int32{p.Leader, p.Epoch}
 		}
 	}
@@ -235,10 +237,10 @@ func TestMembership(t *testing.T) {
 			return slices.Equal(ids(m.Nodes()), []int32{1, 2, 3})
 		})
 		if got := m.Controller(); got != 1 {
-			t.Errorf("node %d sees controller %d, want 1", m.Self().ID, got)
+			t.Errorf("node %d sees controller %d, want 1", m.Node().ID, got)
 		}
 		if !m.Live() {
-			t.Errorf("node %d is not live", m.Self().ID)
+			t.Errorf("node %d is not live", m.Node().ID)
 		}
 	}
 	if n := m3.Nodes()[1]; n.KafkaAddr != "127.0.0.1:19092" || n.AdminAddr != "127.0.0.1:19642" {
@@ -324,7 +326,7 @@ func TestControllerDeposedIsFenced(t *testing.T) {
 	m2 := h.join(2)
 	eventually(t, m1, 5*time.Second, "node 1 does not see node 2", func() bool { return len(m1.Nodes()) == 2 })
 	ctx := context.Background()
-	if err := m2.CreateTopic(ctx, "clicks", 4, 1); err != nil {
+	if err := m2.CreateTopic(ctx, "clicks", 4, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m2, 5*time.Second, "clicks not placed", placed(m2, "clicks", 4))
@@ -388,7 +390,7 @@ func TestControllerDeposedIsFenced(t *testing.T) {
 	var late []Write
 	for p, le := range before {
 		if le[0] == 2 {
-			prev, _ := m1.Partition("clicks", p)
+			prev, _ := m1.Placement("clicks", p)
 			next := prev.clone()
 			next.Leader, next.Replicas, next.ISR, next.Epoch = 1, []int32{1}, []int32{1}, prev.Epoch+1
 			late = append(late, Write{Partition: next, Prev: &prev, Why: "late"})
@@ -451,7 +453,7 @@ func TestControllerDeposedIsFenced(t *testing.T) {
 	t.Logf("clicks history as node 2 saw it: %v", history)
 
 	// Placement goes on under the new controller.
-	if err := m1.CreateTopic(ctx, "orders", 2, 1); err != nil {
+	if err := m1.CreateTopic(ctx, "orders", 2, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m1, 5*time.Second, "orders not placed", placed(m1, "orders", 2))
@@ -471,7 +473,7 @@ func TestControllerClosedAnotherElected(t *testing.T) {
 	m2 := h.join(2)
 	m3 := h.join(3)
 	eventually(t, m3, 5*time.Second, "node 3 does not see 3 nodes", func() bool { return len(m3.Nodes()) == 3 })
-	if err := m3.CreateTopic(context.Background(), "t", 6, 1); err != nil {
+	if err := m3.CreateTopic(context.Background(), "t", 6, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m3, 5*time.Second, "t not placed", placed(m3, "t", 6))
@@ -526,31 +528,31 @@ func TestTopics(t *testing.T) {
 		rf    int16
 		want  error
 	}{
-		{"bad/name", 1, 1, ErrInvalidTopic},
-		{"", 1, 1, ErrInvalidTopic},
-		{"t", 0, 1, ErrInvalidPartitions},
-		{"t", 1, 0, ErrInvalidReplicationFactor},
-		{"t", 1, 3, ErrInvalidReplicationFactor},
+		{"bad/name", 1, 1, metadata.ErrInvalidTopic},
+		{"", 1, 1, metadata.ErrInvalidTopic},
+		{"t", 0, 1, metadata.ErrInvalidPartitions},
+		{"t", 1, 0, metadata.ErrInvalidReplicationFactor},
+		{"t", 1, 3, metadata.ErrInvalidReplicationFactor},
 	} {
-		if err := m2.CreateTopic(ctx, c.name, c.parts, c.rf); !errors.Is(err, c.want) {
+		if err := m2.CreateTopic(ctx, c.name, c.parts, c.rf, nil); !errors.Is(err, c.want) {
 			t.Errorf("CreateTopic(%q, %d, %d): %v, want %v", c.name, c.parts, c.rf, err, c.want)
 		}
 	}
-	if err := m2.CreateTopic(ctx, "t", 3, 2); err != nil {
+	if err := m2.CreateTopic(ctx, "t", 3, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := m1.CreateTopic(ctx, "t", 5, 1); !errors.Is(err, ErrTopicExists) {
-		t.Fatalf("second CreateTopic: %v, want ErrTopicExists", err)
+	if err := m1.CreateTopic(ctx, "t", 5, 1, nil); !errors.Is(err, metadata.ErrTopicExists) {
+		t.Fatalf("second CreateTopic: %v, want metadata.ErrTopicExists", err)
 	}
 	eventually(t, m1, 5*time.Second, "t not placed", placed(m1, "t", 3))
 	for i := int32(0); i < 3; i++ {
-		p, _ := m1.Partition("t", i)
+		p, _ := m1.Placement("t", i)
 		if len(p.Replicas) != 2 || p.Replicas[0] != p.Leader || p.Replicas[0] == p.Replicas[1] || !slices.Equal(p.ISR, p.Replicas) {
 			t.Errorf("t-%d: %+v, want 2 distinct replicas, the leader first, all in sync", i, p)
 		}
 	}
-	eventually(t, m2, 5*time.Second, "node 2 does not see t", func() bool { _, ok := m2.Topics()["t"]; return ok })
-	if tp := m2.Topics()["t"]; tp.Partitions != 3 || tp.ReplicationFactor != 2 || tp.Created.IsZero() {
+	eventually(t, m2, 5*time.Second, "node 2 does not see t", func() bool { _, ok := m2.TopicRecords()["t"]; return ok })
+	if tp := m2.TopicRecords()["t"]; tp.Partitions != 3 || tp.ReplicationFactor != 2 || tp.Created.IsZero() {
 		t.Errorf("topic as node 2 sees it: %+v", tp)
 	}
 
@@ -580,12 +582,12 @@ func TestTopics(t *testing.T) {
 	if err := m1.DeleteTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	if err := m1.DeleteTopic(ctx, "t"); !errors.Is(err, ErrUnknownTopic) {
-		t.Fatalf("second DeleteTopic: %v, want ErrUnknownTopic", err)
+	if err := m1.DeleteTopic(ctx, "t"); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("second DeleteTopic: %v, want metadata.ErrUnknownTopic", err)
 	}
 	eventually(t, m2, 5*time.Second, "t still in node 2's view", func() bool {
-		_, ok := m2.Topics()["t"]
-		_, okp := m2.Partition("t", 0)
+		_, ok := m2.TopicRecords()["t"]
+		_, okp := m2.Placement("t", 0)
 		return !ok && !okp
 	})
 	if n, err := h.cli.Get(ctx, h.prefix+"/partitions/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || n.Count != 0 {
@@ -596,14 +598,14 @@ func TestTopics(t *testing.T) {
 	// leftovers; until then CreateTopic says to try again, as a client does.
 	var createErr error
 	eventually(t, m2, 5*time.Second, "t not created again", func() bool {
-		createErr = m2.CreateTopic(ctx, "t", 2, 1)
-		return !errors.Is(createErr, ErrTopicDeleting)
+		createErr = m2.CreateTopic(ctx, "t", 2, 1, nil)
+		return !errors.Is(createErr, metadata.ErrTopicDeleting)
 	})
 	if createErr != nil {
 		t.Fatal(createErr)
 	}
 	eventually(t, m1, 5*time.Second, "the new t not placed", placed(m1, "t", 2))
-	if _, ok := m1.Partition("t", 2); ok {
+	if _, ok := m1.Placement("t", 2); ok {
 		t.Errorf("the new t has a partition 2 left from the old one")
 	}
 	for p, le := range leaders(m1, "t") {
@@ -636,7 +638,7 @@ func TestCutOffFromEtcd(t *testing.T) {
 	eventually(t, m1, 5*time.Second, "node 1 is not controller", func() bool { return m1.Controller() == 1 })
 	m2 := h.join(2)
 	eventually(t, m1, 5*time.Second, "node 1 does not see node 2", func() bool { return len(m1.Nodes()) == 2 })
-	if err := m2.CreateTopic(context.Background(), "t", 2, 1); err != nil {
+	if err := m2.CreateTopic(context.Background(), "t", 2, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m2, 5*time.Second, "t not placed", placed(m2, "t", 2))
@@ -671,18 +673,18 @@ func TestCutOffFromEtcd(t *testing.T) {
 		t.Errorf("node 1's metrics do not show the lost lease")
 	}
 	eventually(t, m2, 3*ttl, "node 2 did not take over as controller and mark node 1's partition leaderless", func() bool {
-		p, _ := m2.Partition("t", mine)
+		p, _ := m2.Placement("t", mine)
 		return m2.Controller() == 2 && p.Leader == -1 && p.Epoch == 1 && slices.Equal(ids(m2.Nodes()), []int32{2})
 	})
 	t.Logf("node 2 controller, t-%d leaderless, %v after the cut", mine, time.Since(start))
 
 	proxy.resume()
 	eventually(t, m2, 5*ttl, "node 1 did not come back to lead its partition", func() bool {
-		p, _ := m2.Partition("t", mine)
+		p, _ := m2.Placement("t", mine)
 		return p.Leader == 1 && p.Epoch == 2
 	})
 	eventually(t, m1, 5*ttl, "node 1 not Live, or its view stale", func() bool {
-		p, _ := m1.Partition("t", mine)
+		p, _ := m1.Placement("t", mine)
 		return m1.Live() && m1.Controller() == 2 && p.Leader == 1 && p.Epoch == 2
 	})
 	if !m1.Leads("t", mine) || h.metric(1, "strata_cluster_live") != 1 {
@@ -690,7 +692,7 @@ func TestCutOffFromEtcd(t *testing.T) {
 	}
 	for p, le := range before {
 		if p != mine {
-			if now, _ := m2.Partition("t", p); now.Leader != le[0] || now.Epoch != le[1] {
+			if now, _ := m2.Placement("t", p); now.Leader != le[0] || now.Epoch != le[1] {
 				t.Errorf("t-%d, led by node 2, changed: %+v", p, now)
 			}
 		}
@@ -712,7 +714,7 @@ func TestHandOffAtARoll(t *testing.T) {
 	eventually(t, m1, 5*time.Second, "node 1 is not controller", func() bool { return m1.Controller() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m1.CreateTopic(ctx, "t", 4, 1); err != nil {
+	if err := m1.CreateTopic(ctx, "t", 4, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m1, 5*time.Second, "t is not placed", placed(m1, "t", 4))
@@ -721,7 +723,7 @@ func TestHandOffAtARoll(t *testing.T) {
 	eventually(t, m1, 5*time.Second, "node 2 is chosen for no partition's next segment", func() bool {
 		chosen = nil
 		for p := int32(0); p < 4; p++ {
-			if rec, _ := m1.Partition("t", p); rec.Next == 2 {
+			if rec, _ := m1.Placement("t", p); rec.Next == 2 {
 				chosen = append(chosen, p)
 			}
 		}
@@ -752,7 +754,7 @@ func TestHandOffAtARoll(t *testing.T) {
 		t.Error("node 1 still takes appends after handing the partition over")
 	}
 	eventually(t, m2, 5*time.Second, "node 2 does not lead the partition", func() bool { return m2.Leads("t", p) })
-	rec, _ := m2.Partition("t", p)
+	rec, _ := m2.Placement("t", p)
 	if want := []Span{{0, 1}, {1000, 2}}; rec.Epoch != 1 || rec.Next != 0 || !slices.Equal(rec.Spans, want) || !slices.Equal(rec.ISR, []int32{2}) {
 		t.Errorf("after the handoff: %+v, want leader 2 at epoch 1, spans %v", rec, want)
 	}
@@ -774,7 +776,7 @@ func TestHandOffAtARoll(t *testing.T) {
 	if !m1.Leads("t", q) {
 		t.Error("a refused handoff left the partition without its leader")
 	}
-	if rec, _ := m1.Partition("t", q); rec.Leader != 1 || rec.Epoch != 0 {
+	if rec, _ := m1.Placement("t", q); rec.Leader != 1 || rec.Epoch != 0 {
 		t.Errorf("a refused handoff changed the record: %+v", rec)
 	}
 	waitLog(t, h.logs, "refusal", "handoff refused", "t-"+fmt.Sprint(q))
@@ -880,11 +882,11 @@ func TestDeletedTopicIsClearedBeforeItsNameIsFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := m.CreateTopic(ctx, "t", 3, 1); err != nil {
+	if err := m.CreateTopic(ctx, "t", 3, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m, 5*time.Second, "t is not placed", placed(m, "t", 3))
-	inc := m.Topics()["t"].Incarnation
+	inc := m.TopicRecords()["t"].Incarnation
 	if _, err := h.cli.Put(ctx, m.shardKeys().of("t-0"), fmt.Sprint(inc)); err != nil {
 		t.Fatal(err)
 	}
@@ -900,14 +902,14 @@ func TestDeletedTopicIsClearedBeforeItsNameIsFree(t *testing.T) {
 	if _, ok, err := m.Claim(ctx, "t-0", 100, 199); err != nil || ok {
 		t.Errorf("a segment of a deleted topic's shard was claimed for tiering (%v, %v)", ok, err)
 	}
-	err = m.CreateTopic(ctx, "t", 1, 1)
-	if !errors.Is(err, ErrTopicExists) || !strings.Contains(err.Error(), "marked for deletion") {
-		t.Fatalf("creating t while its objects are cleared: %v; want ErrTopicExists, marked for deletion", err)
+	err = m.CreateTopic(ctx, "t", 1, 1, nil)
+	if !errors.Is(err, metadata.ErrTopicExists) || !strings.Contains(err.Error(), "marked for deletion") {
+		t.Fatalf("creating t while its objects are cleared: %v; want metadata.ErrTopicExists, marked for deletion", err)
 	}
 	waitLog(t, h.logs, "the failed clearing", "clearing a deleted topic's objects", "the bucket is away")
 	close(hold) // the retry, 10s later, succeeds
 	deadline := time.Now().Add(20 * time.Second)
-	for err = m.CreateTopic(ctx, "t", 1, 1); errors.Is(err, ErrTopicExists); err = m.CreateTopic(ctx, "t", 1, 1) {
+	for err = m.CreateTopic(ctx, "t", 1, 1, nil); errors.Is(err, metadata.ErrTopicExists); err = m.CreateTopic(ctx, "t", 1, 1, nil) {
 		if time.Now().After(deadline) {
 			t.Fatalf("t's name is still taken 20s after its deletion: %v", err)
 		}

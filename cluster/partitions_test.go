@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"strata/metadata"
 )
 
 // CreatePartitions grows a topic's record in etcd, and the controller
@@ -20,12 +22,12 @@ func TestCreatePartitions(t *testing.T) {
 	eventually(t, m1, 5*time.Second, "no controller", func() bool { return m1.Controller() == 1 })
 	eventually(t, m2, 5*time.Second, "node 2 does not see node 1", func() bool { return len(m2.Nodes()) == 2 })
 	ctx := context.Background()
-	if err := m2.CreateTopic(ctx, "t", 2, 1); err != nil {
+	if err := m2.CreateTopic(ctx, "t", 2, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m1, 5*time.Second, "t not placed", placed(m1, "t", 2))
 	before := leaders(m1, "t")
-	inc := m1.Topics()["t"].Incarnation
+	inc := m1.TopicRecords()["t"].Incarnation
 
 	for _, c := range []struct {
 		topic string
@@ -33,16 +35,16 @@ func TestCreatePartitions(t *testing.T) {
 		want  error
 		has   int32
 	}{
-		{"t", 2, ErrInvalidPartitions, 2},
-		{"t", 1, ErrInvalidPartitions, 2},
-		{"never", 3, ErrUnknownTopic, 0},
-		{"bad/name", 3, ErrUnknownTopic, 0},
+		{"t", 2, metadata.ErrInvalidPartitions, 2},
+		{"t", 1, metadata.ErrInvalidPartitions, 2},
+		{"never", 3, metadata.ErrUnknownTopic, 0},
+		{"bad/name", 3, metadata.ErrUnknownTopic, 0},
 	} {
 		err := m2.CreatePartitions(ctx, c.topic, c.count)
 		if !errors.Is(err, c.want) {
 			t.Errorf("CreatePartitions(%q, %d): %v, want %v", c.topic, c.count, err, c.want)
 		}
-		var perr *PartitionCountError
+		var perr *metadata.InvalidPartitionsError
 		if c.has > 0 && (!errors.As(err, &perr) || perr.Has != c.has || perr.Asked != c.count) {
 			t.Errorf("CreatePartitions(%q, %d): %v, want a PartitionCountError saying it has %d", c.topic, c.count, err, c.has)
 		}
@@ -63,7 +65,7 @@ func TestCreatePartitions(t *testing.T) {
 			t.Errorf("new t-%d: %v, want placed at epoch 0", p, le)
 		}
 	}
-	tp := m1.Topics()["t"]
+	tp := m1.TopicRecords()["t"]
 	if tp.Partitions != 5 || tp.Incarnation != inc || tp.ReplicationFactor != 1 {
 		t.Errorf("topic after growing: %+v, want 5 partitions, the same incarnation %d", tp, inc)
 	}
@@ -82,12 +84,12 @@ func TestCreatePartitions(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if err != nil && !errors.Is(err, ErrInvalidPartitions) {
+		if err != nil && !errors.Is(err, metadata.ErrInvalidPartitions) {
 			t.Errorf("concurrent CreatePartitions %d: %v", i, err)
 		}
 	}
 	eventually(t, m1, 5*time.Second, "t not at 8 partitions", func() bool {
-		return m1.Topics()["t"].Partitions == 8 && placed(m1, "t", 8)()
+		return m1.TopicRecords()["t"].Partitions == 8 && placed(m1, "t", 8)()
 	})
 	if errs[1] != nil {
 		t.Errorf("growing to 8 (the larger count) failed: %v", errs[1])

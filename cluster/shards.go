@@ -62,14 +62,14 @@ type shardKeys struct{ prefix string }
 // shardKeys are this node's records of the topic incarnation each of its
 // shards was made for.
 func (m *Member) shardKeys() shardKeys {
-	return shardKeys{prefix: m.keys.prefix + "/node/" + strconv.Itoa(int(m.Self().ID)) + "/shards/"}
+	return shardKeys{prefix: m.keys.prefix + "/node/" + strconv.Itoa(int(m.Node().ID)) + "/shards/"}
 }
 
 func (k shardKeys) of(shard string) string { return k.prefix + shard }
 
 func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, log *slog.Logger, warned map[string]bool) error {
-	self := m.Self().ID
-	topics := m.Topics()
+	self := m.Node().ID
+	topics := m.TopicRecords()
 	have, err := st.Shards(ctx)
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 	}
 	for name, t := range topics {
 		for p := int32(0); p < t.Partitions; p++ {
-			part, ok := m.Partition(name, p)
+			part, ok := m.Placement(name, p)
 			shard := store.ShardName(name, p)
 			// A partition with several replicas has its shard on each of
 			// them: the followers copy the leader's log into it.

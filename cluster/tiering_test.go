@@ -158,7 +158,7 @@ func runTogether(t *testing.T, nodes ...*tierNode) []tiering.RunSummary {
 				}()...)
 			}
 			if err != nil {
-				t.Errorf("node %d's run: %v", n.member.Self().ID, err)
+				t.Errorf("node %d's run: %v", n.member.Node().ID, err)
 			}
 			sums[i] = sum
 		}()
@@ -365,7 +365,7 @@ func TestTwoNodesTierOneShardSplit(t *testing.T) {
 	for _, node := range []*tierNode{a, b} {
 		node.job.OrphanGrace = time.Nanosecond
 		if sum, err := node.job.Run(ctx); err != nil || len(sum.Errors) > 0 || sum.OrphansDeleted != 0 {
-			t.Fatalf("node %d's sweep: deleted %d, %v %v", node.member.Self().ID, sum.OrphansDeleted, err, sum.Errors)
+			t.Fatalf("node %d's sweep: deleted %d, %v %v", node.member.Node().ID, sum.OrphansDeleted, err, sum.Errors)
 		}
 	}
 	checkBucket(t, bucket(), map[string][]segment.SegmentMeta{shard: segs})

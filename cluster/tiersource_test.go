@@ -18,7 +18,7 @@ func TestTierSourceForANodeLeftOutOfTheSeal(t *testing.T) {
 	ms := threeNodes(t, h, "ts", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec, ok := ms[1].Partition("ts", 0)
+	rec, ok := ms[1].Placement("ts", 0)
 	if !ok {
 		t.Fatal("ts-0 not placed")
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"strata/metadata"
 )
 
 // A topic's configs live in its etcd record: given at creation on one node,
@@ -18,7 +20,7 @@ func TestTopicConfigsInEtcd(t *testing.T) {
 	m1, m2 := h.join(1), h.join(2)
 	eventually(t, m2, 5*time.Second, "node 2 does not see node 1", func() bool { return len(m2.Nodes()) == 2 })
 	ctx := context.Background()
-	if err := m2.CreateTopicWithConfigs(ctx, "orders", 2, 1, map[string]string{"retention.ms": "3600000"}); err != nil {
+	if err := m2.CreateTopic(ctx, "orders", 2, 1, map[string]string{"retention.ms": "3600000"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, m1, 5*time.Second, "node 1 does not see the configs", func() bool {
@@ -33,7 +35,7 @@ func TestTopicConfigsInEtcd(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 5 {
-				if _, err := m.AlterTopicConfigs(ctx, "orders", func(c map[string]string) (map[string]string, error) {
+				if err := m.AlterTopicConfigs(ctx, "orders", func(c map[string]string) (map[string]string, error) {
 					next := maps.Clone(c)
 					if next == nil {
 						next = map[string]string{}
@@ -56,11 +58,11 @@ func TestTopicConfigsInEtcd(t *testing.T) {
 	}
 
 	refused := errors.New("refused")
-	if _, err := m1.AlterTopicConfigs(ctx, "orders", func(map[string]string) (map[string]string, error) { return nil, refused }); !errors.Is(err, refused) {
+	if err := m1.AlterTopicConfigs(ctx, "orders", func(map[string]string) (map[string]string, error) { return nil, refused }); !errors.Is(err, refused) {
 		t.Fatalf("a refused change: %v", err)
 	}
-	if _, err := m1.AlterTopicConfigs(ctx, "nope", func(c map[string]string) (map[string]string, error) { return c, nil }); !errors.Is(err, ErrUnknownTopic) {
-		t.Fatalf("altering a topic that does not exist: %v, want ErrUnknownTopic", err)
+	if err := m1.AlterTopicConfigs(ctx, "nope", func(c map[string]string) (map[string]string, error) { return c, nil }); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("altering a topic that does not exist: %v, want metadata.ErrUnknownTopic", err)
 	}
 	if tp, _ := m2.Topic("orders"); !maps.Equal(tp.Configs, want) || tp.Partitions != 2 {
 		t.Fatalf("after a refused change: %+v", tp)

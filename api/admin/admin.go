@@ -18,7 +18,9 @@ import (
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/tiering"
+	"strata/topicconfig"
 )
 
 // Config is what the admin API serves.
@@ -32,8 +34,10 @@ type Config struct {
 	Cluster *cluster.Member
 	Job     *tiering.Job
 	// Topics, if set, serves topic configs (GET /v1/topics/{topic},
-	// PATCH /v1/topics/{topic}/configs): the Kafka front end.
-	Topics TopicConfigs
+	// PATCH /v1/topics/{topic}/configs) over TopicDefaults, the broker's
+	// settings: the metadata the Kafka front end answers from too.
+	Topics        metadata.Cluster
+	TopicDefaults topicconfig.Broker
 	// Metrics serves GET /metrics (Prometheus).
 	Metrics http.Handler
 	// Token, when set, is the bearer token every endpoint but the health
@@ -280,11 +284,11 @@ func clusterInfo(ctx context.Context, c Config) clusterAnswer {
 		return out
 	}
 	m := c.Cluster
-	out := clusterAnswer{Cluster: true, Self: m.Self().ID, Live: m.Live(), Controller: m.Controller()}
+	out := clusterAnswer{Cluster: true, Self: m.Self(), Live: m.Live(), Controller: m.Controller()}
 	for _, n := range m.Nodes() {
 		out.Nodes = append(out.Nodes, clusterNode{ID: n.ID, KafkaAddr: n.KafkaAddr, AdminAddr: n.AdminAddr, Alive: true, Controller: n.ID == out.Controller})
 	}
-	topics := m.Topics()
+	topics := m.TopicRecords()
 	names := make([]string, 0, len(topics))
 	for name := range topics {
 		names = append(names, name)
@@ -293,7 +297,7 @@ func clusterInfo(ctx context.Context, c Config) clusterAnswer {
 	for _, name := range names {
 		for p := int32(0); p < topics[name].Partitions; p++ {
 			cp := clusterPartition{Partition: cluster.Partition{Topic: name, Partition: p, Leader: -1, Epoch: -1}}
-			if part, ok := m.Partition(name, p); ok {
+			if part, ok := m.Placement(name, p); ok {
 				cp.Partition = part
 			}
 			cp.Segments = here(store.ShardName(name, p))

@@ -4,20 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"strata/catalog"
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/topicconfig"
 )
-
-// TopicConfigs is the Kafka front end's view of topic configs: the same
-// checks and storage as DescribeConfigs and IncrementalAlterConfigs.
-type TopicConfigs interface {
-	DescribeTopicConfigs(ctx context.Context, topic string) (partitions int32, entries []topicconfig.Entry, err error)
-	AlterTopicConfigs(ctx context.Context, topic string, set map[string]string, remove []string) error
-}
 
 // TopicView is GET /v1/topics/{topic}: the topic's configs with their
 // sources, and each partition's offsets and bytes per tier on this node.
@@ -81,7 +76,7 @@ func (c Config) topics(mux *http.ServeMux) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"set": {"key": "value"}, "delete": ["key"]}: ` + err.Error()})
 			return
 		}
-		if err := c.Topics.AlterTopicConfigs(r.Context(), topic, ch.Set, ch.Delete); err != nil {
+		if err := c.alterTopic(r.Context(), topic, ch); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -95,26 +90,69 @@ func (c Config) topics(mux *http.ServeMux) {
 }
 
 // writeError answers a topic request's error: a refused config is the
-// caller's (400), a topic the Kafka front end does not have is 404 (its
-// kafka.ErrUnknownTopic reads "unknown topic"; this package does not import
-// the front end), anything else 500.
+// caller's (400), a topic that does not exist is 404, anything else 500.
 func writeError(w http.ResponseWriter, err error) {
 	var ce *topicconfig.Error
 	switch {
-	case errors.As(err, &ce):
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-	case err.Error() == "unknown topic":
+	case errors.As(err, &ce): // its own words: a store's wrapping names no key
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": ce.Error()})
+	case errors.Is(err, metadata.ErrUnknownTopic):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	default:
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 	}
 }
 
+// alterTopic sets and deletes some of a topic's configs with the checks
+// Kafka's IncrementalAlterConfigs makes (metadata.Alter): an unknown key,
+// or one named twice, is refused.
+func (c Config) alterTopic(ctx context.Context, topic string, ch configChange) error {
+	topics, err := c.Topics.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := topics[topic]; !ok {
+		return metadata.ErrUnknownTopic
+	}
+	err = metadata.Alter(ctx, c.Topics, c.TopicDefaults, topic, false, func(cur topicconfig.Overrides) (topicconfig.Overrides, error) {
+		if cur == nil {
+			cur = topicconfig.Overrides{}
+		}
+		for k, v := range ch.Set {
+			if _, known := topicconfig.Lookup(k); !known {
+				return nil, &topicconfig.Error{Key: k, Unknown: true}
+			}
+			cur[k] = v
+		}
+		deleted := map[string]bool{}
+		for _, k := range ch.Delete {
+			if _, set := ch.Set[k]; set || deleted[k] {
+				return nil, &topicconfig.Error{Key: topic, Message: "Error due to duplicate config keys"}
+			}
+			deleted[k] = true
+			if _, known := topicconfig.Lookup(k); !known {
+				return nil, &topicconfig.Error{Key: k, Unknown: true}
+			}
+			delete(cur, k)
+		}
+		return cur, nil
+	})
+	if err == nil {
+		slog.Info("topic configs altered", "topic", topic, "configs", c.Topics.TopicConfigs(topic))
+	}
+	return err
+}
+
 func (c Config) describeTopic(ctx context.Context, topic string) (TopicView, error) {
-	parts, entries, err := c.Topics.DescribeTopicConfigs(ctx, topic)
+	topics, err := c.Topics.Topics(ctx)
 	if err != nil {
 		return TopicView{}, err
 	}
+	parts, ok := topics[topic]
+	if !ok {
+		return TopicView{}, metadata.ErrUnknownTopic
+	}
+	entries := topicconfig.Describe(c.Topics.TopicConfigs(topic), c.TopicDefaults)
 	v := TopicView{Topic: topic, Configs: []ConfigView{}, Partitions: []PartitionView{}}
 	for _, e := range entries {
 		cv := ConfigView{Name: e.Name, Value: e.Value, Source: e.Source.String()}

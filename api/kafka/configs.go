@@ -4,59 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/topicconfig"
 )
-
-// TopicStore keeps a single node's topic configs (in a cluster they are in
-// the topic's etcd record, through Cluster). cmd gives the catalog's topic
-// records behind an in-memory copy; nil keeps them in memory (tests).
-type TopicStore interface {
-	// Configs is a topic's own configs (nil: none). Produce asks on every
-	// request, so it answers from memory.
-	Configs(topic string) map[string]string
-	// SetConfigs replaces a topic's configs with what change makes of the
-	// current ones (which it must not modify), durably; nil forgets them.
-	SetConfigs(topic string, change func(map[string]string) (map[string]string, error)) error
-}
-
-type memoryTopics struct {
-	mu sync.Mutex
-	m  map[string]map[string]string
-}
-
-func (t *memoryTopics) Configs(topic string) map[string]string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[topic]
-}
-
-func (t *memoryTopics) SetConfigs(topic string, change func(map[string]string) (map[string]string, error)) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	next, err := change(t.m[topic])
-	if err != nil {
-		return err
-	}
-	if t.m == nil {
-		t.m = map[string]map[string]string{}
-	}
-	if len(next) == 0 {
-		delete(t.m, topic)
-	} else {
-		t.m[topic] = next
-	}
-	return nil
-}
 
 // topicConfig is what a topic's configs come to: its overrides over the
 // broker's settings over the defaults.
@@ -235,46 +193,14 @@ func (s *Server) alterOne(ctx context.Context, kind kmsg.ConfigResourceType, nam
 	if _, ok := topics[name]; !ok {
 		return kerr.UnknownTopicOrPartition.Code, msgf("The topic '%s' does not exist.", name)
 	}
-	apply := func(cur map[string]string) (map[string]string, error) {
-		next, err := change(maps.Clone(cur))
-		if err != nil {
-			return nil, err
-		}
-		if next == nil {
-			next = topicconfig.Overrides{}
-		}
-		for _, k := range topicconfig.Keys {
-			if !k.CreateOnly {
-				continue
-			}
-			old, had := cur[k.Name]
-			v, has := next[k.Name]
-			switch {
-			case !has && had:
-				next[k.Name] = old // left out of AlterConfigs' whole set, or deleted: it stays
-			case has && v != old:
-				return nil, &topicconfig.Error{Key: k.Name, Value: v, Why: "it is fixed when the topic is created"}
-			}
-		}
-		if err := topicconfig.Check(next, s.cfg.TopicDefaults); err != nil {
-			return nil, err
-		}
-		if validateOnly {
-			return nil, errValidated
-		}
-		if len(next) == 0 {
-			return nil, nil
-		}
-		return next, nil
-	}
-	err = s.cluster.AlterTopicConfigs(ctx, name, apply)
+	err = metadata.Alter(ctx, s.cluster, s.cfg.TopicDefaults, name, validateOnly, change)
 	switch {
 	case err == nil:
-		s.log.Info("topic configs altered", "topic", name, "configs", s.cluster.TopicConfigs(name))
+		if !validateOnly {
+			s.log.Info("topic configs altered", "topic", name, "configs", s.cluster.TopicConfigs(name))
+		}
 		return errNone, nil
-	case errors.Is(err, errValidated):
-		return errNone, nil
-	case errors.Is(err, ErrUnknownTopic):
+	case errors.Is(err, metadata.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code, msgf("The topic '%s' does not exist.", name)
 	}
 	var ce *topicconfig.Error
@@ -288,9 +214,6 @@ func (s *Server) alterOne(ctx context.Context, kind kmsg.ConfigResourceType, nam
 	s.log.Error("kafka: altering topic configs", "topic", name, "err", err)
 	return kerr.UnknownServerError.Code, nil
 }
-
-// errValidated ends a validate-only alter after its checks passed.
-var errValidated = errors.New("validated only")
 
 // duplicates are the resources named more than once in a request: Kafka
 // answers each of their entries INVALID_REQUEST.
@@ -402,55 +325,6 @@ func incremental(cur topicconfig.Overrides, ops []kmsg.IncrementalAlterConfigsRe
 		}
 	}
 	return cur, nil
-}
-
-// DescribeTopicConfigs is a topic's configs as DescribeConfigs shows them
-// (the admin API's view); ErrUnknownTopic if it does not exist.
-func (s *Server) DescribeTopicConfigs(ctx context.Context, topic string) (partitions int32, entries []topicconfig.Entry, err error) {
-	topics, err := s.topics(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, ok := topics[topic]
-	if !ok {
-		return 0, nil, ErrUnknownTopic
-	}
-	return n, topicconfig.Describe(s.cluster.TopicConfigs(topic), s.cfg.TopicDefaults), nil
-}
-
-// AlterTopicConfigs sets and deletes some of a topic's configs, as
-// IncrementalAlterConfigs does, with the same checks: an invalid value is a
-// *topicconfig.Error, a topic that does not exist ErrUnknownTopic.
-func (s *Server) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string, remove []string) error {
-	var ops []kmsg.IncrementalAlterConfigsRequestResourceConfig
-	for k, v := range set {
-		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		op.Name, op.Op, op.Value = k, kmsg.IncrementalAlterConfigOpSet, &v
-		ops = append(ops, op)
-	}
-	for _, k := range remove {
-		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		op.Name, op.Op = k, kmsg.IncrementalAlterConfigOpDelete
-		ops = append(ops, op)
-	}
-	code, msg := s.alterOne(ctx, kmsg.ConfigResourceTypeTopic, topic, false,
-		func(cur topicconfig.Overrides) (topicconfig.Overrides, error) { return incremental(cur, ops) })
-	switch code {
-	case errNone:
-		return nil
-	case kerr.UnknownTopicOrPartition.Code:
-		return ErrUnknownTopic
-	case kerr.InvalidConfig.Code, kerr.InvalidRequest.Code:
-		return &topicconfig.Error{Key: topic, Message: deref(msg)}
-	}
-	return fmt.Errorf("altering %s's configs: %s %s", topic, kerr.ErrorForCode(code), deref(msg))
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // invalidRequest is an alter request Kafka refuses as a whole

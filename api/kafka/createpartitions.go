@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/catalog"
+	"strata/metadata"
 )
 
 // createPartitions answers CreatePartitions as Kafka does: each topic
@@ -61,7 +62,7 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 		return kerr.UnknownTopicOrPartition.Code, ""
 	}
 	if t.Count <= has {
-		return kerr.InvalidPartitions.Code, (&InvalidPartitionsError{Topic: t.Topic, Has: has, Asked: t.Count}).Error()
+		return kerr.InvalidPartitions.Code, (&metadata.InvalidPartitionsError{Topic: t.Topic, Has: has, Asked: t.Count}).Error()
 	}
 	if t.Count > s.cfg.MaxPartitionsPerTopic {
 		s.log.Warn("kafka: refusing partitions over kafka.max_partitions_per_topic", "topic", t.Topic, "partitions", t.Count, "max", s.cfg.MaxPartitionsPerTopic)
@@ -69,7 +70,7 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 	}
 	if n, err := s.partitionCount(ctx); err == nil && n+int(t.Count-has) > s.cfg.MaxPartitions {
 		s.log.Warn("kafka: refusing partitions over kafka.max_partitions", "topic", t.Topic, "new_partitions", t.Count-has, "broker_partitions", n, "max", s.cfg.MaxPartitions)
-		return kerr.PolicyViolation.Code, (&PartitionLimitError{Max: s.cfg.MaxPartitions, Has: n, More: int(t.Count - has)}).Error()
+		return kerr.PolicyViolation.Code, (&metadata.PartitionLimitError{Max: s.cfg.MaxPartitions, Has: n, More: int(t.Count - has)}).Error()
 	}
 	if t.Assignment != nil {
 		if msg := s.checkAssignment(t, has); msg != "" {
@@ -80,8 +81,8 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 		return errNone, ""
 	}
 	err := s.cluster.CreatePartitions(ctx, t.Topic, t.Count)
-	var perr *InvalidPartitionsError
-	var lerr *PartitionLimitError
+	var perr *metadata.InvalidPartitionsError
+	var lerr *metadata.PartitionLimitError
 	switch {
 	case errors.As(err, &lerr): // another node's create came first
 		s.log.Warn("kafka: refusing partitions over kafka.max_partitions", "topic", t.Topic, "err", err)
@@ -89,7 +90,7 @@ func (s *Server) createPartitionsOf(ctx context.Context, t kmsg.CreatePartitions
 	case errors.Is(err, catalog.ErrMetadataFull):
 		_, msg := s.metadataFull("create partitions of "+t.Topic, err)
 		return kerr.KafkaStorageError.Code, *msg
-	case errors.Is(err, ErrUnknownTopic):
+	case errors.Is(err, metadata.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code, ""
 	case errors.As(err, &perr): // it grew meanwhile
 		return kerr.InvalidPartitions.Code, perr.Error()

@@ -7,14 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"strata/engine/store"
+	"strata/metadata"
 )
-
-// ViewChanges is a Cluster whose view of the metadata says when it
-// changes, so a wait on it needs no polling of etcd.
-type ViewChanges interface {
-	// Changed is closed at the view's next change.
-	Changed() <-chan struct{}
-}
 
 // awaitLeaders returns once this node's view has a leader for each of
 // topic's partitions in [from, to), and this node, where it is that leader
@@ -30,7 +24,7 @@ func (s *Server) awaitLeaders(ctx context.Context, topic string, from, to int32,
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	vc, _ := s.cluster.(ViewChanges)
+	vc, _ := s.cluster.(metadata.Changes)
 	for {
 		var changed <-chan struct{}
 		if vc != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/peer"
 	"strata/replica"
 	"strata/topicconfig"
@@ -58,9 +59,6 @@ type Config struct {
 	// TopicDefaults are the broker's settings topics fall back to (what
 	// strata's config file sets), by topic config name.
 	TopicDefaults topicconfig.Broker
-	// Topics keeps a single node's topic configs; nil keeps them in
-	// memory. A cluster keeps them in its Cluster.
-	Topics TopicStore
 	// MaxPartitions bounds the partitions of the broker (20000) and of one
 	// topic (MaxPartitionsPerTopic, 10000).
 	MaxPartitions         int
@@ -100,8 +98,9 @@ type Config struct {
 	// LogDir is the folder DescribeLogDirs names: the data folder, where
 	// each shard's local segments are.
 	LogDir string
-	// Cluster says who serves what; nil is this node alone.
-	Cluster Cluster
+	// Cluster says who serves what and changes the topics; nil is this
+	// node alone, its topic configs in memory (tests).
+	Cluster metadata.Cluster
 	// Peers is this node's client of the other nodes: a leader reads the
 	// parts of a split log they hold with it (SplitLog, split.go). Nil:
 	// this node alone.
@@ -145,14 +144,9 @@ type Server struct {
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
-	cluster    Cluster
-	topicStore TopicStore
+	cluster    metadata.Cluster
 	peerProofs peer.Proofs
-	// topicsMu makes a single node's topic changes (create, delete, grow,
-	// alter configs) one at a time: each checks the topic, then writes its
-	// configs and shards, and two interleaved would mix them.
-	topicsMu sync.Mutex
-	inflight *budget
+	inflight   *budget
 	// answers bounds the fetch answers built and not yet written (fetch.go).
 	answers  *budget
 	appended *hub // wakes long polls when a partition gets records
@@ -246,14 +240,18 @@ func New(s store.Store, cfg Config) *Server {
 		srv.answers.gauge = cfg.Metrics.setAnswers
 	}
 	srv.cluster = cfg.Cluster
-	srv.topicStore = cfg.Topics
-	if srv.topicStore == nil {
-		srv.topicStore = &memoryTopics{}
-	}
 	if srv.cluster == nil {
-		srv.cluster = singleNode{srv}
+		srv.cluster = metadata.NewSingle(s, nil, srv.listening)
 	}
 	return srv
+}
+
+// listening is this node as Serve's listener reaches it (a single node's
+// broker).
+func (s *Server) listening() metadata.Broker {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	return metadata.Broker{NodeID: 0, Host: s.host, Port: s.port}
 }
 
 // Serve accepts connections until ln is closed.

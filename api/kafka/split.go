@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/metadata"
 	"strata/peer"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) holder(parts []LogPart, offset int64) int32 {
 
 // BrokerAddr is live node's Kafka listener in c, host:port: where a
 // peer.Client sends to it (peer.ClientConfig.Addr).
-func BrokerAddr(c Cluster, node int32) (string, bool) {
+func BrokerAddr(c metadata.Cluster, node int32) (string, bool) {
 	for _, b := range c.Brokers() {
 		if b.NodeID == node {
 			return b.Host + ":" + strconv.Itoa(int(b.Port)), true

@@ -11,6 +11,7 @@ import (
 
 	"strata/catalog"
 	"strata/engine/store"
+	"strata/metadata"
 )
 
 func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
@@ -36,12 +37,12 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	if has, err := s.partitionCount(ctx); err == nil && has+int(partitions) > s.cfg.MaxPartitions {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", has, "max", s.cfg.MaxPartitions)
-		msg := (&PartitionLimitError{Max: s.cfg.MaxPartitions, Has: has, More: int(partitions)}).Error()
+		msg := (&metadata.PartitionLimitError{Max: s.cfg.MaxPartitions, Has: has, More: int(partitions)}).Error()
 		return kerr.PolicyViolation.Code, &msg
 	}
 	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
-	var rerr *InvalidReplicationError
-	var lerr *PartitionLimitError
+	var rerr *metadata.InvalidReplicationError
+	var lerr *metadata.PartitionLimitError
 	switch {
 	case errors.As(err, &lerr): // another node's create came first
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "err", err)
@@ -49,10 +50,10 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 		return kerr.PolicyViolation.Code, &msg
 	case errors.Is(err, catalog.ErrMetadataFull):
 		return s.metadataFull("create topic "+topic, err)
-	case errors.Is(err, ErrTopicDeleting):
+	case errors.Is(err, metadata.ErrTopicDeleting):
 		msg := fmt.Sprintf("Topic '%s' is marked for deletion: its objects are being removed from the bucket; try again shortly.", topic)
 		return kerr.TopicAlreadyExists.Code, &msg
-	case errors.Is(err, ErrTopicExists):
+	case errors.Is(err, metadata.ErrTopicExists):
 		msg := fmt.Sprintf("Topic '%s' already exists.", topic)
 		return kerr.TopicAlreadyExists.Code, &msg
 	case errors.As(err, &rerr):
@@ -128,7 +129,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		err := s.cluster.DeleteTopic(ctx, name)
 		s.topicsDeleted.Add(1) // once deleted: the connections' read-aheads of its records are dropped
 		switch {
-		case errors.Is(err, ErrUnknownTopic):
+		case errors.Is(err, metadata.ErrUnknownTopic):
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		case err != nil:
 			s.log.Error("kafka: delete topic", "topic", name, "err", err)

@@ -26,6 +26,7 @@ import (
 	"strata/cluster"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/tiering"
 	"strata/tiering/objstore"
 	"strata/topicconfig"
@@ -109,16 +110,25 @@ func nodePrefix(cfg *Config) string {
 	return cfg.Cluster.EtcdPrefix + "/node/" + strconv.Itoa(cfg.Node.ID)
 }
 
-// joinCluster registers this node, listening for Kafka at kafkaAddr, and
-// returns the view the Kafka front end answers from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, kafka.Cluster, error) {
+// The Kafka front end finds these on its metadata by assertion; a
+// cluster's must have them: appends held against handoffs, split logs read
+// through the leader, CreateTopics' wait woken by the view's changes.
+var (
+	_ kafka.AppendGuard = (*cluster.Member)(nil)
+	_ kafka.SplitLog    = (*cluster.Member)(nil)
+	_ metadata.Changes  = (*cluster.Member)(nil)
+)
+
+// joinCluster registers this node, listening for Kafka at kafkaAddr; the
+// member is the metadata both front ends answer from.
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
 	id := int32(cfg.Node.ID)
 	dir, err := folderID(cfg.DataDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("data folder %s: its identity: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("data folder %s: its identity: %w", cfg.DataDir, err)
 	}
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir, Damaged: damaged}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
@@ -142,15 +152,15 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	for {
 		member, err := cluster.Join(ctx, jc)
 		if err == nil {
-			return member, clusterView{m: member, self: id}, nil
+			return member, nil
 		}
 		if !errors.Is(err, cluster.ErrNodeIDTaken) || time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
+			return nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
 		}
 		log.Warn("node id still registered, by this node's previous run or another node; waiting for its lease to expire", "node", id, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}

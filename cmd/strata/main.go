@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -25,10 +24,15 @@ import (
 
 	"strata/api/admin"
 	"strata/api/kafka"
+	"strata/catalog"
 	"strata/cluster"
+	"strata/engine"
+	"strata/metadata"
 	"strata/peer"
 	"strata/replica"
 	"strata/tiering"
+	"strata/tiering/objstore"
+	"strata/topicconfig"
 )
 
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
@@ -160,46 +164,34 @@ func serve(args []string, logOut io.Writer) error {
 type Addrs struct{ Admin, Kafka string }
 
 // run serves until ctx ends; ready, if set, learns the listening addresses.
+// It builds the service in dependency order: the cold tier and the
+// metadata stores, storage, the tiering job, the listeners, the metadata
+// both front ends answer from (this node's, or the cluster's it joins),
+// replication, the Kafka front end, then the admin API.
 func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data_dir %q: %w", cfg.DataDir, err)
 	}
-	cold, err := openColdTier(cfg.Cold, reg)
+	cold, err := openCheckedColdTier(ctx, cfg, reg, log)
 	if err != nil {
-		return fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
+		return err
 	}
 	defer cold.Close()
-	checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = cold.Check(checkCtx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
-	}
-	log.Info("cold tier ready", "backend", cold.Kind())
-
 	md, err := openMeta(ctx, cfg, reg, log)
 	if err != nil {
 		return err
 	}
 	defer md.Close() // after storage: the engine's last events reach the catalog
-	cat := md.cat
-	topics := &topicView{broker: topicDefaults(cfg)}
-	if !cfg.Cluster.Enabled() {
-		if topics.local, err = kafka.NewCatalogTopics(cat); err != nil {
-			return err
-		}
-	}
-	// A single node's folder from before the engine kept its manifest has
-	// its segments in its own catalog; a cluster node's catalog is in etcd
-	// and never predates the manifest.
-	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
-	rolled := &rolls{shards: make(chan string, 1024)} // in a cluster: shards the engine rolled
-	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
+	topics, err := newTopicView(cfg, md.cat)
 	if err != nil {
-		return fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
+		return err
+	}
+	rolled := &rolls{shards: make(chan string, 1024)} // in a cluster: shards the engine rolled
+	store, err := openServedStorage(ctx, cfg, cold, md.cat, topics, rolled, reg, log)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
@@ -210,63 +202,52 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	// a server fails and ctx is still live.
 	bg, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	if adopt {
-		if err := adoptCatalog(cat, store.SegmentEngine(), log); err != nil {
-			return err
-		}
-		if err := markAdopted(cfg.DataDir); err != nil {
-			return err
-		}
-	}
-	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
-	shards, _ := store.Shards(ctx)
-	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
-	job := newTiering(cfg, store.SegmentEngine(), cat, cold, topics, reg, log)
+	job := newTiering(cfg, store.SegmentEngine(), md.cat, cold, topics, reg, log)
 	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
 		// every tier and the tiering job applies it (docs/tiering.md).
 		go store.SegmentEngine().RetainLoopBy(bg, topics.retention, time.Duration(cfg.Retention.Interval))
 	}
-
 	sec, err := openSecurity(ctx, cfg, md.etcd, log)
 	if err != nil {
 		return err
 	}
-
+	// Closed by the servers' shutdowns too; closing twice is harmless.
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin_addr %s: %w", cfg.AdminAddr, err)
 	}
+	defer ln.Close()
 	kln, err := net.Listen("tcp", cfg.KafkaAddr)
 	if err != nil {
-		ln.Close()
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
-	var view kafka.Cluster     // nil: this node alone
+	defer kln.Close()
+
+	// The metadata both front ends answer from and change topics through.
+	var meta metadata.Cluster
 	var member *cluster.Member // nil: this node alone
 	var peers *peer.Client     // nil: this node alone
 	var peerSecret []byte
-	if cfg.Cluster.Enabled() {
+	if !cfg.Cluster.Enabled() {
+		self, _ := metadata.BrokerAt(0, kln.Addr().String())
+		meta = metadata.NewSingle(store, topics.local, func() metadata.Broker { return self })
+	} else {
 		var opts []kgo.Opt
 		if opts, err = peerOpts(cfg); err != nil {
-			ln.Close()
-			kln.Close()
 			return err
 		}
 		if peerSecret, err = cluster.PeerSecret(ctx, md.etcd, cfg.Cluster.EtcdPrefix); err != nil {
-			ln.Close()
-			kln.Close()
 			return err
 		}
-		if member, view, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), reg, log); err != nil {
-			ln.Close()
-			kln.Close()
+		if member, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), reg, log); err != nil {
 			return err
 		}
+		meta = member
 		topics.member.Store(member)
-		peers = peer.NewClient(peer.ClientConfig{Self: view.Self(), Opts: opts, Secret: peerSecret,
-			Addr: func(node int32) (string, bool) { return kafka.BrokerAddr(view, node) }})
+		peers = peer.NewClient(peer.ClientConfig{Self: member.Self(), Opts: opts, Secret: peerSecret,
+			Addr: func(node int32) (string, bool) { return kafka.BrokerAddr(member, node) }})
 		defer peers.Close() // after ksrv.Shutdown too, on every way out
 		defer func() {
 			// A tiering run finishes first, while its claims (under this
@@ -275,96 +256,122 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 			job.Close()
 			member.Close()
 		}()
-		go member.KeepShards(bg, store, log.With("component", "cluster"))
-		go handOver(bg, member, store.SegmentEngine(), rolled.shards, log.With("component", "cluster"))
-		go reportLoad(bg, member, store.SegmentEngine(), 15*time.Second, log.With("component", "cluster"))
-		go reportDamage(bg, member, store.SegmentEngine(), time.Second, log.With("component", "cluster"))
+		runMember(bg, member, store, rolled, log.With("component", "cluster"))
 	}
 	var claims tiering.Claims // nil: this node alone tiers its segments
-	var copies *clusterReplicas
 	if member != nil {
 		claims = member
-		if copies, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, peers, reg, log.With("component", "tiering")); err != nil {
-			ln.Close()
-			kln.Close()
+		if job.Replicas, err = newClusterReplicas(cfg.DataDir, store.SegmentEngine(), member, peers, reg, log.With("component", "tiering")); err != nil {
 			return err
 		}
-		job.Replicas = copies
 	}
 	if err := startTiering(ctx, cfg, job, claims, log); err != nil {
-		ln.Close()
-		kln.Close()
 		return err
 	}
-	var topicStore kafka.TopicStore // a cluster keeps them in etcd, through its view
-	if topics.local != nil {
-		topicStore = topics.local
-	}
-	logDir, err := filepath.Abs(cfg.DataDir) // Kafka names its log dirs by absolute path
-	if err != nil {
-		logDir = cfg.DataDir
-	}
+
 	var repl *replica.Node       // nil: this node alone
 	var peerFetches *peer.Server // nil: this node alone
 	var ksrv *kafka.Server
 	if member != nil {
-		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store,
-			Meta:       replicaMeta{m: member, self: int32(cfg.Node.ID), broker: topics.broker, warned: &sync.Map{}},
+		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store, Meta: member.ReplicaMeta(),
 			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), FetchRate: int64(cfg.Cluster.FollowerThrottledRate),
 			Log: log.With("component", "replica"), Registerer: reg,
 			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) },
 			BatchEnd: kafka.EndsBatch})
 		peerFetches = &peer.Server{Store: store, Leader: repl, Log: log.With("component", "peer")}
 	}
-	ksrv = kafka.New(store, kafka.Config{
-		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
-		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
-		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
-		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
-		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topics.broker, Topics: topicStore,
-		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic), OffsetMetadataMaxBytes: int(min(int64(cfg.Kafka.OffsetMetadataMaxBytes), 1<<20)),
-		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
-		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
-		FetchMaxBytes: int32(min(int64(cfg.Kafka.FetchMaxBytes), 1<<30)), MaxInflightFetchBytes: int64(cfg.Kafka.MaxInflightFetchBytes),
-		LogDir: logDir,
-		Logger: log.With("component", "kafka"), Metrics: kafka.NewMetrics(reg), Offsets: md.offsets, Cluster: view, Peers: peers, PeerFetches: peerFetches, PeerUser: cfg.Cluster.PeerUser, PeerSecret: peerSecret,
-		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
-		Auth:             sec.auth, Replication: repl,
-	})
+	kcfg := kafkaConfig(cfg, topics.broker, log)
+	kcfg.Metrics, kcfg.Offsets, kcfg.Cluster, kcfg.Auth, kcfg.Replication = kafka.NewMetrics(reg), md.offsets, meta, sec.auth, repl
+	kcfg.Peers, kcfg.PeerFetches, kcfg.PeerUser, kcfg.PeerSecret = peers, peerFetches, cfg.Cluster.PeerUser, peerSecret
+	ksrv = kafka.New(store, kcfg)
 	if repl != nil {
 		rolled.replication.Store(repl)
 		go repl.Run(bg, peers)
 	}
-	var scrub *scrubber
+	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
+		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool
 		if repl != nil {
 			refill = repl.Refill
 		}
-		scrub = newScrubber(e, refill, reg, log.With("component", "scrub"))
+		scrub := newScrubber(e, refill, reg, log.With("component", "scrub"))
 		if err := scheduleScrub(bg, scrub, cfg.Engine.ScrubSchedule); err != nil {
 			return err
 		}
-	}
-	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: cat, Cluster: member, Job: job,
-		Topics: ksrv, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
-	if scrub != nil {
 		adminCfg.Scrub = scrub
 	}
 	if adminCfg.Locked() {
 		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")
 	}
-	api := admin.Handler(ctx, adminCfg)
+	return serveUntil(ctx, admin.Handler(ctx, adminCfg), ksrv, peers, sec, ln, kln, cfg, log, ready)
+}
+
+// openCheckedColdTier opens the cold tier and checks that it answers.
+func openCheckedColdTier(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *slog.Logger) (objstore.Bucket, error) {
+	cold, err := openColdTier(cfg.Cold, reg)
+	if err != nil {
+		return nil, fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = cold.Check(checkCtx)
+	cancel()
+	if err != nil {
+		cold.Close()
+		return nil, fmt.Errorf("cold tier (%s): %w", cfg.Cold.Backend, err)
+	}
+	log.Info("cold tier ready", "backend", cold.Kind())
+	return cold, nil
+}
+
+// openServedStorage opens storage and, on a single node's folder from
+// before the engine kept its manifest, adopts the segments its catalog
+// lists (a cluster node's catalog is in etcd and never predates the
+// manifest).
+func openServedStorage(ctx context.Context, cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled *rolls, reg prometheus.Registerer, log *slog.Logger) (*engine.Adapter, error) {
+	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
+	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
+	if err != nil {
+		return nil, fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
+	}
+	if adopt {
+		err := adoptCatalog(cat, store.SegmentEngine(), log)
+		if err == nil {
+			err = markAdopted(cfg.DataDir)
+		}
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
+	reg.MustRegister(newEngineCollector(store.SegmentEngine()))
+	shards, _ := store.Shards(ctx)
+	log.Info("storage ready", "shards", len(shards), "default_engine", cfg.Engine.Default, "fsync", cfg.Engine.Fsync)
+	return store, nil
+}
+
+// runMember runs a cluster node's loops beside its servers until ctx ends:
+// its shards kept in step with the placement, handoffs at rolls, its load
+// and damaged copies reported.
+func runMember(ctx context.Context, m *cluster.Member, store *engine.Adapter, rolled *rolls, log *slog.Logger) {
+	go m.KeepShards(ctx, store, log)
+	go handOver(ctx, m, store.SegmentEngine(), rolled.shards, log)
+	go reportLoad(ctx, m, store.SegmentEngine(), 15*time.Second, log)
+	go reportDamage(ctx, m, store.SegmentEngine(), time.Second, log)
+}
+
+// serveUntil serves the admin API and the Kafka front end until ctx ends or
+// one fails, then shuts them down, in-flight requests first, then this
+// node's own requests to the others (peers).
+func serveUntil(ctx context.Context, api http.Handler, ksrv *kafka.Server, peers *peer.Client, sec *security, ln, kln net.Listener, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
-
 	go func() { served <- ksrv.Serve(sec.kafkaListener(kln, log.With("component", "kafka"))) }()
 	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
 	if ready != nil {
 		ready(Addrs{Admin: ln.Addr().String(), Kafka: kln.Addr().String()})
 	}
-
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -380,4 +387,27 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// kafkaConfig is the Kafka front end's settings from strata's config file;
+// run wires in what it is built from.
+func kafkaConfig(cfg *Config, topicDefaults topicconfig.Broker, log *slog.Logger) kafka.Config {
+	logDir, err := filepath.Abs(cfg.DataDir) // Kafka names its log dirs by absolute path
+	if err != nil {
+		logDir = cfg.DataDir
+	}
+	return kafka.Config{
+		AutoCreateTopics: cfg.Kafka.AutoCreateTopics, DefaultPartitions: cfg.Kafka.DefaultPartitions, DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
+		MaxRequestBytes:        int32(min(int64(cfg.Kafka.MaxRequestBytes), 1<<30)),
+		MaxControlRequestBytes: int32(min(int64(cfg.Kafka.MaxControlRequestBytes), 1<<30)),
+		MaxInflightBytes:       int64(cfg.Kafka.MaxInflightRequestBytes), MaxInflatedBytes: int(cfg.Kafka.MaxInflatedRequestBytes),
+		MaxMessageBytes: int32(cfg.Kafka.MaxMessageBytes), TopicDefaults: topicDefaults,
+		MaxPartitions: cfg.Kafka.MaxPartitions, MaxPartitionsPerTopic: int32(cfg.Kafka.MaxPartitionsPerTopic), OffsetMetadataMaxBytes: int(min(int64(cfg.Kafka.OffsetMetadataMaxBytes), 1<<20)),
+		MaxConnections: cfg.Kafka.MaxConnections, MaxConnectionsPerIP: cfg.Kafka.MaxConnectionsPerIP,
+		FrameTimeout: time.Duration(cfg.Kafka.FrameTimeout), MaxReadAheadBytes: int64(cfg.Kafka.FetchReadAheadBytes),
+		FetchMaxBytes: int32(min(int64(cfg.Kafka.FetchMaxBytes), 1<<30)), MaxInflightFetchBytes: int64(cfg.Kafka.MaxInflightFetchBytes),
+		LogDir:           logDir,
+		Logger:           log.With("component", "kafka"),
+		GroupInitialWait: time.Duration(cfg.Kafka.GroupInitialRebalanceDelay),
+	}
 }

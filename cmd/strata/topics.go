@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"strata/api/kafka"
 	"strata/cluster"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/metadata"
 	"strata/parquet"
 	"strata/tiering"
 	"strata/topicconfig"
@@ -51,11 +51,23 @@ func topicDefaults(cfg *Config) topicconfig.Broker {
 // topicView reads a topic's configs wherever this node keeps them: the
 // catalog's topic records on a single node, the cluster's etcd records (the
 // Member's view) in a cluster, once it has joined. The engine and the
-// tiering job resolve them through it.
+// tiering job resolve them through it. The member comes late: storage
+// opens first, since joining reports the engine's damaged copies.
 type topicView struct {
 	broker topicconfig.Broker
-	local  *kafka.CatalogTopics // single node
+	local  *metadata.CatalogTopics // single node
 	member atomic.Pointer[cluster.Member]
+}
+
+// newTopicView reads a single node's topic records from its catalog.
+func newTopicView(cfg *Config, cat metadata.TopicRecords) (*topicView, error) {
+	v := &topicView{broker: topicDefaults(cfg)}
+	if cfg.Cluster.Enabled() {
+		return v, nil
+	}
+	var err error
+	v.local, err = metadata.NewCatalogTopics(cat)
+	return v, err
 }
 
 func (v *topicView) overrides(topic string) map[string]string {

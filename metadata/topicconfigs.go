@@ -1,4 +1,4 @@
-package kafka
+package metadata
 
 import (
 	"errors"
@@ -11,6 +11,47 @@ import (
 	"strata/catalog"
 )
 
+// ConfigStore keeps a single node's topic configs (in a cluster they are
+// in the topic's etcd record). cmd gives the catalog's topic records behind
+// an in-memory copy (CatalogTopics); nil keeps them in memory (tests).
+type ConfigStore interface {
+	// Configs is a topic's own configs (nil: none). Produce asks on every
+	// request, so it answers from memory.
+	Configs(topic string) map[string]string
+	// SetConfigs replaces a topic's configs with what change makes of the
+	// current ones (which it must not modify), durably; nil forgets them.
+	SetConfigs(topic string, change func(map[string]string) (map[string]string, error)) error
+}
+
+type memoryConfigs struct {
+	mu sync.Mutex
+	m  map[string]map[string]string
+}
+
+func (t *memoryConfigs) Configs(topic string) map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[topic]
+}
+
+func (t *memoryConfigs) SetConfigs(topic string, change func(map[string]string) (map[string]string, error)) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next, err := change(t.m[topic])
+	if err != nil {
+		return err
+	}
+	if t.m == nil {
+		t.m = map[string]map[string]string{}
+	}
+	if len(next) == 0 {
+		delete(t.m, topic)
+	} else {
+		t.m[topic] = next
+	}
+	return nil
+}
+
 // TopicRecords is the part of the catalog that keeps topic records.
 type TopicRecords interface {
 	PutTopic(t catalog.Topic) (catalog.Topic, error)
@@ -19,7 +60,7 @@ type TopicRecords interface {
 	DeleteTopic(name string) error
 }
 
-// CatalogTopics is a single node's TopicStore: the catalog's topic records,
+// CatalogTopics is a single node's ConfigStore: the catalog's topic records,
 // with a copy of all of them in memory for reads (Produce asks on every
 // request; the engine and the tiering job on every roll check and pass).
 // Reads take the copy without waiting for a write in progress (a synced
