@@ -167,7 +167,12 @@ type Addrs struct{ Admin, Kafka string }
 // It builds the service in dependency order: the cold tier and the
 // metadata stores, storage, the tiering job, the listeners, the metadata
 // both front ends answer from (this node's, or the cluster's it joins),
-// replication, the Kafka front end, then the admin API.
+// replication, the Kafka front end, then the admin API. Three bindings
+// stay late, each a cycle: the engine reads topic configs before the node
+// joins (joining reports the engine's damaged copies: topics.member); its
+// rolls reach replication, which needs storage (rolled.replication); and
+// replication wakes the Kafka front end's long polls, which take
+// replication's acks (the Wake and Lead closures over ksrv).
 func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
