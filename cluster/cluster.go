@@ -24,6 +24,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"strata/catalog"
+	"strata/partition"
 	"strata/topicconfig"
 )
 
@@ -151,6 +152,10 @@ type Config struct {
 	// SessionTTL is the lease's time to live: a node that cannot reach etcd
 	// for that long is dead. Default 10s; etcd rounds it up to its minimum.
 	SessionTTL time.Duration
+	// Gates are this node's partitions' append gates (partition.Gates),
+	// shared with its append path: a handoff holds a partition's gate to
+	// fence it, so no append is in flight and none follows. nil: its own.
+	Gates *partition.Gates
 	// Logger gets membership and controller changes; nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer gets the cluster's metrics; nil: none.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"strata/engine/store"
 )
 
 // A partition moves to another node only at a roll, and only its next
@@ -17,40 +18,10 @@ import (
 // because only it knows that end; the decision is the controller's, and
 // the write holds only if the record is still the one that carried it.
 
-// gates hold each partition's appends against a handoff: an append holds
-// the read side from its leadership check to its end; a handoff takes the
-// write side to fence the partition, so none is in flight and none follows.
-type gates struct {
-	mu sync.Mutex
-	m  map[TopicPartition]*sync.RWMutex
-}
-
-func (g *gates) of(tp TopicPartition) *sync.RWMutex {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.m == nil {
-		g.m = map[TopicPartition]*sync.RWMutex{}
-	}
-	l, ok := g.m[tp]
-	if !ok {
-		l = &sync.RWMutex{}
-		g.m[tp] = l
-	}
-	return l
-}
-
-// GuardAppend is what an append of a partition holds: leads says whether
-// this node leads it now, and release, when it does, must be called once
-// the append is done.
-func (m *Member) GuardAppend(topic string, p int32) (release func(), leads bool) {
-	g := m.gates.of(TopicPartition{topic, p})
-	g.RLock()
-	if !m.Leads(topic, p) {
-		g.RUnlock()
-		return nil, false
-	}
-	return g.RUnlock, true
-}
+// The fence is the partition's append gate (Config.Gates): an append holds
+// it shared from its leadership check (Leads) to its end; a handoff holds it
+// to mark the partition fenced, so no append is in flight and none that
+// follows finds this node its leader.
 
 // HandOff hands partition p of topic to the node the controller chose for
 // its next segment, if it chose one and this node leads it: it fences the
@@ -70,12 +41,11 @@ func (m *Member) HandOff(ctx context.Context, topic string, p int32, seal func(c
 	if !ok || !live || rec.Leader != self || rec.Next == 0 {
 		return nil
 	}
-	g := m.gates.of(tp)
-	g.Lock()
+	release := m.cfg.Gates.Change(store.ShardName(topic, p))
 	m.mu.Lock()
 	m.fenced[tp] = true
 	m.mu.Unlock()
-	g.Unlock()
+	release()
 	done := false
 	defer func() {
 		if !done {

@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"strata/metadata"
+	"strata/partition"
 )
 
 // Member is one node in the cluster: registered under a lease while it is
@@ -33,7 +34,6 @@ type Member struct {
 	bg     context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	gates  gates
 	closed sync.Once
 
 	mu      sync.Mutex
@@ -75,6 +75,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	if cfg.EtcdCheckInterval <= 0 {
 		cfg.EtcdCheckInterval = 30 * time.Second
+	}
+	if cfg.Gates == nil {
+		cfg.Gates = partition.NewGates()
 	}
 	log := cmp.Or(cfg.Logger, slog.Default()).With("node", cfg.Self.ID)
 	m := &Member{

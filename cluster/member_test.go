@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"strata/engine/store"
 	"strata/internal/testsvc"
 
 	"strata/metadata"
@@ -732,8 +733,8 @@ func TestHandOffAtARoll(t *testing.T) {
 	p := chosen[0]
 
 	// An append in flight holds the handoff back until it is done.
-	release, leads := m1.GuardAppend("t", p)
-	if !leads {
+	release := m1.cfg.Gates.Append(store.ShardName("t", p))
+	if !m1.Leads("t", p) {
 		t.Fatal("node 1 does not lead the partition before handing it over")
 	}
 	sealed := make(chan struct{})
@@ -750,7 +751,7 @@ func TestHandOffAtARoll(t *testing.T) {
 	if err := <-handed; err != nil {
 		t.Fatal(err)
 	}
-	if _, leads := m1.GuardAppend("t", p); leads {
+	if m1.Leads("t", p) {
 		t.Error("node 1 still takes appends after handing the partition over")
 	}
 	eventually(t, m2, 5*time.Second, "node 2 does not lead the partition", func() bool { return m2.Leads("t", p) })

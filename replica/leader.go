@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	appendpath "strata/partition"
 )
 
 // Mode is what acks=all waits for (the topic's strata.acks.all).
@@ -65,24 +67,25 @@ type Config struct {
 // ProduceID names a produce waiting for acks=all, chosen by the caller.
 type ProduceID uint64
 
-// Result is how a produce ends; KafkaCode gives its error code.
+// Result is how a produce ends; Err gives the append path's error for it.
 type Result int
 
 const (
 	OK                           Result = iota
-	NotEnoughReplicas                   // 19: refused before appending
-	NotEnoughReplicasAfterAppend        // 20: appended, but the ISR shrank below min ISR meanwhile
-	RequestTimedOut                     // 7: the produce's timeout passed
-	NotLeaderOrFollower                 // 6: this node stopped leading meanwhile
+	NotEnoughReplicas                   // refused before appending
+	NotEnoughReplicasAfterAppend        // appended, but the ISR shrank below min ISR meanwhile
+	RequestTimedOut                     // the produce's timeout passed
+	NotLeaderOrFollower                 // this node stopped leading meanwhile
 )
 
 var resultNames = [...]string{"OK", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER"}
 
 func (r Result) String() string { return resultNames[r] }
 
-// KafkaCode is the produce response's error code for r.
-func (r Result) KafkaCode() int16 {
-	return [...]int16{0, 19, 20, 7, 6}[r]
+// Err is the append path's error for r (nil for OK), which the front end
+// answers the produce with.
+func (r Result) Err() error {
+	return [...]error{nil, appendpath.ErrNotEnoughReplicas, appendpath.ErrNotEnoughReplicasAfterAppend, appendpath.ErrTimedOut, appendpath.ErrNotLeader}[r]
 }
 
 // Output is something the caller must carry out: HighWatermark, ProposeISR

@@ -8,6 +8,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/store"
+	appendpath "strata/partition"
 )
 
 // The leader's side of replication: taking a partition over, carrying out
@@ -18,8 +19,7 @@ import (
 // is up to date with a controller's change of the ISR.
 func (n *Node) lead(ctx context.Context, p *partition, a Assignment) {
 	n.stopFollowing(p)
-	p.gate.Lock() // no append is in flight while the leadership changes
-	defer p.gate.Unlock()
+	defer n.cfg.Gates.Change(p.shard)() // no append is in flight while the leadership changes
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader != nil && p.a.Epoch == a.Epoch {
@@ -84,8 +84,7 @@ func (n *Node) newLeader(ctx context.Context, p *partition, a Assignment) (*Lead
 // depose ends p's leadership, if this node had it: produces waiting for
 // acks are answered NOT_LEADER_OR_FOLLOWER.
 func (n *Node) depose(p *partition, a Assignment) {
-	p.gate.Lock() // appends in flight finish first: none lands after
-	defer p.gate.Unlock()
+	defer n.cfg.Gates.Change(p.shard)() // appends in flight finish first: none lands after
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader == nil {
@@ -151,7 +150,7 @@ func (n *Node) proposeISR(p *partition, epoch int32, o ProposeISR) {
 }
 
 // ErrNotLeader: this node does not lead the partition (any more).
-var ErrNotLeader = errors.New("replica: not the leader")
+var ErrNotLeader = fmt.Errorf("replica: %w", appendpath.ErrNotLeader)
 
 func (n *Node) part(shard string) *partition {
 	n.mu.Lock()
@@ -171,35 +170,36 @@ func (n *Node) Leads(shard string) bool {
 	return p.leader != nil
 }
 
-// BeginAppend says whether a produce to shard may append now: only while
+// The append path reaches replication through its Replication interface.
+var _ appendpath.Replication = (*Node)(nil)
+
+// CheckAppend says whether a produce to shard may append now: only while
 // this node leads it (its epoch recorded), and with acks=all only while the
-// ISR holds min.insync.replicas. If it may, the append must be followed by
-// Appended and then release; until release no change of leadership takes
-// effect, so no record lands in this log after this node stopped leading
-// (it would be truncated, or worse, tagged with the next epoch). epoch is
-// the leader epoch the append is made in, for AwaitAck.
-func (n *Node) BeginAppend(shard string, acksAll bool) (release func(), epoch int32, r Result) {
+// ISR holds min.insync.replicas. The caller holds shard's gate
+// (partition.Gates.Append) from here until it has reported the append
+// (Appended): until then no change of leadership takes effect, so no record
+// lands in this log after this node stopped leading (it would be truncated,
+// or worse, tagged with the next epoch). epoch is the leader epoch the
+// append is made in, for AwaitAck.
+func (n *Node) CheckAppend(shard string, acksAll bool) (epoch int32, err error) {
 	p := n.part(shard)
 	if p == nil {
-		return nil, 0, NotLeaderOrFollower
+		return 0, NotLeaderOrFollower.Err()
 	}
-	p.gate.RLock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leader == nil {
-		p.gate.RUnlock()
-		return nil, 0, NotLeaderOrFollower
+		return 0, NotLeaderOrFollower.Err()
 	}
-	r = p.leader.CheckProduce()
+	r := p.leader.CheckProduce()
 	if r == NotEnoughReplicas && !acksAll {
 		r = OK
 	}
 	if r != OK {
-		p.gate.RUnlock()
 		n.m.acks.WithLabelValues(r.String()).Inc()
-		return nil, 0, r
+		return 0, r.Err()
 	}
-	return p.gate.RUnlock, p.a.Epoch, OK
+	return p.a.Epoch, nil
 }
 
 // Appended reports the leader's log end after an append to shard, whatever
@@ -222,11 +222,12 @@ func (n *Node) Appended(shard string, logEnd int64) {
 }
 
 // AwaitAck waits until the records at [base, end) of shard are on what
-// acks=all asks for, and answers how the produce ends.
-func (n *Node) AwaitAck(ctx context.Context, shard string, epoch int32, base, end int64, timeout time.Duration) Result {
+// acks=all asks for: nil once they are, else the error of how the produce
+// ends (Result.Err).
+func (n *Node) AwaitAck(ctx context.Context, shard string, epoch int32, base, end int64, timeout time.Duration) error {
 	r := n.awaitAck(ctx, shard, epoch, base, end, timeout)
 	n.m.acks.WithLabelValues(r.String()).Inc()
-	return r
+	return r.Err()
 }
 
 func (n *Node) awaitAck(ctx context.Context, shard string, epoch int32, base, end int64, timeout time.Duration) Result {

@@ -10,6 +10,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/store"
+	appendpath "strata/partition" // named so: this package has a partition type of its own
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -118,14 +119,20 @@ type NodeConfig struct {
 	Log        *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics
 	Now        func() time.Time
+	// Gates are the partitions' append gates (partition.Gates), shared
+	// with the append path (partition.Manager) and the cluster's handoff:
+	// a change of leadership holds a partition's gate, so no append is in
+	// flight while it happens. nil: the node's own.
+	Gates *appendpath.Gates
 	// Wake is told of a shard whose high watermark rose, so consumers
-	// waiting on it read again.
+	// waiting on it read again (partition.Manager.Wake).
 	Wake func(shard string)
 	// Lead is told that this node leads shard from now on, before its first
-	// append: state kept from the log (idempotent producers) is rebuilt.
+	// append: state kept from the log (idempotent producers) is rebuilt
+	// (partition.Manager.ForgetProducers).
 	Lead func(shard string)
 	// BatchEnd reports whether a record is the last of the produce batch
-	// it was written in (api/kafka.EndsBatch); a follower's fetch ends only
+	// it was written in (partition.EndsBatch); a follower's fetch ends only
 	// after such a record (batches.go). nil: every record ends one.
 	BatchEnd func(r *record.Record) bool
 }
@@ -137,9 +144,6 @@ type partition struct {
 	p     int32
 	shard string
 
-	// gate is held shared by each append from its leadership check to its
-	// end (BeginAppend), and exclusively by a change of leadership.
-	gate    sync.RWMutex
 	mu      sync.Mutex
 	a       Assignment // as last applied
 	leader  *Leader    // while leading
@@ -205,6 +209,9 @@ func NewNode(cfg NodeConfig) *Node {
 	}
 	if cfg.Lead == nil {
 		cfg.Lead = func(string) {}
+	}
+	if cfg.Gates == nil {
+		cfg.Gates = appendpath.NewGates()
 	}
 	n := &Node{cfg: cfg, m: newMetrics(cfg.Registerer), parts: map[string]*partition{}}
 	if cfg.FetchRate > 0 {

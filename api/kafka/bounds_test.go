@@ -495,7 +495,7 @@ func TestFetchReadsWithinMaxBytesAndWaitsForAppends(t *testing.T) {
 	if _, err := e.Append(ctx, "wide-7", []record.Record{{Value: []byte("wake up")}}); err != nil {
 		t.Fatal(err)
 	}
-	srv.appended.wake("wide-7") // as a Produce through the front end does
+	srv.partitions.Wake("wide-7") // as a Produce through the front end does
 	resp := <-got
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Fatalf("the long poll answered after %v; the append should wake it", waited)
@@ -657,9 +657,7 @@ func TestLongPollEndsWhenTheClientGoes(t *testing.T) {
 	frame := seedFrame(req, 11)
 	conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
 	waiting := func() int {
-		srv.appended.mu.Lock()
-		defer srv.appended.mu.Unlock()
-		return len(srv.appended.waiters["idle-0"])
+		return srv.partitions.Waiting("idle-0")
 	}
 	for deadline := time.Now().Add(10 * time.Second); waiting() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

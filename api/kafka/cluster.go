@@ -14,16 +14,6 @@ type (
 	LogPart       = metadata.LogPart
 )
 
-// AppendGuard is implemented by a cluster that moves partitions between
-// nodes (at rolls): an append holds the guard from its leadership check to
-// its end, so a handoff, which takes it, knows that no append is in flight
-// and that none follows.
-type AppendGuard interface {
-	// GuardAppend reports whether this node leads the partition now; if
-	// it does, release must be called when the append is done.
-	GuardAppend(topic string, partition int32) (release func(), leads bool)
-}
-
 // SplitLog is implemented by a cluster whose partitions' logs can be split
 // across nodes: when a partition moved at a roll, its sealed segments
 // stayed on the node that wrote them. The leader reads those offsets from

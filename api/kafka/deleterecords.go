@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/partition"
 	"strata/peer"
-	"strata/replica"
 )
 
 // deleteRecords advances low watermarks (Kafka's DeleteRecords); offset -1
@@ -117,27 +117,24 @@ func (s *Server) historyEnd(parts []LogPart) (int64, bool) {
 func (s *Server) ownStart(parts []LogPart) int64 { return parts[len(parts)-1].Start }
 
 // awaitDeleted waits, for a replicated partition, until its ISR has
-// deleted below low too (replica.Node.AwaitLogStart: the followers report
+// deleted below low too (partition.Manager.AwaitLogStart: the followers report
 // their log starts in their fetches), within the request's timeout:
 // REQUEST_TIMED_OUT after it, as Kafka's delayed DeleteRecords answers
 // (the leader's delete stands; the followers catch up).
-func (s *Server) awaitDeleted(ctx context.Context, topic string, partition int32, shard string, low int64, timeout time.Duration) int16 {
-	info, _ := s.cluster.Partition(topic, partition)
-	if len(info.Replicas) <= 1 || s.cfg.Replication == nil {
+func (s *Server) awaitDeleted(ctx context.Context, topic string, p int32, shard string, low int64, timeout time.Duration) int16 {
+	info, _ := s.cluster.Partition(topic, p)
+	if len(info.Replicas) <= 1 {
 		return errNone
 	}
-	// The followers' long polls answer now: their next fetch then deletes
-	// and reports the new start.
-	s.appended.wake(shard)
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	switch err := s.cfg.Replication.AwaitLogStart(ctx, shard, low); {
+	switch err := s.partitions.AwaitLogStart(ctx, shard, low); {
 	case err == nil:
 		return errNone
-	case errors.Is(err, replica.ErrNotLeader):
+	case errors.Is(err, partition.ErrNotLeader):
 		return kerr.NotLeaderForPartition.Code
 	default:
 		s.log.Warn("kafka: delete records: the ISR has not deleted within the request's timeout", "shard", shard, "offset", low, "err", err)

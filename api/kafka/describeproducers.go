@@ -10,7 +10,7 @@ import (
 )
 
 // describeProducers answers DescribeProducers: each partition's idempotent
-// producers as strata keeps them to match retries (idempotence.go), with
+// producers as strata keeps them to match retries (partition/producers.go), with
 // their epoch, last sequence and the largest timestamp of their last
 // batch. strata has no transactions, so no producer has one open
 // (CurrentTxnStartOffset -1) and none has a coordinator epoch.
@@ -38,7 +38,7 @@ func (s *Server) producersOf(ctx context.Context, topic string, partition int32)
 		rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return rp
 	}
-	ps, err := s.seqs.producers(ctx, s.store, store.ShardName(topic, partition))
+	ps, err := s.partitions.Producers(ctx, store.ShardName(topic, partition))
 	if err != nil {
 		s.log.Error("kafka: describe producers", "topic", topic, "partition", partition, "err", err)
 		rp.ErrorCode = kerr.UnknownServerError.Code
@@ -47,7 +47,7 @@ func (s *Server) producersOf(ctx context.Context, topic string, partition int32)
 	rp.ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
 	for _, p := range ps {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
-		ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = p.id, int32(p.epoch), p.lastSeq, p.lastTS
+		ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.LastTimestamp = p.ID, int32(p.Epoch), p.LastSequence, p.LastTimestamp
 		ap.CoordinatorEpoch = -1
 		rp.ActiveProducers = append(rp.ActiveProducers, ap)
 	}

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -33,49 +32,6 @@ func (s *Server) checkCurrentEpoch(topic string, partition, current int32) int16
 		return kerr.UnknownLeaderEpoch.Code
 	}
 	return errNone
-}
-
-// assignEpoch records the partition's current leader epoch in its shard's
-// history from the log end on, before an append: the same epoch again is a
-// no-op in the engine, so this costs a comparison once the epoch is there.
-// A history already past the cluster's epoch means this node's view of the
-// partition is behind: the client is sent to re-read Metadata.
-func (s *Server) assignEpoch(ctx context.Context, shard string) int16 {
-	tp, ok := store.ParseShard(shard)
-	if !ok {
-		return errNone
-	}
-	info, ok := s.cluster.Partition(tp.Topic, tp.Partition)
-	if !ok || info.LeaderEpoch < 0 {
-		return errNone // a single node: no history
-	}
-	if info.Leader != s.cluster.Self() {
-		// The view moved on since the append was let in: this node's log
-		// must not get the next leader's epoch.
-		return kerr.NotLeaderForPartition.Code
-	}
-	ep, ok1 := s.store.(store.Epochs)
-	rep, ok2 := s.store.(store.Replica)
-	if !ok1 || !ok2 {
-		return errNone
-	}
-	end, err := rep.LogEnd(ctx, shard)
-	if err == nil {
-		err = ep.AssignEpoch(ctx, shard, info.LeaderEpoch, end)
-	}
-	switch {
-	case err == nil:
-		return errNone
-	case errors.Is(err, store.ErrUnknownShard):
-		return kerr.UnknownTopicOrPartition.Code
-	case errors.Is(err, store.ErrEpochOrder):
-		s.log.Warn("kafka: the shard's leader-epoch history is past the partition's epoch: refusing the append until the metadata catches up",
-			"shard", shard, "epoch", info.LeaderEpoch, "err", err)
-		return kerr.NotLeaderForPartition.Code
-	default:
-		s.log.Error("kafka: recording the leader epoch", "shard", shard, "epoch", info.LeaderEpoch, "err", err)
-		return kerr.UnknownServerError.Code
-	}
 }
 
 // storedEpochs is the shard's history as the engine keeps it; nil when it

@@ -50,10 +50,10 @@ func (s *Server) longPoll(ctx context.Context, r *kmsg.FetchRequest, read func()
 	for {
 		// Register before reading, so an append between the read and the
 		// wait still wakes this poll.
-		woken := s.appended.wait(shards)
+		woken := s.partitions.Wait(shards)
 		resp, done := read()
 		if done || !time.Now().Before(deadline) {
-			s.appended.cancel(shards, woken)
+			s.partitions.Cancel(shards, woken)
 			return resp
 		}
 		timer := time.NewTimer(time.Until(deadline))
@@ -61,16 +61,16 @@ func (s *Server) longPoll(ctx context.Context, r *kmsg.FetchRequest, read func()
 		case <-woken:
 			timer.Stop()
 		case <-timer.C:
-			s.appended.cancel(shards, woken)
+			s.partitions.Cancel(shards, woken)
 			resp, _ := read()
 			return resp
 		case <-s.closing: // shutting down: answer what there is now
 			timer.Stop()
-			s.appended.cancel(shards, woken)
+			s.partitions.Cancel(shards, woken)
 			return resp
 		case <-ctx.Done(): // the client went away: nobody waits for the answer
 			timer.Stop()
-			s.appended.cancel(shards, woken)
+			s.partitions.Cancel(shards, woken)
 			return resp
 		}
 	}

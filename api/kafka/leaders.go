@@ -54,8 +54,7 @@ func (s *Server) leadersKnown(topic string, from, to int32) bool {
 		if !ok || info.Leader < 0 {
 			return false
 		}
-		if info.Leader == s.cluster.Self() && len(info.Replicas) > 1 && s.cfg.Replication != nil &&
-			!s.cfg.Replication.Leads(store.ShardName(topic, p)) {
+		if info.Leader == s.cluster.Self() && len(info.Replicas) > 1 && !s.partitions.LeadTaken(store.ShardName(topic, p)) {
 			return false
 		}
 	}

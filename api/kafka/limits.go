@@ -237,61 +237,6 @@ func (b *budget) give(w *budgetWaiter, n int64) {
 	close(w.ready)
 }
 
-// hub wakes the long polls waiting on a shard when records are appended to
-// it, so an idle Fetch costs nothing until there is something to read.
-type hub struct {
-	mu      sync.Mutex
-	waiters map[string][]chan struct{}
-}
-
-func newHub() *hub { return &hub{waiters: map[string][]chan struct{}{}} }
-
-// wait returns a channel closed at the next append to any of the shards.
-func (h *hub) wait(shards []string) chan struct{} {
-	ch := make(chan struct{})
-	h.mu.Lock()
-	for _, s := range shards {
-		h.waiters[s] = append(h.waiters[s], ch)
-	}
-	h.mu.Unlock()
-	return ch
-}
-
-// cancel forgets a wait that ended without being woken.
-func (h *hub) cancel(shards []string, ch chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range shards {
-		ws := h.waiters[s]
-		for i, w := range ws {
-			if w == ch {
-				ws = append(ws[:i], ws[i+1:]...)
-				break
-			}
-		}
-		if len(ws) == 0 {
-			delete(h.waiters, s)
-		} else {
-			h.waiters[s] = ws
-		}
-	}
-}
-
-// wake wakes every wait on shard. A channel waiting on several shards is
-// closed once and dropped from the others by its waiter's cancel.
-func (h *hub) wake(shard string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, ch := range h.waiters[shard] {
-		select {
-		case <-ch:
-		default:
-			close(ch)
-		}
-	}
-	delete(h.waiters, shard)
-}
-
 // refusal logs a request refused for what a client sent at most once a
 // second per message: a client repeating a bad request cannot flood the log
 // (strata_kafka_errors_total and strata_kafka_refused_total count them all).

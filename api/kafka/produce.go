@@ -13,7 +13,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/store"
-	"strata/replica"
+	"strata/partition"
 	"strata/topicconfig"
 )
 
@@ -92,15 +92,12 @@ const maxConcurrentAppends = 256
 type produceInput struct {
 	topic     string
 	partition int32
-	shard     string
 	recs      []record.Record
 	batches   []kmsg.RecordBatch
 	// acks and timeout are the request's: acks=all (-1) on a replicated
 	// partition waits for its replicas.
 	acks    int16
 	timeout time.Duration
-	// replicated: replication recorded the leader epoch (replica.Node).
-	replicated bool
 	// logAppendTime is the broker's time stamped on every record when the
 	// topic's message.timestamp.type is LogAppendTime (else -1).
 	logAppendTime int64
@@ -147,7 +144,7 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 	if code := s.leads(topic, partition); code != errNone {
 		return produceInput{}, code
 	}
-	in := produceInput{topic: topic, partition: partition, shard: shard, recs: recs, batches: batches, logAppendTime: -1}
+	in := produceInput{topic: topic, partition: partition, recs: recs, batches: batches, logAppendTime: -1}
 	if conf().LogAppendTime {
 		in.logAppendTime = time.Now().UnixMilli()
 		for i := range in.recs {
@@ -173,133 +170,48 @@ func batchesOver(raw []byte, limit int32) bool {
 	return false
 }
 
+// producePartition appends one partition's batch through the append path
+// and answers with its code and first offset.
 func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
-	// Whether a partition is replicated is the metadata's to say, not
-	// whether replication has set it up yet: until it has, its appends are
-	// refused, never taken unreplicated.
-	info, _ := s.cluster.Partition(in.topic, in.partition)
-	repl := s.cfg.Replication
-	if len(info.Replicas) <= 1 {
-		code, base, _ := s.appendPartition(ctx, in)
-		return code, base
-	}
-	if repl == nil {
-		return kerr.NotLeaderForPartition.Code, -1
-	}
-	// Only while this node leads it at an epoch it has recorded, and with
-	// acks=all only while the ISR holds min.insync.replicas; no change of
-	// leadership takes effect until the append is done.
-	release, epoch, res := repl.BeginAppend(in.shard, in.acks == -1)
-	if res != replica.OK {
-		return res.KafkaCode(), -1
-	}
-	in.replicated = true
-	code, base, end := s.appendPartition(ctx, in)
-	if code == errNone {
-		repl.Appended(in.shard, end)
-	}
-	release()
-	if code != errNone || in.acks != -1 {
-		return code, base
-	}
-	if res := repl.AwaitAck(ctx, in.shard, epoch, base, end, in.timeout); res != replica.OK {
-		return res.KafkaCode(), -1
-	}
-	return code, base
-}
-
-// appendPartition appends one partition's batch, or answers a retry of one
-// already stored with its offsets; end is the offset after its last record.
-func (s *Server) appendPartition(ctx context.Context, in produceInput) (code int16, base, end int64) {
-	if g, ok := s.cluster.(AppendGuard); ok {
-		release, leads := g.GuardAppend(in.topic, in.partition)
-		if !leads {
-			// Handed over (or its lease lost) since the request was checked.
-			return cmp.Or(s.leads(in.topic, in.partition), kerr.NotLeaderForPartition.Code), -1, -1
-		}
-		defer release()
-	}
+	b := partition.Batch{Records: in.recs}
 	// Idempotence: one batch per request per partition is what clients send.
 	if len(in.batches) == 1 && in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
-		b := in.batches[0]
-		key := seqKey{b.ProducerID, in.shard}
-		unlock, err := s.seqs.lock(ctx, s.store, key)
-		if errors.Is(err, store.ErrUnknownShard) {
-			// Placed here a moment ago, its shard not made yet: the client
-			// retries, as it does an append to a missing shard.
-			return kerr.UnknownTopicOrPartition.Code, -1, -1
-		}
-		if err != nil {
-			s.log.Error("kafka: reading producer state", "shard", in.shard, "err", err)
-			return kerr.UnknownServerError.Code, -1, -1
-		}
-		defer unlock()
-		first, last := b.FirstSequence, seqAdd(b.FirstSequence, b.LastOffsetDelta)
-		st := s.seqs.get(key)
-		switch v, base := check(st, b.ProducerEpoch, first, last); v {
-		case duplicateBatch:
-			return errNone, base, base + int64(len(in.recs)) // a retry of a batch already stored
-		case unknownDuplicate:
-			return kerr.DuplicateSequenceNumber.Code, -1, -1
-		case outOfOrder:
-			return kerr.OutOfOrderSequenceNumber.Code, -1, -1
-		case fencedEpoch:
-			return kerr.InvalidProducerEpoch.Code, -1, -1
-		case completeBatch:
-			// The log was cut inside this batch (a crash mid-append): its
-			// first part is stored, so only the rest is, and the client
-			// gets the batch's first offset, never a second copy.
-			stored := st.lastSeq
-			if seqDist(first, stored)+1 >= int64(len(in.recs)) {
-				return kerr.OutOfOrderSequenceNumber.Code, -1, -1 // its sequences do not match its records
-			}
-			rest := in.recs[seqDist(first, stored)+1:]
-			code, at := s.appendRecords(context.WithoutCancel(ctx), in.shard, rest, in.replicated)
-			if code != errNone {
-				return code, -1, -1
-			}
-			s.seqs.complete(key, last, at, maxTimestamp(rest))
-			s.log.Info("kafka: completed a batch whose first part the log held", "shard", in.shard, "producer", b.ProducerID,
-				"first_sequence", first, "stored_up_to", stored, "base_offset", base, "rest_at", at)
-			return errNone, base, at + int64(len(rest))
-		}
-		// Once queued, an append completes whether or not its client
-		// waits: it must be recorded, or the client's retry on a new
-		// connection would be appended again.
-		code, base := s.appendRecords(context.WithoutCancel(ctx), in.shard, in.recs, in.replicated)
-		if code == errNone {
-			s.seqs.put(key, b.ProducerEpoch, first, last, base, maxTimestamp(in.recs))
-		}
-		return code, base, base + int64(len(in.recs))
+		rb := in.batches[0]
+		b.Producer = &partition.ProducerBatch{ID: rb.ProducerID, Epoch: rb.ProducerEpoch, FirstSequence: rb.FirstSequence, LastOffsetDelta: rb.LastOffsetDelta}
 	}
-	code, base = s.appendRecords(ctx, in.shard, in.recs, in.replicated)
-	return code, base, base + int64(len(in.recs))
-}
-
-// appendRecords appends to shard; a partition that replication does not
-// run records its leader epoch first (one that it runs has it already).
-func (s *Server) appendRecords(ctx context.Context, shard string, recs []record.Record, replicated bool) (int16, int64) {
-	if !replicated {
-		if code := s.assignEpoch(ctx, shard); code != errNone {
-			return code, -1
-		}
+	acks := partition.AckLeader
+	if in.acks == -1 {
+		acks = partition.AckAll
 	}
-	base, err := s.store.Append(ctx, shard, recs)
+	base, err := s.partitions.Append(ctx, partition.ID{Topic: in.topic, Partition: in.partition}, b, acks, in.timeout)
 	if err != nil {
-		s.log.Error("kafka: append", "shard", shard, "err", err)
-		if errors.Is(err, store.ErrUnknownShard) {
-			return kerr.UnknownTopicOrPartition.Code, -1
-		}
-		return kerr.UnknownServerError.Code, -1
+		return s.appendCode(in.topic, in.partition, err), -1
 	}
-	s.appended.wake(shard)
-	return errNone, int64(base)
+	return errNone, base
 }
 
-func maxTimestamp(recs []record.Record) int64 {
-	ts := int64(-1)
-	for _, r := range recs {
-		ts = max(ts, r.Timestamp)
+// appendCode is the Produce error code for an append's error.
+func (s *Server) appendCode(topic string, p int32, err error) int16 {
+	switch {
+	case errors.Is(err, partition.ErrFenced):
+		// The metadata says who leads instead, or that none does.
+		return cmp.Or(s.leads(topic, p), kerr.NotLeaderForPartition.Code)
+	case errors.Is(err, partition.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, partition.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, partition.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend.Code
+	case errors.Is(err, partition.ErrTimedOut):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, partition.ErrDuplicateSequence):
+		return kerr.DuplicateSequenceNumber.Code
+	case errors.Is(err, partition.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, partition.ErrProducerFenced):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, store.ErrUnknownShard):
+		return kerr.UnknownTopicOrPartition.Code
 	}
-	return ts
+	return kerr.UnknownServerError.Code
 }

@@ -19,6 +19,7 @@ import (
 
 	"strata/engine/leaderepoch"
 	"strata/engine/record"
+	"strata/partition"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -89,7 +90,7 @@ func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch
 				Timestamp:    b.FirstTimestamp + r.TimestampDelta64,
 				Key:          r.Key,
 				Value:        r.Value,
-				ProtocolData: producerData(b.ProducerID, b.ProducerEpoch, seqAdd(b.FirstSequence, r.OffsetDelta), i == b.NumRecords-1),
+				ProtocolData: partition.ProducerData(b.ProducerID, b.ProducerEpoch, partition.SeqAdd(b.FirstSequence, r.OffsetDelta), i == b.NumRecords-1),
 			}
 			if b.Attributes&0x08 != 0 { // log-append time: the broker's clock
 				rec.Timestamp = b.MaxTimestamp

@@ -27,8 +27,8 @@ import (
 
 	"strata/engine/store"
 	"strata/metadata"
+	"strata/partition"
 	"strata/peer"
-	"strata/replica"
 	"strata/topicconfig"
 )
 
@@ -109,9 +109,10 @@ type Config struct {
 	// (followers' fetches, copy reads); fetch.go hands them over. Nil:
 	// this node alone.
 	PeerFetches *peer.Server
-	// Replication replicates the partitions with several replicas (nil on
-	// a single node): produces wait for acks through it.
-	Replication *replica.Node
+	// Partitions is the leader's append path (partition.Manager) the
+	// cluster's replication and handoff share the partitions' gates with;
+	// nil: one over Cluster, with no replication (a single node).
+	Partitions *partition.Manager
 	// PeerUser is the SASL user other nodes sign in as (cluster.peer_user):
 	// with SASL on, only its requests are answered as a replica's.
 	PeerUser string
@@ -138,18 +139,19 @@ type Server struct {
 
 	mu      sync.Mutex
 	nextPID int64
-	seqs    *sequences // idempotent producers' recent batches
 	groups  *groupServer
 	offsets OffsetStore
 	closing chan struct{} // closed by Shutdown: long polls end
 	closed  sync.Once
 
-	cluster    metadata.Cluster
+	cluster metadata.Cluster
+	// partitions is the leader's append path: Produce's appends, the
+	// idempotent producers' state and the long polls' wake-ups.
+	partitions *partition.Manager
 	peerProofs peer.Proofs
 	inflight   *budget
 	// answers bounds the fetch answers built and not yet written (fetch.go).
-	answers  *budget
-	appended *hub // wakes long polls when a partition gets records
+	answers *budget
 	// readAheadBytes is what the connections' read-aheads hold;
 	// topicsDeleted counts the topics this node deleted, which a
 	// read-ahead must not outlive (readahead.go).
@@ -232,9 +234,9 @@ func New(s store.Store, cfg Config) *Server {
 	if offsets == nil {
 		offsets = &memoryOffsets{}
 	}
-	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(), seqs: newSequences(),
+	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(),
 		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
-		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes), appended: newHub()}
+		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes)}
 	if cfg.Metrics != nil {
 		srv.inflight.gauge = cfg.Metrics.setInflight
 		srv.answers.gauge = cfg.Metrics.setAnswers
@@ -242,6 +244,10 @@ func New(s store.Store, cfg Config) *Server {
 	srv.cluster = cfg.Cluster
 	if srv.cluster == nil {
 		srv.cluster = metadata.NewSingle(s, nil, srv.listening)
+	}
+	srv.partitions = cfg.Partitions
+	if srv.partitions == nil {
+		srv.partitions = partition.New(s, partition.Config{Meta: srv.cluster, Log: cfg.Logger})
 	}
 	return srv
 }
@@ -755,11 +761,3 @@ func frameWhole(head []byte, flexibleHeader bool, resp kmsg.Response) []byte {
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out
 }
-
-// WakeShard wakes the fetches waiting on shard: its high watermark rose.
-func (s *Server) WakeShard(shard string) { s.appended.wake(shard) }
-
-// ForgetProducers drops what is known of shard's idempotent producers: this
-// node has just become its leader, and the state is rebuilt from its log
-// (which holds every batch the old leader committed) at the next produce.
-func (s *Server) ForgetProducers(shard string) { s.seqs.forget(shard) }

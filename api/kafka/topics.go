@@ -138,7 +138,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 			s.log.Info("topic deleted", "topic", name, "partitions", topics[name])
 		}
 		for p := int32(0); p < topics[name]; p++ {
-			s.seqs.forget(store.ShardName(name, p))
+			s.partitions.ForgetProducers(store.ShardName(name, p))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

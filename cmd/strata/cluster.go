@@ -27,6 +27,7 @@ import (
 	"strata/engine/segment"
 	"strata/engine/store"
 	"strata/metadata"
+	"strata/partition"
 	"strata/tiering"
 	"strata/tiering/objstore"
 	"strata/topicconfig"
@@ -111,17 +112,17 @@ func nodePrefix(cfg *Config) string {
 }
 
 // The Kafka front end finds these on its metadata by assertion; a
-// cluster's must have them: appends held against handoffs, split logs read
-// through the leader, CreateTopics' wait woken by the view's changes.
+// cluster's must have them: split logs read through the leader,
+// CreateTopics' wait woken by the view's changes.
 var (
-	_ kafka.AppendGuard = (*cluster.Member)(nil)
-	_ kafka.SplitLog    = (*cluster.Member)(nil)
-	_ metadata.Changes  = (*cluster.Member)(nil)
+	_ kafka.SplitLog   = (*cluster.Member)(nil)
+	_ metadata.Changes = (*cluster.Member)(nil)
 )
 
 // joinCluster registers this node, listening for Kafka at kafkaAddr; the
-// member is the metadata both front ends answer from.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, error) {
+// member is the metadata both front ends answer from. Its handoffs fence
+// partitions through gates, which the append path holds.
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, gates *partition.Gates, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
@@ -132,7 +133,7 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	}
 	jc := cluster.Config{Client: m.etcd, Prefix: cfg.Cluster.EtcdPrefix,
 		Self: cluster.Node{ID: id, KafkaAddr: kafkaAddr, AdminAddr: adminAddr, Dir: dir, Damaged: damaged}, SessionTTL: time.Duration(cfg.Cluster.SessionTTL),
-		Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
+		Gates: gates, Logger: log.With("component", "cluster"), Registerer: reg, TopicDefaults: broker, ReplicaGrace: time.Duration(cfg.Tiering.ReplicaGrace),
 		MaxPartitions: cfg.Kafka.MaxPartitions, EtcdCompactionRetention: time.Duration(cfg.Cluster.EtcdCompactionRetention),
 		EtcdQuotaBytes: int64(cfg.Cluster.EtcdQuotaBytes), EtcdCheckInterval: time.Duration(cfg.Cluster.EtcdCheckInterval),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {

@@ -28,6 +28,7 @@ import (
 	"strata/cluster"
 	"strata/engine"
 	"strata/metadata"
+	"strata/partition"
 	"strata/peer"
 	"strata/replica"
 	"strata/tiering"
@@ -171,8 +172,9 @@ type Addrs struct{ Admin, Kafka string }
 // stay late, each a cycle: the engine reads topic configs before the node
 // joins (joining reports the engine's damaged copies: topics.member); its
 // rolls reach replication, which needs storage (rolled.replication); and
-// replication wakes the Kafka front end's long polls, which take
-// replication's acks (the Wake and Lead closures over ksrv).
+// replication wakes the append path's long polls and resets its producer
+// state, while the append path takes replication's acks (the Wake and Lead
+// closures over parts).
 func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -230,6 +232,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	defer kln.Close()
 
+	// One gate per partition, which appends, replication's changes of
+	// leadership and handoffs take (partition.Gates).
+	gates := partition.NewGates()
 	// The metadata both front ends answer from and change topics through.
 	var meta metadata.Cluster
 	var member *cluster.Member // nil: this node alone
@@ -246,7 +251,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		if peerSecret, err = cluster.PeerSecret(ctx, md.etcd, cfg.Cluster.EtcdPrefix); err != nil {
 			return err
 		}
-		if member, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), reg, log); err != nil {
+		if member, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), gates, reg, log); err != nil {
 			return err
 		}
 		meta = member
@@ -276,19 +281,22 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 
 	var repl *replica.Node       // nil: this node alone
 	var peerFetches *peer.Server // nil: this node alone
-	var ksrv *kafka.Server
+	var parts *partition.Manager // nil: the Kafka server's own, with no replication
 	if member != nil {
-		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store, Meta: member.ReplicaMeta(),
+		// Replication tells the append path of its changes, and the append
+		// path appends through replication: each refers to the other.
+		repl = replica.NewNode(replica.NodeConfig{Self: int32(cfg.Node.ID), Store: store, Meta: member.ReplicaMeta(), Gates: gates,
 			LagTimeMax: time.Duration(cfg.Cluster.ReplicaLagTimeMax), FetchRate: int64(cfg.Cluster.FollowerThrottledRate),
 			Log: log.With("component", "replica"), Registerer: reg,
-			Wake: func(shard string) { ksrv.WakeShard(shard) }, Lead: func(shard string) { ksrv.ForgetProducers(shard) },
-			BatchEnd: kafka.EndsBatch})
+			Wake: func(shard string) { parts.Wake(shard) }, Lead: func(shard string) { parts.ForgetProducers(shard) },
+			BatchEnd: partition.EndsBatch})
+		parts = partition.New(store, partition.Config{Meta: member, Replication: repl, Gates: gates, Log: log.With("component", "partition")})
 		peerFetches = &peer.Server{Store: store, Leader: repl, Log: log.With("component", "peer")}
 	}
 	kcfg := kafkaConfig(cfg, topics.broker, log)
-	kcfg.Metrics, kcfg.Offsets, kcfg.Cluster, kcfg.Auth, kcfg.Replication = kafka.NewMetrics(reg), md.offsets, meta, sec.auth, repl
+	kcfg.Metrics, kcfg.Offsets, kcfg.Cluster, kcfg.Auth, kcfg.Partitions = kafka.NewMetrics(reg), md.offsets, meta, sec.auth, parts
 	kcfg.Peers, kcfg.PeerFetches, kcfg.PeerUser, kcfg.PeerSecret = peers, peerFetches, cfg.Cluster.PeerUser, peerSecret
-	ksrv = kafka.New(store, kcfg)
+	ksrv := kafka.New(store, kcfg)
 	if repl != nil {
 		rolled.replication.Store(repl)
 		go repl.Run(bg, peers)

@@ -1,4 +1,4 @@
-package kafka
+package partition
 
 import (
 	"cmp"
@@ -64,9 +64,9 @@ const (
 )
 
 // Sequences run from 0 to math.MaxInt32 and then wrap to 0, as Kafka's do,
-// so they are compared on that circle: seqAdd moves along it and seqDist
+// so they are compared on that circle: SeqAdd moves along it and seqDist
 // is how far b is ahead of a.
-func seqAdd(s int32, n int32) int32 { return int32((int64(s) + int64(n)) % (math.MaxInt32 + 1)) }
+func SeqAdd(s int32, n int32) int32 { return int32((int64(s) + int64(n)) % (math.MaxInt32 + 1)) }
 
 func seqDist(a, b int32) int64 {
 	return ((int64(b)-int64(a))%(math.MaxInt32+1) + math.MaxInt32 + 1) % (math.MaxInt32 + 1)
@@ -96,7 +96,7 @@ func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
 			return completeBatch, r.base + at
 		}
 		return outOfOrder, -1
-	case first == seqAdd(st.lastSeq, 1):
+	case first == SeqAdd(st.lastSeq, 1):
 		return appendBatch, -1
 	case seqDist(last, st.lastSeq) < math.MaxInt32/2: // at or behind the last stored
 		n := seqDist(first, last)
@@ -181,36 +181,38 @@ func (q *sequences) load(ctx context.Context, st store.Store, shard string) erro
 	return l.err
 }
 
-// activeProducer is what DescribeProducers shows of a producer on a
-// partition.
-type activeProducer struct {
-	id       int64
-	epoch    int16
-	lastSeq  int32
-	lastTS   int64
-	lastBase int64
+// Producer is what is known of an idempotent producer on a partition
+// (Kafka's DescribeProducers shows it).
+type Producer struct {
+	ID           int64
+	Epoch        int16
+	LastSequence int32
+	// LastTimestamp is the largest timestamp of its last batch; LastBase
+	// is that batch's first offset (-1: unknown).
+	LastTimestamp int64
+	LastBase      int64
 }
 
 // producers lists the idempotent producers known on shard, by id, loading
 // its state from the log first if no write has since the start.
-func (q *sequences) producers(ctx context.Context, st store.Store, shard string) ([]activeProducer, error) {
+func (q *sequences) producers(ctx context.Context, st store.Store, shard string) ([]Producer, error) {
 	if err := q.load(ctx, st, shard); err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var out []activeProducer
+	var out []Producer
 	for k, ps := range q.state {
 		if k.shard != shard {
 			continue
 		}
-		p := activeProducer{id: k.pid, epoch: ps.epoch, lastSeq: ps.lastSeq, lastTS: ps.lastTS, lastBase: -1}
+		p := Producer{ID: k.pid, Epoch: ps.epoch, LastSequence: ps.lastSeq, LastTimestamp: ps.lastTS, LastBase: -1}
 		if n := len(ps.recent); n > 0 {
-			p.lastBase = ps.recent[n-1].base
+			p.LastBase = ps.recent[n-1].base
 		}
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b activeProducer) int { return cmp.Compare(a.id, b.id) })
+	slices.SortFunc(out, func(a, b Producer) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -246,7 +248,7 @@ func (q *sequences) complete(key seqKey, last int32, base, maxTS int64) {
 		r.last = last // right after its first part: one run again
 		st.lastSeq, st.open = last, false
 	} else {
-		st.record(st.epoch, seqAdd(st.lastSeq, 1), last, base)
+		st.record(st.epoch, SeqAdd(st.lastSeq, 1), last, base)
 	}
 	st.lastTS = max(st.lastTS, maxTS)
 }
@@ -307,7 +309,7 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 				continue
 			}
 			rs := runs[pid]
-			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && seqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
+			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && SeqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
 				rs[n-1].last, rs[n-1].end, rs[n-1].ends = seq, int64(r.Offset), ends
 				rs[n-1].maxTS = max(rs[n-1].maxTS, r.Timestamp)
 			} else {
@@ -331,12 +333,14 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 	return nil
 }
 
-// producerData is a record's ProtocolData for a Kafka producer: id, epoch,
+// ProducerData is a record's ProtocolData for a Kafka producer: id, epoch,
 // the record's sequence, big-endian, and a flags byte whose bit 0 marks the
-// last record of its batch (docs/kafka.md). The mark is what lets a leader
+// last record of its batch (docs/kafka.md). The producer state is rebuilt
+// from it after a start. The mark is what lets a leader
 // replicate a batch whole: a follower's fetch ends only after a record that
-// ends its batch, so no new leader holds part of one.
-func producerData(id int64, epoch int16, seq int32, last bool) []byte {
+// ends its batch, so no new leader holds part of one. A negative id (no
+// idempotent producer) has none.
+func ProducerData(id int64, epoch int16, seq int32, last bool) []byte {
 	if id < 0 {
 		return nil
 	}
