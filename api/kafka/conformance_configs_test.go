@@ -106,6 +106,19 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		return out, fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, derefNull(resp.Resources[0].ErrorMessage))
 	}
 	o.Described, _ = describe(topic + "-cfg")
+	// Apache Kafka's controller applies an alter before the broker that
+	// answers DescribeConfigs has it in its metadata, so an answer right
+	// after an alter may still be the old one there: read until it changes.
+	describeChanged := func(name string, was []string) []string {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			now, _ := describe(name)
+			if !slices.Equal(now, was) || time.Now().After(deadline) {
+				return now
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	_, o.UnknownTopic = describe(topic + "-nosuch")
 
 	// Produce to the LogAppendTime topic: the answer carries the broker's
@@ -171,7 +184,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 	}
 	const set, del, app = kmsg.IncrementalAlterConfigOpSet, kmsg.IncrementalAlterConfigOpDelete, kmsg.IncrementalAlterConfigOpAppend
 	o.IncrementErrs = append(o.IncrementErrs, incr(res(topic+"-cfg", "retention.ms", del, "", "segment.ms", set, "60000", "cleanup.policy", set, "delete"))...)
-	o.AfterIncrement, _ = describe(topic + "-cfg")
+	o.AfterIncrement = describeChanged(topic+"-cfg", o.Described)
 	o.IncrementErrs = append(o.IncrementErrs, incr(res(topic+"-cfg", "bad.key", set, "1"))...)
 	o.IncrementErrs = append(o.IncrementErrs, incr(res(topic+"-cfg", "segment.ms", app, "1"))...)
 	o.IncrementErrs = append(o.IncrementErrs, incr(res(topic+"-cfg", "segment.ms", set, "-7"))...)
@@ -196,7 +209,7 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		return strings.ReplaceAll(fmt.Sprintf("%d %s", resp.Resources[0].ErrorCode, derefNull(resp.Resources[0].ErrorMessage)), topic, "T")
 	}
 	o.AlterErrs = append(o.AlterErrs, alter(topic+"-cfg", "max.message.bytes", "5000"))
-	o.AfterAlter, _ = describe(topic + "-cfg")
+	o.AfterAlter = describeChanged(topic+"-cfg", o.AfterIncrement)
 	o.AlterErrs = append(o.AlterErrs, alter(topic+"-cfg", "max.message.bytes", "x"), alter(topic+"-nosuch", "max.message.bytes", "1"))
 
 	// The broker resource of another broker id is refused.
