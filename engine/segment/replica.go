@@ -248,7 +248,7 @@ func (w *worker) truncate(sh *shard, end uint64) error {
 	// written there later are not on disk until their own fsync.
 	lower := s.synced > kept.size
 	if lower {
-		sh.setSynced(ib, kept.size)
+		sh.setSynced(ib, kept.size, end)
 	}
 	if err := ib.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)

@@ -103,16 +103,19 @@ func (w *worker) process(batch []request) {
 	ib := w.e.index.NewBatch()
 	defer func() { ib.Close() }()
 	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost, and a lost synced mark only
-	// says less than was synced. Under fsync=batch every batch carries the
-	// marks; under the other policies most have no entry (a point per 500
-	// records) and skip Pebble's commit pipeline.
+	// recovery re-adds whatever a crash lost. The synced marks are the
+	// exception: under fsync=batch the batch that carries them is synced
+	// before anything is answered, or recovery could not tell a cut of
+	// acknowledged records from a torn tail (synced.go). Under the other
+	// policies most batches have no entry (a point per 500 records) and
+	// skip Pebble's commit pipeline.
 	var idxErr error
+	sync := pebble.NoSync
 	commitIndex := func() {
 		if ib.Empty() {
 			return
 		}
-		if err := ib.Commit(pebble.NoSync); err != nil && idxErr == nil {
+		if err := ib.Commit(sync); err != nil && idxErr == nil {
 			idxErr = err
 		}
 		ib.Close()
@@ -181,9 +184,13 @@ func (w *worker) process(batch []request) {
 	if len(touched) > 0 {
 		w.e.stats.Batches.Add(1)
 	}
+	var marked []*shard
 	if w.e.cfg.Fsync == FsyncBatch {
 		w.syncAll(touched)
-		markSynced(ib, touched)
+		marked = markSynced(ib, touched)
+		if len(marked) > 0 {
+			sync = pebble.Sync
+		}
 	} else {
 		for sh := range touched {
 			sh.dirty = !sh.shared
@@ -191,6 +198,13 @@ func (w *worker) process(batch []request) {
 	}
 	w.commitShared()
 	commitIndex()
+	if idxErr != nil {
+		// The records are on disk but their mark may not be: answered,
+		// a later cut of them would pass for a torn tail.
+		for _, sh := range marked {
+			w.fail(sh, fmt.Errorf("recording the synced mark: %w", idxErr))
+		}
+	}
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
@@ -406,7 +420,7 @@ func (w *worker) repair(sh *shard) error {
 	// The synced mark goes down to the cut first: a crash before the cut
 	// then finds the damage past the mark, a torn tail it cuts itself.
 	b := w.e.index.NewBatch()
-	sh.setSynced(b, s.size)
+	sh.setSynced(b, s.size, s.next)
 	err := b.Commit(pebble.Sync)
 	b.Close()
 	if err != nil {
