@@ -218,11 +218,9 @@ type shard struct {
 	name    string
 	dir     string
 	created time.Time // tells incarnations of one name apart
-	// shared: the shard's records are chunks in the shared files, under
-	// the numeric id sid (shared.go).
-	shared   bool
-	sid      uint64
-	from     uint64 // ShardMeta.FromFile
+	// files is where its records live: segment files of its own or
+	// chunks in the shared files (model.go).
+	files    fileModel
 	worker   *worker
 	maxBytes int64         // segment size cap (worker-owned once open)
 	maxAge   time.Duration // seal this long after the first record (0: never)
@@ -452,7 +450,7 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 	// The shared files open before e.mu is taken: their sweep takes
 	// sharedMu, then e.mu.
 	var d *sharedfile.Dir
-	shared := make([]bool, len(names))
+	models := make([]string, len(names)) // each shard's file model (model.go)
 	seen := make(map[string]bool, len(names))
 	for i, name := range names {
 		if err := store.ValidateShard(name); err != nil {
@@ -466,7 +464,7 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 			continue
 		}
 		if tp, _ := store.ParseShard(name); e.cfg.FileModel(tp.Topic) == ModelShared {
-			shared[i] = true
+			models[i] = ModelShared
 			if d == nil {
 				var err error
 				if d, err = e.openShared(); err != nil {
@@ -475,7 +473,7 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 			}
 		}
 	}
-	shs, segs, err := e.recordShards(ctx, names, shared, d, start)
+	shs, segs, err := e.recordShards(ctx, names, models, d, start)
 	if err != nil {
 		return err
 	}
@@ -541,10 +539,7 @@ func (e *Engine) createShards(ctx context.Context, names []string, start uint64)
 	}
 	crashPoint("create:files")
 	err = inParallel(len(shs), len(e.workers), func(i int) error {
-		if shs[i].shared {
-			return nil // no file of its own in its folder
-		}
-		if err := syncDir(e.cfg.FS, shs[i].dir); err != nil {
+		if err := shs[i].files.created(e, shs[i]); err != nil {
 			return fmt.Errorf("shard %s: sync its folder after opening segment 0: %w", shs[i].name, err)
 		}
 		return nil
@@ -601,7 +596,7 @@ func (e *Engine) undoCreate(shs []*shard) {
 // batch, under e.mu (which orders the shared shards' id counter), and
 // reserves their names (e.creating) until the create ends; Close waits
 // for it (e.building).
-func (e *Engine) recordShards(ctx context.Context, names []string, shared []bool, d *sharedfile.Dir, start uint64) ([]*shard, []SegmentMeta, error) {
+func (e *Engine) recordShards(ctx context.Context, names []string, models []string, d *sharedfile.Dir, start uint64) ([]*shard, []SegmentMeta, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.awaitCreatable(ctx, names); err != nil {
@@ -623,7 +618,7 @@ func (e *Engine) recordShards(ctx context.Context, names []string, shared []bool
 	}
 	for i, name := range names {
 		metas[i] = ShardMeta{Name: name, Created: now, LowWatermark: start}
-		if shared[i] {
+		if models[i] == ModelShared {
 			id++ // ids start at 1
 			metas[i].Model, metas[i].ID, metas[i].FromFile = ModelShared, id, from
 		}
@@ -742,7 +737,7 @@ func (e *Engine) clearStale(dir string) error {
 
 func (e *Engine) newShard(cs ShardMeta) *shard {
 	sh := &shard{name: cs.Name, dir: filepath.Join(e.cfg.Dir, cs.Name), worker: e.workerFor(cs.Name), low: cs.LowWatermark,
-		created: cs.Created, shared: cs.Model == ModelShared, sid: cs.ID, from: cs.FromFile}
+		created: cs.Created, files: modelOf(cs)}
 	sh.maxBytes, sh.maxAge = e.segmentPolicy(cs.Name)
 	return sh
 }
@@ -805,9 +800,10 @@ func (e *Engine) openActive(sh *shard, seg SegmentMeta, fresh bool) (*segment, e
 // openActiveFile is openActive without the sync of the shard's folder,
 // which the caller owes before anything in the file is acknowledged.
 func (e *Engine) openActiveFile(sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
-	if sh.shared { // a range of offsets in the shared files: no file of its own
-		return &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, created: seg.Created}, nil
-	}
+	return sh.files.openActive(e, sh, seg, fresh)
+}
+
+func (partitionFiles) openActive(e *Engine, sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
 	s := &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, path: segmentPath(sh.dir, seg.No), created: seg.Created}
 	var wf vfs.File
 	var err error
@@ -993,11 +989,7 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 	if err := e.forget(name, tomb); err != nil {
 		return err
 	}
-	if sh.shared {
-		if err := e.sweepShared(); err != nil {
-			e.log.Error("removing the shared files of a deleted shard; the next start tries again", "shard", name, "err", err)
-		}
-	}
+	sh.files.deleted(e)
 	e.log.Info("shard deleted", "shard", name)
 	return nil
 }
@@ -1235,7 +1227,7 @@ func (e *Engine) Close() error {
 	if d := e.shared.Load(); d != nil {
 		errs = append(errs, d.Close())
 	}
-	synced := map[*shard]bool{}
+	var synced []*shard
 	for _, sh := range e.shards {
 		for _, s := range sh.segments {
 			if s.wf != nil {
@@ -1243,7 +1235,7 @@ func (e *Engine) Close() error {
 					err := s.wf.Sync()
 					errs = append(errs, err)
 					if err == nil && s == sh.active() {
-						synced[sh] = true
+						synced = append(synced, sh)
 					}
 				}
 				errs = append(errs, s.wf.Close())
@@ -1253,7 +1245,9 @@ func (e *Engine) Close() error {
 	}
 	// Pebble syncs its log on Close: no synced commit of its own.
 	b := e.index.NewBatch()
-	markSynced(b, synced)
+	for _, sh := range synced {
+		markSynced(b, sh)
+	}
 	errs = append(errs, b.Commit(pebble.NoSync))
 	b.Close()
 	e.retiredMu.Lock()

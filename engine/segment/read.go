@@ -14,7 +14,6 @@ import (
 
 	"strata/engine/index"
 	"strata/engine/record"
-	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -26,9 +25,7 @@ type view struct {
 	end       uint64 // the log end
 	activeLen int64
 	activeGen uint64 // the active segment's truncation generation
-	// shared: a shared-model shard, sid its id in chunk headers.
-	shared bool
-	sid    uint64
+	files     fileModel
 }
 
 func (e *Engine) view(name string) (view, error) {
@@ -39,7 +36,7 @@ func (e *Engine) view(name string) (view, error) {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, end: sh.end, activeLen: sh.activeLen,
-		activeGen: sh.active().gen, shared: sh.shared, sid: sh.sid}, nil
+		activeGen: sh.active().gen, files: sh.files}, nil
 }
 
 // Read returns records from offset on: the segment holding it, a floor
@@ -116,26 +113,11 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		o.recs = recs
 		return err
 	}
-	if v.shared {
-		err := e.scanShared(v, offset, b, o)
-		if errors.Is(err, sharedfile.ErrGone) && !o.retried {
-			// A file this view named went with a segment dropped since
-			// (tiered, or past retention). What was read stands (the next
-			// read goes on from it); with nothing read, read again from a
-			// fresh view, which sends the offsets to the cold tier.
-			if len(o.recs) > 0 {
-				return nil
-			}
-			nv, verr := e.view(v.name)
-			if verr != nil {
-				return verr
-			}
-			nv.high = min(nv.high, v.high)
-			o.retried = true
-			return e.scanInto(ctx, nv, offset, b, o)
-		}
-		return err
-	}
+	return v.files.scan(ctx, e, v, i, offset, b, o)
+}
+
+// scan reads from the mmap'd segment files, from segment i on.
+func (partitionFiles) scan(ctx context.Context, e *Engine, v view, i int, offset uint64, b store.Budget, o *readOut) error {
 	// The segment's in-memory points if it has them (points.go), else
 	// the durable index. The record at pos must carry offset expect.
 	seg := v.segments[i]

@@ -184,10 +184,7 @@ func (s *segment) readable(limit int64, gen uint64) int64 {
 // records cut go first (synced), then the file is truncated and synced.
 // A crash between the two leaves the whole file with entries missing,
 // which recovery re-adds, and the truncation unacknowledged.
-func (w *worker) truncate(sh *shard, end uint64) error {
-	if sh.shared {
-		return w.truncateShared(sh, end)
-	}
+func (partitionFiles) truncate(w *worker, sh *shard, end uint64) error {
 	if sh.failed != nil {
 		return sh.failed
 	}

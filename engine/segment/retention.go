@@ -131,12 +131,8 @@ func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string)
 			sh.segments = sh.segments[1:]
 			sh.mu.Unlock()
 			// A reader still scanning it keeps its mapping; the file goes now.
-			if sh.shared {
-				if err := e.dropSharedSegment(name, s); err != nil {
-					return deleted, fmt.Errorf("shard %s: drop segment %d: %w", name, s.no, err)
-				}
-			} else if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return deleted, fmt.Errorf("delete %s: %w", s.path, err)
+			if err := sh.files.dropSegment(e, sh, s); err != nil {
+				return deleted, err
 			}
 			e.retire(s)
 			e.postSegmentDropped(s.meta(name, SegmentDeleted))
@@ -237,9 +233,10 @@ func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint
 	if err != nil {
 		return 0, 0, err
 	}
-	if v.shared {
-		return e.checksumShared(v, no)
-	}
+	return v.files.checksum(e, v, no)
+}
+
+func (partitionFiles) checksum(e *Engine, v view, no uint64) (uint32, int64, error) {
 	for i, s := range v.segments {
 		if s.no != no {
 			continue
@@ -254,7 +251,7 @@ func (e *Engine) Checksum(ctx context.Context, name string, no uint64) (crc uint
 		}
 		return crc, limit, nil
 	}
-	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
+	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", v.name, no, store.ErrUnknownShard)
 }
 
 // fileCRC is the CRC-32C of the first n bytes of a file, read as a stream.
@@ -321,37 +318,32 @@ func (e *Engine) scrub(ctx context.Context, sh *shard, name string) error {
 		if c.State != SegmentSealed {
 			continue
 		}
-		if sh.shared {
-			s := &segment{no: c.No, start: c.StartOffset}
-			got, size, err := e.scanSegmentShared(name, sh.sid, s, c.EndOffset+1, nil)
-			if err != nil {
-				return fmt.Errorf("scrub shard %s segment %d: %w", name, c.No, err)
-			}
-			if size != c.Size || got != c.Checksum {
-				return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub shard %s segment %d: %d record bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
-					name, c.No, size, got, c.Size, c.Checksum, record.ErrCorrupt)}
-			}
-			continue
+		if err := sh.files.scrubSegment(e, sh, c); err != nil {
+			return err
 		}
-		path := segmentPath(sh.dir, c.No)
-		st, err := os.Stat(path)
-		if errors.Is(err, os.ErrNotExist) {
-			if !e.stillSealedLocal(name, c.No) {
-				continue // dropped since the list was read (retention, tiering)
-			}
-			return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %w: %v", path, record.ErrCorrupt, err)}
+	}
+	return nil
+}
+
+func (partitionFiles) scrubSegment(e *Engine, sh *shard, c SegmentMeta) error {
+	path := segmentPath(sh.dir, c.No)
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if !e.stillSealedLocal(sh.name, c.No) {
+			return nil // dropped since the list was read (retention, tiering)
 		}
-		if err != nil {
-			return fmt.Errorf("scrub %s: %w", path, err)
-		}
-		got, err := fileCRC(path, st.Size())
-		if err != nil {
-			return fmt.Errorf("scrub %s: %w", path, err)
-		}
-		if st.Size() != c.Size || got != c.Checksum {
-			return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
-				path, st.Size(), got, c.Size, c.Checksum, record.ErrCorrupt)}
-		}
+		return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %w: %v", path, record.ErrCorrupt, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("scrub %s: %w", path, err)
+	}
+	got, err := fileCRC(path, st.Size())
+	if err != nil {
+		return fmt.Errorf("scrub %s: %w", path, err)
+	}
+	if st.Size() != c.Size || got != c.Checksum {
+		return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %d bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+			path, st.Size(), got, c.Size, c.Checksum, record.ErrCorrupt)}
 	}
 	return nil
 }

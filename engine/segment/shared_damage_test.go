@@ -90,7 +90,7 @@ func TestSharedTornLastBatchIsCut(t *testing.T) {
 			// per shard keep the worker's queue full whatever the timing.
 			sids := map[uint64]string{}
 			for _, s := range shards {
-				sids[e.shards[s].sid] = s
+				sids[e.shards[s].files.(*sharedFiles).id] = s
 			}
 			var last []sharedfile.Chunk
 			for round := 0; ; round++ {

@@ -80,25 +80,20 @@ func (sh *shard) setSynced(b *pebble.Batch, pos int64, next uint64) {
 	b.Set(kv[:k], kv[k:], nil)
 }
 
-// markSynced records the synced marks of the file-per-partition shards
+// markSynced records in b the synced mark of a file-per-partition shard
 // whose active segment was just fsynced whole (a failed shard's file is
 // not known to be on disk, and a damaged one's length is not the file's),
-// and returns the shards it marked. It runs after every worker batch
-// under fsync=batch: one buffer for all (the batch copies what it is
-// given).
-func markSynced(b *pebble.Batch, shards map[*shard]bool) []*shard {
-	var kv []byte
-	var marked []*shard
-	for sh := range shards {
-		if s := sh.active(); !sh.shared && sh.failed == nil && s.synced != s.size {
-			s.synced = s.size
-			var k int
-			kv, k = appendSynced(kv[:0], sh, s.no, s.size, s.next)
-			b.Set(kv[:k], kv[k:], nil)
-			marked = append(marked, sh)
-		}
+// and reports whether it did. It runs after every worker batch under
+// fsync=batch.
+func markSynced(b *pebble.Batch, sh *shard) bool {
+	s := sh.active()
+	if sh.failed != nil || s.synced == s.size {
+		return false
 	}
-	return marked
+	s.synced = s.size
+	kv, k := appendSynced(nil, sh, s.no, s.size, s.next)
+	b.Set(kv[:k], kv[k:], nil)
+	return true
 }
 
 // loadSynced reads the synced mark of segment no of sh: 0 when there is
@@ -127,13 +122,14 @@ func (e *Engine) loadSynced(sh *shard, no uint64) (syncedMark, error) {
 // commitSynced commits the synced marks of shards just fsynced outside a
 // worker batch (the interval policy's tick), synced for the reason the
 // worker's are: once per tick, not per append.
-func (w *worker) commitSynced(shards map[*shard]bool) {
-	if len(shards) == 0 {
-		return
-	}
+func (w *worker) commitSynced(shards []*shard) {
 	b := w.e.index.NewBatch()
 	defer b.Close()
-	if len(markSynced(b, shards)) == 0 {
+	marked := false
+	for _, sh := range shards {
+		marked = markSynced(b, sh) || marked
+	}
+	if !marked {
 		return
 	}
 	if err := b.Commit(pebble.Sync); err != nil {

@@ -129,7 +129,7 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.repair {
-			req.done <- result{err: w.repair(req.shard)}
+			req.done <- result{err: req.shard.files.repair(w, req.shard)}
 			continue
 		}
 		if req.truncateTo != nil {
@@ -137,7 +137,7 @@ func (w *worker) process(batch []request) {
 			// truncation deletes what it finds in the index, and entries
 			// committed after it would name cut records.
 			commitIndex()
-			req.done <- result{err: w.truncate(req.shard, *req.truncateTo)}
+			req.done <- result{err: req.shard.files.truncate(w, req.shard, *req.truncateTo)}
 			continue
 		}
 		if req.rollAt != nil {
@@ -169,13 +169,7 @@ func (w *worker) process(batch []request) {
 			req.done <- result{}
 			continue
 		}
-		var base uint64
-		var err error
-		if req.shard.shared {
-			base, err = w.appendShared(req.shard, req.recs, req.at)
-		} else {
-			base, err = w.append(req.shard, req.recs, req.at, ib)
-		}
+		base, err := req.shard.files.append(w, req.shard, req.recs, req.at, ib)
 		done = append(done, pending{req: req, base: base, err: err})
 		if err == nil {
 			touched[req.shard] = true
@@ -184,16 +178,14 @@ func (w *worker) process(batch []request) {
 	if len(touched) > 0 {
 		w.e.stats.Batches.Add(1)
 	}
+	// One after the other: fsyncs at once (for the filesystem to commit
+	// them together) were measured with 256 shards and showed no gain
+	// (docs/bench.md).
 	var marked []*shard
-	if w.e.cfg.Fsync == FsyncBatch {
-		w.syncAll(touched)
-		marked = markSynced(ib, touched)
-		if len(marked) > 0 {
+	for sh := range touched {
+		if sh.files.written(w, sh, ib) {
+			marked = append(marked, sh)
 			sync = pebble.Sync
-		}
-	} else {
-		for sh := range touched {
-			sh.dirty = !sh.shared
 		}
 	}
 	w.commitShared()
@@ -228,21 +220,6 @@ func (w *worker) process(batch []request) {
 	}
 }
 
-// syncAll fsyncs the active file of every touched shard, one after the
-// other: fsyncs at once (for the filesystem to commit them together) were
-// measured with 256 shards and showed no gain (docs/bench.md).
-func (w *worker) syncAll(touched map[*shard]bool) {
-	for sh := range touched {
-		if sh.shared {
-			continue // one commit for all of them (commitShared)
-		}
-		w.e.stats.Fsyncs.Add(1)
-		if err := sh.active().wf.Sync(); err != nil {
-			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
-		}
-	}
-}
-
 // fail stops writes to a shard after a failed fsync: what the kernel
 // dropped cannot be known, so nothing more is acknowledged until a restart
 // recovers the file from what is really on disk.
@@ -256,8 +233,8 @@ func (w *worker) fail(sh *shard, err error) {
 func (sh *shard) active() *segment { return sh.last.Load() }
 
 // append encodes the records at the shard's next offsets and writes them to
-// the active segment, rolling first if the gates say so.
-func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
+// the active segment's file, rolling first if the gates say so.
+func (partitionFiles) append(w *worker, sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
 	if sh.failed != nil {
 		return 0, sh.failed
 	}
@@ -383,18 +360,13 @@ func shouldRoll(count, next uint64, n int, size int64, checkInterval uint64, max
 // the interval policy.
 func (w *worker) tick() {
 	w.syncShared()
-	synced := map[*shard]bool{}
-	defer w.commitSynced(synced)
+	var synced []*shard
+	defer func() { w.commitSynced(synced) }()
 	policy := w.e.segmentPolicies()
 	for _, sh := range w.e.shardsOf(w) {
 		s := sh.active()
-		if sh.dirty && sh.failed == nil && !sh.shared {
-			if err := s.wf.Sync(); err != nil {
-				w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
-			} else {
-				synced[sh] = true
-			}
-			sh.dirty = false
+		if sh.files.tick(w, sh) {
+			synced = append(synced, sh)
 		}
 		sh.maxBytes, sh.maxAge = policy(sh.name)
 		if sh.maxAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
@@ -408,10 +380,7 @@ func (w *worker) tick() {
 
 // repair cuts a damaged active segment at the damage and lets the shard
 // take writes again.
-func (w *worker) repair(sh *shard) error {
-	if sh.shared {
-		return w.repairShared(sh)
-	}
+func (partitionFiles) repair(w *worker, sh *shard) error {
 	var d *DamagedError
 	if !errors.As(sh.failed, &d) {
 		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)
@@ -459,13 +428,13 @@ func (w *worker) rollAt(sh *shard, next uint64) error {
 	return nil
 }
 
+// roll seals the shard's active segment and starts the next one.
+func (w *worker) roll(sh *shard) error { return sh.files.roll(w, sh) }
+
 // roll seals the active segment and starts the next one: fsync, one
 // manifest batch that seals it and records the next, the next file, then
 // the event (queued: the worker never waits on listeners).
-func (w *worker) roll(sh *shard) error {
-	if sh.shared {
-		return w.rollShared(sh)
-	}
+func (partitionFiles) roll(w *worker, sh *shard) error {
 	s := sh.active()
 	if err := s.wf.Sync(); err != nil {
 		w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
