@@ -2,9 +2,6 @@ package segment
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 
 	"github.com/cockroachdb/pebble"
 
@@ -78,52 +75,4 @@ func modelOf(cs ShardMeta) fileModel {
 		return &sharedFiles{id: cs.ID, from: cs.FromFile}
 	}
 	return partitionFiles{}
-}
-
-// partitionFiles is the file-per-partition model: each segment is a file
-// of the shard's own folder, {dir}/{segment no}.msg, fsynced once per
-// worker batch, with a synced mark (synced.go).
-type partitionFiles struct{}
-
-func (partitionFiles) meta(*ShardMeta) {}
-
-func (partitionFiles) created(e *Engine, sh *shard) error { return syncDir(e.cfg.FS, sh.dir) }
-
-func (partitionFiles) written(w *worker, sh *shard, ib *pebble.Batch) bool {
-	if w.e.cfg.Fsync != FsyncBatch {
-		sh.dirty = true // the tick, or Close, syncs it
-		return false
-	}
-	w.e.stats.Fsyncs.Add(1)
-	if err := sh.active().wf.Sync(); err != nil {
-		w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
-		return false
-	}
-	return markSynced(ib, sh)
-}
-
-func (partitionFiles) tick(w *worker, sh *shard) bool {
-	if !sh.dirty || sh.failed != nil {
-		return false
-	}
-	sh.dirty = false
-	s := sh.active()
-	if err := s.wf.Sync(); err != nil {
-		w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
-		return false
-	}
-	return true
-}
-
-func (partitionFiles) dropSegment(e *Engine, sh *shard, s *segment) error {
-	if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("delete %s: %w", s.path, err)
-	}
-	return nil
-}
-
-func (partitionFiles) deleted(*Engine) {} // the files went with the folder
-
-func (partitionFiles) scanSegment(e *Engine, sh *shard, s *segment, end uint64, fn func(*record.Record) error) (uint32, int64, error) {
-	return ScanFile(s.path, fn)
 }

@@ -3,7 +3,6 @@ package segment
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -114,84 +113,6 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		return err
 	}
 	return v.files.scan(ctx, e, v, i, offset, b, o)
-}
-
-// scan reads from the mmap'd segment files, from segment i on.
-func (partitionFiles) scan(ctx context.Context, e *Engine, v view, i int, offset uint64, b store.Budget, o *readOut) error {
-	// The segment's in-memory points if it has them (points.go), else
-	// the durable index. The record at pos must carry offset expect.
-	seg := v.segments[i]
-	expect := seg.start
-	sp, ok := seg.points.span(seg.start, offset)
-	if !ok && i < len(v.segments)-1 && seg.points.pub.Load() == nil {
-		// A sealed segment of an earlier run: its points from the
-		// durable index, once.
-		e.loadPoints(v.name, seg)
-		sp, ok = seg.points.span(seg.start, offset)
-	}
-	pos, afterWindow := int64(0), false
-	if ok {
-		pos, expect = sp.pos, sp.at
-		if !o.view {
-			limit, gen := v.activeLen, v.activeGen
-			if i < len(v.segments)-1 {
-				limit, gen = seg.size, anyGen
-			}
-			if sp.end < 0 {
-				sp.end = limit
-			}
-			if sp.end-sp.pos <= maxWindow {
-				w, done, err := seg.scanWindow(sp, limit, gen, offset, v.high, b, o)
-				if done && err == nil {
-					return nil
-				}
-				if err != nil && !errors.Is(err, record.ErrCorrupt) {
-					return err
-				}
-				if err == nil {
-					pos, expect, afterWindow = w.pos, w.expect, true
-				}
-				// Else the mapping's walk from the point meets the damage
-				// again and reports it as every read does.
-			}
-		}
-	} else if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
-		return err
-	} else if ok && segNo == seg.no && at >= seg.start {
-		pos, expect = p, at
-	}
-	for ; i < len(v.segments); i++ {
-		s := v.segments[i]
-		// The active segment's size is the worker's: readers take the
-		// durable length the view published. A sealed one's size and
-		// checksum no longer change.
-		sealed := i < len(v.segments)-1
-		limit, gen, sum := v.activeLen, v.activeGen, uint32(0)
-		if sealed {
-			limit, gen, sum = s.size, anyGen, s.crc
-		}
-		more, err := s.scan(pos, expect, limit, gen, sealed, sum, offset, v.high, b, o)
-		// Not after a window's read: its end is a record it checked, and
-		// o holds that window's records already.
-		if err != nil && pos > 0 && !afterWindow && errors.Is(err, record.ErrCorrupt) {
-			// An index point may name a cut record (a truncation's batch
-			// once committed its appends' entries after the cut): the
-			// segment's own bytes from its start decide.
-			e.log.Warn("an offset index point does not match its segment; reading from the segment's start", "shard", v.name, "segment", s.no, "err", err)
-			more, err = s.scan(0, s.start, limit, gen, sealed, sum, offset, v.high, b, o)
-		}
-		if err != nil {
-			return err
-		}
-		if !more || (i+1 < len(v.segments) && v.segments[i+1].start != s.next) {
-			break // the budget is used, or a gap follows: the next read goes cold
-		}
-		pos = 0
-		if i+1 < len(v.segments) {
-			expect = v.segments[i+1].start
-		}
-	}
-	return nil
 }
 
 // viewEstimate is how many records of size bytes a read is likely to
