@@ -198,6 +198,21 @@ func createModelTopic(t *testing.T, addr, model string, partitions int32) {
 // damaged, naming the offsets it no longer serves, and refuses produce:
 // no acknowledged offset is handed out again.
 func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T) {
+	killedThenCut(t, "")
+}
+
+// The same for a topic in the shared files, whose last shared file loses
+// its last 4 KiB.
+func TestSharedTopicKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T) {
+	killedThenCut(t, "shared")
+}
+
+func killedThenCut(t *testing.T, model string) {
+	topic := "solo"
+	if model != "" {
+		topic = "crash" // createModelTopic's
+	}
+	shard := topic + "-0"
 	bin := filepath.Join(t.TempDir(), "strata")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -238,7 +253,7 @@ func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T)
 		return cmd, addr
 	}
 	produce := func(addr string, vals ...string) ([]int64, error) {
-		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("solo"), kgo.AllowAutoTopicCreation(),
+		c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -261,6 +276,9 @@ func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T)
 	}
 
 	cmd, addr := start()
+	if model != "" {
+		createModelTopic(t, addr, model, 1)
+	}
 	var vals []string
 	for i := range 300 {
 		vals = append(vals, fmt.Sprintf("s-%d-%0100d", i, 0))
@@ -272,7 +290,14 @@ func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	path := filepath.Join(dir, "solo-0", "0.msg")
+	path := filepath.Join(dir, shard, "0.msg")
+	if model != "" {
+		files, _ := filepath.Glob(filepath.Join(dir, "shared", "*.msg"))
+		if len(files) == 0 {
+			t.Fatal("no shared file")
+		}
+		path = files[len(files)-1]
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -289,11 +314,11 @@ func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(c).ListEndOffsets(ctx, "solo")
+	ends, err := kadm.NewClient(c).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, _ := ends.Lookup("solo", 0)
+	end, _ := ends.Lookup(topic, 0)
 	if end.Offset == 300 {
 		return // every acknowledged record is there
 	}
@@ -305,8 +330,15 @@ func TestServiceKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testing.T)
 	defer logMu.Unlock()
 	damaged := false
 	for _, l := range strings.Split(logs.String(), "\n") {
-		damaged = damaged || strings.Contains(l, "level=ERROR") && strings.Contains(l, "shard=solo-0") &&
-			strings.Contains(l, fmt.Sprintf("at_offset=%d", end.Offset)) && strings.Contains(l, "synced_to_offset=300")
+		names := []string{fmt.Sprintf("at_offset=%d", end.Offset), "synced_to_offset=300"}
+		if model != "" {
+			names = []string{fmt.Sprintf("log_end=%d", end.Offset)}
+		}
+		found := strings.Contains(l, "level=ERROR") && strings.Contains(l, "shard="+shard)
+		for _, n := range names {
+			found = found && strings.Contains(l, n)
+		}
+		damaged = damaged || found
 	}
 	if !damaged {
 		t.Fatalf("the log ends at %d of 300 acknowledged records and produce fails (%v), but no error names the shard and the offsets:\n%s", end.Offset, err, logs.String())

@@ -22,11 +22,21 @@ func ackedChildRecords() [][]byte {
 	return out
 }
 
+// ackedConfig is the engine of the acknowledged-loss test: the default
+// configuration, in the given file model.
+func ackedConfig(dir, model string) Config {
+	cfg := testConfig(dir)
+	if model == ModelShared {
+		cfg.FileModel = func(string) string { return ModelShared }
+	}
+	return cfg
+}
+
 // ackedChild appends 300 records to one shard with the default
 // configuration, each append acknowledged, then dies by SIGKILL: no
 // Close, nothing flushed that was not already.
-func ackedChild(dir string) {
-	e, err := Open(testConfig(dir))
+func ackedChild(dir, model string) {
+	e, err := Open(ackedConfig(dir, model))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -61,6 +71,39 @@ func TestKilledNodeNeverDropsAcknowledgedRecordsSilently(t *testing.T) {
 	dir := t.TempDir()
 	runKilled(t, "STRATA_ACKED_DIR="+dir)
 	path := segmentPath(filepath.Join(dir, "solo-0"), 0)
+	cutAndCheck(t, dir, "", path, func(err error, served int) []string {
+		var de *DamagedError
+		if !errors.As(err, &de) {
+			t.Fatalf("append to the damaged shard: %v; want a DamagedError", err)
+		}
+		return []string{"shard solo-0", fmt.Sprintf("before offset %d", served), fmt.Sprintf("from offset %d to offset 299", served)}
+	})
+}
+
+// The same in the shared files: the last shared file loses its last 4
+// KiB after the kill, and the shard's chunks there were acknowledged.
+func TestKilledNodeNeverDropsAcknowledgedSharedRecordsSilently(t *testing.T) {
+	dir := t.TempDir()
+	runKilled(t, "STRATA_ACKED_DIR="+dir, "STRATA_ACKED_MODEL="+ModelShared)
+	files, _ := filepath.Glob(filepath.Join(dir, "shared", "*.msg"))
+	if len(files) == 0 {
+		t.Fatal("no shared file")
+	}
+	cutAndCheck(t, dir, ModelShared, files[len(files)-1], func(err error, served int) []string {
+		var de *SharedDamagedError
+		if !errors.As(err, &de) {
+			t.Fatalf("append to the damaged shard: %v; want a SharedDamagedError", err)
+		}
+		return []string{"shard solo-0", fmt.Sprintf("from offset %d on", served)}
+	})
+}
+
+// cutAndCheck cuts the last 4 KiB of path, reopens the engine and checks
+// that it serves all 300 records, or reports the loss: the damage, from
+// the first offset it no longer serves, and an append refused with an
+// error (checked by refused, which lists what the error must name).
+func cutAndCheck(t *testing.T, dir, model, path string, refused func(err error, served int) []string) {
+	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +112,7 @@ func TestKilledNodeNeverDropsAcknowledgedRecordsSilently(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := open(t, testConfig(dir))
+	e := open(t, ackedConfig(dir, model))
 	got := storetest.ReadAll(t, e, "solo-0", 0)
 	if len(got) == 300 {
 		return // the records came back (a replica's copy, say)
@@ -82,13 +125,12 @@ func TestKilledNodeNeverDropsAcknowledgedRecordsSilently(t *testing.T) {
 	if d.From != uint64(len(got)) {
 		t.Fatalf("the damage is reported from offset %d, but reads serve up to offset %d", d.From, len(got))
 	}
-	_, err = e.Append(ctx, "solo-0", storetest.Records(1, 9))
-	var de *DamagedError
-	if !errors.As(err, &de) {
-		t.Fatalf("append to the damaged shard: %v; want a DamagedError", err)
+	base, err := e.Append(ctx, "solo-0", storetest.Records(1, 9))
+	if err == nil {
+		t.Fatalf("after a kill and a cut, %d of 300 acknowledged records are served and an append was acknowledged at offset %d", len(got), base)
 	}
 	t.Log(err)
-	for _, want := range []string{"shard solo-0", fmt.Sprintf("before offset %d", len(got)), fmt.Sprintf("from offset %d to offset 299", len(got))} {
+	for _, want := range refused(err, len(got)) {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("append to the damaged shard: %v; want it to name %q", err, want)
 		}

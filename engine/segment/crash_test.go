@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	if dir := os.Getenv("STRATA_ACKED_DIR"); dir != "" {
-		ackedChild(dir)
+		ackedChild(dir, os.Getenv("STRATA_ACKED_MODEL"))
 		return
 	}
 	if dir := os.Getenv("STRATA_START_DIR"); dir != "" {

@@ -241,7 +241,7 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 	}
 	// File number 0 is never used: a segment's FirstFile 0 means "none".
 	d, recs, err := sharedfile.Open(sharedfile.Config{Dir: e.sharedDir(), FS: e.cfg.FS, MaxFileBytes: e.cfg.SharedFileBytes,
-		FirstFileNo: max(first, 1), Logger: e.log})
+		FirstFileNo: max(first, 1), SyncedTo: e.sharedSyncedTo, Logger: e.log})
 	if err != nil {
 		return nil, fmt.Errorf("shared files: %w", err)
 	}
@@ -347,9 +347,19 @@ func (w *worker) commitShared() {
 		return
 	}
 	sync := w.e.cfg.Fsync == FsyncBatch
+	at := w.sw.Next() // the end of the chunks, in the file the commit writes
 	_, err := w.sw.Commit(sync)
 	if err == nil && sync {
 		w.e.stats.Fsyncs.Add(1)
+	}
+	commit := pebble.NoSync
+	if err == nil && sync && w.sib != nil {
+		// The entries of acknowledged chunks and the file's synced mark
+		// must survive a kill (Pebble keeps an unsynced commit in its
+		// log's buffer): recovery then tells synced chunks lost from
+		// the file from a torn tail (synced.go).
+		setSharedSynced(w.sib, at.File, at.Pos)
+		commit = pebble.Sync
 	}
 	if err != nil {
 		for sh := range w.pendingShared {
@@ -361,7 +371,7 @@ func (w *worker) commitShared() {
 		}
 	} else if w.sib != nil {
 		if !w.sib.Empty() {
-			if err := w.sib.Commit(pebble.NoSync); err != nil {
+			if err := w.sib.Commit(commit); err != nil {
 				// Reads find chunks through these entries, and the next
 				// start replays chunks only after a shard's last entry:
 				// no later entry may be written past the gap, so these
@@ -529,8 +539,13 @@ func (e *Engine) scanShared(v view, sid, offset uint64, b store.Budget, o *readO
 		next = c.End()
 		return rerr == nil && more && next < v.high
 	})
-	if rerr != nil {
+	if rerr != nil && len(o.recs) == had {
 		return rerr
+	}
+	if rerr != nil {
+		// The records before a chunk that does not read (damage) are
+		// served; the next read, from that chunk, meets the error.
+		return nil
 	}
 	if err == nil && len(o.recs) == had && more && offset < v.high && local(offset) {
 		// Every offset below the high watermark of a local segment has a
@@ -754,6 +769,9 @@ func (e *Engine) sweepShared() error {
 			continue
 		}
 		e.log.Info("shared file removed: no local segment holds it", "file", no)
+		if err := e.index.Delete(sharedSyncedKey(no), pebble.NoSync); err != nil {
+			e.log.Warn("deleting a removed shared file's synced mark", "file", no, "err", err)
+		}
 	}
 	return nil
 }

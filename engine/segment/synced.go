@@ -136,3 +136,39 @@ func (w *worker) commitSynced(shards []*shard) {
 		w.e.log.Warn("recording synced marks failed; recovery treats more of a damaged tail as torn", "err", err)
 	}
 }
+
+// The shared files' synced marks are the same promise for a shared file:
+// how far it was on disk at its writer's last synced commit, one key per
+// file, set in the batch of the commit's chunk entries, which is
+// committed synced before the commit's appends are answered
+// (fsync=batch). sharedfile.Open takes a file that ends before its mark
+// for damage, not a torn tail (docs/engine.md, "Recovery").
+//
+//	'Y' file no u64 -> position i64
+const kindSharedSynced = 'Y'
+
+func sharedSyncedKey(no uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kindSharedSynced}, no)
+}
+
+// setSharedSynced records in b that shared file no is on disk up to pos.
+func setSharedSynced(b *pebble.Batch, no uint64, pos int64) {
+	b.Set(sharedSyncedKey(no), binary.BigEndian.AppendUint64(nil, uint64(pos)), nil)
+}
+
+// sharedSyncedTo is shared file no's mark, 0 if none (never synced under
+// fsync=batch, the index lost).
+func (e *Engine) sharedSyncedTo(no uint64) int64 {
+	v, closer, err := e.index.Get(sharedSyncedKey(no))
+	if err != nil {
+		if !errors.Is(err, pebble.ErrNotFound) {
+			e.log.Warn("reading a shared file's synced mark; taking it as unknown", "file", no, "err", err)
+		}
+		return 0
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
