@@ -156,7 +156,9 @@ type Copy struct {
 	Open func(ctx context.Context) (CopyFile, error)
 }
 
-// CopyFile is an opened copy: a file in strata's record format.
+// CopyFile is an opened copy: this node's segment, read through the
+// engine (Scan), or a file in strata's record format (Path: another
+// node's copy rebuilt here).
 type CopyFile struct {
 	Path string
 	// Size and Records are the file's; for a remote copy they are what was
@@ -166,9 +168,9 @@ type CopyFile struct {
 	// Remove, if set, deletes the file once the upload is done (a remote
 	// copy's temporary file).
 	Remove func()
-	// Scan, if set, reads the copy instead of Path: a shard in the
-	// shared files (strata.file.model=shared) has no file of its own, and
-	// the engine streams its segment's records out of the shared files.
+	// Scan, if set, reads the copy instead of Path: the engine streams its
+	// segment's records, from the segment's file or out of the shared
+	// files (strata.file.model=shared), so the job need not know which.
 	// It returns the CRC-32C and length of the record bytes, as ScanFile.
 	Scan func(fn func(*record.Record) error) (crc uint32, size int64, err error)
 }
@@ -176,21 +178,16 @@ type CopyFile struct {
 // LocalReplica is this node's own copy.
 type LocalReplica struct{ Engine *segment.Engine }
 
+// SegmentCopy reads the engine's segment with ScanSegment, whichever file
+// model the shard has (its own segment files or the shared files).
 func (l LocalReplica) SegmentCopy(ctx context.Context, shard string, s catalog.Segment) (Copy, error) {
-	shared, err := l.Engine.Shared(shard)
-	if err != nil {
+	if _, _, err := l.Engine.Watermarks(ctx, shard); err != nil {
 		return Copy{}, err
 	}
-	if shared {
-		return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
-			return CopyFile{Size: s.Size, Records: s.Records, Scan: func(fn func(*record.Record) error) (uint32, int64, error) {
-				return l.Engine.ScanSegment(shard, s.No, fn)
-			}}, nil
-		}}, nil
-	}
-	path := l.Engine.SegmentPath(shard, s.No)
 	return Copy{Checksum: s.Checksum, Open: func(context.Context) (CopyFile, error) {
-		return CopyFile{Path: path, Size: s.Size, Records: s.Records}, nil
+		return CopyFile{Size: s.Size, Records: s.Records, Scan: func(fn func(*record.Record) error) (uint32, int64, error) {
+			return l.Engine.ScanSegment(shard, s.No, fn)
+		}}, nil
 	}}, nil
 }
 

@@ -2,7 +2,6 @@ package segment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -124,12 +123,8 @@ func (e *Engine) DropLocal(ctx context.Context, name string, no uint64) error {
 		sh.segments = sh.segments[1:]
 	}
 	sh.mu.Unlock()
-	if sh.shared {
-		if err := e.dropSharedSegment(name, s); err != nil {
-			return fmt.Errorf("shard %s: drop segment %d: %w", name, no, err)
-		}
-	} else if err := e.cfg.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("delete %s: %w", s.path, err)
+	if err := sh.files.dropSegment(e, sh, s); err != nil {
+		return err
 	}
 	e.retire(s)
 	e.postSegmentDropped(m)

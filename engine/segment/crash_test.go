@@ -43,6 +43,10 @@ func TestMain(m *testing.M) {
 		epochsChild(dir, os.Getenv("STRATA_EPOCHS_STEP"))
 		return
 	}
+	if dir := os.Getenv("STRATA_ACKED_DIR"); dir != "" {
+		ackedChild(dir, os.Getenv("STRATA_ACKED_MODEL"))
+		return
+	}
 	if dir := os.Getenv("STRATA_START_DIR"); dir != "" {
 		startCrashChild(dir, os.Getenv("STRATA_START_STEP"))
 		return

@@ -77,3 +77,39 @@ func checkSealedSize(s *segment) error {
 	}
 	return nil
 }
+
+// DamagedError is why a shard refuses writes: its active segment is
+// damaged in bytes that were on disk (before its synced mark), so records
+// that were acknowledged may lie past the damage.
+type DamagedError struct {
+	Shard   string
+	Segment uint64
+	Pos     int64  // byte position of the damage
+	Synced  int64  // the file was on disk up to this byte
+	From    uint64 // the offset at the damage: reads stop before it
+	// SyncedEnd is the offset after the records on disk up to Synced (0
+	// when the mark is from before it was kept): the records from From
+	// to it were acknowledged under fsync=batch.
+	SyncedEnd uint64
+	Cause     error // the *CorruptError
+	// NextValid is the byte position of the first whole record after the
+	// damage, -1 when none was found before Synced.
+	NextValid int64
+}
+
+func (e *DamagedError) Error() string {
+	after := "no whole record was found after it"
+	if e.NextValid >= 0 {
+		after = fmt.Sprintf("a whole record follows at byte %d", e.NextValid)
+	}
+	lost := fmt.Sprintf("offset %d on", e.From)
+	if e.SyncedEnd > e.From {
+		lost = fmt.Sprintf("offset %d to offset %d", e.From, e.SyncedEnd-1)
+	}
+	return fmt.Sprintf("shard %s refuses writes: segment %d is damaged at byte %d, in bytes that were on disk (up to byte %d): %v; %s; "+
+		"reads stop at the damage, before offset %d; the records on disk from %s are not served; "+
+		"`strata segment repair --shard %s` (service stopped) cuts the segment there, losing what follows",
+		e.Shard, e.Segment, e.Pos, e.Synced, e.Cause, after, e.From, lost, e.Shard)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Cause }

@@ -327,3 +327,31 @@ func (s *segment) closePreadLocked() {
 	}
 	s.noPread = true
 }
+
+// retire unmaps deleted segments once no read can still be using them.
+func (e *Engine) retire(s *segment) {
+	e.points.drop(s)
+	// Its pread file now, not with the read side a minute on: until
+	// then it holds a descriptor (counted against maxPreadFiles) and the
+	// unlinked file's disk space; lookups in flight walk the mapping.
+	s.mu.Lock()
+	s.closePreadLocked()
+	s.mu.Unlock()
+	e.retiredMu.Lock()
+	defer e.retiredMu.Unlock()
+	now := time.Now()
+	kept := e.retired[:0]
+	for _, r := range e.retired {
+		if now.Sub(r.at) > time.Minute {
+			r.s.closeRead()
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	e.retired = append(kept, retiredSegment{s, now})
+}
+
+type retiredSegment struct {
+	s  *segment
+	at time.Time
+}

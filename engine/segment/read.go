@@ -3,7 +3,6 @@ package segment
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"strata/engine/index"
 	"strata/engine/record"
-	"strata/engine/sharedfile"
 	"strata/engine/store"
 )
 
@@ -26,9 +24,7 @@ type view struct {
 	end       uint64 // the log end
 	activeLen int64
 	activeGen uint64 // the active segment's truncation generation
-	// shared: a shared-model shard, sid its id in chunk headers.
-	shared bool
-	sid    uint64
+	files     fileModel
 }
 
 func (e *Engine) view(name string) (view, error) {
@@ -39,7 +35,7 @@ func (e *Engine) view(name string) (view, error) {
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return view{name: name, segments: sh.segments, low: sh.low, high: sh.high, end: sh.end, activeLen: sh.activeLen,
-		activeGen: sh.active().gen, shared: sh.shared, sid: sh.sid}, nil
+		activeGen: sh.active().gen, files: sh.files}, nil
 }
 
 // Read returns records from offset on: the segment holding it, a floor
@@ -116,100 +112,7 @@ func (e *Engine) scanInto(ctx context.Context, v view, offset uint64, b store.Bu
 		o.recs = recs
 		return err
 	}
-	if v.shared {
-		err := e.scanShared(v, offset, b, o)
-		if errors.Is(err, sharedfile.ErrGone) && !o.retried {
-			// A file this view named went with a segment dropped since
-			// (tiered, or past retention). What was read stands (the next
-			// read goes on from it); with nothing read, read again from a
-			// fresh view, which sends the offsets to the cold tier.
-			if len(o.recs) > 0 {
-				return nil
-			}
-			nv, verr := e.view(v.name)
-			if verr != nil {
-				return verr
-			}
-			nv.high = min(nv.high, v.high)
-			o.retried = true
-			return e.scanInto(ctx, nv, offset, b, o)
-		}
-		return err
-	}
-	// The segment's in-memory points if it has them (points.go), else
-	// the durable index. The record at pos must carry offset expect.
-	seg := v.segments[i]
-	expect := seg.start
-	sp, ok := seg.points.span(seg.start, offset)
-	if !ok && i < len(v.segments)-1 && seg.points.pub.Load() == nil {
-		// A sealed segment of an earlier run: its points from the
-		// durable index, once.
-		e.loadPoints(v.name, seg)
-		sp, ok = seg.points.span(seg.start, offset)
-	}
-	pos, afterWindow := int64(0), false
-	if ok {
-		pos, expect = sp.pos, sp.at
-		if !o.view {
-			limit, gen := v.activeLen, v.activeGen
-			if i < len(v.segments)-1 {
-				limit, gen = seg.size, anyGen
-			}
-			if sp.end < 0 {
-				sp.end = limit
-			}
-			if sp.end-sp.pos <= maxWindow {
-				w, done, err := seg.scanWindow(sp, limit, gen, offset, v.high, b, o)
-				if done && err == nil {
-					return nil
-				}
-				if err != nil && !errors.Is(err, record.ErrCorrupt) {
-					return err
-				}
-				if err == nil {
-					pos, expect, afterWindow = w.pos, w.expect, true
-				}
-				// Else the mapping's walk from the point meets the damage
-				// again and reports it as every read does.
-			}
-		}
-	} else if at, segNo, p, ok, err := index.FloorOffset(e.index, v.name, offset); err != nil {
-		return err
-	} else if ok && segNo == seg.no && at >= seg.start {
-		pos, expect = p, at
-	}
-	for ; i < len(v.segments); i++ {
-		s := v.segments[i]
-		// The active segment's size is the worker's: readers take the
-		// durable length the view published. A sealed one's size and
-		// checksum no longer change.
-		sealed := i < len(v.segments)-1
-		limit, gen, sum := v.activeLen, v.activeGen, uint32(0)
-		if sealed {
-			limit, gen, sum = s.size, anyGen, s.crc
-		}
-		more, err := s.scan(pos, expect, limit, gen, sealed, sum, offset, v.high, b, o)
-		// Not after a window's read: its end is a record it checked, and
-		// o holds that window's records already.
-		if err != nil && pos > 0 && !afterWindow && errors.Is(err, record.ErrCorrupt) {
-			// An index point may name a cut record (a truncation's batch
-			// once committed its appends' entries after the cut): the
-			// segment's own bytes from its start decide.
-			e.log.Warn("an offset index point does not match its segment; reading from the segment's start", "shard", v.name, "segment", s.no, "err", err)
-			more, err = s.scan(0, s.start, limit, gen, sealed, sum, offset, v.high, b, o)
-		}
-		if err != nil {
-			return err
-		}
-		if !more || (i+1 < len(v.segments) && v.segments[i+1].start != s.next) {
-			break // the budget is used, or a gap follows: the next read goes cold
-		}
-		pos = 0
-		if i+1 < len(v.segments) {
-			expect = v.segments[i+1].start
-		}
-	}
-	return nil
+	return v.files.scan(ctx, e, v, i, offset, b, o)
 }
 
 // viewEstimate is how many records of size bytes a read is likely to

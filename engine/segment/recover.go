@@ -126,10 +126,11 @@ func (e *Engine) removeLeftovers(sh *shard, segs []SegmentMeta) error {
 // may hold anything, whole records too), cut off; before it, damage to
 // bytes that were on disk, kept for an operator.
 func (e *Engine) recoverActive(sh *shard, s *segment) error {
-	synced, err := e.loadSynced(sh, s.no)
+	mark, err := e.loadSynced(sh, s.no)
 	if err != nil {
 		return err
 	}
+	synced := mark.pos
 	s.synced = synced
 	f, err := os.Open(s.path)
 	if err != nil {
@@ -165,17 +166,30 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		// repairs it (strata segment repair) or a replica restores it.
 		later := validRecordAfter(f, sc.Pos(), min(synced, st.Size()), s.next)
 		s.size, s.crc = sc.Pos(), sc.CRC()
-		sh.failed = &DamagedError{Shard: sh.name, Segment: s.no, Pos: sc.Pos(), Synced: synced, Cause: damage, NextValid: later}
+		d := &DamagedError{Shard: sh.name, Segment: s.no, Pos: sc.Pos(), Synced: synced, From: s.next, Cause: damage, NextValid: later}
+		if mark.hasNext {
+			d.SyncedEnd = mark.next
+		}
+		sh.failed = d
 		e.noteDamage(sh, &LocalDamage{Segment: s.no, From: s.next, Cause: sh.failed})
 		e.stats.Damaged.Add(1)
 		e.log.Error("a segment is damaged in bytes that were on disk: serving what comes before, refusing writes",
-			"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "synced_to_byte", synced, "next_valid_record_at", later,
+			"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "at_offset", s.next, "synced_to_byte", synced,
+			"synced_to_offset", d.SyncedEnd, "next_valid_record_at", later,
 			"err", damage, "repair", "strata segment repair --data-dir DIR --shard "+sh.name)
 		return nil
 	}
 	if err := damage; err != nil {
-		e.log.Warn("truncating a torn segment tail (bytes written after the last fsync)", "shard", sh.name, "segment", s.no,
-			"at_byte", sc.Pos(), "synced_to_byte", synced, "dropped_bytes", st.Size()-sc.Pos(), "reason", err)
+		attrs := []any{"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "log_end", s.next, "synced_to_byte", synced,
+			"dropped_bytes", st.Size() - sc.Pos(), "reason", err}
+		if e.indexKept {
+			e.log.Warn("truncating a torn segment tail (bytes written after the last fsync)", attrs...)
+		} else {
+			// No mark survived to tell a torn tail from lost synced
+			// bytes: cut as a torn tail, but loud, since what goes may
+			// have been acknowledged.
+			e.log.Error("the index was lost, so the synced mark is unknown: truncating the active segment's tail, which may hold acknowledged records", attrs...)
+		}
 		if err := truncateFile(s.wf, sc.Pos()); err != nil {
 			return fmt.Errorf("truncate %s: %w", s.path, err)
 		}

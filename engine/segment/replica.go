@@ -10,10 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 
-	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -178,125 +176,6 @@ func (s *segment) readable(limit int64, gen uint64) int64 {
 		return min(limit, s.keep)
 	}
 	return limit
-}
-
-// truncate cuts the shard's log at offset end: the index entries of the
-// records cut go first (synced), then the file is truncated and synced.
-// A crash between the two leaves the whole file with entries missing,
-// which recovery re-adds, and the truncation unacknowledged.
-func (w *worker) truncate(sh *shard, end uint64) error {
-	if sh.shared {
-		return w.truncateShared(sh, end)
-	}
-	if sh.failed != nil {
-		return sh.failed
-	}
-	sh.hwMu.Lock() // no SetHighWatermark meanwhile: it could pass the new end
-	defer sh.hwMu.Unlock()
-	sh.epochMu.Lock() // no AssignEpoch meanwhile: it checks its start against the end
-	defer sh.epochMu.Unlock()
-	s := sh.active()
-	switch {
-	case end < sh.high:
-		return store.TruncateCommittedError(sh.name, end, sh.high)
-	case end >= s.next:
-		return w.e.cutEpochs(sh, end)
-	case end < s.start:
-		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
-			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
-	}
-	if err := w.e.cutEpochs(sh, end); err != nil {
-		return err
-	}
-	// Scan the active file: the kept records give its new length, checksum
-	// and statistics; the cut ones, their index entries' time range.
-	f, err := os.Open(s.path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	kept := segment{no: s.no, start: s.start, next: s.start}
-	minCut := int64(math.MaxInt64)
-	next := s.start
-	sc := NewScanner(s.path, f, 0, s.size, &next)
-	for sc.Next() {
-		r, _, _ := sc.Record()
-		if r.Offset < end {
-			kept.track(r)
-			kept.next, kept.size, kept.crc = r.Offset+1, sc.Pos(), sc.CRC()
-		} else {
-			minCut = min(minCut, r.Timestamp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
-	}
-	if kept.next != end {
-		return fmt.Errorf("shard %s: truncate to offset %d: the active segment holds offsets %d to %d", sh.name, end, s.start, kept.next)
-	}
-	ib := w.e.index.NewBatch()
-	defer ib.Close()
-	if err := index.DeleteOffsetsFrom(w.e.index, ib, sh.name, end); err != nil {
-		return err
-	}
-	if err := index.DeleteTimeFrom(w.e.index, ib, sh.name, minCut, end); err != nil {
-		return err
-	}
-	// Key and tag entries of the cut records stay: readers check that the
-	// record at an entry's offset still matches, as after a crash. The
-	// synced mark goes down to the cut before the file is cut: bytes
-	// written there later are not on disk until their own fsync.
-	lower := s.synced > kept.size
-	if lower {
-		sh.setSynced(ib, kept.size)
-	}
-	if err := ib.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)
-	}
-	if lower {
-		s.synced = kept.size
-	}
-	// Readers that took their view before hold s.mu.RLock while they scan:
-	// wait for them, and make later ones stop at the kept length.
-	s.mu.Lock()
-	sh.mu.Lock()
-	err = truncateFile(s.wf, kept.size)
-	if err == nil {
-		err = s.wf.Sync()
-	}
-	if err != nil {
-		sh.mu.Unlock()
-		s.mu.Unlock()
-		w.fail(sh, fmt.Errorf("truncate %s: %w", s.path, err))
-		return sh.failed
-	}
-	if s.mapped() > kept.size {
-		s.dropMapLocked() // past the new end a mapping faults; re-made on the next read
-	}
-	s.gen++
-	s.keep = kept.size
-	w.e.points.cut(s, end)
-	s.size, s.crc, s.next = kept.size, kept.crc, kept.next
-	s.count, s.minTS, s.maxTS = kept.count, kept.minTS, kept.maxTS
-	if s.count == 0 {
-		s.firstAt = kept.firstAt
-	}
-	sh.publishEnd(end)
-	sh.activeLen = s.size
-	sh.activeMaxTS, sh.activeHasRecs = s.maxTS, s.count > 0
-	sh.mu.Unlock()
-	s.mu.Unlock()
-	// The next record gets an offset entry; the time index goes on from
-	// its last entry left.
-	sh.sinceIndex = w.e.cfg.IndexInterval
-	sh.offsets.Reset()
-	ts, _, ok, err := index.LastTime(w.e.index, sh.name)
-	if err != nil {
-		return err
-	}
-	sh.tsBucket, sh.tsIndexed = w.bucket(ts), ok
-	w.e.log.Info("log truncated", "shard", sh.name, "log_end", end, "high_watermark", sh.high)
-	return nil
 }
 
 // segmentOf names the local segment holding offset, for errors.

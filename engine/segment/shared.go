@@ -19,6 +19,7 @@ package segment
 //     it (sweepShared).
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -111,12 +112,111 @@ func loadCuts(db pebble.Reader, shard string) ([]cutMeta, error) {
 	return out, it.Error()
 }
 
+// sharedFiles is the shared-file model of a shard: its records are
+// chunks of the shared files under the numeric id id, and its segments
+// are ranges of offsets with no file of their own.
+type sharedFiles struct {
+	id   uint64
+	from uint64 // ShardMeta.FromFile
+}
+
+// inShared says whether sh keeps its records in the shared files: the
+// shared files' own bookkeeping (sweepShared, fsyncShared) asks it of
+// every shard.
+func inShared(sh *shard) bool {
+	_, ok := sh.files.(*sharedFiles)
+	return ok
+}
+
+func (f *sharedFiles) meta(m *ShardMeta) { m.Model, m.ID, m.FromFile = ModelShared, f.id, f.from }
+
+// openActive makes a range of offsets in the shared files: no file of its
+// own.
+func (*sharedFiles) openActive(e *Engine, sh *shard, seg SegmentMeta, fresh bool) (*segment, error) {
+	return &segment{no: seg.No, start: seg.StartOffset, next: seg.StartOffset, created: seg.Created}, nil
+}
+
+func (*sharedFiles) created(*Engine, *shard) error { return nil } // no file in its folder
+
+// written has nothing to do per shard: one commit of the worker's writer
+// (commitShared) makes every shared shard of the batch durable.
+func (*sharedFiles) written(*worker, *shard, *pebble.Batch) bool { return false }
+
+// tick has nothing to do per shard: the worker's writer is synced once
+// (syncShared).
+func (*sharedFiles) tick(*worker, *shard) bool { return false }
+
+func (f *sharedFiles) append(w *worker, sh *shard, recs []record.Record, at bool, _ *pebble.Batch) (uint64, error) {
+	return w.appendShared(sh, f.id, recs, at)
+}
+
+func (*sharedFiles) roll(w *worker, sh *shard) error { return w.rollShared(sh) }
+
+func (f *sharedFiles) truncate(w *worker, sh *shard, end uint64) error {
+	return w.truncateShared(sh, f.id, end)
+}
+
+func (*sharedFiles) repair(w *worker, sh *shard) error { return w.repairShared(sh) }
+
+func (*sharedFiles) dropSegment(e *Engine, sh *shard, s *segment) error {
+	if err := e.dropSharedSegment(sh.name, s); err != nil {
+		return fmt.Errorf("shard %s: drop segment %d: %w", sh.name, s.no, err)
+	}
+	return nil
+}
+
+func (*sharedFiles) deleted(e *Engine) {
+	if err := e.sweepShared(); err != nil {
+		e.log.Error("removing the shared files of a deleted shard; the next start tries again", "err", err)
+	}
+}
+
+func (f *sharedFiles) scan(ctx context.Context, e *Engine, v view, _ int, offset uint64, b store.Budget, o *readOut) error {
+	err := e.scanShared(v, f.id, offset, b, o)
+	if errors.Is(err, sharedfile.ErrGone) && !o.retried {
+		// A file this view named went with a segment dropped since
+		// (tiered, or past retention). What was read stands (the next
+		// read goes on from it); with nothing read, read again from a
+		// fresh view, which sends the offsets to the cold tier.
+		if len(o.recs) > 0 {
+			return nil
+		}
+		nv, verr := e.view(v.name)
+		if verr != nil {
+			return verr
+		}
+		nv.high = min(nv.high, v.high)
+		o.retried = true
+		return e.scanInto(ctx, nv, offset, b, o)
+	}
+	return err
+}
+
+func (f *sharedFiles) scanSegment(e *Engine, sh *shard, s *segment, end uint64, fn func(*record.Record) error) (uint32, int64, error) {
+	return e.scanSegmentShared(sh.name, f.id, s, end, fn)
+}
+
+func (f *sharedFiles) checksum(e *Engine, v view, no uint64) (uint32, int64, error) {
+	return e.checksumShared(v, f.id, no)
+}
+
+func (f *sharedFiles) scrubSegment(e *Engine, sh *shard, c SegmentMeta) error {
+	s := &segment{no: c.No, start: c.StartOffset}
+	got, size, err := e.scanSegmentShared(sh.name, f.id, s, c.EndOffset+1, nil)
+	if err != nil {
+		return fmt.Errorf("scrub shard %s segment %d: %w", sh.name, c.No, err)
+	}
+	if size != c.Size || got != c.Checksum {
+		return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub shard %s segment %d: %d record bytes with crc32c %08x; sealed as %d bytes with %08x: %w",
+			sh.name, c.No, size, got, c.Size, c.Checksum, record.ErrCorrupt)}
+	}
+	return nil
+}
+
 // meta is the shard's manifest entry with low watermark low.
 func (sh *shard) meta(low uint64) ShardMeta {
 	m := ShardMeta{Name: sh.name, Created: sh.created, LowWatermark: low}
-	if sh.shared {
-		m.Model, m.ID, m.FromFile = ModelShared, sh.sid, sh.from
-	}
+	sh.files.meta(&m)
 	return m
 }
 
@@ -141,7 +241,7 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 	}
 	// File number 0 is never used: a segment's FirstFile 0 means "none".
 	d, recs, err := sharedfile.Open(sharedfile.Config{Dir: e.sharedDir(), FS: e.cfg.FS, MaxFileBytes: e.cfg.SharedFileBytes,
-		FirstFileNo: max(first, 1), Logger: e.log})
+		FirstFileNo: max(first, 1), SyncedTo: e.sharedSyncedTo, Logger: e.log})
 	if err != nil {
 		return nil, fmt.Errorf("shared files: %w", err)
 	}
@@ -181,7 +281,7 @@ func (w *worker) sharedBatch() *pebble.Batch {
 
 // appendShared encodes a request of a shared shard as chunks of the
 // worker's writer; commitShared writes them with the rest of the batch.
-func (w *worker) appendShared(sh *shard, recs []record.Record, at bool) (uint64, error) {
+func (w *worker) appendShared(sh *shard, sid uint64, recs []record.Record, at bool) (uint64, error) {
 	if sh.failed != nil {
 		return 0, sh.failed
 	}
@@ -200,7 +300,7 @@ func (w *worker) appendShared(sh *shard, recs []record.Record, at bool) (uint64,
 		recs[i].Offset = base + uint64(i)
 	}
 	sw := w.writer()
-	chunks, err := sw.Add(w.chunks[:0], sh.sid, recs)
+	chunks, err := sw.Add(w.chunks[:0], sid, recs)
 	w.chunks = chunks
 	if err != nil {
 		return 0, fmt.Errorf("shard %s: %w", sh.name, err)
@@ -247,9 +347,19 @@ func (w *worker) commitShared() {
 		return
 	}
 	sync := w.e.cfg.Fsync == FsyncBatch
+	at := w.sw.Next() // the end of the chunks, in the file the commit writes
 	_, err := w.sw.Commit(sync)
 	if err == nil && sync {
 		w.e.stats.Fsyncs.Add(1)
+	}
+	commit := pebble.NoSync
+	if err == nil && sync && w.sib != nil {
+		// The entries of acknowledged chunks and the file's synced mark
+		// must survive a kill (Pebble keeps an unsynced commit in its
+		// log's buffer): recovery then tells synced chunks lost from
+		// the file from a torn tail (synced.go).
+		setSharedSynced(w.sib, at.File, at.Pos)
+		commit = pebble.Sync
 	}
 	if err != nil {
 		for sh := range w.pendingShared {
@@ -261,7 +371,7 @@ func (w *worker) commitShared() {
 		}
 	} else if w.sib != nil {
 		if !w.sib.Empty() {
-			if err := w.sib.Commit(pebble.NoSync); err != nil {
+			if err := w.sib.Commit(commit); err != nil {
 				// Reads find chunks through these entries, and the next
 				// start replays chunks only after a shard's last entry:
 				// no later entry may be written past the gap, so these
@@ -347,7 +457,7 @@ func (w *worker) fsyncShared() error {
 	if err := w.sw.Sync(); err != nil {
 		err = fmt.Errorf("shared file fsync: %w", err)
 		for _, sh := range w.e.shardsOf(w) {
-			if sh.shared {
+			if inShared(sh) {
 				w.fail(sh, err)
 			}
 		}
@@ -363,14 +473,13 @@ func (w *worker) fsyncShared() error {
 // the local offsets (what follows is read cold by the next read). Views
 // get copies too: a shared file's mapping is not reference-counted, so
 // nothing aliases it past the read.
-func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) error {
+func (e *Engine) scanShared(v view, sid, offset uint64, b store.Budget, o *readOut) error {
 	d := e.shared.Load()
 	if d == nil {
 		return fmt.Errorf("shard %s: the shared files are not open", v.name)
 	}
 	next, more, had := offset, true, len(o.recs)
 	var rerr error
-	sid := v.sid
 	// local says whether offset is in a local segment: a read stops where
 	// the local log has a hole (a segment read cold), as scanInto does.
 	last := len(v.segments) - 1
@@ -430,8 +539,13 @@ func (e *Engine) scanShared(v view, offset uint64, b store.Budget, o *readOut) e
 		next = c.End()
 		return rerr == nil && more && next < v.high
 	})
-	if rerr != nil {
+	if rerr != nil && len(o.recs) == had {
 		return rerr
+	}
+	if rerr != nil {
+		// The records before a chunk that does not read (damage) are
+		// served; the next read, from that chunk, meets the error.
+		return nil
 	}
 	if err == nil && len(o.recs) == had && more && offset < v.high && local(offset) {
 		// Every offset below the high watermark of a local segment has a
@@ -547,10 +661,7 @@ func (e *Engine) ScanSegment(name string, no uint64, fn func(*record.Record) err
 	if s == nil {
 		return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", name, no, store.ErrUnknownShard)
 	}
-	if !sh.shared {
-		return ScanFile(s.path, fn)
-	}
-	return e.scanSegmentShared(name, sh.sid, s, end, fn)
+	return sh.files.scanSegment(e, sh, s, end, fn)
 }
 
 // SharedStats is the shared files' counters; nil until the first shared
@@ -568,7 +679,7 @@ func (e *Engine) Shared(name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return sh.shared, nil
+	return inShared(sh), nil
 }
 
 // dropSharedSegment forgets a shared shard's segment that left the local
@@ -607,7 +718,7 @@ func (e *Engine) sweepShared() error {
 	var live []span
 	e.mu.RLock()
 	for _, sh := range e.shards {
-		if !sh.shared {
+		if !inShared(sh) {
 			continue
 		}
 		sh.mu.RLock()
@@ -658,6 +769,9 @@ func (e *Engine) sweepShared() error {
 			continue
 		}
 		e.log.Info("shared file removed: no local segment holds it", "file", no)
+		if err := e.index.Delete(sharedSyncedKey(no), pebble.NoSync); err != nil {
+			e.log.Warn("deleting a removed shared file's synced mark", "file", no, "err", err)
+		}
 	}
 	return nil
 }
@@ -667,7 +781,7 @@ func (e *Engine) sweepShared() error {
 // manifest with the writer's position, synced, before the chunk entries
 // at or past end go: chunks of the shard written before that position
 // hold no record at or past end any more, which recovery applies.
-func (w *worker) truncateShared(sh *shard, end uint64) error {
+func (w *worker) truncateShared(sh *shard, sid, end uint64) error {
 	if sh.failed != nil {
 		return sh.failed
 	}
@@ -698,7 +812,7 @@ func (w *worker) truncateShared(sh *shard, end uint64) error {
 	minCut := int64(math.MaxInt64)
 	var keptCRC uint32
 	var keptSize int64
-	_, _, err := w.e.scanSegmentShared(sh.name, sh.sid, s, s.next, func(r *record.Record) error {
+	_, _, err := w.e.scanSegmentShared(sh.name, sid, s, s.next, func(r *record.Record) error {
 		if r.Offset < end {
 			kept.track(r)
 			kept.next = r.Offset + 1
@@ -713,7 +827,7 @@ func (w *worker) truncateShared(sh *shard, end uint64) error {
 	// The kept records' checksum and size: scanned again up to end (a
 	// scanner's running CRC is of everything it read).
 	if end > s.start {
-		if keptCRC, keptSize, err = w.e.scanSegmentShared(sh.name, sh.sid, s, end, nil); err != nil {
+		if keptCRC, keptSize, err = w.e.scanSegmentShared(sh.name, sid, s, end, nil); err != nil {
 			return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
 		}
 	}
@@ -758,7 +872,7 @@ func (w *worker) truncateShared(sh *shard, end uint64) error {
 
 // checksumShared is Checksum for a shared shard's segment: the CRC-32C
 // and length of its record bytes as far as they are durable.
-func (e *Engine) checksumShared(v view, no uint64) (uint32, int64, error) {
+func (e *Engine) checksumShared(v view, sid, no uint64) (uint32, int64, error) {
 	for i, s := range v.segments {
 		if s.no != no {
 			continue
@@ -770,7 +884,7 @@ func (e *Engine) checksumShared(v view, no uint64) (uint32, int64, error) {
 		if end == s.start {
 			return 0, 0, nil
 		}
-		return e.scanSegmentShared(v.name, v.sid, s, end, nil)
+		return e.scanSegmentShared(v.name, sid, s, end, nil)
 	}
 	return 0, 0, fmt.Errorf("shard %s has no local segment %d: %w", v.name, no, store.ErrUnknownShard)
 }

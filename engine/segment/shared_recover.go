@@ -314,6 +314,9 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 	if damaged != nil {
 		damaged.LogEnd = end
 		sh.failed = damaged
+		// As a file-per-partition copy's damaged active segment: a
+		// replica's copy is refilled from its leader (Damage).
+		e.noteDamage(sh, &LocalDamage{Segment: a.no, From: end, Cause: damaged})
 		e.stats.Damaged.Add(1)
 		e.log.Error("a shared shard may have records in the damage of a shared file: serving what comes before, refusing writes",
 			"shard", cs.Name, "files", damaged.Files, "log_end", end)

@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -159,10 +158,8 @@ func syncedMarkOffline(dir string) (seg uint64, pos int64, ok bool) {
 		return 0, 0, false
 	}
 	defer closer.Close()
-	if len(v) != 24 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint64(v[8:]), int64(binary.BigEndian.Uint64(v[16:])), true
+	m, ok := decodeSynced(v)
+	return m.seg, m.pos, ok
 }
 
 // dumpRecord writes Dump's line for a record at byte p of its file.

@@ -1,11 +1,7 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
-	"time"
 
 	"github.com/cockroachdb/pebble"
 
@@ -103,16 +99,19 @@ func (w *worker) process(batch []request) {
 	ib := w.e.index.NewBatch()
 	defer func() { ib.Close() }()
 	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost, and a lost synced mark only
-	// says less than was synced. Under fsync=batch every batch carries the
-	// marks; under the other policies most have no entry (a point per 500
-	// records) and skip Pebble's commit pipeline.
+	// recovery re-adds whatever a crash lost. The synced marks are the
+	// exception: under fsync=batch the batch that carries them is synced
+	// before anything is answered, or recovery could not tell a cut of
+	// acknowledged records from a torn tail (synced.go). Under the other
+	// policies most batches have no entry (a point per 500 records) and
+	// skip Pebble's commit pipeline.
 	var idxErr error
+	sync := pebble.NoSync
 	commitIndex := func() {
 		if ib.Empty() {
 			return
 		}
-		if err := ib.Commit(pebble.NoSync); err != nil && idxErr == nil {
+		if err := ib.Commit(sync); err != nil && idxErr == nil {
 			idxErr = err
 		}
 		ib.Close()
@@ -126,7 +125,7 @@ func (w *worker) process(batch []request) {
 			continue
 		}
 		if req.repair {
-			req.done <- result{err: w.repair(req.shard)}
+			req.done <- result{err: req.shard.files.repair(w, req.shard)}
 			continue
 		}
 		if req.truncateTo != nil {
@@ -134,7 +133,7 @@ func (w *worker) process(batch []request) {
 			// truncation deletes what it finds in the index, and entries
 			// committed after it would name cut records.
 			commitIndex()
-			req.done <- result{err: w.truncate(req.shard, *req.truncateTo)}
+			req.done <- result{err: req.shard.files.truncate(w, req.shard, *req.truncateTo)}
 			continue
 		}
 		if req.rollAt != nil {
@@ -166,13 +165,7 @@ func (w *worker) process(batch []request) {
 			req.done <- result{}
 			continue
 		}
-		var base uint64
-		var err error
-		if req.shard.shared {
-			base, err = w.appendShared(req.shard, req.recs, req.at)
-		} else {
-			base, err = w.append(req.shard, req.recs, req.at, ib)
-		}
+		base, err := req.shard.files.append(w, req.shard, req.recs, req.at, ib)
 		done = append(done, pending{req: req, base: base, err: err})
 		if err == nil {
 			touched[req.shard] = true
@@ -181,16 +174,25 @@ func (w *worker) process(batch []request) {
 	if len(touched) > 0 {
 		w.e.stats.Batches.Add(1)
 	}
-	if w.e.cfg.Fsync == FsyncBatch {
-		w.syncAll(touched)
-		markSynced(ib, touched)
-	} else {
-		for sh := range touched {
-			sh.dirty = !sh.shared
+	// One after the other: fsyncs at once (for the filesystem to commit
+	// them together) were measured with 256 shards and showed no gain
+	// (docs/bench.md).
+	var marked []*shard
+	for sh := range touched {
+		if sh.files.written(w, sh, ib) {
+			marked = append(marked, sh)
+			sync = pebble.Sync
 		}
 	}
 	w.commitShared()
 	commitIndex()
+	if idxErr != nil {
+		// The records are on disk but their mark may not be: answered,
+		// a later cut of them would pass for a torn tail.
+		for _, sh := range marked {
+			w.fail(sh, fmt.Errorf("recording the synced mark: %w", idxErr))
+		}
+	}
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
@@ -214,21 +216,6 @@ func (w *worker) process(batch []request) {
 	}
 }
 
-// syncAll fsyncs the active file of every touched shard, one after the
-// other: fsyncs at once (for the filesystem to commit them together) were
-// measured with 256 shards and showed no gain (docs/bench.md).
-func (w *worker) syncAll(touched map[*shard]bool) {
-	for sh := range touched {
-		if sh.shared {
-			continue // one commit for all of them (commitShared)
-		}
-		w.e.stats.Fsyncs.Add(1)
-		if err := sh.active().wf.Sync(); err != nil {
-			w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
-		}
-	}
-}
-
 // fail stops writes to a shard after a failed fsync: what the kernel
 // dropped cannot be known, so nothing more is acknowledged until a restart
 // recovers the file from what is really on disk.
@@ -240,64 +227,6 @@ func (w *worker) fail(sh *shard, err error) {
 }
 
 func (sh *shard) active() *segment { return sh.last.Load() }
-
-// append encodes the records at the shard's next offsets and writes them to
-// the active segment, rolling first if the gates say so.
-func (w *worker) append(sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
-	if sh.failed != nil {
-		return 0, sh.failed
-	}
-	if at && recs[0].Offset != sh.active().next {
-		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
-	}
-	// A copy of a leader's log rolls where the leader did (RollAt), never
-	// by its own gates, so the two segment files end at the same bytes.
-	sh.dictated = at
-	if !at {
-		if err := w.maybeRoll(sh, len(recs)); err != nil {
-			return 0, err
-		}
-	}
-	s := sh.active()
-	base := s.next
-	// Encode the whole request before anything is indexed or written: a
-	// record that cannot be stored refuses the request and leaves no trace.
-	w.buf = w.buf[:0]
-	w.pos = w.pos[:0]
-	for i := range recs {
-		r := &recs[i]
-		r.Offset = base + uint64(i)
-		w.pos = append(w.pos, s.size+int64(len(w.buf)))
-		var err error
-		if w.buf, err = record.Append(w.buf, r); err != nil {
-			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
-		}
-	}
-	if _, err := s.wf.WriteAt(w.buf, s.size); err != nil {
-		// Cut off whatever part reached the file, so the log stays whole.
-		if terr := truncateFile(s.wf, s.size); terr != nil {
-			w.fail(sh, fmt.Errorf("write %s: %v; truncate after it: %w", s.path, err, terr))
-		}
-		return 0, fmt.Errorf("shard %s: write %s: %w", sh.name, s.path, err)
-	}
-	for i := range recs {
-		w.indexRecord(sh, s, &recs[i], w.pos[i], ib)
-		w.e.points.add(s, recs[i].Offset, w.pos[i])
-	}
-	w.e.points.publish(s)
-	s.size += int64(len(w.buf))
-	w.e.stats.Bytes.Add(uint64(len(w.buf)))
-	w.e.stats.Records.Add(uint64(len(recs)))
-	s.crc = crc32.Update(s.crc, castagnoli, w.buf)
-	s.next = base + uint64(len(recs))
-	if s.firstAt.IsZero() {
-		s.firstAt = w.e.cfg.Now()
-	}
-	for i := range recs {
-		s.track(&recs[i])
-	}
-	return base, nil
-}
 
 // indexRecord adds r's index entries to the batch: a sparse offset point
 // (and always one at a segment's first record), written as its whole
@@ -369,18 +298,13 @@ func shouldRoll(count, next uint64, n int, size int64, checkInterval uint64, max
 // the interval policy.
 func (w *worker) tick() {
 	w.syncShared()
-	synced := map[*shard]bool{}
-	defer w.commitSynced(synced)
+	var synced []*shard
+	defer func() { w.commitSynced(synced) }()
 	policy := w.e.segmentPolicies()
 	for _, sh := range w.e.shardsOf(w) {
 		s := sh.active()
-		if sh.dirty && sh.failed == nil && !sh.shared {
-			if err := s.wf.Sync(); err != nil {
-				w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
-			} else {
-				synced[sh] = true
-			}
-			sh.dirty = false
+		if sh.files.tick(w, sh) {
+			synced = append(synced, sh)
 		}
 		sh.maxBytes, sh.maxAge = policy(sh.name)
 		if sh.maxAge > 0 && s.count > 0 && sh.failed == nil && !sh.dictated &&
@@ -390,39 +314,6 @@ func (w *worker) tick() {
 			}
 		}
 	}
-}
-
-// repair cuts a damaged active segment at the damage and lets the shard
-// take writes again.
-func (w *worker) repair(sh *shard) error {
-	if sh.shared {
-		return w.repairShared(sh)
-	}
-	var d *DamagedError
-	if !errors.As(sh.failed, &d) {
-		return fmt.Errorf("shard %s has no damaged segment to repair", sh.name)
-	}
-	s := sh.active()
-	// The synced mark goes down to the cut first: a crash before the cut
-	// then finds the damage past the mark, a torn tail it cuts itself.
-	b := w.e.index.NewBatch()
-	sh.setSynced(b, s.size)
-	err := b.Commit(pebble.Sync)
-	b.Close()
-	if err != nil {
-		return fmt.Errorf("shard %s: lowering the synced mark to the cut: %w", sh.name, err)
-	}
-	s.synced = s.size
-	if err := truncateFile(s.wf, s.size); err != nil {
-		return fmt.Errorf("truncate %s: %w", s.path, err)
-	}
-	if err := s.wf.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", s.path, err)
-	}
-	sh.failed = nil
-	w.e.stats.Damaged.Add(^uint64(0))
-	w.e.log.Warn("damaged segment cut at the damage; the shard takes writes again", "shard", sh.name, "segment", s.no, "at_byte", s.size)
-	return nil
 }
 
 // rollAt seals the active segment where a leader sealed its own.
@@ -445,62 +336,8 @@ func (w *worker) rollAt(sh *shard, next uint64) error {
 	return nil
 }
 
-// roll seals the active segment and starts the next one: fsync, one
-// manifest batch that seals it and records the next, the next file, then
-// the event (queued: the worker never waits on listeners).
-func (w *worker) roll(sh *shard) error {
-	if sh.shared {
-		return w.rollShared(sh)
-	}
-	s := sh.active()
-	if err := s.wf.Sync(); err != nil {
-		w.fail(sh, fmt.Errorf("fsync %s: %w", s.path, err))
-		return sh.failed
-	}
-	sh.dirty = false
-	now := w.e.cfg.Now().UTC()
-	s.sealedAt = now
-	sealed := s.meta(sh.name, SegmentSealed)
-	next := SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
-	b := w.e.manifest.NewBatch()
-	err := putSegment(b, sealed)
-	if err == nil {
-		err = putSegment(b, next)
-	}
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	b.Close()
-	if err != nil {
-		s.sealedAt = time.Time{}
-		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
-	}
-	ns, err := w.e.openActive(sh, next, true)
-	if err != nil {
-		w.fail(sh, err)
-		return err
-	}
-	if err := s.wf.Close(); err != nil {
-		w.e.log.Warn("closing a sealed segment", "path", s.path, "err", err)
-	}
-	s.wf = nil
-	s.sealed = true
-	// On the list of points to give up before readers (and retention) see
-	// the segment sealed, so no one releases its points before.
-	w.e.points.sealedNow(s)
-	if err := os.Chmod(s.path, 0o444); err != nil {
-		w.e.log.Warn("making a sealed segment read-only", "path", s.path, "err", err)
-	}
-	sh.mu.Lock()
-	sh.segments = append(sh.segments, ns)
-	sh.last.Store(ns)
-	sh.activeLen = 0
-	sh.activeMaxTS, sh.activeHasRecs = 0, false
-	sh.mu.Unlock()
-	w.e.log.Debug("segment sealed", "shard", sh.name, "segment", s.no, "records", s.count, "bytes", s.size)
-	w.e.postSegmentSealed(sealed, next)
-	return nil
-}
+// roll seals the shard's active segment and starts the next one.
+func (w *worker) roll(sh *shard) error { return sh.files.roll(w, sh) }
 
 // shardsOf lists the shards worker w owns.
 func (e *Engine) shardsOf(w *worker) []*shard {

@@ -30,7 +30,13 @@ type Config struct {
 	// passes one past the highest its manifest ever named, so a number is
 	// never used twice even when the newest files were deleted.
 	FirstFileNo uint64
-	Logger      *slog.Logger
+	// SyncedTo, if set, is how far file no was on disk at its writer's
+	// last synced commit the engine recorded (0: unknown). A file found
+	// at start whose committed chunks end before it lost bytes that were
+	// synced, whose chunks were acknowledged: it is damage, reported and
+	// kept, not a torn tail to cut (docs/engine.md, "Recovery").
+	SyncedTo func(no uint64) int64
+	Logger   *slog.Logger
 }
 
 // Dir is the set of shared files of a data folder: the global file-number
@@ -194,6 +200,13 @@ func Open(cfg Config) (*Dir, []Recovered, error) {
 
 func (d *Dir) path(no uint64) string { return filepath.Join(d.cfg.Dir, FileName(no)) }
 
+func (d *Dir) syncedTo(no uint64) int64 {
+	if d.cfg.SyncedTo == nil {
+		return 0
+	}
+	return d.cfg.SyncedTo(no)
+}
+
 func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	path := d.path(no)
 	f := &file{no: no, path: path}
@@ -227,7 +240,25 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 	f.size, f.crc, f.chunks = res.End, res.CRC, uint64(len(res.Chunks))
 	f.readable.Store(f.size)
 	var ce *CorruptError
-	if errors.As(res.Err, &ce) && !ce.Torn {
+	inside := errors.As(res.Err, &ce) && !ce.Torn
+	if synced := d.syncedTo(no); !inside && res.End < synced {
+		// What a torn tail would be cut at lies before bytes that were on
+		// disk: they were lost since (a disk fault, a cut file), and the
+		// chunks in them were acknowledged. Kept as damage from the end
+		// of what checks out to the synced byte, for the engine to find
+		// the shards whose chunks lay there.
+		ce = &CorruptError{Path: path, Pos: res.End, NextValid: synced, Lost: true,
+			Err: fmt.Errorf("%w: its committed chunks end at byte %d", ErrCorrupt, res.End)}
+		d.log.Error("a shared file lost bytes that were on disk: left as it is, unsealed",
+			"file", path, "at_byte", res.End, "synced_to_byte", synced, "bytes", size)
+		rec.Damage, rec.Damages = ce, []*CorruptError{ce}
+		f.damaged = true
+		d.stats.Damaged.Add(1)
+		d.files[no] = f
+		rec.FileInfo = f.info()
+		return rec, nil
+	}
+	if inside {
 		d.log.Error("a shared file is damaged inside, with whole chunks after the damage: left as it is, unsealed",
 			"file", path, "at_byte", ce.Pos, "next_valid_chunk_at", ce.NextValid, "err", ce.Err)
 		rec.Damage, rec.Damages, rec.After = ce, res.Damages, res.After

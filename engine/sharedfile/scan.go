@@ -30,7 +30,10 @@ type CorruptError struct {
 	Pos       int64
 	Torn      bool
 	NextValid int64 // when !Torn: the position of the first whole chunk after the damage
-	Err       error
+	// Lost: the file ends at Pos, before the bytes up to NextValid that
+	// were on disk (Config.SyncedTo), and no whole chunk follows.
+	Lost bool
+	Err  error
 
 	nextSeq uint64 // the commit record number of the batch at NextValid
 }
@@ -38,6 +41,9 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	if e.Torn {
 		return fmt.Sprintf("%s at byte %d: torn tail: %v", e.Path, e.Pos, e.Err)
+	}
+	if e.Lost {
+		return fmt.Sprintf("%s at byte %d: bytes lost that were on disk up to byte %d: %v", e.Path, e.Pos, e.NextValid, e.Err)
 	}
 	return fmt.Sprintf("%s at byte %d: damaged chunk, whole chunks follow at byte %d: %v", e.Path, e.Pos, e.NextValid, e.Err)
 }
