@@ -60,7 +60,7 @@ func (f *fetcher) add(ctx context.Context, p *partition, a Assignment, end int64
 	f.members[p.shard] = m
 	if !f.running {
 		f.running = true
-		go f.run()
+		f.n.goBackground(f.run)
 	}
 	return m.errc
 }
@@ -78,7 +78,7 @@ func (f *fetcher) remove(shard string) {
 }
 
 // run polls the leader for its members until it has none.
-func (f *fetcher) run() {
+func (f *fetcher) run(bg context.Context) {
 	backoff := 50 * time.Millisecond
 	for {
 		f.mu.Lock()
@@ -102,17 +102,25 @@ func (f *fetcher) run() {
 				Offset: m.end, MaxBytes: f.n.cfg.FetchBytes, Wait: f.n.cfg.FetchWait, Seals: seals, LogStart: start})
 		}
 		f.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), f.n.cfg.FetchWait+30*time.Second)
+		ctx, cancel := context.WithTimeout(bg, f.n.cfg.FetchWait+30*time.Second)
 		answers, err := f.tr.Fetch(ctx, f.leader, reqs)
 		cancel()
 		if err != nil {
 			// A leader that died is routine (the metadata moves its
 			// partitions); one that stays unreachable (TLS, SASL) is not.
-			if time.Since(f.warned) > 10*time.Second {
-				f.warned = time.Now()
+			if now := f.n.cfg.Now(); now.Sub(f.warned) > 10*time.Second {
+				f.warned = now
 				f.n.cfg.Log.Warn("replica: fetching from the leader", "leader", f.leader, "partitions", len(reqs), "err", err)
 			}
-			time.Sleep(backoff)
+			select {
+			case <-f.n.cfg.Clock.After(backoff):
+			case <-bg.Done():
+				// The node stopped: its members are leaving too.
+				f.mu.Lock()
+				f.running = false
+				f.mu.Unlock()
+				return
+			}
 			backoff = min(2*backoff, time.Second)
 			continue
 		}

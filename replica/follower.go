@@ -115,7 +115,7 @@ func (n *Node) follow(ctx context.Context, tr Transport, p *partition, a Assignm
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-n.cfg.Clock.After(backoff):
 		}
 		// Short: a new leader refuses for a moment while it sets up, and
 		// its high watermark waits for this follower.

@@ -109,7 +109,8 @@ func (n *Node) apply(p *partition, outs []Output) {
 			}
 			n.cfg.Wake(p.shard)
 		case ProposeISR:
-			go n.proposeISR(p, p.a.Epoch, o)
+			epoch := p.a.Epoch
+			n.goBackground(func(ctx context.Context) { n.proposeISR(ctx, p, epoch, o) })
 		case ProduceDone:
 			if ch, ok := p.waiters[o.ID]; ok {
 				ch <- o.Result
@@ -121,8 +122,8 @@ func (n *Node) apply(p *partition, outs []Output) {
 
 // proposeISR writes a proposed ISR to etcd and tells the leader whether it
 // committed.
-func (n *Node) proposeISR(p *partition, epoch int32, o ProposeISR) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (n *Node) proposeISR(ctx context.Context, p *partition, epoch int32, o ProposeISR) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rev, err := n.cfg.Meta.ChangeISR(ctx, p.topic, p.p, epoch, o.ISR, o.PartitionEpoch)
 	p.mu.Lock()

@@ -31,6 +31,14 @@ type Node struct {
 	parts    map[string]*partition // by shard, every replicated partition this node holds
 	fetchers map[int32]*fetcher    // by leader node
 	ids      atomic.Uint64
+
+	// bg is the context of the node's own goroutines (goBackground),
+	// cancelled when Run ends; wg counts them.
+	bg      context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	bgMu    sync.Mutex // orders wg.Add before Run's wg.Wait
+	stopped bool
 }
 
 // Store is what replication needs of the engine: a log with a high
@@ -118,7 +126,10 @@ type NodeConfig struct {
 	FetchRate  int64
 	Log        *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics
-	Now        func() time.Time
+	// Clock is what the node's ticks, backoffs and state machines run on
+	// (nil: the system clock); Now is its Now, set by NewNode.
+	Clock Clock
+	Now   func() time.Time
 	// Gates are the partitions' append gates (partition.Gates), shared
 	// with the append path (partition.Manager) and the cluster's handoff:
 	// a change of leadership holds a partition's gate, so no append is in
@@ -192,9 +203,10 @@ func NewNode(cfg NodeConfig) *Node {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
 	}
+	cfg.Now = cfg.Clock.Now
 	if cfg.LagTimeMax <= 0 {
 		cfg.LagTimeMax = 30 * time.Second
 	}
@@ -214,6 +226,7 @@ func NewNode(cfg NodeConfig) *Node {
 		cfg.Gates = appendpath.NewGates()
 	}
 	n := &Node{cfg: cfg, m: newMetrics(cfg.Registerer), parts: map[string]*partition{}}
+	n.bg, n.cancel = context.WithCancel(context.Background())
 	if cfg.FetchRate > 0 {
 		n.limiter = rate.NewLimiter(rate.Limit(cfg.FetchRate), int(max(cfg.FetchRate, int64(cfg.FetchBytes))))
 	}
@@ -224,12 +237,12 @@ func NewNode(cfg NodeConfig) *Node {
 // leading, following or neither, partition by partition. Followers fetch
 // through tr.
 func (n *Node) Run(ctx context.Context, tr Transport) {
-	tick := time.NewTicker(min(n.cfg.LagTimeMax/4, 100*time.Millisecond))
-	defer tick.Stop()
+	every := min(n.cfg.LagTimeMax/4, 100*time.Millisecond)
+	tick := n.cfg.Clock.After(every)
 	// The roles change with the metadata; what could not be done (a shard
 	// not made yet, an etcd write that failed) is tried again meanwhile.
-	retry := time.NewTicker(250 * time.Millisecond)
-	defer retry.Stop()
+	const retryEvery = 250 * time.Millisecond
+	retry := n.cfg.Clock.After(retryEvery)
 	for {
 		changed := n.cfg.Meta.Changed()
 		n.reconcile(ctx, tr)
@@ -237,16 +250,41 @@ func (n *Node) Run(ctx context.Context, tr Transport) {
 			select {
 			case <-ctx.Done():
 				n.stopAll()
+				// What the node started ends with it: nothing it does
+				// outlives Run (a fetch in flight, an etcd write).
+				n.bgMu.Lock()
+				n.stopped = true
+				n.bgMu.Unlock()
+				n.cancel()
+				n.wg.Wait()
 				return
 			case <-changed:
 				again = true
-			case <-retry.C:
+			case <-retry:
+				retry = n.cfg.Clock.After(retryEvery)
 				again = true
-			case <-tick.C:
+			case <-tick:
+				tick = n.cfg.Clock.After(every)
 				n.tick()
 			}
 		}
 	}
+}
+
+// goBackground runs f on its own goroutine, which Run waits for when it
+// ends; ctx ends with Run.
+func (n *Node) goBackground(f func(ctx context.Context)) {
+	n.bgMu.Lock()
+	if n.stopped {
+		n.bgMu.Unlock()
+		return // Run has ended: so has what the node does
+	}
+	n.wg.Add(1)
+	n.bgMu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		f(n.bg)
+	}()
 }
 
 func (n *Node) reconcile(ctx context.Context, tr Transport) {

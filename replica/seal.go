@@ -193,7 +193,7 @@ func (n *Node) Sealed(shard string, no uint64, s Seal) {
 	if p == nil {
 		return
 	}
-	go func() {
+	n.goBackground(func(context.Context) {
 		crc, err := n.readBack(shard, no, s.CRC)
 		if err != nil {
 			n.cfg.Log.Warn("replica: reading back a sealed segment", "shard", shard, "segment", no, "err", err)
@@ -204,7 +204,7 @@ func (n *Node) Sealed(shard string, no uint64, s Seal) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.addSeal(pendingSeal{SealState: SealState{Seal: s}, written: written, at: n.cfg.Now()})
-	}()
+	})
 }
 
 // readBack is the CRC-32C of local segment no's file as it is on disk, for
@@ -312,8 +312,8 @@ func (n *Node) scanSeals(p *partition, now time.Time) {
 	for _, s := range p.seals {
 		known[[2]uint64{s.Start, uint64(s.written)}] = s.CRC
 	}
-	go func() {
-		found, err := n.deriveSeals(p, lister, replicas, known)
+	n.goBackground(func(ctx context.Context) {
+		found, err := n.deriveSeals(ctx, p, lister, replicas, known)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.scanning = false
@@ -329,13 +329,13 @@ func (n *Node) scanSeals(p *partition, now time.Time) {
 		if p.leader != nil {
 			n.settleSeals(p)
 		}
-	}()
+	})
 }
 
 // deriveSeals lists p's local sealed segments still to be settled, with
 // their files read back.
-func (n *Node) deriveSeals(p *partition, lister store.SealedLister, replicas []int32, known map[[2]uint64]uint32) ([]pendingSeal, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (n *Node) deriveSeals(ctx context.Context, p *partition, lister store.SealedLister, replicas []int32, known map[[2]uint64]uint32) ([]pendingSeal, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	segs, err := lister.SealedSegments(ctx, p.shard)
 	if err != nil || len(segs) == 0 {
@@ -476,8 +476,8 @@ func (n *Node) settleSeals(p *partition) {
 		rec := SealRecord{Seal: s.Seal, Replicas: v.Replicas}
 		first := s.Recorded == nil
 		epoch, at := p.a.Epoch, s.at
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n.goBackground(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			err := n.cfg.Meta.RecordSeal(ctx, p.topic, p.p, epoch, rec)
 			p.mu.Lock()
@@ -514,7 +514,7 @@ func (n *Node) settleSeals(p *partition) {
 			}
 			n.cfg.Log.Info("replica: segment sealed", "shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas)
 			n.settleSeals(p) // the next, without waiting for a tick
-		}()
+		})
 		return
 	}
 }
@@ -531,8 +531,8 @@ func (n *Node) pruneSeals(p *partition, now time.Time) {
 	if err != nil || low <= p.pruned {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	n.goBackground(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		k, err := n.cfg.Meta.PruneSeals(ctx, p.topic, p.p, low)
 		if err != nil {
@@ -545,5 +545,5 @@ func (n *Node) pruneSeals(p *partition, now time.Time) {
 		if k > 0 {
 			n.cfg.Log.Info("replica: seal records below the log start deleted", "shard", p.shard, "log_start", low, "deleted", k)
 		}
-	}()
+	})
 }
