@@ -41,6 +41,7 @@ var backends = map[string]func(t *testing.T) objstore.Bucket{
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 		return b
 	},
 	"hdfs": func(t *testing.T) objstore.Bucket {
@@ -48,6 +49,7 @@ var backends = map[string]func(t *testing.T) objstore.Bucket{
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
 		return b
 	},
 }

@@ -104,7 +104,13 @@ func StartMinIO(t testing.TB) MinIO {
 
 // Client returns a plain minio-go client for the server.
 func (m MinIO) Client(t testing.TB) *minio.Client {
-	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		t.Fatalf("minio client: %v", err)
+	}
+	// Its keep-alive connections end with the test (goleak).
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, ""), Transport: tr})
 	if err != nil {
 		t.Fatalf("minio client: %v", err)
 	}

@@ -52,9 +52,10 @@ const (
 
 // Bucket stores objects in one S3 bucket under Prefix.
 type Bucket struct {
-	cfg    Config
-	client *minio.Client
-	core   minio.Core
+	cfg       Config
+	client    *minio.Client
+	core      minio.Core
+	transport *http.Transport
 }
 
 // New builds a client; it does not contact the endpoint (see Check).
@@ -108,7 +109,7 @@ func New(cfg Config) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 bucket at %s: %w", cfg.Endpoint, err)
 	}
-	return &Bucket{cfg: cfg, client: client, core: minio.Core{Client: client}}, nil
+	return &Bucket{cfg: cfg, client: client, core: minio.Core{Client: client}, transport: transport}, nil
 }
 
 // Client exposes the minio-go client, for tests and benchmarks that compare
@@ -117,7 +118,12 @@ func (b *Bucket) Client() *minio.Client { return b.client }
 
 func (b *Bucket) Kind() string { return "s3" }
 
-func (b *Bucket) Close() error { return nil }
+// Close closes the bucket's idle connections: the client's keep-alive
+// pool would otherwise hold them, and a goroutine for each, for good.
+func (b *Bucket) Close() error {
+	b.transport.CloseIdleConnections()
+	return nil
+}
 
 func (b *Bucket) key(name string) string {
 	if b.cfg.Prefix == "" {
