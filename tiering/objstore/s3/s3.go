@@ -276,7 +276,16 @@ func (b *Bucket) List(ctx context.Context, prefix string, fn func(objstore.Attrs
 	if b.cfg.Prefix == "" {
 		strip = 0
 	}
-	for obj := range b.client.ListObjects(ctx, b.cfg.Bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true}) {
+	objs := b.client.ListObjects(ctx, b.cfg.Bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true})
+	defer func() {
+		// Cancelled, minio-go's goroutine still sends the context's error,
+		// and blocks until it is read: drain what is left, or it waits
+		// for good.
+		cancel()
+		for range objs {
+		}
+	}()
+	for obj := range objs {
 		if obj.Err != nil {
 			return b.wrap("list", prefix, obj.Err)
 		}

@@ -35,6 +35,7 @@ func openAt(t *testing.T, prefix string) *s3.Bucket {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() })
 	return b
 }
 
@@ -107,6 +108,7 @@ func TestWrongCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer b.Close()
 		err = objstore.WithRetries(b, objstore.RetryPolicy{}).Check(context.Background())
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), m.Endpoint) {
 			t.Errorf("Check with access key %q: %v; want an error naming %s and saying %q", tc.access, err, m.Endpoint, tc.want)
@@ -120,6 +122,7 @@ func TestMissingBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	if err := b.Check(context.Background()); err == nil || !strings.Contains(err.Error(), `"no-such-bucket" does not exist`) {
 		t.Fatalf("Check of a missing bucket: %v", err)
 	}
