@@ -7,7 +7,6 @@
 package parquet
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 
+	"strata/engine/integrity"
 	"strata/engine/record"
 )
 
@@ -268,4 +268,6 @@ func (w *Writer) Close() (Summary, error) {
 }
 
 // ErrNotStrata is wrapped when a file is Parquet but not strata's layout.
-var ErrNotStrata = errors.New("not a strata Parquet file")
+// It answers integrity.IsCorruption: the objects strata reads are those it
+// wrote, so one that is not its layout is damaged.
+var ErrNotStrata = integrity.Sentinel("not a strata Parquet file")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
-	"strata/engine/record"
+	"strata/engine/integrity"
 	"strata/engine/segment"
 	"strata/internal/promreg"
 )
@@ -81,7 +80,7 @@ func (s *scrubber) run(ctx context.Context) error {
 		}
 		s.checked.Inc()
 		err := s.e.Scrub(ctx, shard)
-		if err == nil || !errors.Is(err, record.ErrCorrupt) {
+		if err == nil || !integrity.IsCorruption(err) {
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("scrub: a shard could not be checked", "shard", shard, "err", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"strata/engine/integrity"
 	"strata/engine/segment"
 )
 
@@ -59,6 +60,10 @@ func segmentCmd(args []string, out io.Writer) error {
 				// under fsync=batch: what a crash leaves, not damage.
 				status = fmt.Sprintf("torn tail at byte %d, past byte %d (what the last fsync covered): the next start cuts it: %v", r.ProblemAt, r.Synced, r.Problem)
 				torn++
+			case r.Problem != nil && !integrity.IsCorruption(r.Problem):
+				// Not damage found in the bytes: the file could not be read.
+				status = fmt.Sprintf("NOT CHECKED: %v", r.Problem)
+				bad++
 			case r.Problem != nil:
 				status = fmt.Sprintf("BAD at byte %d: %v", r.ProblemAt, r.Problem)
 				if r.Synced >= 0 {

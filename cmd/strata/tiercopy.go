@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"strata/catalog"
 	"strata/cluster"
+	"strata/engine/integrity"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
@@ -88,7 +88,7 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 	fail := func(err error) (tiering.CopyFile, error) {
 		remove()
 		result := "failed"
-		if errors.Is(err, record.ErrCorrupt) {
+		if integrity.IsCorruption(err) {
 			result = "refused"
 		}
 		c.reads.WithLabelValues(result).Inc()

@@ -8,12 +8,12 @@ package leaderepoch
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
 	"strings"
 
+	"strata/engine/integrity"
 	"strata/engine/store"
 )
 
@@ -199,8 +199,9 @@ func (h History) Encode() []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// ErrCorrupt wraps every error Decode returns.
-var ErrCorrupt = errors.New("corrupt leader-epoch history")
+// ErrCorrupt wraps every error Decode returns; it answers
+// integrity.IsCorruption.
+var ErrCorrupt = integrity.Sentinel("corrupt leader-epoch history")
 
 // Decode reads what Encode wrote, and refuses anything else: a wrong magic,
 // version, length or checksum, or entries out of order.

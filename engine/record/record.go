@@ -12,9 +12,10 @@ package record
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"strata/engine/integrity"
 )
 
 // Record is one message, protocol-neutral.
@@ -52,8 +53,9 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt is wrapped by every decoding error: the bytes are not a whole,
-// intact record. Recovery truncates the log at the first one.
-var ErrCorrupt = errors.New("corrupt record")
+// intact record. Recovery truncates the log at the first one. It answers
+// integrity.IsCorruption.
+var ErrCorrupt = integrity.Sentinel("corrupt record")
 
 // ErrShort means the buffer ends inside a record: at the tail of a log, a
 // torn write.

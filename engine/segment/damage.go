@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"strata/engine/integrity"
 	"strata/engine/record"
 )
 
@@ -26,6 +27,9 @@ func (d *LocalDamage) Error() string {
 }
 
 func (d *LocalDamage) Unwrap() error { return d.Cause }
+
+// Is makes it answer integrity.IsCorruption, whatever it wraps.
+func (d *LocalDamage) Is(target error) bool { return target == integrity.ErrCorruption }
 
 // Damage is the damage found in shard name's local copy, nil if none (or
 // no such shard). It is forgotten with the shard: a copy made again
@@ -113,3 +117,6 @@ func (e *DamagedError) Error() string {
 }
 
 func (e *DamagedError) Unwrap() error { return e.Cause }
+
+// Is makes it answer integrity.IsCorruption, whatever it wraps.
+func (e *DamagedError) Is(target error) bool { return target == integrity.ErrCorruption }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"strata/engine/integrity"
 	"strata/engine/record"
 )
 
@@ -35,6 +36,9 @@ func (e *CorruptError) Error() string {
 }
 
 func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes it answer integrity.IsCorruption, whatever it wraps.
+func (e *CorruptError) Is(target error) bool { return target == integrity.ErrCorruption }
 
 // Scanner reads a segment file's records one after another, from byte
 // from up to size, in the memory of one record (nothing holds the file

@@ -34,6 +34,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"strata/engine/index"
+	"strata/engine/integrity"
 	"strata/engine/record"
 	"strata/engine/sharedfile"
 	"strata/engine/store"
@@ -911,6 +912,9 @@ func (e *SharedDamagedError) Error() string {
 }
 
 func (e *SharedDamagedError) Unwrap() error { return e.Cause }
+
+// Is makes it answer integrity.IsCorruption, whatever it wraps.
+func (e *SharedDamagedError) Is(target error) bool { return target == integrity.ErrCorruption }
 
 // repairShared is Repair for a shared shard refused for a damaged shared
 // file: its log ends where it was read to, for good. The files are not

@@ -11,10 +11,10 @@ package sharedfile
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 
+	"strata/engine/integrity"
 	"strata/engine/record"
 )
 
@@ -52,8 +52,9 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt is wrapped by every decoding error of a chunk or trailer; a
-// damaged record inside a chunk also wraps record.ErrCorrupt.
-var ErrCorrupt = errors.New("corrupt shared-file chunk")
+// damaged record inside a chunk also wraps record.ErrCorrupt. It answers
+// integrity.IsCorruption.
+var ErrCorrupt = integrity.Sentinel("corrupt shared-file chunk")
 
 // ErrShort means the bytes end inside a chunk: at the tail of a file, a
 // torn write.

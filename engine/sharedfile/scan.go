@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"strata/engine/integrity"
 )
 
 // Ref locates a chunk: its file and the byte position of its header.
@@ -49,6 +51,9 @@ func (e *CorruptError) Error() string {
 }
 
 func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes it answer integrity.IsCorruption, whatever it wraps.
+func (e *CorruptError) Is(target error) bool { return target == integrity.ErrCorruption }
 
 // ScanResult is what a scan of a whole shared file found.
 type ScanResult struct {
