@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strata/engine/integrity"
 	"sync"
 	"time"
 
@@ -212,6 +213,10 @@ func (s *Server) appendCode(topic string, p int32, err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, store.ErrUnknownShard):
 		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, store.ErrStorage), integrity.IsCorruption(err):
+		// A failed fsync or damage on disk: the partition refuses writes
+		// until it is repaired or refilled, as Kafka's offline log dir does.
+		return kerr.KafkaStorageError.Code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -325,6 +327,16 @@ func killedThenCut(t *testing.T, model string) {
 	offs, err := produce(addr, "after the cut")
 	if err == nil {
 		t.Fatalf("after a kill and a cut the log ends at %d of 300 acknowledged records, and a produce was acknowledged at offset %v", end.Offset, offs)
+	}
+	// The answer says why: an idempotent producer keeps retrying (it may
+	// not drop a batch it sent), so ask once without idempotence.
+	once, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer once.Close()
+	if err := once.ProduceSync(ctx, &kgo.Record{Value: []byte("after the cut, once")}).FirstErr(); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Errorf("a produce to the damaged partition failed with %v, want KAFKA_STORAGE_ERROR", err)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()

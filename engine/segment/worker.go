@@ -221,7 +221,7 @@ func (w *worker) process(batch []request) {
 // recovers the file from what is really on disk.
 func (w *worker) fail(sh *shard, err error) {
 	if sh.failed == nil {
-		sh.failed = fmt.Errorf("shard %s refuses writes until restart: %w", sh.name, err)
+		sh.failed = fmt.Errorf("shard %s refuses writes until restart: %w: %w", sh.name, store.ErrStorage, err)
 		w.e.log.Error("shard failed", "shard", sh.name, "err", err)
 	}
 }

@@ -194,6 +194,11 @@ var (
 	// ErrEpochOrder refuses an AssignEpoch that would move a shard's
 	// leader-epoch history backwards.
 	ErrEpochOrder = errors.New("leader epoch out of order")
+	// ErrStorage is under every refusal of a shard whose disk failed it (a
+	// failed fsync), as damage answers integrity.IsCorruption: a client is
+	// told the log's storage failed (Kafka's KAFKA_STORAGE_ERROR), not
+	// that the server did.
+	ErrStorage = errors.New("the shard's storage failed")
 )
 
 // TruncateCommittedError is the error of a TruncateTo below the high watermark.
