@@ -9,6 +9,7 @@
 package replicatest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -510,9 +511,32 @@ func (c *Cluster) Settle() {
 			last, quiet = f, 0
 			return false
 		}
-		quiet++
-		return quiet >= 30
+		if quiet++; quiet < 30 {
+			return false
+		}
+		if othersBusy() {
+			quiet = 0
+			return false
+		}
+		return true
 	})
+}
+
+// othersBusy says whether a goroutine other than the caller is running,
+// waiting for a CPU or in a system call (an fsync): on a loaded machine a
+// node's goroutine can wait for a CPU longer than the quiet polls last, and
+// nothing it leaves would have moved yet.
+func othersBusy() bool {
+	buf := make([]byte, 1<<20)
+	dump := buf[:runtime.Stack(buf, true)]
+	busy := 0
+	for _, l := range bytes.Split(dump, []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("goroutine ")) &&
+			(bytes.Contains(l, []byte("[running")) || bytes.Contains(l, []byte("[runnable")) || bytes.Contains(l, []byte("[syscall"))) {
+			busy++
+		}
+	}
+	return busy > 1 // the caller is running
 }
 
 // until polls cond, a millisecond apart, for up to 20 seconds.
