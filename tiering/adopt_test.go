@@ -115,3 +115,58 @@ func TestDifferentCopyIsRefused(t *testing.T) {
 		t.Fatalf("the first node's object after the refusal: %v", err)
 	}
 }
+
+// A copy refilled from a log start that DeleteRecords left inside a
+// segment holds only that segment's tail, ending where the other copies'
+// segment ends. The whole segment is in the bucket already: the node
+// adopts that object for its part instead of putting a second object over
+// the same offsets (in a cluster, no seal ever names the part, and every
+// later segment of the shard waited behind it), and reads from its log
+// start come from the bucket.
+func TestCopyStartingInsideATieredSegmentAdoptsIt(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	first, second := newRig(t, lb, t.TempDir()), newRig(t, lb, t.TempDir())
+	want := produce(t, first.engine, "orders-0", 30)
+	segs, _ := first.catalog().Segments("orders-0")
+	segs = segs[:len(segs)-1]
+	if sum, err := first.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) != len(segs) {
+		t.Fatalf("first node's run: %d uploaded, %v %v; want %d", len(sum.Uploaded), err, sum.Errors, len(segs))
+	}
+	start := (segs[0].StartOffset + segs[0].EndOffset) / 2
+	if err := first.engine.DeleteBefore(ctx, "orders-0", start); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.engine.CreateShardAt(ctx, "orders-0", start); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		from := max(s.StartOffset, start)
+		recs := storetest.ReadAll(t, first.engine, "orders-0", from)
+		recs = recs[:s.EndOffset-from+1]
+		if err := second.engine.AppendAt(ctx, "orders-0", recs); err != nil {
+			t.Fatal(err)
+		}
+		if err := second.engine.RollAt(ctx, "orders-0", s.EndOffset+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := second.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) != 0 || len(sum.Adopted) != len(segs) || sum.DroppedLocal != len(segs) {
+		t.Fatalf("second node's run: %d uploaded, %d adopted, %d dropped, %v %v; want 0, %d, %d",
+			len(sum.Uploaded), len(sum.Adopted), sum.DroppedLocal, err, sum.Errors, len(segs), len(segs))
+	}
+	if n := countObjects(t, lb); n != len(segs) {
+		t.Fatalf("%d objects for %d segments", n, len(segs))
+	}
+	got, _ := second.catalog().Segments("orders-0")
+	if got[0].State != catalog.Remote || got[0].StartOffset != segs[0].StartOffset || got[0].ObjectKey != sum.Adopted[0].Key {
+		t.Fatalf("second node's first segment: %s from %d at %q; want remote, the whole segment's object from %d",
+			got[0].State, got[0].StartOffset, got[0].ObjectKey, segs[0].StartOffset)
+	}
+	if low, _, _ := second.engine.Watermarks(ctx, "orders-0"); low != start {
+		t.Fatalf("second node's log start %d after the run, was %d", low, start)
+	}
+	end := segs[len(segs)-1].EndOffset + 1
+	storetest.Equal(t, storetest.ReadAll(t, second.engine, "orders-0", start), want[start:end])
+}

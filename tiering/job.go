@@ -445,6 +445,18 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	}
 	key := loc.ObjectKey(j.Prefix, s.StartOffset, s.EndOffset)
 	mkey := loc.ManifestKey(j.Prefix)
+	if e, ok, err := j.headOf(ctx, shard, s, mkey); err != nil || ok {
+		if err != nil {
+			return UploadSummary{}, false, err
+		}
+		// Only the object's records from the log start on are ever read;
+		// the catalog's entry describes the whole object, as for any
+		// segment DeleteRecords cut into.
+		whole := s
+		whole.StartOffset, whole.Checksum, whole.Size, whole.Records = e.StartOffset, e.SegmentChecksum, e.SegmentBytes, e.Records
+		up, err := j.adopt(ctx, shard, whole, mkey, e)
+		return up, true, err
+	}
 	if j.Claims != nil {
 		release, ok, err := j.Claims.Claim(ctx, shard, s.StartOffset, s.EndOffset)
 		if err != nil {
@@ -549,6 +561,32 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 	return UploadSummary{Shard: shard, Segment: s.No, Key: key, Records: s.Records, ObjectBytes: size}, false, nil
 }
 
+// headOf finds the object already tiered for the whole of a segment of
+// which this node holds only the tail: a copy refilled from the leader's
+// log start, when DeleteRecords left that start inside a segment, begins
+// its first segment there and ends it where the leader's ended. The
+// cluster sealed and tiered the whole segment, so no seal ever names this
+// node's part, and tiering the part would put a second object over the
+// same offsets; every later segment of the shard would wait behind it.
+// Its records below the log start are never read, so the object serves
+// the part as it is.
+func (j *Job) headOf(ctx context.Context, shard string, s catalog.Segment, mkey string) (ManifestEntry, bool, error) {
+	low, _, err := j.Engine.Watermarks(ctx, shard)
+	if err != nil || s.StartOffset > low { // readable offsets below it: not the head
+		return ManifestEntry{}, false, err
+	}
+	m, err := readManifest(ctx, j.Bucket, mkey)
+	if err != nil {
+		return ManifestEntry{}, false, err
+	}
+	for _, e := range m.Objects {
+		if e.StartOffset < s.StartOffset && e.EndOffset == s.EndOffset {
+			return e, true, nil
+		}
+	}
+	return ManifestEntry{}, false, nil
+}
+
 // adopt records as the segment's cold copy the object the manifest lists
 // for exactly its offsets, made from another copy of it (another node's,
 // or this node's in a run that died before its catalog commit): nothing is
@@ -572,7 +610,8 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 	}
 	if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Cold, func(c *catalog.Segment) {
 		c.ObjectKey, c.ObjectSize, c.TieredAt = e.Key, size, j.now().UTC()
-		c.Checksum, c.Size, c.Records = s.Checksum, s.Size, s.Records
+		// A head's entry names its object's first offset (headOf), below this node's log start.
+		c.StartOffset, c.Checksum, c.Size, c.Records = s.StartOffset, s.Checksum, s.Size, s.Records
 	}); err != nil {
 		if _, terr := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); terr != nil && !errors.Is(terr, catalog.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("returning the segment to sealed: %w", terr))
