@@ -25,7 +25,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
+	"strata/api/kafka"
+	stratacluster "strata/cluster"
 	"strata/internal/testsvc"
 	"strata/internal/workload/harness"
 )
@@ -1035,9 +1039,14 @@ func (hc *harnessCluster) finish() {
 }
 
 // copyOf reads node id's own copy of part from offset `from` up to that
-// node's high watermark: a Fetch from a replica id (another node's) is
-// answered from the receiving node's log, whoever leads.
+// node's high watermark: a Fetch from a replica id (another node's, with
+// that node's peer proof) is answered from the receiving node's log,
+// whoever leads.
 func (hc *harnessCluster) copyOf(id int32, part harness.Part, from int64) (harness.Copy, error) {
+	secret, err := hc.peerSecret()
+	if err != nil {
+		return harness.Copy{}, err
+	}
 	hc.mu.Lock()
 	addr := hc.kafka[id]
 	hc.mu.Unlock()
@@ -1060,6 +1069,7 @@ func (hc *harnessCluster) copyOf(id int32, part harness.Part, from int64) (harne
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = part.Partition, from, 8<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
+		kafka.ProvePeer(req, secret, as, id, time.Now())
 		resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 		if err != nil {
 			return cp, fmt.Errorf("node %d: %w", id, err)
@@ -1088,4 +1098,17 @@ func (hc *harnessCluster) copyOf(id int32, part harness.Part, from int64) (harne
 			return cp, nil
 		}
 	}
+}
+
+// peerSecret is the secret the nodes prove their replica requests with,
+// read from etcd as a node reads it.
+func (hc *harnessCluster) peerSecret() ([]byte, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{hc.etcd.client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return stratacluster.PeerSecret(ctx, cli, hc.pfx)
 }
