@@ -111,6 +111,9 @@ const (
 	// How long, once the faults stop, every sealed segment has to be
 	// tiered (docs/testing.md).
 	tierBound = 90 * time.Second
+	// The harness's etcd is small, so the etcd-quota fault fills it in
+	// seconds; the nodes' own use of two minutes stays far below it.
+	etcdQuota = 64 << 20
 )
 
 // harnessCluster is the nodes, their proxies, the etcd and the clients of
@@ -119,6 +122,7 @@ const (
 type harnessCluster struct {
 	t      *testing.T
 	etcd   *etcdProc
+	ecli   *clientv3.Client // the etcd-quota fault's, another writer's
 	pfx    string
 	shared string // the cold tier, one local folder for every node
 	n      int
@@ -144,8 +148,8 @@ type harnessCluster struct {
 }
 
 func newHarnessCluster(t *testing.T, n int) *harnessCluster {
-	e := startEtcd(t)
-	hc := &harnessCluster{t: t, etcd: e, pfx: "/" + testsvc.UniquePrefix(t), shared: t.TempDir(), n: n,
+	e := startEtcdWith(t, fmt.Sprintf("--quota-backend-bytes=%d", etcdQuota))
+	hc := &harnessCluster{t: t, etcd: e, ecli: etcdClientTo(t, e.client), pfx: "/" + testsvc.UniquePrefix(t), shared: t.TempDir(), n: n,
 		procs: map[int32]*testsvc.Process{}, sets: map[int32][]string{}, kproxy: map[int32]*netProxy{}, eproxy: map[int32]*netProxy{},
 		kafka: map[int32]string{}, admin: map[int32]string{}, h: &harness.History{}, parts: 3, start: time.Now()}
 	for id := int32(1); id <= int32(n); id++ {
@@ -158,7 +162,7 @@ func newHarnessCluster(t *testing.T, n int) *harnessCluster {
 			"kafka.auto_create_topics=false", "node.advertised_kafka_addr=" + hc.kproxy[id].addr(),
 			"cluster.replica_lag_time_max=2s", "segment.max_bytes=64KiB", "segment.roll_check_interval=5",
 			"tiering.enabled=true", "tiering.schedule=@every 15s", "tiering.min_sealed_age=0s", "tiering.local_retention=0s",
-			"tiering.replica_grace=5s", "cold.local.dir=" + hc.shared}
+			"tiering.replica_grace=5s", "cold.local.dir=" + hc.shared, fmt.Sprintf("cluster.etcd_quota_bytes=%d", etcdQuota)}
 		hc.procs[id] = testsvc.StartProcess(t, strataBin, t.TempDir(), hc.sets[id]...)
 		hc.published(id)
 	}
@@ -819,6 +823,8 @@ func (hc *harnessCluster) fault(st harness.Step) {
 		hc.etcd.stop(syscall.SIGKILL)
 		time.Sleep(st.Hold)
 		hc.etcd.restart()
+	case harness.EtcdQuota:
+		hc.fillEtcd(st.Hold)
 	case harness.Throttle:
 		hc.throttle(ids[0], st)
 	case harness.DeleteKill:
@@ -868,6 +874,49 @@ func (hc *harnessCluster) throttle(hint int32, st harness.Step) {
 	}
 	for _, id := range followers {
 		hc.restartWith(id)
+	}
+}
+
+// fillEtcd plays another writer that fills etcd to 15/16 of its quota
+// (strata's own writes may then take it past: etcd raises its NOSPACE
+// alarm), holds it there, and frees it as docs/cluster.md tells an
+// operator: what filled it deleted, then compact, defrag, disarm.
+func (hc *harnessCluster) fillEtcd(hold time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	junk := strings.Repeat("j", 256<<10)
+	n, why := 0, "15/16 of the quota"
+	for ; ; n++ {
+		st, err := hc.ecli.Status(ctx, hc.etcd.client)
+		if err != nil {
+			why = err.Error()
+			break
+		}
+		if st.DbSize >= etcdQuota/16*15 {
+			break
+		}
+		if _, err := hc.ecli.Put(ctx, fmt.Sprintf("/harness-junk/%d", n), junk); err != nil {
+			why = err.Error() // database space exceeded, once strata's writes came first
+			break
+		}
+	}
+	hc.note("etcd filled with %d values of 256 KiB: %s", n, why)
+	time.Sleep(hold)
+	if _, err := hc.ecli.Delete(ctx, "/harness-junk/", clientv3.WithPrefix()); err != nil {
+		hc.note("etcd-quota: deleting the filler: %v", err)
+	}
+	st, err := hc.ecli.Status(ctx, hc.etcd.client)
+	if err == nil {
+		_, err = hc.ecli.Compact(ctx, st.Header.Revision)
+	}
+	if err == nil {
+		_, err = hc.ecli.Defragment(ctx, hc.etcd.client)
+	}
+	if err == nil {
+		_, err = hc.ecli.AlarmDisarm(ctx, &clientv3.AlarmMember{})
+	}
+	if err != nil {
+		hc.note("etcd-quota: freeing etcd: %v", err)
 	}
 }
 

@@ -35,12 +35,14 @@ const (
 	// RecreateOp is an operation, not a fault, switched like one: the churn
 	// topic deleted and created again under load.
 	RecreateOp Fault = "recreate"
+	EtcdQuota  Fault = "etcd-quota" // another writer fills etcd to near its quota (or past it), then an operator frees it
 )
 
 // AllFaults is every fault kind, in a fixed order (the generator's draws
-// depend on it).
+// depend on it): a new kind goes at the end, so a mix without it draws
+// the schedules it drew before.
 var AllFaults = []Fault{Kill1, Kill2, KillAll, Wipe, KillAllWipe, Truncate, Pause, Partition, OneWay,
-	EtcdPause, EtcdKill, Throttle, DeleteKill, RecreateOp}
+	EtcdPause, EtcdKill, Throttle, DeleteKill, RecreateOp, EtcdQuota}
 
 // DefaultFaults is the mix `make test` runs: the kinds under which the
 // checker has held over several seeds, which is none yet (docs/testing.md,
@@ -256,6 +258,8 @@ func Generate(cfg Config) Schedule {
 			st.Hold = cfg.Lease + between(time.Second, 4*time.Second)
 		case EtcdPause, EtcdKill:
 			st.Hold = between(time.Second, 2*cfg.Lease)
+		case EtcdQuota:
+			st.Hold = between(3*time.Second, 10*time.Second)
 		case Throttle:
 			st.Targets = []Target{{Node: node()}}
 			st.KillLeader = r.IntN(2) == 0
