@@ -311,6 +311,10 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			if j.PolicyFor != nil {
 				policy = j.PolicyFor(shard)
 			}
+			if policy.LogStart, _, err = j.Engine.Watermarks(gctx, shard); err != nil {
+				failed(StepPlan, shard, 0, err)
+				return nil
+			}
 			plan := PlanShard(j.now(), segs, policy)
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)

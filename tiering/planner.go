@@ -36,6 +36,14 @@ type Policy struct {
 	// more, the oldest uploaded copies go whatever LocalRetention says
 	// (Kafka's local.retention.bytes; 0: no bound).
 	LocalRetentionBytes int64
+	// LogStart is the shard's low watermark: its offsets below it are
+	// deleted (DeleteRecords, a follower taking its leader's). A segment
+	// wholly below it expires from every tier, uploaded or not, as Kafka
+	// deletes the segments below the log start, remote ones too (KIP-405):
+	// uploading it would tier deleted records, and in a cluster its seal
+	// record is pruned, so a replica that had not tiered it yet could
+	// never claim it and its later segments would wait behind it.
+	LogStart uint64
 }
 
 // Plan is what one run does for one shard.
@@ -132,7 +140,8 @@ func expire(now time.Time, segs []catalog.Segment, p Policy) []catalog.Segment {
 			break
 		}
 		age := now.Sub(time.UnixMilli(s.MaxTimestamp))
-		past := (p.RetentionMaxAge > 0 && age > p.RetentionMaxAge) ||
+		past := s.EndOffset < p.LogStart ||
+			(p.RetentionMaxAge > 0 && age > p.RetentionMaxAge) ||
 			(p.RetentionMaxBytes > 0 && total > p.RetentionMaxBytes) ||
 			(s.State == catalog.Remote && p.RemoteRetention > 0 && age >= p.RemoteRetention)
 		if !past {

@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,50 @@ func readsStepAroundAHoleInTheLocalLog(t *testing.T, opts ...func(*segment.Confi
 		}
 	}
 	storetest.Equal(t, storetest.ReadAll(t, r.engine, "holey-0", 0), want)
+}
+
+// Segments wholly below the log start (DeleteRecords, or a follower taking
+// its leader's) leave every tier at the next run, uploaded or not, as Kafka
+// deletes the segments below the log start offset: the bucket never gets
+// the deleted records, and a cluster, which prunes the seal records below
+// the log start, never leaves a replica waiting to claim one. The segment
+// the log start falls in stays and is tiered.
+func TestSegmentsBelowTheLogStartExpire(t *testing.T) {
+	ctx := context.Background()
+	lb := backends["local"](t)
+	r := newRig(t, lb, t.TempDir())
+	want := produce(t, r.engine, "logs-0", 30)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) == 0 {
+		t.Fatalf("first run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
+	}
+	want = append(want, produce(t, r.engine, "logs-0", 30)...)
+	segs, _ := r.catalog().Segments("logs-0")
+	// The log start inside the second segment sealed after the first run:
+	// below it, segments in the bucket and one only local.
+	k := slices.IndexFunc(segs, func(s catalog.Segment) bool { return s.State == catalog.Sealed }) + 1
+	if k == 0 || k >= len(segs)-1 {
+		t.Fatalf("segments %+v: want two sealed after the remote ones", segs)
+	}
+	start := segs[k].StartOffset + 1
+	if err := r.engine.DeleteBefore(ctx, "logs-0", start); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 || sum.Expired != k {
+		t.Fatalf("run after the delete: %d expired, %d uploaded, %v %v; want the %d segments below %d expired",
+			sum.Expired, len(sum.Uploaded), err, sum.Errors, k, start)
+	}
+	got, _ := r.catalog().Segments("logs-0")
+	for _, s := range got[:len(got)-1] {
+		if s.EndOffset < start && s.State != catalog.Deleted {
+			t.Fatalf("segment %d (%d-%d) below the log start %d is %s", s.No, s.StartOffset, s.EndOffset, start, s.State)
+		}
+		if s.EndOffset >= start && s.State != catalog.Remote {
+			t.Fatalf("segment %d (%d-%d), at or above the log start %d, is %s; want it tiered", s.No, s.StartOffset, s.EndOffset, start, s.State)
+		}
+	}
+	if n := countObjects(t, lb); n != len(segs)-1-k {
+		t.Fatalf("%d objects in the bucket; want %d, none below the log start", n, len(segs)-1-k)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", start), want[start:])
 }
