@@ -56,7 +56,7 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 			}
 			out = append(out, replica.Assignment{Topic: name, Partition: p, Leader: part.Leader, Epoch: part.Epoch,
 				Replicas: part.Replicas, ISR: part.ISR, Rev: rev, MinISR: int(cfg.MinInsyncReplicas), Mode: mode, LeaderLive: live[part.Leader],
-				Unclean: cfg.UncleanLeaderElection})
+				Unclean: cfg.UncleanLeaderElection, Incarnation: t.Incarnation})
 		}
 	}
 	return out

@@ -77,6 +77,10 @@ type Assignment struct {
 	// may then cut its log below its high watermark to follow a leader
 	// that lacks committed records.
 	Unclean bool
+	// Incarnation is the topic's (its creation revision in etcd): a topic
+	// deleted and made again is another partition, though its shard's name
+	// and its first leader epoch are the old one's.
+	Incarnation int64
 }
 
 // Meta is the cluster's metadata as replication reads and writes it.
@@ -156,6 +160,7 @@ type partition struct {
 	shard string
 
 	mu      sync.Mutex
+	inc     int64      // the topic incarnation it is a partition of
 	a       Assignment // as last applied
 	leader  *Leader    // while leading
 	waiters map[ProduceID]chan Result
@@ -295,11 +300,22 @@ func (n *Node) reconcile(ctx context.Context, tr Transport) {
 		seen[shard] = true
 		n.mu.Lock()
 		p := n.parts[shard]
+		var old *partition
+		if p != nil && p.inc != a.Incarnation {
+			// Nothing of the old topic's leadership may carry over: its
+			// log end, high watermark and followers' positions are another
+			// log's (the same epoch would keep its leader as it was).
+			old, p = p, nil
+		}
 		if p == nil {
-			p = &partition{topic: a.Topic, p: a.Partition, shard: shard, reported: -1}
+			p = &partition{topic: a.Topic, p: a.Partition, shard: shard, inc: a.Incarnation, reported: -1}
 			n.parts[shard] = p
 		}
 		n.mu.Unlock()
+		if old != nil {
+			n.depose(old, Assignment{Leader: -1})
+			n.stopFollowing(old)
+		}
 		switch {
 		case a.Leader == n.cfg.Self && live:
 			n.lead(ctx, p, a)
