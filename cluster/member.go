@@ -44,6 +44,9 @@ type Member struct {
 	term    term                    // set while this node is controller
 	fenced  map[TopicPartition]bool // being handed over: this node leads them no more
 	damaged []TopicPartition        // registered with this node (Node.Damaged)
+	// made is the topic incarnation each local shard was made for, as
+	// KeepShards last found it (-1: a shard with no record, kept).
+	made map[string]int64
 }
 
 // term is a controller's term: the election key and its creation revision.

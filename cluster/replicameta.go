@@ -51,6 +51,9 @@ func (r replicaMeta) Assignments() []replica.Assignment {
 			if !ok || !slices.Contains(part.Replicas, self) {
 				continue
 			}
+			if !r.m.ShardMadeFor(name, p, t.Incarnation) {
+				continue // its shard is still being made, or is a deleted topic's of the same name
+			}
 			if part.Leader == self && r.m.LostLog(part) {
 				part.Leader = -1 // until the controller names a leader that kept its log
 			}

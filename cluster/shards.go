@@ -85,6 +85,7 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 		}
 	}
 	local := map[string]bool{}
+	current := map[string]int64{} // what `made` becomes
 	for _, sh := range have {
 		tp, ok := store.ParseShard(sh)
 		if !ok {
@@ -99,9 +100,11 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 				log.Warn("cluster: a local shard this node did not make for a cluster topic; kept", "shard", sh)
 			}
 			local[sh] = true
+			current[sh] = -1
 			continue
 		case exists && inc == t.Incarnation:
 			local[sh] = true
+			current[sh] = inc
 			continue
 		}
 		// Its topic was deleted, or deleted and made again: the shard goes.
@@ -113,6 +116,11 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 		}
 		log.Info("cluster: shard of a deleted topic deleted", "shard", sh, "topic_recreated", exists)
 	}
+	defer func() {
+		m.mu.Lock()
+		m.made = current
+		m.mu.Unlock()
+	}()
 	if !m.Live() {
 		return nil
 	}
@@ -134,8 +142,22 @@ func (m *Member) keepShards(ctx context.Context, st store.Store, k shardKeys, lo
 			if err := createShard(ctx, st, shard, part.LogStart()); err != nil && !errors.Is(err, store.ErrShardExists) {
 				return err
 			}
+			current[shard] = t.Incarnation
 			log.Info("cluster: shard created for a partition this node holds a replica of", "shard", shard, "leader", part.Leader, "epoch", part.Epoch, "from_offset", part.LogStart())
 		}
 	}
 	return nil
+}
+
+// ShardMadeFor says whether this node's local shard of topic's partition
+// p was made for incarnation inc of the topic (or is a shard with no
+// record, kept as it is). Until KeepShards has replaced the shard of a
+// topic deleted and made again, the shard of that name is the old topic's:
+// replication must neither lead nor follow the new partition on it, or it
+// would take the old log's end and high watermark for the new one's.
+func (m *Member) ShardMadeFor(topic string, p int32, inc int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got, ok := m.made[store.ShardName(topic, p)]
+	return ok && (got == inc || got < 0)
 }
