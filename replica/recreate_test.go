@@ -80,12 +80,13 @@ func TestRecreatedTopicIsLedAfresh(t *testing.T) {
 	go leader.Run(ctx, nil)
 	go follower.Run(ctx, cutTransport{localTransport{leader: leader, self: 2, seen: func() {}}, cut})
 	for {
-		if _, hw, _ := ls.Watermarks(ctx, shard); hw == 56 {
+		// Led, and the follower holds all: the high watermark is 56.
+		if e, _ := fs.LogEnd(ctx, shard); e == 56 && leader.Leads(shard) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("the high watermark never reached 56")
+			t.Fatal("the follower never caught up with its leader")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -109,17 +110,16 @@ func TestRecreatedTopicIsLedAfresh(t *testing.T) {
 	lm.applied(ctx, t)
 	fm.applied(ctx, t)
 
-	release, epoch, r := leader.BeginAppend(shard, true)
-	if r != OK {
-		t.Fatalf("acks=all append to the new topic: %v", r)
+	epoch, err := leader.CheckAppend(shard, true)
+	if err != nil {
+		t.Fatalf("acks=all append to the new topic: %v", err)
 	}
 	base, err := ls.Append(ctx, shard, batch(3, true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	leader.Appended(shard, int64(base)+3)
-	release()
-	if got := leader.AwaitAck(ctx, shard, epoch, int64(base), int64(base)+3, 500*time.Millisecond); got != RequestTimedOut {
+	if got := leader.AwaitAck(ctx, shard, epoch, int64(base), int64(base)+3, 500*time.Millisecond); !errors.Is(got, RequestTimedOut.Err()) {
 		e, _ := fs.LogEnd(ctx, shard)
 		t.Fatalf("acks=all write at %d-%d of the new topic, its follower cut off (holding up to %d): %v; want REQUEST_TIMED_OUT", base, base+2, e, got)
 	}

@@ -28,10 +28,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"strata/api/kafka"
 	stratacluster "strata/cluster"
 	"strata/internal/testsvc"
 	"strata/internal/workload/harness"
+	"strata/peer"
 )
 
 // TestClusterHarness runs the randomized fault harness (docs/testing.md):
@@ -1118,7 +1118,7 @@ func (hc *harnessCluster) copyOf(id int32, part harness.Part, from int64) (harne
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = part.Partition, from, 8<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		kafka.ProvePeer(req, secret, as, id, time.Now())
+		peer.Prove(req, secret, as, id, time.Now())
 		resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 		if err != nil {
 			return cp, fmt.Errorf("node %d: %w", id, err)
