@@ -1,0 +1,144 @@
+package icetable
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"strata/tiering"
+)
+
+// obj is a manifest entry for offsets start to end of partition 0's folder.
+func obj(start, end uint64) tiering.ManifestEntry {
+	return tiering.ManifestEntry{Key: fmt.Sprintf("%020d-%020d.parquet", start, end), StartOffset: start, EndOffset: end,
+		Records: end - start + 1, SegmentChecksum: uint32(start)}
+}
+
+func TestPlanCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		committed map[int32]Range
+		tiered    map[int32][]tiering.ManifestEntry
+		// want: the added objects as "partition:start-end", the offsets after
+		add      []string
+		offsets  map[int32]Range
+		waiting  map[int32]uint64
+		overlaps []string
+	}{
+		{name: "nothing tiered, nothing committed", offsets: map[int32]Range{}},
+		{name: "a new table takes every object in order",
+			tiered:  map[int32][]tiering.ManifestEntry{0: {obj(100, 199), obj(0, 99)}, 1: {obj(0, 9)}},
+			add:     []string{"0:0-99", "0:100-199", "1:0-9"},
+			offsets: map[int32]Range{0: {0, 199}, 1: {0, 9}}},
+		{name: "a retried commit skips what the table holds",
+			committed: map[int32]Range{0: {0, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			add:       []string{"0:100-199"},
+			offsets:   map[int32]Range{0: {0, 199}}},
+		{name: "a commit that landed though it said it failed: nothing again",
+			committed: map[int32]Range{0: {0, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			offsets:   map[int32]Range{0: {0, 199}}},
+		{name: "a gap after the table waits, and so does what follows it",
+			committed: map[int32]Range{0: {0, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(200, 299), obj(300, 399)}},
+			offsets:   map[int32]Range{0: {0, 99}},
+			waiting:   map[int32]uint64{0: 100}},
+		{name: "a gap in a new table: the objects before it go in",
+			tiered:  map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(200, 299)}},
+			add:     []string{"0:0-99"},
+			offsets: map[int32]Range{0: {0, 99}},
+			waiting: map[int32]uint64{0: 100}},
+		{name: "an object across the committed end is refused, with what follows",
+			committed: map[int32]Range{0: {0, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(50, 149), obj(150, 199)}},
+			offsets:   map[int32]Range{0: {0, 99}},
+			overlaps:  []string{"0:50-149"}},
+		{name: "an object across the committed start is refused; the next ones go in",
+			committed: map[int32]Range{0: {100, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(50, 149), obj(200, 299)}},
+			add:       []string{"0:200-299"},
+			offsets:   map[int32]Range{0: {100, 299}},
+			overlaps:  []string{"0:50-149"}},
+		{name: "a partition's table starts at its first object (retention took the ones before)",
+			tiered:  map[int32][]tiering.ManifestEntry{3: {obj(500, 599)}},
+			add:     []string{"3:500-599"},
+			offsets: map[int32]Range{3: {500, 599}}},
+		{name: "objects below the table's start are not added back",
+			committed: map[int32]Range{0: {500, 599}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(600, 699)}},
+			add:       []string{"0:600-699"},
+			offsets:   map[int32]Range{0: {500, 699}}},
+		{name: "partitions are planned apart; one with no new objects keeps its offsets",
+			committed: map[int32]Range{0: {0, 99}, 1: {0, 49}, 2: {0, 9}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(300, 399)}, 1: {obj(50, 99)}},
+			add:       []string{"1:50-99"},
+			offsets:   map[int32]Range{0: {0, 99}, 1: {0, 99}, 2: {0, 9}},
+			waiting:   map[int32]uint64{0: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.committed)
+			p := PlanCommit(tc.committed, tc.tiered)
+			names := func(fs []File) []string {
+				var out []string
+				for _, f := range fs {
+					out = append(out, fmt.Sprintf("%d:%d-%d", f.Partition, f.StartOffset, f.EndOffset))
+				}
+				return out
+			}
+			if g, w := fmt.Sprint(names(p.Add)), fmt.Sprint(tc.add); g != w {
+				t.Errorf("adds %s, want %s", g, w)
+			}
+			if !maps.Equal(p.Offsets, tc.offsets) {
+				t.Errorf("offsets after: %v, want %v", p.Offsets, tc.offsets)
+			}
+			if !maps.Equal(p.Waiting, tc.waiting) {
+				t.Errorf("waiting: %v, want %v", p.Waiting, tc.waiting)
+			}
+			if g, w := fmt.Sprint(names(p.Overlaps)), fmt.Sprint(tc.overlaps); g != w {
+				t.Errorf("overlaps %s, want %s", g, w)
+			}
+			if !maps.Equal(tc.committed, before) {
+				t.Errorf("the plan changed its input: %v, was %v", tc.committed, before)
+			}
+			// The summary says what the next plan starts from.
+			back, err := Committed(p.Summary())
+			if err != nil || !maps.Equal(back, p.Offsets) {
+				t.Errorf("Committed(Summary()) = %v, %v; want %v", back, err, p.Offsets)
+			}
+			// Planning again from the result adds nothing: a retry is a no-op.
+			if again := PlanCommit(back, tc.tiered); len(again.Add) != 0 {
+				t.Errorf("planned again from its own summary, it adds %v", names(again.Add))
+			}
+		})
+	}
+}
+
+func TestSummaryNamesTheSegmentsAdded(t *testing.T) {
+	p := PlanCommit(nil, map[int32][]tiering.ManifestEntry{2: {obj(0, 99), obj(100, 199)}})
+	s := p.Summary()
+	if g, w := s["strata.segments.2"], "0-99:00000000,100-199:00000064"; g != w {
+		t.Fatalf("strata.segments.2 = %q, want %q", g, w)
+	}
+	if g := s["strata.offsets.2"]; g != "0-199" {
+		t.Fatalf("strata.offsets.2 = %q", g)
+	}
+}
+
+func TestCommittedRefusesWhatItCannotRead(t *testing.T) {
+	for _, v := range []map[string]string{
+		{"strata.offsets.0": "12"},
+		{"strata.offsets.x": "0-1"},
+		{"strata.offsets.-1": "0-1"},
+		{"strata.offsets.0": "9-3"},
+		{"strata.offsets.0": "a-3"},
+	} {
+		if got, err := Committed(v); err == nil {
+			t.Errorf("Committed(%v) = %v, want an error", v, got)
+		}
+	}
+	got, err := Committed(map[string]string{"added-data-files": "3", "operation": "append"})
+	if err != nil || len(got) != 0 {
+		t.Errorf("a summary strata did not write: %v, %v; want nothing committed", got, err)
+	}
+}

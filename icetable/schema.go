@@ -1,0 +1,81 @@
+// Package icetable keeps one Iceberg table per topic over the Parquet
+// objects tiering has already written: each tiered object becomes a data
+// file of its topic's table, committed exactly once, and no record is
+// copied. The planner (plan.go, pure) says which objects the next commit
+// adds, from the table's current snapshot and the bucket's manifests; the
+// rest writes the table's metadata through strata's object store with
+// apache/iceberg-go. docs/iceberg.md has the whole picture.
+package icetable
+
+import (
+	"encoding/binary"
+
+	"github.com/apache/iceberg-go"
+)
+
+// Column names, as docs/parquet.md's schema has them. The objects carry no
+// Iceberg field ids: readers find columns by the table's name mapping
+// (schema.name-mapping.default), which iceberg-go writes from Schema.
+const (
+	ColOffset       = "offset"
+	ColTimestamp    = "timestamp"
+	ColKey          = "key"
+	ColHeaders      = "headers"
+	ColTags         = "tags"
+	ColProtocolData = "protocol_data"
+	ColValue        = "value"
+	// ColPartition is not in the objects: a reader takes it from each data
+	// file's partition value (an identity partition), as the Hive layout
+	// takes it from the path.
+	ColPartition = "partition"
+)
+
+// Schema is the Iceberg schema of the Parquet view. Ids are assigned the
+// way Iceberg assigns fresh ones (a struct's fields first, then what is
+// nested in each), so table.NewMetadata keeps them.
+func Schema() *iceberg.Schema {
+	return iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: ColOffset, Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		// Microseconds in Iceberg; the objects hold milliseconds
+		// (TIMESTAMP(MILLIS, UTC)), which readers widen.
+		iceberg.NestedField{ID: 2, Name: ColTimestamp, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 3, Name: ColKey, Type: iceberg.PrimitiveTypes.Binary},
+		iceberg.NestedField{ID: 4, Name: ColHeaders, Required: true, Type: &iceberg.ListType{
+			ElementID: 9, ElementRequired: true,
+			Element: &iceberg.StructType{FieldList: []iceberg.NestedField{
+				{ID: 10, Name: "key", Type: iceberg.PrimitiveTypes.String, Required: true},
+				{ID: 11, Name: "value", Type: iceberg.PrimitiveTypes.Binary},
+			}},
+		}},
+		iceberg.NestedField{ID: 5, Name: ColTags, Required: true, Type: &iceberg.ListType{
+			ElementID: 12, ElementRequired: true, Element: iceberg.PrimitiveTypes.String,
+		}},
+		iceberg.NestedField{ID: 6, Name: ColProtocolData, Type: iceberg.PrimitiveTypes.Binary},
+		iceberg.NestedField{ID: 7, Name: ColValue, Type: iceberg.PrimitiveTypes.Binary},
+		iceberg.NestedField{ID: 8, Name: ColPartition, Type: iceberg.PrimitiveTypes.Int32, Required: true},
+	)
+}
+
+// Field ids the data files' bounds are given for.
+const (
+	idOffset    = 1
+	idTimestamp = 2
+	idPartition = 8
+)
+
+// partitionFieldID is the partition spec's one field (Iceberg numbers
+// partition fields from 1000).
+const partitionFieldID = 1000
+
+// Spec partitions a topic's table by Kafka partition (identity), so a reader
+// prunes by partition before it reads a manifest's file entries.
+func Spec() iceberg.PartitionSpec {
+	return iceberg.NewPartitionSpec(iceberg.PartitionField{
+		SourceIDs: []int{idPartition}, FieldID: partitionFieldID, Name: ColPartition, Transform: iceberg.IdentityTransform{},
+	})
+}
+
+// Bounds are Iceberg's single-value serialisation: little-endian, a long
+// or a timestamp in 8 bytes, an int in 4.
+func longBound(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+func intBound(v int32) []byte  { return binary.LittleEndian.AppendUint32(nil, uint32(v)) }
