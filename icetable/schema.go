@@ -9,6 +9,7 @@ package icetable
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/apache/iceberg-go"
 )
@@ -30,11 +31,11 @@ const (
 	ColPartition = "partition"
 )
 
-// Schema is the Iceberg schema of the Parquet view. Ids are assigned the
-// way Iceberg assigns fresh ones (a struct's fields first, then what is
-// nested in each), so table.NewMetadata keeps them.
+// Schema is the Iceberg schema of the Parquet view, numbered as Iceberg
+// numbers a new table's columns (table.NewMetadata renumbers them so too).
+// A table's own schema is the truth for its ids: fieldIDs reads them.
 func Schema() *iceberg.Schema {
-	return iceberg.NewSchema(0,
+	s, err := iceberg.AssignFreshSchemaIDs(iceberg.NewSchema(0,
 		iceberg.NestedField{ID: 1, Name: ColOffset, Type: iceberg.PrimitiveTypes.Int64, Required: true},
 		// Microseconds in Iceberg; the objects hold milliseconds
 		// (TIMESTAMP(MILLIS, UTC)), which readers widen.
@@ -53,26 +54,43 @@ func Schema() *iceberg.Schema {
 		iceberg.NestedField{ID: 6, Name: ColProtocolData, Type: iceberg.PrimitiveTypes.Binary},
 		iceberg.NestedField{ID: 7, Name: ColValue, Type: iceberg.PrimitiveTypes.Binary},
 		iceberg.NestedField{ID: 8, Name: ColPartition, Type: iceberg.PrimitiveTypes.Int32, Required: true},
-	)
+	), nil)
+	if err != nil {
+		panic(err) // a fixed schema: fails every test or none
+	}
+	return s
 }
-
-// Field ids the data files' bounds are given for.
-const (
-	idOffset    = 1
-	idTimestamp = 2
-	idPartition = 8
-)
-
-// partitionFieldID is the partition spec's one field (Iceberg numbers
-// partition fields from 1000).
-const partitionFieldID = 1000
 
 // Spec partitions a topic's table by Kafka partition (identity), so a reader
 // prunes by partition before it reads a manifest's file entries.
 func Spec() iceberg.PartitionSpec {
+	f, _ := Schema().FindFieldByName(ColPartition)
 	return iceberg.NewPartitionSpec(iceberg.PartitionField{
-		SourceIDs: []int{idPartition}, FieldID: partitionFieldID, Name: ColPartition, Transform: iceberg.IdentityTransform{},
+		SourceIDs: []int{f.ID}, FieldID: 1000, Name: ColPartition, Transform: iceberg.IdentityTransform{},
 	})
+}
+
+// ids are the field ids a data file's bounds and partition value name.
+type ids struct{ offset, timestamp, partition, partitionField int }
+
+// fieldIDs reads them from a table's schema and partition spec.
+func fieldIDs(s *iceberg.Schema, spec iceberg.PartitionSpec) (ids, error) {
+	var out ids
+	for _, c := range []struct {
+		name string
+		id   *int
+	}{{ColOffset, &out.offset}, {ColTimestamp, &out.timestamp}, {ColPartition, &out.partition}} {
+		f, ok := s.FindFieldByName(c.name)
+		if !ok {
+			return ids{}, fmt.Errorf("the table's schema has no column %s", c.name)
+		}
+		*c.id = f.ID
+	}
+	if spec.NumFields() != 1 || spec.Field(0).SourceID() != out.partition {
+		return ids{}, fmt.Errorf("the table is not partitioned by %s alone: %v", ColPartition, spec)
+	}
+	out.partitionField = spec.Field(0).FieldID
+	return out, nil
 }
 
 // Bounds are Iceberg's single-value serialisation: little-endian, a long

@@ -56,6 +56,10 @@ type Job struct {
 	// share with.
 	Claims Claims
 
+	// Tables, if set, commits what the run tiered to the topics' Iceberg
+	// tables (docs/iceberg.md) once every shard's uploads are done.
+	Tables TableCommitter
+
 	running    sync.Mutex
 	closing    sync.Once
 	mu         sync.Mutex
@@ -100,7 +104,16 @@ const (
 	StepDropLocal Step = "drop_local" // removing a tiered segment's local copy
 	StepExpire    Step = "expire"     // retention
 	StepSweep     Step = "sweep"      // orphaned objects and staged uploads
+	StepTable     Step = "table"      // the topics' Iceberg table commits
 )
+
+// TableCommitter commits tiered objects to tables over them (icetable's
+// Tables). It is given every shard of the run and reads what was tiered
+// from the shards' manifests, so an object whose commit failed or never
+// started (the process died) is committed by a later run.
+type TableCommitter interface {
+	CommitTables(ctx context.Context, shards []string) error
+}
 
 // RunError is one failure of a run, with the shard and segment it concerns
 // (none for a sweep). It unwraps to the cause.
@@ -375,6 +388,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		})
 	}
 	g.Wait()
+	if j.Tables != nil {
+		if err := j.Tables.CommitTables(ctx, shards); err != nil {
+			failed(StepTable, "", 0, err)
+		}
+	}
 	n, err := j.sweepOrphans(ctx)
 	sum.OrphansDeleted = n
 	if err != nil {

@@ -37,6 +37,12 @@ type ManifestEntry struct {
 	ObjectBytes     int64  `json:"object_bytes"`
 }
 
+// ReadManifest reads a shard's manifest (Location.ManifestKey); an empty
+// one when there is none. The Iceberg tables (icetable) are planned from it.
+func ReadManifest(ctx context.Context, b objstore.Bucket, key string) (Manifest, error) {
+	return readManifest(ctx, b, key)
+}
+
 // readManifest reads a shard's manifest; an empty one when there is none.
 func readManifest(ctx context.Context, b objstore.Bucket, key string) (Manifest, error) {
 	m, _, err := readManifestVersion(ctx, b, key)

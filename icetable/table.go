@@ -1,0 +1,328 @@
+package icetable
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"strata/engine/store"
+	"strata/tiering"
+	"strata/tiering/objstore"
+)
+
+// Tables commits tiered objects to their topics' Iceberg tables, in the
+// cold tier's bucket. It keeps no state between calls: every commit starts
+// from the table's current metadata and the shards' manifests, so a process
+// that died midway leaves nothing to recover but unreferenced files.
+type Tables struct {
+	Bucket objstore.Bucket
+	// Prefix is tiering's (tiering.prefix): the topics' folders are under it.
+	Prefix string
+	// Location is the URI of the bucket's root as readers open it
+	// ("s3://bucket/prefix", "hdfs://namenode:8020/root", "/data/cold"):
+	// the tables' metadata and data files are named under it.
+	Location string
+	Log      *slog.Logger
+}
+
+// Where a table's files go: under its topic's folder, in a folder whose
+// leading underscore makes Spark, Hive and DuckDB's Hive-style discovery
+// skip it, as they skip the shards' _strata_manifest.json.
+const (
+	tableFolder = "_iceberg"
+	// hintName is the table's pointer: it names the current metadata file
+	// (its name without ".metadata.json"), and a commit is the conditional
+	// write that swaps it. DuckDB's iceberg_scan of the table's folder
+	// reads it the same way.
+	hintName = "version-hint.text"
+)
+
+// Dir is the object-name folder of a topic's table.
+func (t *Tables) Dir(topic string) string {
+	return path.Join(t.Prefix, "topic="+topic, tableFolder)
+}
+
+func (t *Tables) hintKey(topic string) string { return t.Dir(topic) + "/metadata/" + hintName }
+
+// TableLocation is the table's location (its URI), as in its metadata.
+func (t *Tables) TableLocation(topic string) string { return t.uri(t.Dir(topic)) }
+
+func (t *Tables) uri(name string) string { return strings.TrimSuffix(t.Location, "/") + "/" + name }
+
+func (t *Tables) fsF() table.FSysF {
+	return func(ctx context.Context) (icebergio.IO, error) {
+		return fileIO{ctx: ctx, bucket: t.Bucket, base: strings.TrimSuffix(t.Location, "/")}, nil
+	}
+}
+
+func (t *Tables) log() *slog.Logger {
+	if t.Log != nil {
+		return t.Log
+	}
+	return slog.Default()
+}
+
+// CommitTables commits, for every topic among shards, the objects their
+// manifests list that its table does not hold yet (tiering.Job.Tables).
+// Shards not named {topic}-{partition} have no place in the bucket and are
+// passed over. One topic's failure does not stop the others.
+func (t *Tables) CommitTables(ctx context.Context, shards []string) error {
+	parts := map[string][]int32{}
+	for _, s := range shards {
+		if tp, ok := store.ParseShard(s); ok {
+			parts[tp.Topic] = append(parts[tp.Topic], tp.Partition)
+		}
+	}
+	var errs []error
+	for _, topic := range slices.Sorted(maps.Keys(parts)) {
+		if _, err := t.Commit(ctx, topic, parts[topic]); err != nil {
+			errs = append(errs, fmt.Errorf("the Iceberg table of topic %s: %w", topic, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// commitAttempts bounds how often one commit is planned again after another
+// writer committed the table first.
+const commitAttempts = 5
+
+// Commit adds to the topic's table the objects the partitions' manifests
+// list and the table does not hold (PlanCommit), creating the table first if
+// there is none. It returns the plan committed (no Add: nothing to do).
+//
+// A commit that lost to another writer (the pointer changed since it was
+// read) is planned again from the table as that writer left it. One whose
+// result is unknown (an error after the pointer write was sent) is
+// returned: the next call reloads the table, whose summary says whether it
+// landed, so the objects are added once either way.
+func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (Plan, error) {
+	tiered := map[int32][]tiering.ManifestEntry{}
+	for _, p := range partitions {
+		loc := tiering.Location{Topic: topic, Partition: p}
+		m, err := tiering.ReadManifest(ctx, t.Bucket, loc.ManifestKey(t.Prefix))
+		if err != nil {
+			return Plan{}, fmt.Errorf("reading partition %d's manifest: %w", p, err)
+		}
+		tiered[p] = m.Objects
+	}
+	for attempt := 1; ; attempt++ {
+		tbl, err := t.loadOrCreate(ctx, topic)
+		if err != nil {
+			return Plan{}, err
+		}
+		committed := map[int32]Range{}
+		if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
+			if committed, err = Committed(s.Summary.Properties); err != nil {
+				return Plan{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
+			}
+		}
+		plan := PlanCommit(committed, tiered)
+		for _, f := range plan.Overlaps {
+			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
+				"topic", topic, "partition", f.Partition, "key", f.Key, "start_offset", f.StartOffset, "end_offset", f.EndOffset,
+				"table_offsets", fmt.Sprint(committed[f.Partition]))
+		}
+		if len(plan.Add) == 0 {
+			return plan, nil
+		}
+		err = t.commit(ctx, tbl, plan)
+		if err == nil {
+			t.log().Info("tiered objects committed to the topic's table", "topic", topic, "files", len(plan.Add),
+				"waiting", fmt.Sprint(plan.Waiting))
+			return plan, nil
+		}
+		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
+			return Plan{}, err
+		}
+		t.log().Info("another writer committed the topic's table first; planning again", "topic", topic, "err", err)
+	}
+}
+
+// commit adds plan's files to tbl in one append snapshot whose summary
+// carries the offsets (Plan.Summary).
+func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error {
+	spec := tbl.Spec()
+	id, err := fieldIDs(tbl.Schema(), spec)
+	if err != nil {
+		return err
+	}
+	files := make([]iceberg.DataFile, 0, len(plan.Add))
+	for _, f := range plan.Add {
+		b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, t.uri(f.Key), iceberg.ParquetFile,
+			map[int]any{id.partitionField: f.Partition}, nil, nil, int64(f.Records), f.ObjectBytes)
+		if err != nil {
+			return fmt.Errorf("data file %s: %w", f.Key, err)
+		}
+		// Bounds from the manifest entry, so a reader prunes files by
+		// offset, time and partition without opening them.
+		rows := int64(f.Records)
+		b.ValueCounts(map[int]int64{id.offset: rows, id.timestamp: rows, id.partition: rows}).
+			NullValueCounts(map[int]int64{id.offset: 0, id.timestamp: 0, id.partition: 0}).
+			LowerBoundValues(map[int][]byte{id.offset: longBound(int64(f.StartOffset)),
+				id.timestamp: longBound(f.MinTimestamp * 1000), id.partition: intBound(f.Partition)}).
+			UpperBoundValues(map[int][]byte{id.offset: longBound(int64(f.EndOffset)),
+				id.timestamp: longBound(f.MaxTimestamp * 1000), id.partition: intBound(f.Partition)})
+		files = append(files, b.Build())
+	}
+	txn := tbl.NewTransaction()
+	// The plan is the duplicate check, from the summary: iceberg-go's own
+	// reads every manifest of the table at each commit.
+	if err := txn.AddDataFiles(ctx, files, plan.Summary(), table.WithoutDuplicateCheck()); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
+func (t *Tables) ident(topic string) table.Identifier { return table.Identifier{"strata", topic} }
+
+// load reads the topic's table as its pointer names it; errNoTable if
+// there is none yet.
+func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore.Version, error) {
+	raw, v, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic))
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, objstore.Absent, errNoTable
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	stem := strings.TrimSpace(string(raw))
+	if _, err := metadataVersion(stem); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", t.hintKey(topic), err)
+	}
+	name := t.Dir(topic) + "/metadata/" + stem + ".metadata.json"
+	b, err := objstore.ReadAll(ctx, t.Bucket, name)
+	if err != nil {
+		return nil, "", fmt.Errorf("the metadata %s names: %w", t.hintKey(topic), err)
+	}
+	meta, err := table.ParseMetadataBytes(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	return table.New(t.ident(topic), meta, t.uri(name), t.fsF(), &bucketCatalog{t, topic}), v, nil
+}
+
+var errNoTable = errors.New("no table yet")
+
+// loadOrCreate loads the topic's table, creating it (with no snapshot) if
+// there is none: its first metadata file, then the pointer, written only
+// if still absent, so of two nodes creating it at once one table wins.
+func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, error) {
+	tbl, _, err := t.load(ctx, topic)
+	if !errors.Is(err, errNoTable) {
+		return tbl, err
+	}
+	spec := Spec()
+	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), iceberg.Properties{
+		table.PropertyFormatVersion: "2",
+		// iceberg-go's own retry rebases a lost commit's files onto the
+		// winner's snapshot without asking the planner, which could add an
+		// object twice: Commit plans again instead.
+		table.CommitNumRetriesKey: "0",
+		"strata.topic":            topic,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fieldIDs(meta.CurrentSchema(), meta.PartitionSpec()); err != nil {
+		return nil, err
+	}
+	stem := fmt.Sprintf("%05d-%s", 0, meta.TableUUID())
+	if err := t.writeMetadata(ctx, topic, stem, meta); err != nil {
+		return nil, err
+	}
+	err = t.Bucket.UploadIf(ctx, t.hintKey(topic), strings.NewReader(stem), objstore.Absent)
+	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+		return nil, fmt.Errorf("creating the table: %w", err)
+	}
+	if err == nil {
+		t.log().Info("the topic's Iceberg table created", "topic", topic, "location", t.TableLocation(topic))
+	}
+	tbl, _, err = t.load(ctx, topic) // ours, or the one another node made first
+	return tbl, err
+}
+
+func (t *Tables) writeMetadata(ctx context.Context, topic, stem string, meta table.Metadata) error {
+	raw, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	name := t.Dir(topic) + "/metadata/" + stem + ".metadata.json"
+	if err := t.Bucket.Upload(ctx, name, bytes.NewReader(raw)); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// metadataVersion is the version a metadata file's stem starts with
+// ("00003-{uuid}": 3).
+func metadataVersion(stem string) (int, error) {
+	n, _, ok := strings.Cut(stem, "-")
+	v, err := strconv.Atoi(n)
+	if !ok || err != nil || v < 0 {
+		return 0, fmt.Errorf("%q does not name a metadata file ({version}-{uuid})", stem)
+	}
+	return v, nil
+}
+
+// bucketCatalog is the table's catalog for iceberg-go's transactions: the
+// pointer in the bucket. A commit writes the new metadata file, then swaps
+// the pointer to it if it still names the metadata the commit was based
+// on; otherwise the commit failed cleanly (table.ErrCommitFailed) and the
+// file written is unreferenced.
+type bucketCatalog struct {
+	t     *Tables
+	topic string
+}
+
+func (c *bucketCatalog) LoadTable(ctx context.Context, _ table.Identifier) (*table.Table, error) {
+	tbl, _, err := c.t.load(ctx, c.topic)
+	return tbl, err
+}
+
+func (c *bucketCatalog) CommitTable(ctx context.Context, _ table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	cur, v, err := c.t.load(ctx, c.topic)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range reqs {
+		if err := r.Validate(cur.Metadata()); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", table.ErrCommitFailed, err)
+		}
+	}
+	updated, err := table.UpdateTableMetadata(cur.Metadata(), updates, cur.MetadataLocation())
+	if err != nil {
+		return nil, "", err
+	}
+	version, err := metadataVersion(strings.TrimSuffix(path.Base(cur.MetadataLocation()), ".metadata.json"))
+	if err != nil {
+		return nil, "", err
+	}
+	// A new name every time: a commit that loses the pointer race leaves
+	// its file unreferenced rather than over the winner's.
+	stem := fmt.Sprintf("%05d-%s", version+1, uuid.NewString())
+	if err := c.t.writeMetadata(ctx, c.topic, stem, updated); err != nil {
+		return nil, "", err
+	}
+	err = c.t.Bucket.UploadIf(ctx, c.t.hintKey(c.topic), strings.NewReader(stem), v)
+	if errors.Is(err, objstore.ErrPreconditionFailed) {
+		return nil, "", fmt.Errorf("%w: the table's pointer changed since it was read: %w", table.ErrCommitFailed, err)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("swapping the table's pointer (the commit may or may not have landed): %w", err)
+	}
+	return updated, c.t.uri(c.t.Dir(c.topic) + "/metadata/" + stem + ".metadata.json"), nil
+}
