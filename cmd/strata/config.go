@@ -33,6 +33,7 @@ type Config struct {
 	Retention  RetentionConfig `yaml:"retention"`
 	Tiering    TieringConfig   `yaml:"tiering"`
 	Cold       Cold            `yaml:"cold"`
+	Iceberg    IcebergConfig   `yaml:"iceberg"`
 	Cluster    ClusterConfig   `yaml:"cluster"`
 	Node       NodeConfig      `yaml:"node"`
 
@@ -123,6 +124,16 @@ type TieringConfig struct {
 	RowGroupBytes Bytes    `yaml:"row_group_bytes"`
 	PageBytes     Bytes    `yaml:"page_bytes"`
 	CacheBytes    Bytes    `yaml:"cache_bytes"`
+}
+
+// IcebergConfig makes each tiering run commit what it tiered to the
+// topics' Iceberg tables (docs/iceberg.md).
+type IcebergConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Location is the URI readers open the bucket's root by; empty: the
+	// cold tier's own (cold.local.dir made absolute, s3://{bucket}/{prefix},
+	// hdfs://{namenode}{root}).
+	Location string `yaml:"location"`
 }
 
 // KafkaConfig tunes the Kafka front end.

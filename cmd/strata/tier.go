@@ -34,6 +34,9 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 		OrphanGrace:    time.Duration(t.OrphanGrace),
 		Log:            log.With("component", "tiering"),
 	}
+	if tables := icebergTables(cfg, cold, log); tables != nil {
+		job.Tables = tables
+	}
 	if t.Enabled {
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
 	}

@@ -53,6 +53,12 @@ var rules = []rule{
 		from: []string{"strata/api/kafka"}, to: []string{"strata/replica", "strata/cluster"}},
 	{why: "the cluster agrees through etcd; the nodes' own requests to each other are peer's, which cmd wires",
 		from: []string{"strata/cluster"}, to: []string{"strata/peer"}},
+	{why: "tiering knows the topics' Iceberg tables only as its TableCommitter, which cmd sets",
+		from: []string{"strata/tiering"}, to: []string{"strata/icetable"}},
+	{why: "a table is planned from the bucket alone (the shards' manifests), never from a node's engine, catalog, front end or cluster",
+		from: []string{"strata/icetable"}, to: []string{"strata/engine/segment", "strata/catalog", "strata/api", "strata/cluster", "strata/replica", "strata/peer", "strata/metadata"}},
+	{why: "Iceberg's library (and the Arrow it brings) stays in icetable, behind the tables' own interface",
+		from: []string{"strata/"}, to: []string{"github.com/apache/iceberg-go", "github.com/apache/arrow-go"}, except: []string{"strata/icetable"}},
 }
 
 // pending are edges a rule forbids that stay until the named work takes

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"strata/icetable"
+	"strata/tiering/objstore"
+)
+
+// icebergTables is what commits each tiering run's objects to the topics'
+// Iceberg tables, or nil when iceberg.enabled is off (docs/iceberg.md).
+func icebergTables(cfg *Config, cold objstore.Bucket, log *slog.Logger) *icetable.Tables {
+	if !cfg.Iceberg.Enabled {
+		return nil
+	}
+	return &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg")}
+}
+
+// icebergLocation is the URI readers open the cold tier's root by: the
+// data files and metadata of the tables are named under it.
+func icebergLocation(cfg *Config) string {
+	if cfg.Iceberg.Location != "" {
+		return strings.TrimSuffix(cfg.Iceberg.Location, "/")
+	}
+	c := cfg.Cold
+	switch c.Backend {
+	case "s3":
+		if c.S3.Prefix != "" {
+			return "s3://" + c.S3.Bucket + "/" + strings.Trim(c.S3.Prefix, "/")
+		}
+		return "s3://" + c.S3.Bucket
+	case "hdfs":
+		nn := ""
+		if len(c.HDFS.NameNodes) > 0 {
+			nn = c.HDFS.NameNodes[0]
+		}
+		return "hdfs://" + nn + strings.TrimSuffix(c.HDFS.Root, "/")
+	}
+	dir, err := filepath.Abs(c.Local.Dir)
+	if err != nil {
+		return c.Local.Dir
+	}
+	return dir
+}
