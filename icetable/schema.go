@@ -27,7 +27,10 @@ const (
 	ColValue        = "value"
 	// ColPartition is not in the objects: a reader takes it from each data
 	// file's partition value (an identity partition), as the Hive layout
-	// takes it from the path.
+	// takes it from the path. It is optional in the schema, though never
+	// null: pyiceberg 0.12 fills a column missing from a file from the
+	// partition value only if the column is optional, and refuses a
+	// required one.
 	ColPartition = "partition"
 )
 
@@ -53,7 +56,7 @@ func Schema() *iceberg.Schema {
 		}},
 		iceberg.NestedField{ID: 6, Name: ColProtocolData, Type: iceberg.PrimitiveTypes.Binary},
 		iceberg.NestedField{ID: 7, Name: ColValue, Type: iceberg.PrimitiveTypes.Binary},
-		iceberg.NestedField{ID: 8, Name: ColPartition, Type: iceberg.PrimitiveTypes.Int32, Required: true},
+		iceberg.NestedField{ID: 8, Name: ColPartition, Type: iceberg.PrimitiveTypes.Int32},
 	), nil)
 	if err != nil {
 		panic(err) // a fixed schema: fails every test or none
