@@ -1,0 +1,205 @@
+package icetable
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+
+	"strata/engine/record"
+	"strata/tiering/objstore"
+)
+
+var errKilled = errors.New("killed")
+
+// dieAt is the cold tier of a process that dies at one write of a commit:
+// the first Upload or UploadIf of a file of the step's kind fails, before
+// the write reaches the store or, with landed, after it did, as a kill -9
+// (or a timeout) right after the request left would. Once it has died
+// every later call fails too: a dead process does nothing more.
+type dieAt struct {
+	objstore.Bucket
+	op     objstore.Op
+	step   func(base string) bool
+	landed bool
+	skip   int // matching writes let through first
+
+	mu   sync.Mutex
+	dead bool
+}
+
+func (d *dieAt) hit(op objstore.Op, name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead || op != d.op || !d.step(path.Base(name)) {
+		return false
+	}
+	if d.skip > 0 {
+		d.skip--
+		return false
+	}
+	d.dead = true
+	return true
+}
+
+func (d *dieAt) isDead() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.dead }
+
+func (d *dieAt) write(op objstore.Op, name string, do func() error) error {
+	if d.isDead() {
+		return errKilled
+	}
+	if !d.hit(op, name) {
+		return do()
+	}
+	if d.landed {
+		if err := do(); err != nil {
+			return err
+		}
+	}
+	return errKilled
+}
+
+func (d *dieAt) Upload(ctx context.Context, name string, r io.Reader) error {
+	return d.write(objstore.OpUpload, name, func() error { return d.Bucket.Upload(ctx, name, r) })
+}
+
+func (d *dieAt) UploadIf(ctx context.Context, name string, r io.Reader, v objstore.Version) error {
+	return d.write(objstore.OpUploadIf, name, func() error { return d.Bucket.UploadIf(ctx, name, r, v) })
+}
+
+func (d *dieAt) ReadVersioned(ctx context.Context, name string) ([]byte, objstore.Version, error) {
+	if d.isDead() {
+		return nil, "", errKilled
+	}
+	return d.Bucket.ReadVersioned(ctx, name)
+}
+
+// A commit can die at every step: writing the manifest, the manifest list,
+// the metadata file, or the pointer swap, before its write landed or just
+// after. In every case the table afterwards (a new process committing
+// again, from the bucket alone) holds each tiered offset exactly once and
+// nothing that was not tiered; a commit that died before its pointer swap
+// landed left the table as it was.
+func TestEveryCommitStepRecovers(t *testing.T) {
+	manifest := func(b string) bool { return strings.HasSuffix(b, ".avro") && !strings.HasPrefix(b, "snap-") }
+	manifestList := func(b string) bool { return strings.HasPrefix(b, "snap-") }
+	// Not the table's first metadata file: the one a commit writes.
+	metadata := func(b string) bool { return strings.HasSuffix(b, ".metadata.json") && !strings.HasPrefix(b, "00000-") }
+	pointer := func(b string) bool { return b == hintName }
+	for _, tc := range []struct {
+		name   string
+		op     objstore.Op
+		step   func(string) bool
+		landed bool
+		skip   int
+		// snapshots: the table's after the crash (-1: no table yet)
+		snapshots int
+	}{
+		{"dies creating the table, before its pointer", objstore.OpUploadIf, pointer, false, 0, -1},
+		{"dies writing the manifest", objstore.OpUpload, manifest, false, 0, 0},
+		{"dies after writing the manifest", objstore.OpUpload, manifest, true, 0, 0},
+		{"dies writing the manifest list", objstore.OpUpload, manifestList, false, 0, 0},
+		{"dies after writing the manifest list", objstore.OpUpload, manifestList, true, 0, 0},
+		{"dies writing the metadata", objstore.OpUpload, metadata, false, 0, 0},
+		{"dies after writing the metadata", objstore.OpUpload, metadata, true, 0, 0},
+		// skip 1: the table's creation swaps the pointer first.
+		{"dies swapping the pointer", objstore.OpUploadIf, pointer, false, 1, 0},
+		{"dies after swapping the pointer (result unknown)", objstore.OpUploadIf, pointer, true, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			bucket, dir := localBucket(t)
+			r := newRig(t, bucket, dir)
+			r.job.Tables = nil // the commit below is the one that dies
+			produced := map[string][]record.Record{
+				"orders-0": produce(t, r.engine, "orders-0", 14, 0),
+				"orders-1": produce(t, r.engine, "orders-1", 14, 100),
+			}
+			tiered := map[string]uint64{}
+			r.run(t, tiered)
+
+			dying := &Tables{Bucket: &dieAt{Bucket: bucket, op: tc.op, step: tc.step, landed: tc.landed, skip: tc.skip}, Prefix: "data", Location: dir, Log: quiet}
+			if err := dying.CommitTables(ctx, []string{"orders-0", "orders-1"}); !errors.Is(err, errKilled) {
+				t.Fatalf("the dying commit: %v, want it killed", err)
+			}
+			fresh := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+			if tc.snapshots >= 0 {
+				tbl, _, err := fresh.load(ctx, "orders")
+				if err != nil {
+					t.Fatalf("after the crash: %v", err)
+				}
+				if n := len(tbl.Metadata().Snapshots()); n != tc.snapshots {
+					t.Fatalf("after the crash the table has %d snapshots, want %d", n, tc.snapshots)
+				}
+			} else if _, _, err := fresh.load(ctx, "orders"); !errors.Is(err, errNoTable) {
+				t.Fatalf("after the crash: %v, want no table yet", err)
+			}
+
+			if err := fresh.CommitTables(ctx, []string{"orders-0", "orders-1"}); err != nil {
+				t.Fatal(err)
+			}
+			rows, tbl := scan(t, fresh, "orders", 0, 1)
+			for p, shard := range []string{"orders-0", "orders-1"} {
+				sameRecords(t, shard, rows[int32(p)], produced[shard][:tiered[shard]])
+			}
+			if n := len(tbl.Metadata().Snapshots()); n != 1 {
+				t.Fatalf("the table has %d snapshots, want the one commit", n)
+			}
+		})
+	}
+}
+
+// Another node commits the table between this commit's read of the
+// pointer and its swap: the swap fails its precondition, the commit plans
+// again from the table the other node left, and adds nothing twice.
+func TestACommitThatLosesTheRacePlansAgain(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r := newRig(t, bucket, dir)
+	r.job.Tables = nil
+	produced := map[string][]record.Record{"orders-0": produce(t, r.engine, "orders-0", 14, 0)}
+	tiered := map[string]uint64{}
+	r.run(t, tiered)
+	other := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+	if _, err := other.loadOrCreate(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	slow := &raceAt{Bucket: bucket, before: func() {
+		if !raced {
+			raced = true
+			if _, err := other.Commit(ctx, "orders", []int32{0}); err != nil {
+				t.Errorf("the other node's commit: %v", err)
+			}
+		}
+	}}
+	mine := &Tables{Bucket: slow, Prefix: "data", Location: dir, Log: quiet}
+	plan, err := mine.Commit(ctx, "orders", []int32{0})
+	if err != nil || !raced {
+		t.Fatalf("commit: %v (raced: %v)", err, raced)
+	}
+	if len(plan.Add) != 0 {
+		t.Fatalf("planned again after losing, it still adds %d files", len(plan.Add))
+	}
+	rows, tbl := scan(t, mine, "orders", 0)
+	sameRecords(t, "orders-0", rows[0], produced["orders-0"][:tiered["orders-0"]])
+	if n := len(tbl.Metadata().Snapshots()); n != 1 {
+		t.Fatalf("the table has %d snapshots, want the other node's one", n)
+	}
+}
+
+// raceAt runs before just before each conditional write of a pointer.
+type raceAt struct {
+	objstore.Bucket
+	before func()
+}
+
+func (r *raceAt) UploadIf(ctx context.Context, name string, rd io.Reader, v objstore.Version) error {
+	if strings.HasSuffix(name, hintName) {
+		r.before()
+	}
+	return r.Bucket.UploadIf(ctx, name, rd, v)
+}

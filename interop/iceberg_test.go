@@ -1,0 +1,100 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// icebergPython is the Iceberg readers' environment (scripts/pyenv iceberg).
+func icebergPython(t *testing.T) string {
+	root, _ := filepath.Abs("..")
+	out, err := exec.Command(filepath.Join(root, "scripts", "pyenv"), "iceberg").Output()
+	if err != nil {
+		t.Fatalf("scripts/pyenv iceberg: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// With iceberg.enabled, a tiering run of `strata serve` leaves the topic an
+// Iceberg table in the cold tier: pyiceberg and DuckDB's iceberg extension,
+// given only its current metadata (no catalog), read exactly the records
+// tiered, each offset once, with partition from the data files' partition
+// values; pyiceberg's filter on partition and offset plans only the one
+// object holding them, DuckDB's on timestamp returns exactly the records in
+// the range, and the snapshot's summary carries each partition's offsets.
+func TestPyIcebergAndDuckDBReadTheTable(t *testing.T) {
+	dir := t.TempDir()
+	want := export(t, "cold.local.dir="+dir, "iceberg.enabled=true")
+	part, lo, hi := 1, 10, 20
+	recs0 := want["orders-0"]
+	from, to := recs0[len(recs0)/3].Timestamp, recs0[len(recs0)/2].Timestamp
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tableDir := filepath.Join(dir, "topic=orders", "_iceberg")
+	cmd := exec.CommandContext(ctx, icebergPython(t), "iceberg_check.py", tableDir,
+		fmt.Sprint(part), fmt.Sprint(lo), fmt.Sprint(hi), fmt.Sprint(from), fmt.Sprint(to))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("iceberg_check.py: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Metadata       string                `json:"metadata"`
+		PyIceberg      map[string][]exported `json:"pyiceberg"`
+		PyIcebergFiles []string              `json:"pyiceberg_files"`
+		PyIcebergRange [][]any               `json:"pyiceberg_range"`
+		Summary        map[string]string     `json:"summary"`
+		DuckDB         map[string][]exported `json:"duckdb"`
+		DuckDBRange    [][]any               `json:"duckdb_range"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("iceberg_check.py output: %v\n%s", err, out)
+	}
+	for tool, recs := range map[string]map[string][]exported{"pyiceberg": got.PyIceberg, "DuckDB iceberg_scan": got.DuckDB} {
+		if len(recs) != len(want) {
+			t.Fatalf("%s read partitions %v, want 2", tool, len(recs))
+		}
+		compare(t, tool, recs, want)
+	}
+
+	// The filter on partition and offsets: the rows, and one data file.
+	var wantRange [][]any
+	for _, r := range want[fmt.Sprintf("orders-%d", part)] {
+		if uint64(lo) <= r.Offset && r.Offset <= uint64(hi) {
+			wantRange = append(wantRange, []any{part, r.Offset})
+		}
+	}
+	sameRows(t, fmt.Sprintf("pyiceberg, partition %d offsets %d-%d", part, lo, hi), got.PyIcebergRange, wantRange)
+	if len(got.PyIcebergFiles) != 1 {
+		t.Fatalf("pyiceberg planned %v for offsets %d-%d of partition %d; want only the object holding them", got.PyIcebergFiles, lo, hi, part)
+	}
+
+	var inRange [][]any
+	for i, shard := range []string{"orders-0", "orders-1"} {
+		for _, r := range want[shard] {
+			if from <= r.Timestamp && r.Timestamp <= to {
+				inRange = append(inRange, []any{i, r.Offset, r.Timestamp})
+			}
+		}
+	}
+	if len(inRange) < 20 {
+		t.Fatalf("only %d records in the timestamp range %d-%d", len(inRange), from, to)
+	}
+	sameRows(t, fmt.Sprintf("DuckDB over the table's folder, timestamp %d-%d", from, to), got.DuckDBRange, inRange)
+
+	for i, shard := range []string{"orders-0", "orders-1"} {
+		key := fmt.Sprintf("strata.offsets.%d", i)
+		if w := fmt.Sprintf("0-%d", len(want[shard])-1); got.Summary[key] != w {
+			t.Fatalf("the current snapshot's summary has %s=%q, want %q (all: %v)", key, got.Summary[key], w, got.Summary)
+		}
+	}
+}
