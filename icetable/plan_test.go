@@ -142,3 +142,32 @@ func TestCommittedRefusesWhatItCannotRead(t *testing.T) {
 		t.Errorf("a summary strata did not write: %v, %v; want nothing committed", got, err)
 	}
 }
+
+// The summary comes from the bucket, which other writers share: whatever
+// it holds, Committed returns ranges or an error, never panics, and what it
+// accepts writes back to the same.
+func FuzzCommitted(f *testing.F) {
+	f.Add("strata.offsets.0", "0-99", "strata.segments.0", "0-99:0000002a")
+	f.Add("strata.offsets.7", "18446744073709551615-18446744073709551615", "operation", "append")
+	f.Add("strata.offsets.-1", "5-", "strata.offsets.", "-")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		got, err := Committed(map[string]string{k1: v1, k2: v2})
+		if err != nil {
+			return
+		}
+		back, err := Committed(Plan{Offsets: got}.Summary())
+		if err != nil || !maps.Equal(back, got) {
+			t.Fatalf("Committed(%q=%q, %q=%q) = %v, which writes back as %v (%v)", k1, v1, k2, v2, got, back, err)
+		}
+	})
+}
+
+func FuzzMetadataVersion(f *testing.F) {
+	f.Add("00003-0f4c5f5e-5b9d-4d3a-9d7e-3f5e7c1a2b3c")
+	f.Add("-")
+	f.Fuzz(func(t *testing.T, stem string) {
+		if v, err := metadataVersion(stem); err == nil && v < 0 {
+			t.Fatalf("metadataVersion(%q) = %d", stem, v)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"path/filepath"
 	"testing"
 
@@ -240,4 +241,30 @@ func TestTieringCommitsToTheTopicsTable(t *testing.T) {
 	produced["orders-1"] = append(produced["orders-1"], produce(t, r.engine, "orders-1", 14, 200)...)
 	r.run(t, tiered)
 	check(2)
+}
+
+// A run whose table commit fails still tiers its segments; the failure is
+// the run's error at step "table", and the next run commits what the
+// manifests list, whatever run tiered it.
+func TestAFailedTableCommitIsTheNextRunsToDo(t *testing.T) {
+	bucket, dir := localBucket(t)
+	r := newRig(t, bucket, dir)
+	produced := produce(t, r.engine, "orders-0", 14, 0)
+	r.job.Tables = &Tables{Bucket: &dieAt{Bucket: bucket, op: objstore.OpUpload, step: func(b string) bool { return b != "" && path.Ext(b) == ".avro" }},
+		Prefix: "data", Location: dir, Log: quiet}
+	sum, err := r.job.Run(context.Background())
+	if err != nil || len(sum.Uploaded) == 0 {
+		t.Fatalf("run: %v, uploaded %v", err, sum.Uploaded)
+	}
+	if len(sum.Errors) != 1 || sum.Errors[0].Step != tiering.StepTable || !errors.Is(sum.Errors[0], errKilled) {
+		t.Fatalf("the run's errors: %+v; want the table commit's", sum.Errors)
+	}
+	var tiered uint64
+	for _, u := range sum.Uploaded {
+		tiered += u.Records
+	}
+	r.job.Tables = r.tables
+	r.run(t, map[string]uint64{})
+	rows, _ := scan(t, r.tables, "orders", 0)
+	sameRecords(t, "orders-0", rows[0], produced[:tiered])
 }
