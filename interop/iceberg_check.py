@@ -2,8 +2,9 @@
 pyiceberg and with DuckDB's iceberg extension, straight from its metadata
 (no catalog), and prints what each found as JSON for iceberg_test.go.
 
-usage: iceberg_check.py TABLE_DIR PARTITION LO HI FROM_MS TO_MS
-  TABLE_DIR   the table's folder ({cold}/topic={topic}/_iceberg)
+usage: iceberg_check.py local TABLE_DIR PARTITION LO HI FROM_MS TO_MS
+       iceberg_check.py s3 ENDPOINT ACCESS SECRET TABLE_URI PARTITION LO HI FROM_MS TO_MS
+  TABLE_DIR, TABLE_URI  the table's folder ({cold}/topic={topic}/_iceberg; s3://bucket/prefix/... on MinIO)
   PARTITION, LO, HI  pyiceberg's row filter: that partition, offsets LO..HI
   FROM_MS, TO_MS     DuckDB's filter: timestamps FROM_MS..TO_MS (milliseconds)
 """
@@ -14,7 +15,9 @@ import sys
 
 import duckdb
 import duckdb_extension_avro
+import duckdb_extension_httpfs
 import duckdb_extension_iceberg
+import pyarrow.fs as pafs
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThanOrEqual
 from pyiceberg.table import StaticTable
 
@@ -41,16 +44,29 @@ def extension(module, name):
 
 
 def main():
-    table_dir = sys.argv[1]
-    part, lo, hi, from_ms, to_ms = map(int, sys.argv[2:7])
+    props = {}
+    if sys.argv[1] == "local":
+        table_dir = sys.argv[2]
+        args = sys.argv[3:]
+        with open(os.path.join(table_dir, "metadata", "version-hint.text")) as f:
+            stem = f.read().strip()
+    else:
+        endpoint, access, secret, table_dir = sys.argv[2:6]
+        args = sys.argv[6:]
+        props = {"s3.endpoint": "http://" + endpoint, "s3.access-key-id": access, "s3.secret-access-key": secret,
+                 "s3.region": "us-east-1", "s3.force-virtual-addressing": "false"}
+        fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key=access, secret_key=secret,
+                               region="us-east-1")
+        with fs.open_input_stream(table_dir.removeprefix("s3://") + "/metadata/version-hint.text") as f:
+            stem = f.read().decode().strip()
+    part, lo, hi, from_ms, to_ms = map(int, args)
     out = {}
     # The pointer names the current metadata; a reader without a catalog
     # opens that file.
-    with open(os.path.join(table_dir, "metadata", "version-hint.text")) as f:
-        current = os.path.join(table_dir, "metadata", f.read().strip() + ".metadata.json")
+    current = table_dir + "/metadata/" + stem + ".metadata.json"
     out["metadata"] = current
 
-    t = StaticTable.from_metadata(current)
+    t = StaticTable.from_metadata(current, properties=props)
     out["pyiceberg"] = records(t.scan().to_arrow())
     scan = t.scan(row_filter=And(EqualTo("partition", part), GreaterThanOrEqual("offset", lo), LessThanOrEqual("offset", hi)))
     out["pyiceberg_files"] = sorted(os.path.basename(task.file.file_path) for task in scan.plan_files())
@@ -61,6 +77,10 @@ def main():
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.sql(f"LOAD '{extension(duckdb_extension_avro, 'avro')}'")
     con.sql(f"LOAD '{extension(duckdb_extension_iceberg, 'iceberg')}'")
+    if props:
+        con.sql(f"LOAD '{extension(duckdb_extension_httpfs, 'httpfs')}'")
+        con.sql(f"""CREATE SECRET minio (TYPE S3, KEY_ID '{access}', SECRET '{secret}', ENDPOINT '{endpoint}',
+                    URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')""")
     out["duckdb"] = records(con.sql(f"SELECT * FROM iceberg_scan('{current}')").to_arrow_table())
     # The table's folder: DuckDB follows version-hint.text itself.
     con.sql("SET TimeZone = 'UTC'")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"strata/internal/testsvc"
 )
 
 // icebergPython is the Iceberg readers' environment (scripts/pyenv iceberg).
@@ -23,24 +25,41 @@ func icebergPython(t *testing.T) string {
 }
 
 // With iceberg.enabled, a tiering run of `strata serve` leaves the topic an
-// Iceberg table in the cold tier: pyiceberg and DuckDB's iceberg extension,
+// Iceberg table in the cold tier, a local folder or a MinIO bucket: pyiceberg and DuckDB's iceberg extension,
 // given only its current metadata (no catalog), read exactly the records
 // tiered, each offset once, with partition from the data files' partition
 // values; pyiceberg's filter on partition and offset plans only the one
 // object holding them, DuckDB's on timestamp returns exactly the records in
 // the range, and the snapshot's summary carries each partition's offsets.
 func TestPyIcebergAndDuckDBReadTheTable(t *testing.T) {
-	dir := t.TempDir()
-	want := export(t, "cold.local.dir="+dir, "iceberg.enabled=true")
+	for _, backend := range []string{"local", "s3"} {
+		t.Run(backend, func(t *testing.T) { readTheTable(t, backend) })
+	}
+}
+
+func readTheTable(t *testing.T, backend string) {
+	var cold, where []string
+	switch backend {
+	case "local":
+		dir := t.TempDir()
+		cold = []string{"cold.local.dir=" + dir}
+		where = []string{"local", filepath.Join(dir, "topic=orders", "_iceberg")}
+	case "s3":
+		m := testsvc.StartMinIO(t)
+		bucket := m.Bucket(t, "strata-interop")
+		prefix := testsvc.UniquePrefix(t)
+		cold = minioCold(m, bucket, prefix)
+		where = []string{"s3", m.Endpoint, m.AccessKey, m.SecretKey, "s3://" + bucket + "/" + prefix + "/topic=orders/_iceberg"}
+	}
+	want := export(t, append(cold, "iceberg.enabled=true")...)
 	part, lo, hi := 1, 10, 20
 	recs0 := want["orders-0"]
 	from, to := recs0[len(recs0)/3].Timestamp, recs0[len(recs0)/2].Timestamp
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tableDir := filepath.Join(dir, "topic=orders", "_iceberg")
-	cmd := exec.CommandContext(ctx, icebergPython(t), "iceberg_check.py", tableDir,
-		fmt.Sprint(part), fmt.Sprint(lo), fmt.Sprint(hi), fmt.Sprint(from), fmt.Sprint(to))
+	cmd := exec.CommandContext(ctx, icebergPython(t), append(append([]string{"iceberg_check.py"}, where...),
+		fmt.Sprint(part), fmt.Sprint(lo), fmt.Sprint(hi), fmt.Sprint(from), fmt.Sprint(to))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
