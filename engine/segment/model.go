@@ -35,9 +35,8 @@ type fileModel interface {
 	append(w *worker, sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error)
 	// written is told, at the end of a worker batch, that the shard was
 	// appended to in it: under fsync=batch it makes the shard's writes
-	// durable or fails the shard, and reports whether it added the
-	// shard's synced mark to ib (then committed synced).
-	written(w *worker, sh *shard, ib *pebble.Batch) (marked bool)
+	// durable and writes the shard's synced mark, or fails the shard.
+	written(w *worker, sh *shard)
 	// tick fsyncs what the interval policy left unsynced and reports
 	// whether the shard's synced mark is to be recorded.
 	tick(w *worker, sh *shard) (synced bool)

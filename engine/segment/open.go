@@ -194,13 +194,18 @@ func (e *Engine) Close() error {
 			s.closeRead()
 		}
 	}
-	// Pebble syncs its log on Close: no synced commit of its own.
-	b := e.index.NewBatch()
 	for _, sh := range synced {
-		markSynced(b, sh)
+		if s := sh.active(); s.synced != s.size {
+			errs = append(errs, e.writeMark(sh, s.size, s.next))
+			s.synced = s.size
+		}
 	}
-	errs = append(errs, b.Commit(pebble.NoSync))
-	b.Close()
+	for _, sh := range e.shards {
+		errs = append(errs, sh.syncMark(), sh.closeMark())
+	}
+	for _, w := range e.workers {
+		errs = append(errs, w.closeSharedMark())
+	}
 	e.retiredMu.Lock()
 	for _, r := range e.retired { // a read still holding a view keeps its mapping
 		r.s.closeRead()

@@ -26,17 +26,17 @@ func (partitionFiles) meta(*ShardMeta) {}
 
 func (partitionFiles) created(e *Engine, sh *shard) error { return syncDir(e.cfg.FS, sh.dir) }
 
-func (partitionFiles) written(w *worker, sh *shard, ib *pebble.Batch) bool {
+func (partitionFiles) written(w *worker, sh *shard) {
 	if w.e.cfg.Fsync != FsyncBatch {
 		sh.dirty = true // the tick, or Close, syncs it
-		return false
+		return
 	}
 	w.e.stats.Fsyncs.Add(1)
 	if err := sh.active().wf.Sync(); err != nil {
 		w.fail(sh, fmt.Errorf("fsync %s: %w", sh.active().path, err))
-		return false
+		return
 	}
-	return markSynced(ib, sh)
+	w.markSynced(sh)
 }
 
 func (partitionFiles) tick(w *worker, sh *shard) bool {
@@ -210,8 +210,10 @@ func (partitionFiles) repair(w *worker, sh *shard) error {
 	// The synced mark goes down to the cut first: a crash before the cut
 	// then finds the damage past the mark, a torn tail it cuts itself.
 	b := w.e.index.NewBatch()
-	sh.setSynced(b, s.size, s.next)
-	err := b.Commit(pebble.Sync)
+	err := w.e.lowerSynced(sh, b, s.size, s.next)
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
 	b.Close()
 	if err != nil {
 		return fmt.Errorf("shard %s: lowering the synced mark to the cut: %w", sh.name, err)
@@ -294,7 +296,9 @@ func (partitionFiles) truncate(w *worker, sh *shard, end uint64) error {
 	// written there later are not on disk until their own fsync.
 	lower := s.synced > kept.size
 	if lower {
-		sh.setSynced(ib, kept.size, end)
+		if err := w.e.lowerSynced(sh, ib, kept.size, end); err != nil {
+			return fmt.Errorf("shard %s: truncate: %w", sh.name, err)
+		}
 	}
 	if err := ib.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("shard %s: truncate: index: %w", sh.name, err)

@@ -307,6 +307,9 @@ func TestLogEndBelowTheSavedHighWatermarkIsDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	if err := os.Remove(filepath.Join(cfg.Dir, "m-0", syncedFile)); err != nil {
+		t.Fatal(err)
+	}
 	seg := filepath.Join(cfg.Dir, "m-0", "0.msg")
 	st, err := os.Stat(seg)
 	if err != nil {

@@ -141,7 +141,7 @@ func (*sharedFiles) created(*Engine, *shard) error { return nil } // no file in 
 
 // written has nothing to do per shard: one commit of the worker's writer
 // (commitShared) makes every shared shard of the batch durable.
-func (*sharedFiles) written(*worker, *shard, *pebble.Batch) bool { return false }
+func (*sharedFiles) written(*worker, *shard) {}
 
 // tick has nothing to do per shard: the worker's writer is synced once
 // (syncShared).
@@ -353,14 +353,13 @@ func (w *worker) commitShared() {
 	if err == nil && sync {
 		w.e.stats.Fsyncs.Add(1)
 	}
-	commit := pebble.NoSync
-	if err == nil && sync && w.sib != nil {
-		// The entries of acknowledged chunks and the file's synced mark
-		// must survive a kill (Pebble keeps an unsynced commit in its
-		// log's buffer): recovery then tells synced chunks lost from
-		// the file from a torn tail (synced.go).
-		setSharedSynced(w.sib, at.File, at.Pos)
-		commit = pebble.Sync
+	if err == nil && sync {
+		// The file's synced mark, written after its fsync returned, lets
+		// recovery tell synced chunks lost from the file from a torn
+		// tail (synced.go).
+		if merr := w.writeSharedMark(at.File, at.Pos); merr != nil {
+			err = merr
+		}
 	}
 	if err != nil {
 		for sh := range w.pendingShared {
@@ -372,7 +371,7 @@ func (w *worker) commitShared() {
 		}
 	} else if w.sib != nil {
 		if !w.sib.Empty() {
-			if err := w.sib.Commit(commit); err != nil {
+			if err := w.sib.Commit(pebble.NoSync); err != nil {
 				// Reads find chunks through these entries, and the next
 				// start replays chunks only after a shard's last entry:
 				// no later entry may be written past the gap, so these

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -39,21 +40,34 @@ func crashedCopy(t *testing.T, e *Engine, dir string, lose bool) string {
 	return crashed
 }
 
-// unsynced makes a crashed copy's index say that shared file path was on
+// unsynced makes a crashed copy's marks say that shared file path was on
 // disk only up to byte pos: the crash came after the write of the batch
-// at pos and before the synced commit that follows its fsync, so nothing
-// of it was acknowledged, in the world a power loss leaves. (The copy,
-// taken while the engine ran, has that commit.) A copy without its index
-// knows no mark.
+// at pos and before the mark that follows its fsync, so nothing of it was
+// acknowledged, in the world a power loss leaves. (The copy, taken while
+// the engine ran, has that mark.) The earlier version's index key is set
+// too, where the copy has its index.
 func unsynced(t *testing.T, crashed, path string, pos int64) {
 	t.Helper()
-	idx := filepath.Join(crashed, "index")
-	if _, err := os.Stat(idx); err != nil {
-		return
-	}
 	no, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".msg"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
+	}
+	marks := filepath.Join(crashed, "shared", syncedFile)
+	if b, err := os.ReadFile(marks); err == nil {
+		for at := 0; at+sharedMarkSize <= len(b); at += sharedMarkSize {
+			s := b[at : at+sharedMarkSize]
+			if binary.BigEndian.Uint64(s) == no {
+				binary.BigEndian.PutUint64(s[8:], uint64(pos))
+				binary.BigEndian.PutUint32(s[16:], crc32.Checksum(s[:16], castagnoli))
+			}
+		}
+		if err := os.WriteFile(marks, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx := filepath.Join(crashed, "index")
+	if _, err := os.Stat(idx); err != nil {
+		return
 	}
 	db, err := pebble.Open(idx, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {

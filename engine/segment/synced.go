@@ -4,8 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
 )
@@ -19,22 +24,37 @@ import (
 // and after a power cut the pages of the last write reach the disk in any
 // order, so whole records can follow torn ones.
 //
-// The mark lives in the index database, one key per shard:
+// The mark is a file of the shard's folder, {dir}/synced, of one record
+// written in place with one pwrite:
 //
-//	'y' shard 0x00 -> created (unix ns) i64 | segment no u64 | position i64 | next offset u64
+//	created (unix ns) i64 | segment no u64 | position i64 | next offset u64 | crc32c u32
 //
-// (a mark of 24 bytes, from before the next offset was kept, has none).
-// It is set in a batch committed after the fsync it follows, so it never
-// says more than was synced, and under fsync=batch that commit is synced
-// before the appends are answered: Pebble keeps an unsynced commit in its
-// log's buffer until a block of it fills, so a process killed even long
-// after its last append lost every unsynced mark, and recovery took the
-// acknowledged records a later fault cut off for a torn tail (issue #24).
-// It may still say less (an index rebuilt or lost), which only widens the
-// span recovery treats as a torn tail. created tells incarnations of a
-// shard's name apart, and a mark of another segment than the active one
-// counts as 0.
-const kindSynced = 'y'
+// It is written only after the fsync it follows returns, so it never says
+// more than was synced, and before the appends are answered. It is not
+// fsynced per batch: the page cache keeps a pwrite through a kill of the
+// process, which is what the mark must survive (a kill cuts nothing that
+// was fsynced, but a later fault may, and the mark tells that cut from a
+// torn tail). A power cut may lose the pwrites since the mark's last
+// fsync (at a tick, Close, or when it is lowered), and a torn or stale
+// record only says less than was synced, or names another segment: that
+// widens the span recovery treats as a torn tail, and with a disk that
+// keeps its fsyncs a power cut cuts nothing synced. The mark is fsynced
+// before anything lowers it (a truncation, a repair), so an older, higher
+// mark never comes back. created tells incarnations of a shard's name
+// apart, and a mark of another segment than the active one counts as 0.
+//
+// Before the file, the mark was a key of the index database, committed
+// synced per worker batch (a second fsync after the data's, issue #24):
+//
+//	'y' shard 0x00 -> created (unix ns) i64 | segment no u64 | position i64 [| next offset u64]
+//
+// Recovery still reads it where a shard has no mark file (data written by
+// that version); a lowered mark deletes it.
+const (
+	kindSynced = 'y'
+	syncedFile = "synced"
+	markSize   = 36
+)
 
 func syncedKey(shard string) []byte { return index.Prefix(kindSynced, shard) }
 
@@ -47,6 +67,7 @@ type syncedMark struct {
 	hasNext bool   // a mark of 24 bytes has no next offset
 }
 
+// decodeSynced decodes an index key's mark (the earlier version's).
 func decodeSynced(v []byte) (syncedMark, bool) {
 	if len(v) != 24 && len(v) != 32 {
 		return syncedMark{}, false
@@ -58,107 +79,228 @@ func decodeSynced(v []byte) (syncedMark, bool) {
 	return m, m.pos >= 0
 }
 
-// appendSynced appends to b the key of sh's synced mark, then the value
-// of a mark at byte pos of segment no, before offset next, and returns it
-// with the key's length.
-func appendSynced(b []byte, sh *shard, no uint64, pos int64, next uint64) ([]byte, int) {
-	b = append(b, syncedKey(sh.name)...)
-	k := len(b)
-	b = binary.BigEndian.AppendUint64(b, uint64(sh.created.UnixNano()))
-	b = binary.BigEndian.AppendUint64(b, no)
-	b = binary.BigEndian.AppendUint64(b, uint64(pos))
-	return binary.BigEndian.AppendUint64(b, next), k
+func encodeMark(b []byte, m syncedMark) []byte {
+	b = binary.BigEndian.AppendUint64(b[:0], uint64(m.created))
+	b = binary.BigEndian.AppendUint64(b, m.seg)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.pos))
+	b = binary.BigEndian.AppendUint64(b, m.next)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// setSynced records in b that the shard's active segment is on disk up to
-// pos, where offset next begins; the caller commits b only once that is
-// true, then sets the segment's synced to pos (before a failed commit it
-// would claim the mark lowered, and a retry would skip lowering it).
-func (sh *shard) setSynced(b *pebble.Batch, pos int64, next uint64) {
-	s := sh.active()
-	kv, k := appendSynced(nil, sh, s.no, pos, next)
-	b.Set(kv[:k], kv[k:], nil)
+// decodeMark decodes a mark file's record; a short or torn one is none.
+func decodeMark(b []byte) (syncedMark, bool) {
+	if len(b) < markSize || crc32.Checksum(b[:markSize-4], castagnoli) != binary.BigEndian.Uint32(b[markSize-4:]) {
+		return syncedMark{}, false
+	}
+	m, ok := decodeSynced(b[:32])
+	return m, ok
 }
 
-// markSynced records in b the synced mark of a file-per-partition shard
-// whose active segment was just fsynced whole (a failed shard's file is
-// not known to be on disk, and a damaged one's length is not the file's),
-// and reports whether it did. It runs after every worker batch under
-// fsync=batch.
-func markSynced(b *pebble.Batch, sh *shard) bool {
+// writeMark writes sh's mark file: its active segment is on disk up to
+// pos, where offset next begins. The caller has seen that fsync return.
+func (e *Engine) writeMark(sh *shard, pos int64, next uint64) error {
+	if sh.mark == nil {
+		f, err := e.cfg.FS.OpenReadWrite(filepath.Join(sh.dir, syncedFile))
+		if err != nil {
+			return fmt.Errorf("shard %s: opening the synced mark: %w", sh.name, err)
+		}
+		sh.mark = f
+	}
+	m := syncedMark{created: sh.created.UnixNano(), seg: sh.active().no, pos: pos, next: next}
+	sh.markBuf = encodeMark(sh.markBuf, m)
+	if _, err := sh.mark.WriteAt(sh.markBuf, 0); err != nil {
+		return fmt.Errorf("shard %s: writing the synced mark: %w", sh.name, err)
+	}
+	sh.markDirty = true
+	return nil
+}
+
+// syncMark fsyncs sh's mark file if written since its last fsync.
+func (sh *shard) syncMark() error {
+	if sh.mark == nil || !sh.markDirty {
+		return nil
+	}
+	if err := sh.mark.Sync(); err != nil {
+		return fmt.Errorf("shard %s: fsync of the synced mark: %w", sh.name, err)
+	}
+	sh.markDirty = false
+	return nil
+}
+
+func (sh *shard) closeMark() error {
+	if sh.mark == nil {
+		return nil
+	}
+	err := sh.mark.Close()
+	sh.mark = nil
+	return err
+}
+
+// lowerSynced lowers sh's mark to byte pos of its active segment, before
+// offset next, ahead of a cut there: written, fsynced, and the earlier
+// version's key deleted in b (which the caller commits synced before the
+// cut), so no higher mark can come back after a crash. The caller sets
+// the segment's synced to pos once b is committed (before, a failed
+// commit would claim the mark lowered, and a retry would skip lowering
+// it).
+func (e *Engine) lowerSynced(sh *shard, b *pebble.Batch, pos int64, next uint64) error {
+	if err := e.writeMark(sh, pos, next); err != nil {
+		return err
+	}
+	if err := sh.syncMark(); err != nil {
+		return err
+	}
+	return b.Delete(syncedKey(sh.name), nil)
+}
+
+// markSynced writes the synced mark of a file-per-partition shard whose
+// active segment was just fsynced whole (a failed shard's file is not
+// known to be on disk, and a damaged one's length is not the file's). It
+// runs after every worker batch under fsync=batch; a failed write fails
+// the shard: its records are on disk, but answered without their mark, a
+// later cut of them would pass for a torn tail.
+func (w *worker) markSynced(sh *shard) {
 	s := sh.active()
 	if sh.failed != nil || s.synced == s.size {
-		return false
+		return
+	}
+	if err := w.e.writeMark(sh, s.size, s.next); err != nil {
+		w.fail(sh, err)
+		return
 	}
 	s.synced = s.size
-	kv, k := appendSynced(nil, sh, s.no, s.size, s.next)
-	b.Set(kv[:k], kv[k:], nil)
-	return true
 }
 
 // loadSynced reads the synced mark of segment no of sh: 0 when there is
 // none (never synced, a shard of the name before this one, an earlier
-// segment, the index rebuilt).
+// segment, the mark torn by a power cut, the index rebuilt).
 func (e *Engine) loadSynced(sh *shard, no uint64) (syncedMark, error) {
-	v, closer, err := e.index.Get(syncedKey(sh.name))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return syncedMark{}, nil
-	}
+	m, found, err := readMarkFile(e.cfg.FS, sh.dir)
 	if err != nil {
 		return syncedMark{}, fmt.Errorf("shard %s: reading the synced mark: %w", sh.name, err)
 	}
-	defer closer.Close()
-	m, ok := decodeSynced(v)
-	if !ok {
-		e.log.Warn("ignoring a synced mark of the wrong size", "shard", sh.name, "bytes", len(v))
-		return syncedMark{}, nil
+	if !found {
+		if m, found, err = e.loadSyncedKey(sh); err != nil {
+			return syncedMark{}, err
+		}
 	}
-	if m.created != sh.created.UnixNano() || m.seg != no {
+	if !found || m.created != sh.created.UnixNano() || m.seg != no {
 		return syncedMark{}, nil
 	}
 	return m, nil
 }
 
-// commitSynced commits the synced marks of shards just fsynced outside a
-// worker batch (the interval policy's tick), synced for the reason the
-// worker's are: once per tick, not per append.
-func (w *worker) commitSynced(shards []*shard) {
-	b := w.e.index.NewBatch()
-	defer b.Close()
-	marked := false
-	for _, sh := range shards {
-		marked = markSynced(b, sh) || marked
+// readMarkFile reads the mark file of the shard folder dir: found is
+// false when there is none or it does not check out.
+func readMarkFile(fs vfs.FS, dir string) (m syncedMark, found bool, err error) {
+	f, err := fs.Open(filepath.Join(dir, syncedFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return syncedMark{}, false, nil
 	}
-	if !marked {
-		return
+	if err != nil {
+		return syncedMark{}, false, err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		w.e.log.Warn("recording synced marks failed; recovery treats more of a damaged tail as torn", "err", err)
+	defer f.Close()
+	b := make([]byte, markSize)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return syncedMark{}, false, err
+	}
+	m, found = decodeMark(b)
+	return m, found, nil
+}
+
+// loadSyncedKey reads the earlier version's mark from the index.
+func (e *Engine) loadSyncedKey(sh *shard) (syncedMark, bool, error) {
+	v, closer, err := e.index.Get(syncedKey(sh.name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return syncedMark{}, false, nil
+	}
+	if err != nil {
+		return syncedMark{}, false, fmt.Errorf("shard %s: reading the synced mark: %w", sh.name, err)
+	}
+	defer closer.Close()
+	m, ok := decodeSynced(v)
+	if !ok {
+		e.log.Warn("ignoring a synced mark of the wrong size", "shard", sh.name, "bytes", len(v))
+	}
+	return m, ok, nil
+}
+
+// commitSynced writes the synced marks of shards just fsynced outside a
+// worker batch (the interval policy's tick), and fsyncs the marks written
+// since the last tick: once per tick, not per append, which bounds what a
+// power cut takes from them.
+func (w *worker) commitSynced(synced []*shard) {
+	for _, sh := range synced {
+		w.markSynced(sh)
+	}
+	for _, sh := range w.e.shardsOf(w) {
+		if err := sh.syncMark(); err != nil {
+			w.e.log.Warn("fsync of a synced mark failed; after a power cut recovery may treat more of a damaged tail as torn", "shard", sh.name, "err", err)
+		}
 	}
 }
 
 // The shared files' synced marks are the same promise for a shared file:
-// how far it was on disk at its writer's last synced commit, one key per
-// file, set in the batch of the commit's chunk entries, which is
-// committed synced before the commit's appends are answered
-// (fsync=batch). sharedfile.Open takes a file that ends before its mark
-// for damage, not a torn tail (docs/engine.md, "Recovery").
+// how far it was on disk at its writer's last synced commit (fsync=batch).
+// sharedfile.Open takes a file that ends before its mark for damage, not a
+// torn tail (docs/engine.md, "Recovery"). Each writer (one per worker) has
+// one active file, so the marks are one file of the shared folder,
+// shared/synced, with a slot per worker, written in place with one pwrite
+// after the commit's fsync returns and before its appends are answered,
+// for the reasons of the partition model's mark:
+//
+//	slot worker id: file no u64 | position i64 | crc32c u32
+//
+// A slot of a worker no longer run names a file of an earlier start, which
+// it still describes truly. The earlier version kept the mark in the
+// index, committed synced; it is still read where no slot names the file:
 //
 //	'Y' file no u64 -> position i64
-const kindSharedSynced = 'Y'
+const (
+	kindSharedSynced = 'Y'
+	sharedMarkSize   = 20
+)
 
 func sharedSyncedKey(no uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{kindSharedSynced}, no)
 }
 
-// setSharedSynced records in b that shared file no is on disk up to pos.
-func setSharedSynced(b *pebble.Batch, no uint64, pos int64) {
-	b.Set(sharedSyncedKey(no), binary.BigEndian.AppendUint64(nil, uint64(pos)), nil)
+// writeSharedMark writes w's slot: shared file no is on disk up to pos.
+func (w *worker) writeSharedMark(no uint64, pos int64) error {
+	if w.sharedMark == nil {
+		f, err := w.e.cfg.FS.OpenReadWrite(filepath.Join(w.e.sharedDir(), syncedFile))
+		if err != nil {
+			return fmt.Errorf("opening the shared files' synced marks: %w", err)
+		}
+		w.sharedMark = f
+	}
+	b := binary.BigEndian.AppendUint64(w.sharedMarkBuf[:0], no)
+	b = binary.BigEndian.AppendUint64(b, uint64(pos))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	w.sharedMarkBuf = b
+	if _, err := w.sharedMark.WriteAt(b, int64(w.id)*sharedMarkSize); err != nil {
+		return fmt.Errorf("writing a shared file's synced mark: %w", err)
+	}
+	return nil
+}
+
+// closeSharedMark fsyncs and closes w's handle on the shared marks.
+func (w *worker) closeSharedMark() error {
+	if w.sharedMark == nil {
+		return nil
+	}
+	err := errors.Join(w.sharedMark.Sync(), w.sharedMark.Close())
+	w.sharedMark = nil
+	return err
 }
 
 // sharedSyncedTo is shared file no's mark, 0 if none (never synced under
 // fsync=batch, the index lost).
 func (e *Engine) sharedSyncedTo(no uint64) int64 {
+	if pos, ok := readSharedMark(e.cfg.FS, e.sharedDir(), no); ok {
+		return pos
+	}
 	v, closer, err := e.index.Get(sharedSyncedKey(no))
 	if err != nil {
 		if !errors.Is(err, pebble.ErrNotFound) {
@@ -171,4 +313,24 @@ func (e *Engine) sharedSyncedTo(no uint64) int64 {
 		return 0
 	}
 	return int64(binary.BigEndian.Uint64(v))
+}
+
+// readSharedMark is the position of the slot of the shared marks that
+// names file no, if one does.
+func readSharedMark(fs vfs.FS, dir string, no uint64) (int64, bool) {
+	b, err := readFile(fs, filepath.Join(dir, syncedFile))
+	if err != nil {
+		return 0, false
+	}
+	pos, found := int64(0), false
+	for ; len(b) >= sharedMarkSize; b = b[sharedMarkSize:] {
+		s := b[:sharedMarkSize]
+		if crc32.Checksum(s[:16], castagnoli) != binary.BigEndian.Uint32(s[16:]) || binary.BigEndian.Uint64(s) != no {
+			continue
+		}
+		if p := int64(binary.BigEndian.Uint64(s[8:])); p >= 0 {
+			pos, found = max(pos, p), true
+		}
+	}
+	return pos, found
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/record"
 )
@@ -137,13 +138,17 @@ func Dump(path string, w io.Writer) error {
 	return sc.Err()
 }
 
-// syncedMarkOffline reads the synced mark of the shard whose folder is dir
-// from the index beside it, read-only. Pebble locks its folder even so: a
-// running service keeps it, and the mark is then unknown. The mark's
-// shard creation time is not checked (that is the manifest's): the
-// deletion of a shard deletes its mark.
+// syncedMarkOffline reads the synced mark of the shard whose folder is dir:
+// its mark file, or where it has none the earlier version's key in the
+// index beside it, read-only (Pebble locks its folder even so: a running
+// service keeps it, and that mark is then unknown). The mark's shard
+// creation time is not checked (that is the manifest's): the deletion of a
+// shard deletes its mark.
 func syncedMarkOffline(dir string) (seg uint64, pos int64, ok bool) {
 	dir = filepath.Clean(dir)
+	if m, found, err := readMarkFile(vfs.Default, dir); err == nil && found {
+		return m.seg, m.pos, true
+	}
 	idx := filepath.Join(filepath.Dir(dir), "index")
 	if _, err := os.Stat(idx); err != nil {
 		return 0, 0, false

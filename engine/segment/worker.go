@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
 	"strata/engine/record"
@@ -50,6 +51,10 @@ type worker struct {
 	chunks        []sharedfile.Chunk
 	pendingShared map[*shard]bool
 	sharedDirty   bool
+	// sharedMark holds the shared files' synced marks, this worker's slot
+	// written at each synced commit (synced.go).
+	sharedMark    vfs.File
+	sharedMarkBuf []byte
 }
 
 func newWorker(e *Engine, id int) *worker {
@@ -99,19 +104,16 @@ func (w *worker) process(batch []request) {
 	ib := w.e.index.NewBatch()
 	defer func() { ib.Close() }()
 	// The index can be rebuilt from the data, so it need not be synced:
-	// recovery re-adds whatever a crash lost. The synced marks are the
-	// exception: under fsync=batch the batch that carries them is synced
-	// before anything is answered, or recovery could not tell a cut of
-	// acknowledged records from a torn tail (synced.go). Under the other
-	// policies most batches have no entry (a point per 500 records) and
-	// skip Pebble's commit pipeline.
+	// recovery re-adds whatever a crash lost. The synced marks, which it
+	// cannot rebuild, are files of their own, written before anything is
+	// answered (synced.go). Most batches have no entry under fsync=interval
+	// or none (a point per 500 records) and skip Pebble's commit pipeline.
 	var idxErr error
-	sync := pebble.NoSync
 	commitIndex := func() {
 		if ib.Empty() {
 			return
 		}
-		if err := ib.Commit(sync); err != nil && idxErr == nil {
+		if err := ib.Commit(pebble.NoSync); err != nil && idxErr == nil {
 			idxErr = err
 		}
 		ib.Close()
@@ -160,6 +162,7 @@ func (w *worker) process(batch []request) {
 					seg.wf = nil
 				}
 			}
+			req.shard.closeMark()
 			req.shard.failed = fmt.Errorf("shard %s: %w", req.shard.name, store.ErrUnknownShard)
 			delete(touched, req.shard)
 			req.done <- result{}
@@ -177,22 +180,11 @@ func (w *worker) process(batch []request) {
 	// One after the other: fsyncs at once (for the filesystem to commit
 	// them together) were measured with 256 shards and showed no gain
 	// (docs/bench.md).
-	var marked []*shard
 	for sh := range touched {
-		if sh.files.written(w, sh, ib) {
-			marked = append(marked, sh)
-			sync = pebble.Sync
-		}
+		sh.files.written(w, sh)
 	}
 	w.commitShared()
 	commitIndex()
-	if idxErr != nil {
-		// The records are on disk but their mark may not be: answered,
-		// a later cut of them would pass for a torn tail.
-		for _, sh := range marked {
-			w.fail(sh, fmt.Errorf("recording the synced mark: %w", idxErr))
-		}
-	}
 	for sh := range touched {
 		if sh.failed != nil {
 			continue
