@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cockroachdb/pebble"
+
 	"strata/engine/store/storetest"
 )
 
@@ -134,5 +136,95 @@ func cutAndCheck(t *testing.T, dir, model, path string, refused func(err error, 
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("append to the damaged shard: %v; want it to name %q", err, want)
 		}
+	}
+}
+
+// ackedInProcess appends the acknowledged-loss child's 300 records in
+// this process and closes the engine.
+func ackedInProcess(t *testing.T, dir string) {
+	t.Helper()
+	e := open(t, ackedConfig(dir, ""))
+	if err := e.CreateShard(ctx, "solo-0"); err != nil {
+		t.Fatal(err)
+	}
+	vals := ackedChildRecords()
+	for i := 0; i < len(vals); i += 10 {
+		recs := storetest.Records(10, i)
+		for j := range recs {
+			recs[j].Value = vals[i+j]
+		}
+		if _, err := e.Append(ctx, "solo-0", recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close()
+}
+
+// Data written by the version that kept the synced mark in the index has
+// no mark file: its mark is still read there, so a cut of its synced
+// bytes is damage, not a torn tail.
+func TestSyncedMarkOfTheIndexStillTellsDamage(t *testing.T) {
+	dir := t.TempDir()
+	ackedInProcess(t, dir)
+	markFile := filepath.Join(dir, "solo-0", syncedFile)
+	b, err := os.ReadFile(markFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decodeMark(b); !ok {
+		t.Fatalf("the mark file does not check out: %x", b)
+	}
+	db, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(syncedKey("solo-0"), b[:32], pebble.Sync); err != nil { // the earlier version's value
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := os.Remove(markFile); err != nil {
+		t.Fatal(err)
+	}
+	cutAndCheck(t, dir, "", segmentPath(filepath.Join(dir, "solo-0"), 0), func(err error, served int) []string {
+		var de *DamagedError
+		if !errors.As(err, &de) {
+			t.Fatalf("append to the damaged shard: %v; want a DamagedError", err)
+		}
+		return []string{"shard solo-0", fmt.Sprintf("from offset %d to offset 299", served)}
+	})
+}
+
+// A mark file that does not check out (a power cut tore its write) is no
+// mark: the shard starts, and what it cannot tell from a torn tail is cut
+// as one, never refused as damage on a mark it cannot trust.
+func TestTornSyncedMarkReadsAsNone(t *testing.T) {
+	dir := t.TempDir()
+	ackedInProcess(t, dir)
+	markFile := filepath.Join(dir, "solo-0", syncedFile)
+	b, err := os.ReadFile(markFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[20] ^= 0xff // in the position
+	if err := os.WriteFile(markFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := segmentPath(filepath.Join(dir, "solo-0"), 0)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, st.Size()-4096); err != nil {
+		t.Fatal(err)
+	}
+	e := open(t, ackedConfig(dir, ""))
+	defer e.Close()
+	got := storetest.ReadAll(t, e, "solo-0", 0)
+	if d := e.Damage("solo-0"); d != nil || len(got) == 300 {
+		t.Fatalf("with a torn mark, %d of 300 records served, damage %v; want a torn tail cut and no damage", len(got), d)
+	}
+	base, err := e.Append(ctx, "solo-0", storetest.Records(1, 9))
+	if err != nil || base != uint64(len(got)) {
+		t.Fatalf("append after the torn tail's cut: base %d, %v; want base %d", base, err, len(got))
 	}
 }
