@@ -35,7 +35,8 @@ import (
 // process, which is what the mark must survive (a kill cuts nothing that
 // was fsynced, but a later fault may, and the mark tells that cut from a
 // torn tail). A power cut may lose the pwrites since the mark's last
-// fsync (at a tick, Close, or when it is lowered), and a torn or stale
+// fsync (at Close, when it is lowered, and under fsync=batch at the
+// engine's tick), and a torn or stale
 // record only says less than was synced, or names another segment: that
 // widens the span recovery treats as a torn tail, and with a disk that
 // keeps its fsyncs a power cut cuts nothing synced. The mark is fsynced
@@ -227,12 +228,16 @@ func (e *Engine) loadSyncedKey(sh *shard) (syncedMark, bool, error) {
 }
 
 // commitSynced writes the synced marks of shards just fsynced outside a
-// worker batch (the interval policy's tick), and fsyncs the marks written
-// since the last tick: once per tick, not per append, which bounds what a
-// power cut takes from them.
+// worker batch (the interval policy's tick). Under fsync=batch it fsyncs
+// the marks written since the last tick, which bounds what a power cut
+// takes from them at no cost per append; not under interval, whose tick
+// is its fsyncs, which it would double.
 func (w *worker) commitSynced(synced []*shard) {
 	for _, sh := range synced {
 		w.markSynced(sh)
+	}
+	if w.e.cfg.Fsync != FsyncBatch {
+		return
 	}
 	for _, sh := range w.e.shardsOf(w) {
 		if err := sh.syncMark(); err != nil {
