@@ -228,3 +228,28 @@ func TestTornSyncedMarkReadsAsNone(t *testing.T) {
 		t.Fatalf("append after the torn tail's cut: base %d, %v; want base %d", base, err, len(got))
 	}
 }
+
+// A shared files' marks file that is there but cannot be read refuses the
+// start, naming it, as a shard's mark file does: read as "no mark", a cut
+// of acknowledged chunks would pass for a torn tail and be cut (an outside
+// tester's case: the marks file unreadable, then the last file cut, lost
+// acknowledged records silently).
+func TestUnreadableSharedMarksRefuseTheStart(t *testing.T) {
+	dir := t.TempDir()
+	runKilled(t, "STRATA_ACKED_DIR="+dir, "STRATA_ACKED_MODEL="+ModelShared)
+	marks := filepath.Join(dir, "shared", syncedFile)
+	if err := os.Remove(marks); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(marks, 0o755); err != nil { // unreadable as a file, even to root
+		t.Fatal(err)
+	}
+	e, err := Open(ackedConfig(dir, ModelShared))
+	if err == nil {
+		e.Close()
+		t.Fatal("the engine opened with an unreadable shared marks file")
+	}
+	if !strings.Contains(err.Error(), marks) {
+		t.Fatalf("open: %v; want an error naming %s", err, marks)
+	}
+}

@@ -301,31 +301,37 @@ func (w *worker) closeSharedMark() error {
 }
 
 // sharedSyncedTo is shared file no's mark, 0 if none (never synced under
-// fsync=batch, the index lost).
-func (e *Engine) sharedSyncedTo(no uint64) int64 {
-	if pos, ok := readSharedMark(e.cfg.FS, e.sharedDir(), no); ok {
-		return pos
+// fsync=batch, the index lost). A marks file that is there but cannot be
+// read is an error, as a shard's is (loadSynced): read as "no mark", a cut
+// of acknowledged chunks would pass for a torn tail and be cut.
+func (e *Engine) sharedSyncedTo(no uint64) (int64, error) {
+	pos, ok, err := readSharedMark(e.cfg.FS, e.sharedDir(), no)
+	if err != nil || ok {
+		return pos, err
 	}
 	v, closer, err := e.index.Get(sharedSyncedKey(no))
 	if err != nil {
 		if !errors.Is(err, pebble.ErrNotFound) {
 			e.log.Warn("reading a shared file's synced mark; taking it as unknown", "file", no, "err", err)
 		}
-		return 0
+		return 0, nil
 	}
 	defer closer.Close()
 	if len(v) != 8 {
-		return 0
+		return 0, nil
 	}
-	return int64(binary.BigEndian.Uint64(v))
+	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
 // readSharedMark is the position of the slot of the shared marks that
 // names file no, if one does.
-func readSharedMark(fs vfs.FS, dir string, no uint64) (int64, bool) {
+func readSharedMark(fs vfs.FS, dir string, no uint64) (int64, bool, error) {
 	b, err := readFile(fs, filepath.Join(dir, syncedFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
 	if err != nil {
-		return 0, false
+		return 0, false, fmt.Errorf("reading the shared files' synced marks: %w", err)
 	}
 	pos, found := int64(0), false
 	for ; len(b) >= sharedMarkSize; b = b[sharedMarkSize:] {
@@ -337,5 +343,5 @@ func readSharedMark(fs vfs.FS, dir string, no uint64) (int64, bool) {
 			pos, found = max(pos, p), true
 		}
 	}
-	return pos, found
+	return pos, found, nil
 }

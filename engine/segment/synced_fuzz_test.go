@@ -29,7 +29,7 @@ func FuzzSyncedMarkFiles(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, syncedFile), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if pos, ok := readSharedMark(vfs.Default, dir, no); ok && pos < 0 {
+		if pos, ok, _ := readSharedMark(vfs.Default, dir, no); ok && pos < 0 {
 			t.Fatalf("shared file %d's mark at byte %d", no, pos)
 		}
 		if _, _, err := readMarkFile(vfs.Default, dir); err != nil {

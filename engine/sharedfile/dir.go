@@ -34,8 +34,9 @@ type Config struct {
 	// last synced commit the engine recorded (0: unknown). A file found
 	// at start whose committed chunks end before it lost bytes that were
 	// synced, whose chunks were acknowledged: it is damage, reported and
-	// kept, not a torn tail to cut (docs/engine.md, "Recovery").
-	SyncedTo func(no uint64) int64
+	// kept, not a torn tail to cut (docs/engine.md, "Recovery"). Its
+	// error (the mark there but unreadable) refuses the file's recovery.
+	SyncedTo func(no uint64) (int64, error)
 	Logger   *slog.Logger
 }
 
@@ -200,9 +201,9 @@ func Open(cfg Config) (*Dir, []Recovered, error) {
 
 func (d *Dir) path(no uint64) string { return filepath.Join(d.cfg.Dir, FileName(no)) }
 
-func (d *Dir) syncedTo(no uint64) int64 {
+func (d *Dir) syncedTo(no uint64) (int64, error) {
 	if d.cfg.SyncedTo == nil {
-		return 0
+		return 0, nil
 	}
 	return d.cfg.SyncedTo(no)
 }
@@ -235,13 +236,17 @@ func (d *Dir) recoverFile(no uint64) (Recovered, error) {
 			}
 		}
 	}
+	synced, err := d.syncedTo(no)
+	if err != nil {
+		return Recovered{}, fmt.Errorf("shared file %s: %w", path, err)
+	}
 	res := Scan(no, path, rf, size)
 	rec := Recovered{Chunks: res.Chunks}
 	f.size, f.crc, f.chunks = res.End, res.CRC, uint64(len(res.Chunks))
 	f.readable.Store(f.size)
 	var ce *CorruptError
 	inside := errors.As(res.Err, &ce) && !ce.Torn
-	if synced := d.syncedTo(no); !inside && res.End < synced {
+	if !inside && res.End < synced {
 		// What a torn tail would be cut at lies before bytes that were on
 		// disk: they were lost since (a disk fault, a cut file), and the
 		// chunks in them were acknowledged. Kept as damage from the end
