@@ -87,22 +87,29 @@ func (partitionFiles) openActive(e *Engine, sh *shard, seg SegmentMeta, fresh bo
 	return s, nil
 }
 
-// append encodes the records at the shard's next offsets and writes them to
-// the active segment's file, rolling first if the gates say so.
-func (partitionFiles) append(w *worker, sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
+// beforeAppend checks an append to sh, in either file model, and rolls
+// first if the gates say so.
+func (w *worker) beforeAppend(sh *shard, recs []record.Record, at bool) error {
 	if sh.failed != nil {
-		return 0, sh.failed
+		return sh.failed
 	}
 	if at && recs[0].Offset != sh.active().next {
-		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
+		return fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
 	}
 	// A copy of a leader's log rolls where the leader did (RollAt), never
 	// by its own gates, so the two segment files end at the same bytes.
 	sh.dictated = at
-	if !at {
-		if err := w.maybeRoll(sh, len(recs)); err != nil {
-			return 0, err
-		}
+	if at {
+		return nil
+	}
+	return w.maybeRoll(sh, len(recs))
+}
+
+// append encodes the records at the shard's next offsets and writes them to
+// the active segment's file, rolling first if the gates say so.
+func (partitionFiles) append(w *worker, sh *shard, recs []record.Record, at bool, ib *pebble.Batch) (uint64, error) {
+	if err := w.beforeAppend(sh, recs, at); err != nil {
+		return 0, err
 	}
 	s := sh.active()
 	base := s.next

@@ -283,17 +283,8 @@ func (w *worker) sharedBatch() *pebble.Batch {
 // appendShared encodes a request of a shared shard as chunks of the
 // worker's writer; commitShared writes them with the rest of the batch.
 func (w *worker) appendShared(sh *shard, sid uint64, recs []record.Record, at bool) (uint64, error) {
-	if sh.failed != nil {
-		return 0, sh.failed
-	}
-	if at && recs[0].Offset != sh.active().next {
-		return 0, fmt.Errorf("shard %s: append at offset %d, but the next offset is %d", sh.name, recs[0].Offset, sh.active().next)
-	}
-	sh.dictated = at
-	if !at {
-		if err := w.maybeRoll(sh, len(recs)); err != nil {
-			return 0, err
-		}
+	if err := w.beforeAppend(sh, recs, at); err != nil {
+		return 0, err
 	}
 	s := sh.active()
 	base := s.next
