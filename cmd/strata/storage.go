@@ -69,8 +69,8 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 
 // engineCollector exports the segment engine's counters.
 type engineCollector struct {
-	e                                            *segment.Engine
-	batches, fsyncs, records, byts, damaged, cut *prometheus.Desc
+	e                                                      *segment.Engine
+	batches, fsyncs, records, byts, damaged, cut, unmarked *prometheus.Desc
 	// The shared files' (engine/sharedfile) own counters.
 	sharedCommits, sharedFsyncs, sharedChunks, sharedBytes, sharedSealed, sharedCut, sharedDamaged *prometheus.Desc
 }
@@ -84,6 +84,8 @@ func newEngineCollector(e *segment.Engine) *engineCollector {
 		byts:    d("strata_engine_appended_bytes_total", "Bytes appended to segment files."),
 		damaged: d("strata_engine_damaged_shards", "Shards found at start with damage in synced bytes of their active segment (before its synced mark), or in a shared file they may have records in: they serve reads and refuse writes until repaired."),
 		cut:     d("strata_engine_cut_bytes_total", "Bytes of torn segment tails (written after the last fsync) recovery cut off at start."),
+		unmarked: d("strata_engine_unmarked_segments_total", "Active segments and shared files found at start under engine.fsync=batch with bytes but no synced mark that checks out: "+
+			"what recovery cut, or a cut before the start, may have held acknowledged records (logged at error level)."),
 
 		sharedCommits: d("strata_engine_shared_commits_total", "Commits of chunks to shared files (strata.file.model=shared): one per I/O worker batch with shared partitions."),
 		sharedFsyncs:  d("strata_engine_shared_fsyncs_total", "Fsyncs of shared files by their writers (commits, seals, the interval policy's syncs)."),
@@ -102,6 +104,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.byts
 	ch <- c.damaged
 	ch <- c.cut
+	ch <- c.unmarked
 	ch <- c.sharedCommits
 	ch <- c.sharedFsyncs
 	ch <- c.sharedChunks
@@ -119,6 +122,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.byts, prometheus.CounterValue, float64(s.Bytes.Load()))
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.GaugeValue, float64(s.Damaged.Load()))
 	ch <- prometheus.MustNewConstMetric(c.cut, prometheus.CounterValue, float64(s.CutBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(c.unmarked, prometheus.CounterValue, float64(s.Unmarked.Load()))
 	var sh sharedfile.Stats // zero until the first shared partition
 	sp := &sh
 	if st := c.e.SharedStats(); st != nil {

@@ -3,11 +3,14 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 
@@ -251,5 +254,156 @@ func TestUnreadableSharedMarksRefuseTheStart(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), marks) {
 		t.Fatalf("open: %v; want an error naming %s", err, marks)
+	}
+}
+
+// syncBuffer is a log sink the engine's goroutines may write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// An active segment with bytes and no synced mark that checks out, under
+// fsync=batch, lost its mark: a cut of acknowledged records then reads as
+// a torn tail, and nothing tells how many went (issue #24's adversarial
+// pass: the mark removed or garbled, the file cut, and the start logged a
+// warning, the records' offsets given out again). The start goes on, but
+// logs an error naming the shard, the segment and where its log now ends,
+// and counts it; a fresh shard, a clean restart and the policies that
+// write no mark per batch stay quiet, and so does the start after the
+// loud one (the mark is written again).
+func TestMissingSyncedMarkIsReported(t *testing.T) {
+	const cut = 4096
+	for _, tc := range []struct {
+		name  string
+		fsync FsyncPolicy
+		fill  int  // records appended (0: a fresh shard)
+		kill  bool // the data folder copied while the engine runs, not closed
+		mark  string
+		cut   bool
+		loud  bool
+	}{
+		{name: "mark removed, file cut", fsync: FsyncBatch, fill: 300, kill: true, mark: "remove", cut: true, loud: true},
+		{name: "mark garbled, file cut", fsync: FsyncBatch, fill: 300, kill: true, mark: "garble", cut: true, loud: true},
+		{name: "mark of another segment, file cut", fsync: FsyncBatch, fill: 300, kill: true, mark: "other segment", cut: true, loud: true},
+		{name: "mark removed, file whole", fsync: FsyncBatch, fill: 300, kill: true, mark: "remove", loud: true},
+		{name: "mark removed after a clean close, file cut", fsync: FsyncBatch, fill: 300, mark: "remove", cut: true, loud: true},
+		{name: "clean restart", fsync: FsyncBatch, fill: 300},
+		{name: "killed", fsync: FsyncBatch, fill: 300, kill: true},
+		{name: "fresh shard killed", fsync: FsyncBatch, kill: true},
+		{name: "interval, mark removed, file cut", fsync: FsyncInterval, fill: 300, kill: true, mark: "remove", cut: true},
+		{name: "none, mark removed, file cut", fsync: FsyncNone, fill: 300, kill: true, mark: "remove", cut: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Fsync, cfg.FsyncInterval = tc.fsync, time.Hour
+			e := open(t, cfg)
+			if err := e.CreateShard(ctx, "solo-0"); err != nil {
+				t.Fatal(err)
+			}
+			vals := ackedChildRecords()
+			for i := 0; i < tc.fill; i += 10 {
+				recs := storetest.Records(10, i)
+				for j := range recs {
+					recs[j].Value = vals[i+j]
+				}
+				if _, err := e.Append(ctx, "solo-0", recs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := cfg.Dir
+			if tc.kill {
+				dir = copyDir(t, cfg.Dir)
+			} else if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			markFile := filepath.Join(dir, "solo-0", syncedFile)
+			switch tc.mark {
+			case "remove":
+				if err := os.Remove(markFile); err != nil {
+					t.Fatal(err)
+				}
+			case "garble":
+				if err := os.WriteFile(markFile, make([]byte, markSize), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			case "other segment":
+				b, err := os.ReadFile(markFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, ok := decodeMark(b)
+				if !ok {
+					t.Fatalf("the mark file does not check out: %x", b)
+				}
+				m.seg = 7
+				if err := os.WriteFile(markFile, encodeMark(nil, m), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := segmentPath(filepath.Join(dir, "solo-0"), 0)
+			if tc.cut {
+				st, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(path, st.Size()-cut); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			var logs syncBuffer
+			cfg.Dir, cfg.Logger = dir, slog.New(slog.NewTextHandler(&logs, nil))
+			e2 := open(t, cfg)
+			got := storetest.ReadAll(t, e2, "solo-0", 0)
+			if tc.cut && len(got) >= tc.fill {
+				t.Fatalf("%d records served after a cut of %d bytes of %d records", len(got), cut, tc.fill)
+			}
+			var errLine string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "level=ERROR") {
+					errLine = l
+				}
+			}
+			if n := e2.Stats().Unmarked.Load(); (n == 1) != tc.loud || n > 1 {
+				t.Errorf("%d active segments counted unmarked; want loud: %v", n, tc.loud)
+			}
+			if !tc.loud {
+				if errLine != "" {
+					t.Fatalf("an error was logged at a start that should be quiet:\n%s", logs.String())
+				}
+			} else {
+				for _, want := range []string{"shard=solo-0", "segment=0", fmt.Sprintf("log_end=%d", len(got)), "acknowledged records"} {
+					if !strings.Contains(errLine, want) {
+						t.Fatalf("the error %q does not name %q; the log:\n%s", errLine, want, logs.String())
+					}
+				}
+			}
+			// It starts and serves: the shard takes writes after what reads.
+			if base, err := e2.Append(ctx, "solo-0", storetest.Records(1, 9)); err != nil || base != uint64(len(got)) {
+				t.Fatalf("append after the start: base %d, %v; want base %d", base, err, len(got))
+			}
+			// The next start, after a kill, has nothing new to report.
+			again := copyDir(t, dir)
+			var logs2 syncBuffer
+			cfg.Dir, cfg.Logger = again, slog.New(slog.NewTextHandler(&logs2, nil))
+			e3 := open(t, cfg)
+			if n := e3.Stats().Unmarked.Load(); n != 0 && tc.fsync == FsyncBatch {
+				t.Fatalf("the start after the reported one counts %d unmarked segments again:\n%s", n, logs2.String())
+			}
+			storetest.Equal(t, storetest.ReadAll(t, e3, "solo-0", 0)[:len(got)], got)
+		})
 	}
 }

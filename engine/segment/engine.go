@@ -190,6 +190,9 @@ type Engine struct {
 	// cleanStart: the last Close left every chunk entry durable (markClean)
 	// and the index is that one (indexKept).
 	cleanStart, indexKept bool
+	// oldMarks: the index holds synced marks of the earlier version
+	// ('y' keys), which recovery moves to mark files (remark).
+	oldMarks bool
 
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
@@ -362,6 +365,11 @@ type Stats struct {
 	// CutBytes counts the bytes of torn tails (past the synced mark)
 	// recovery cut off active segments at start.
 	CutBytes atomic.Uint64
+	// Unmarked counts active segments (and shared files) found at start
+	// under fsync=batch holding bytes but no synced mark that checks out:
+	// what recovery cut, or a cut before it, may have held acknowledged
+	// records, and nothing tells (docs/engine.md, "Recovery").
+	Unmarked atomic.Uint64
 }
 
 // Stats returns the engine's counters.

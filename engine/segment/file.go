@@ -109,9 +109,13 @@ type segment struct {
 
 	// Write side, owned by the worker (nil once sealed; always nil for a
 	// shared shard, whose size and crc count its record bytes).
-	wf      vfs.File
-	size    int64  // bytes written
-	synced  int64  // the synced mark last set (synced.go)
+	wf     vfs.File
+	size   int64 // bytes written
+	synced int64 // the synced mark last set (synced.go)
+	// marked: the shard's mark file names this segment, written before
+	// its first byte (synced.go), so recovery can tell a mark lost from
+	// one never written.
+	marked  bool
 	next    uint64 // offset after the last record
 	crc     uint32 // CRC-32C of the whole file so far
 	count   uint64

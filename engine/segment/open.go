@@ -55,6 +55,9 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	shards, err := loadShards(man)
 	if err == nil {
+		e.oldMarks, err = e.anyKey(kindSynced)
+	}
+	if err == nil {
 		shards, err = e.finishDeletes(shards)
 	}
 	if err == nil {

@@ -126,6 +126,9 @@ func (partitionFiles) append(w *worker, sh *shard, recs []record.Record, at bool
 			return 0, fmt.Errorf("shard %s: %w", sh.name, err)
 		}
 	}
+	if err := w.e.markBeforeFirstByte(sh); err != nil {
+		return 0, err
+	}
 	if _, err := s.wf.WriteAt(w.buf, s.size); err != nil {
 		// Cut off whatever part reached the file, so the log stays whole.
 		if terr := truncateFile(s.wf, s.size); terr != nil {

@@ -126,12 +126,12 @@ func (e *Engine) removeLeftovers(sh *shard, segs []SegmentMeta) error {
 // may hold anything, whole records too), cut off; before it, damage to
 // bytes that were on disk, kept for an operator.
 func (e *Engine) recoverActive(sh *shard, s *segment) error {
-	mark, err := e.loadSynced(sh, s.no)
+	mark, missing, err := e.loadSynced(sh, s.no)
 	if err != nil {
 		return err
 	}
 	synced := mark.pos
-	s.synced = synced
+	s.synced, s.marked = synced, missing == ""
 	f, err := os.Open(s.path)
 	if err != nil {
 		return err
@@ -179,16 +179,28 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 			"err", damage, "repair", "strata segment repair --data-dir DIR --shard "+sh.name)
 		return nil
 	}
+	// Under fsync=batch a segment's mark is written before its first byte
+	// (markBeforeFirstByte) and moved after every fsync: a segment with
+	// bytes and no mark lost it, and whatever a fault cut from the file
+	// since its last fsync reads as a torn tail below. Nothing tells how
+	// much was acknowledged: the start goes on (docs/engine.md says why),
+	// but loudly. Under interval or none no mark is expected after a kill.
+	unproven := missing != "" && e.cfg.Fsync == FsyncBatch && st.Size() > 0
+	cut := st.Size() - sc.Pos()
+	if unproven {
+		e.stats.Unmarked.Add(1)
+		e.log.Error("an active segment has no synced mark: what recovery cut, or a cut before it, may have held acknowledged records, and nothing tells how many; serving what reads",
+			"shard", sh.name, "segment", s.no, "mark", missing, "first_offset", s.start, "log_end", s.next,
+			"file_bytes", st.Size(), "cut_bytes", cut, "reason", damage)
+	}
 	if err := damage; err != nil {
+		// cut_bytes is what this start cut, from the last whole record to
+		// the end of the file as found: bytes gone from the file before
+		// the start are not in it (only a mark could tell them, above).
 		attrs := []any{"shard", sh.name, "segment", s.no, "at_byte", sc.Pos(), "log_end", s.next, "synced_to_byte", synced,
-			"dropped_bytes", st.Size() - sc.Pos(), "reason", err}
-		if e.indexKept {
+			"cut_bytes", cut, "reason", err}
+		if !unproven {
 			e.log.Warn("truncating a torn segment tail (bytes written after the last fsync)", attrs...)
-		} else {
-			// No mark survived to tell a torn tail from lost synced
-			// bytes: cut as a torn tail, but loud, since what goes may
-			// have been acknowledged.
-			e.log.Error("the index was lost, so the synced mark is unknown: truncating the active segment's tail, which may hold acknowledged records", attrs...)
 		}
 		if err := truncateFile(s.wf, sc.Pos()); err != nil {
 			return fmt.Errorf("truncate %s: %w", s.path, err)
@@ -196,12 +208,23 @@ func (e *Engine) recoverActive(sh *shard, s *segment) error {
 		if err := s.wf.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", s.path, err)
 		}
-		e.stats.CutBytes.Add(uint64(st.Size() - sc.Pos()))
+		e.stats.CutBytes.Add(uint64(cut))
 	}
 	s.size = sc.Pos()
 	s.crc = sc.CRC()
 	if s.count > 0 {
 		s.firstAt = e.cfg.Now() // the age clock restarts with the process
+	}
+	key := false
+	if e.oldMarks {
+		if _, found, err := e.loadSyncedKey(sh); err != nil {
+			return err
+		} else {
+			key = found
+		}
+	}
+	if unproven || key {
+		return e.remark(sh, s, key)
 	}
 	return nil
 }

@@ -450,7 +450,7 @@ func TestSyncedMarkPerPolicy(t *testing.T) {
 			size, _ := e.ActiveBytes("p-0")
 			if tc.fsync == FsyncInterval {
 				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-					if m, _ := e.loadSynced(sh, 0); m.pos == size {
+					if m, _, _ := e.loadSynced(sh, 0); m.pos == size {
 						break
 					}
 					if time.Now().After(deadline) {

@@ -100,6 +100,12 @@ func decodeMark(b []byte) (syncedMark, bool) {
 // writeMark writes sh's mark file: its active segment is on disk up to
 // pos, where offset next begins. The caller has seen that fsync return.
 func (e *Engine) writeMark(sh *shard, pos int64, next uint64) error {
+	return e.writeMarkOf(sh, sh.active(), pos, next)
+}
+
+// writeMarkOf is writeMark for segment s, the active one (recovery's,
+// before the shard publishes it).
+func (e *Engine) writeMarkOf(sh *shard, s *segment, pos int64, next uint64) error {
 	if sh.mark == nil {
 		f, err := e.cfg.FS.OpenReadWrite(filepath.Join(sh.dir, syncedFile))
 		if err != nil {
@@ -107,13 +113,32 @@ func (e *Engine) writeMark(sh *shard, pos int64, next uint64) error {
 		}
 		sh.mark = f
 	}
-	m := syncedMark{created: sh.created.UnixNano(), seg: sh.active().no, pos: pos, next: next}
+	m := syncedMark{created: sh.created.UnixNano(), seg: s.no, pos: pos, next: next}
 	sh.markBuf = encodeMark(sh.markBuf, m)
 	if _, err := sh.mark.WriteAt(sh.markBuf, 0); err != nil {
 		return fmt.Errorf("shard %s: writing the synced mark: %w", sh.name, err)
 	}
 	sh.markDirty = true
+	s.marked = true
 	return nil
+}
+
+// markBeforeFirstByte writes the mark of sh's active segment at byte 0
+// before anything is written to it, under every policy: then a segment
+// that holds bytes and has no mark lost it (a disk, a hand, a power cut
+// before the mark's fsync), and recovery says so (recoverActive) instead
+// of taking what a cut removed for a torn tail. Without it a kill between
+// a segment's first fsync and its mark's pwrite would leave the same
+// state innocently. One pwrite per segment.
+func (e *Engine) markBeforeFirstByte(sh *shard) error {
+	s := sh.active()
+	if s.marked {
+		return nil
+	}
+	if s.synced != 0 {
+		return fmt.Errorf("shard %s: segment %d has a synced mark at byte %d but its mark file does not name it", sh.name, s.no, s.synced)
+	}
+	return e.writeMark(sh, 0, s.start)
 }
 
 // syncMark fsyncs sh's mark file if written since its last fsync.
@@ -172,23 +197,37 @@ func (w *worker) markSynced(sh *shard) {
 	s.synced = s.size
 }
 
-// loadSynced reads the synced mark of segment no of sh: 0 when there is
-// none (never synced, a shard of the name before this one, an earlier
-// segment, the mark torn by a power cut, the index rebuilt).
-func (e *Engine) loadSynced(sh *shard, no uint64) (syncedMark, error) {
+// loadSynced reads the synced mark of segment no of sh. missing is empty
+// when a mark that checks out names the segment; else it says what there
+// was instead (no mark, one that does not check out, another segment's,
+// a shard of the name before this one), and the mark is 0.
+func (e *Engine) loadSynced(sh *shard, no uint64) (m syncedMark, missing string, err error) {
 	m, found, err := readMarkFile(e.cfg.FS, sh.dir)
 	if err != nil {
-		return syncedMark{}, fmt.Errorf("shard %s: reading the synced mark: %w", sh.name, err)
+		return syncedMark{}, "", fmt.Errorf("shard %s: reading the synced mark: %w", sh.name, err)
 	}
 	if !found {
+		var there bool
+		if _, err := e.cfg.FS.Stat(filepath.Join(sh.dir, syncedFile)); err == nil {
+			there = true
+		}
 		if m, found, err = e.loadSyncedKey(sh); err != nil {
-			return syncedMark{}, err
+			return syncedMark{}, "", err
+		}
+		if !found {
+			if there {
+				return syncedMark{}, "the mark file does not check out", nil
+			}
+			return syncedMark{}, "no mark file", nil
 		}
 	}
-	if !found || m.created != sh.created.UnixNano() || m.seg != no {
-		return syncedMark{}, nil
+	switch {
+	case m.created != sh.created.UnixNano():
+		return syncedMark{}, "the mark is of an earlier shard of the name", nil
+	case m.seg != no:
+		return syncedMark{}, fmt.Sprintf("the mark names segment %d", m.seg), nil
 	}
-	return m, nil
+	return m, "", nil
 }
 
 // readMarkFile reads the mark file of the shard folder dir: found is
@@ -225,6 +264,47 @@ func (e *Engine) loadSyncedKey(sh *shard) (syncedMark, bool, error) {
 		e.log.Warn("ignoring a synced mark of the wrong size", "shard", sh.name, "bytes", len(v))
 	}
 	return m, ok, nil
+}
+
+// anyKey tells whether the index holds a key of kind: the earlier
+// version's marks are looked for shard by shard only when it does.
+func (e *Engine) anyKey(kind byte) (bool, error) {
+	it, err := e.index.NewIter(&pebble.IterOptions{LowerBound: []byte{kind}, UpperBound: []byte{kind + 1}})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, errors.Join(it.Error(), it.Close())
+}
+
+// remark raises the mark of a recovered shard's active segment to its
+// whole file, durably: the file fsynced, then the mark written and
+// fsynced, and the folder (the mark file may be new). Recovery does it
+// where the mark was missing (so the next start does not report the same
+// loss again) or where the earlier version's key is still there, which it
+// then deletes: at every step a crash leaves a mark that checks out, the
+// key or the file.
+func (e *Engine) remark(sh *shard, s *segment, key bool) error {
+	if err := s.wf.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", s.path, err)
+	}
+	if err := e.writeMarkOf(sh, s, s.size, s.next); err != nil {
+		return err
+	}
+	if err := sh.syncMark(); err != nil {
+		return err
+	}
+	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
+		return fmt.Errorf("shard %s: syncing its folder after the synced mark: %w", sh.name, err)
+	}
+	s.synced = s.size
+	if !key {
+		return nil
+	}
+	if err := e.index.Delete(syncedKey(sh.name), pebble.Sync); err != nil {
+		return fmt.Errorf("shard %s: deleting the earlier version's synced mark: %w", sh.name, err)
+	}
+	return nil
 }
 
 // commitSynced writes the synced marks of shards just fsynced outside a

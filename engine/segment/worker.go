@@ -55,6 +55,11 @@ type worker struct {
 	// written at each synced commit (synced.go).
 	sharedMark    vfs.File
 	sharedMarkBuf []byte
+	// sharedMarked is the shared file this worker's slot names;
+	// sharedCommitted the end of the chunks of its last commit, which the
+	// interval policy's tick marks once it has fsynced them.
+	sharedMarked    uint64
+	sharedCommitted sharedfile.Ref
 }
 
 func newWorker(e *Engine, id int) *worker {
