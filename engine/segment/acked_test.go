@@ -407,3 +407,108 @@ func TestMissingSyncedMarkIsReported(t *testing.T) {
 		})
 	}
 }
+
+// The same in the shared files: the last shared file, unsealed at the
+// kill, whose writer's slot of shared/synced is gone or garbled, is cut.
+// Each shard with chunks there is reported (shard, segment, log end), and
+// the file once; a plain kill and a clean restart stay quiet.
+func TestMissingSharedSyncedMarkIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fsync FsyncPolicy
+		kill  bool
+		marks string
+		cut   bool
+		loud  bool
+	}{
+		{name: "marks removed, file cut", fsync: FsyncBatch, kill: true, marks: "remove", cut: true, loud: true},
+		{name: "marks garbled, file cut", fsync: FsyncBatch, kill: true, marks: "garble", cut: true, loud: true},
+		{name: "marks removed, file whole", fsync: FsyncBatch, kill: true, marks: "remove", loud: true},
+		{name: "killed", fsync: FsyncBatch, kill: true},
+		{name: "clean restart", fsync: FsyncBatch},
+		{name: "interval, marks removed, file cut", fsync: FsyncInterval, kill: true, marks: "remove", cut: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ackedConfig(t.TempDir(), ModelShared)
+			cfg.Fsync, cfg.FsyncInterval = tc.fsync, time.Hour
+			e := open(t, cfg)
+			if err := e.CreateShard(ctx, "solo-0"); err != nil {
+				t.Fatal(err)
+			}
+			vals := ackedChildRecords()
+			for i := 0; i < len(vals); i += 10 {
+				recs := storetest.Records(10, i)
+				for j := range recs {
+					recs[j].Value = vals[i+j]
+				}
+				if _, err := e.Append(ctx, "solo-0", recs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := cfg.Dir
+			if tc.kill {
+				dir = copyDir(t, cfg.Dir)
+			} else if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			marks := filepath.Join(dir, "shared", syncedFile)
+			switch tc.marks {
+			case "remove":
+				if err := os.Remove(marks); err != nil {
+					t.Fatal(err)
+				}
+			case "garble":
+				if err := os.WriteFile(marks, make([]byte, 4*sharedMarkSize), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.cut {
+				files, _ := filepath.Glob(filepath.Join(dir, "shared", "*.msg"))
+				if len(files) == 0 {
+					t.Fatal("no shared file")
+				}
+				st, err := os.Stat(files[len(files)-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(files[len(files)-1], st.Size()-4096); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs syncBuffer
+			cfg.Dir, cfg.Logger = dir, slog.New(slog.NewTextHandler(&logs, nil))
+			e2 := open(t, cfg)
+			got := storetest.ReadAll(t, e2, "solo-0", 0)
+			if tc.cut && len(got) >= 300 {
+				t.Fatalf("%d records served after a cut of 4096 bytes", len(got))
+			}
+			if n := e2.Stats().Unmarked.Load(); (n == 1) != tc.loud || n > 1 {
+				t.Errorf("%d shared files counted unmarked; want loud: %v", n, tc.loud)
+			}
+			var shardErr string
+			errs := 0
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "level=ERROR") {
+					errs++
+					if strings.Contains(l, "shard=solo-0") {
+						shardErr = l
+					}
+				}
+			}
+			if !tc.loud {
+				if errs > 0 {
+					t.Fatalf("an error was logged at a start that should be quiet:\n%s", logs.String())
+				}
+			} else {
+				for _, want := range []string{"segment=0", fmt.Sprintf("log_end=%d", len(got)), "acknowledged records"} {
+					if !strings.Contains(shardErr, want) {
+						t.Fatalf("no error names the shard and %q; the log:\n%s", want, logs.String())
+					}
+				}
+			}
+			if base, err := e2.Append(ctx, "solo-0", storetest.Records(1, 9)); err != nil || base != uint64(len(got)) {
+				t.Fatalf("append after the start: base %d, %v; want base %d", base, err, len(got))
+			}
+		})
+	}
+}

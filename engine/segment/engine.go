@@ -187,6 +187,10 @@ type Engine struct {
 	recovered map[uint64][]sharedfile.Chunk // Open's scan of unsealed files, for recovery
 	// damagedFiles are the shared files Open found damaged inside.
 	damagedFiles map[uint64][]*sharedfile.CorruptError
+	// unmarkedFiles are the unsealed shared files Open found with chunks
+	// and no synced mark under fsync=batch (why none, by file number):
+	// their shards may have lost acknowledged chunks, reported per shard.
+	unmarkedFiles map[uint64]string
 	// cleanStart: the last Close left every chunk entry durable (markClean)
 	// and the index is that one (indexKept).
 	cleanStart, indexKept bool

@@ -75,7 +75,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if err == nil {
 		err = e.recoverShared(shards)
-		e.recovered, e.damagedFiles = nil, nil
+		e.recovered, e.damagedFiles, e.unmarkedFiles = nil, nil, nil
 	}
 	if err == nil {
 		err = e.sweepShared()

@@ -249,6 +249,13 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 	e.recovered = map[uint64][]sharedfile.Chunk{}
 	e.damagedFiles = map[uint64][]*sharedfile.CorruptError{}
 	for _, r := range recs {
+		if why, ok := e.unmarkedFiles[r.No]; ok && (len(r.Chunks) > 0 || r.Cut > 0) && r.Damage == nil {
+			e.stats.Unmarked.Add(1)
+			e.log.Error("a shared file has no synced mark: what recovery cut, or a cut before it, may have held acknowledged chunks, and nothing tells how many; its shards serve what reads",
+				"file", r.Path, "mark", why, "committed_to_byte", r.DataLen, "cut_bytes", r.Cut)
+		} else {
+			delete(e.unmarkedFiles, r.No)
+		}
 		if r.Damage != nil {
 			e.damagedFiles[r.No] = r.Damages
 			e.log.Error("a shared file is damaged inside: the shards that may have records in the damage refuse writes",
@@ -340,7 +347,16 @@ func (w *worker) commitShared() {
 	}
 	sync := w.e.cfg.Fsync == FsyncBatch
 	at := w.sw.Next() // the end of the chunks, in the file the commit writes
-	_, err := w.sw.Commit(sync)
+	var err error
+	if at.File != w.sharedMarked {
+		// The slot names the file before its first chunk is written, as
+		// a segment's mark (markBeforeFirstByte): a file with chunks and
+		// no mark then lost it, which recovery reports.
+		err = w.writeSharedMark(at.File, 0)
+	}
+	if err == nil {
+		_, err = w.sw.Commit(sync)
+	}
 	if err == nil && sync {
 		w.e.stats.Fsyncs.Add(1)
 	}

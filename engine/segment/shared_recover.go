@@ -272,6 +272,16 @@ func (e *Engine) recoverSharedShard(cs ShardMeta, segs []SegmentMeta, st sharedS
 	for _, c := range cuts {
 		cut(c.End)
 	}
+	var unmarked []uint64
+	for _, c := range chunks {
+		if _, ok := e.unmarkedFiles[c.File]; ok && !slices.Contains(unmarked, c.File) {
+			unmarked = append(unmarked, c.File)
+		}
+	}
+	if len(unmarked) > 0 {
+		e.log.Error("a shared shard has chunks in a shared file with no synced mark: acknowledged records past its log end may be lost, and nothing tells how many; serving what reads",
+			"shard", cs.Name, "segment", a.no, "first_offset", a.start, "log_end", end, "files", unmarked)
+	}
 	// A shared file damaged inside may hold this shard's last records: then
 	// writes would give acknowledged offsets to new records. The shard is
 	// refused unless its log, as replayed, goes on past every damage of

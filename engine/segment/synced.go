@@ -367,6 +367,7 @@ func (w *worker) writeSharedMark(no uint64, pos int64) error {
 	if _, err := w.sharedMark.WriteAt(b, int64(w.id)*sharedMarkSize); err != nil {
 		return fmt.Errorf("writing a shared file's synced mark: %w", err)
 	}
+	w.sharedMarked = no
 	return nil
 }
 
@@ -394,13 +395,28 @@ func (e *Engine) sharedSyncedTo(no uint64) (int64, error) {
 		if !errors.Is(err, pebble.ErrNotFound) {
 			e.log.Warn("reading a shared file's synced mark; taking it as unknown", "file", no, "err", err)
 		}
+		e.noSharedMark(no, "no slot of the marks file names it")
 		return 0, nil
 	}
 	defer closer.Close()
 	if len(v) != 8 {
+		e.noSharedMark(no, "its index key is of the wrong size")
 		return 0, nil
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// noSharedMark notes that shared file no, unsealed at start, has no mark.
+// Under fsync=batch its writer's slot names it before its first chunk
+// (commitShared), so one with chunks lost its mark: openShared reports it.
+func (e *Engine) noSharedMark(no uint64, why string) {
+	if e.cfg.Fsync != FsyncBatch {
+		return
+	}
+	if e.unmarkedFiles == nil {
+		e.unmarkedFiles = map[uint64]string{}
+	}
+	e.unmarkedFiles[no] = why
 }
 
 // readSharedMark is the position of the slot of the shared marks that
