@@ -512,3 +512,61 @@ func TestMissingSharedSyncedMarkIsReported(t *testing.T) {
 		})
 	}
 }
+
+// tickNow runs the tick of shard's worker (the interval policy's fsyncs,
+// the marks after them) and waits for it, instead of for the ticker.
+func tickNow(t *testing.T, e *Engine, shard string) {
+	t.Helper()
+	if err := e.ask(ctx, shard, request{tick: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each policy's fsync sets the shared files' synced mark, as it sets a
+// partition shard's (TestSyncedMarkPerPolicy): under fsync=interval the
+// tick's fsync moves the worker's slot, so a cut of chunks it synced is
+// damage kept, not a torn tail cut; under fsync=none nothing is known to
+// be on disk before a clean close, and the cut is a torn tail. (Before,
+// only fsync=batch moved the slot: under interval the same cut was cut.)
+func TestSharedSyncedMarkPerPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		fsync   FsyncPolicy
+		damaged bool
+	}{
+		{FsyncBatch, true},
+		{FsyncInterval, true},
+		{FsyncNone, false},
+	} {
+		t.Run(string(tc.fsync), func(t *testing.T) {
+			cfg := ackedConfig(t.TempDir(), ModelShared)
+			cfg.Fsync, cfg.FsyncInterval = tc.fsync, time.Hour
+			e := open(t, cfg)
+			want := fill(t, e, "p-0", 100)
+			if tc.fsync == FsyncInterval {
+				tickNow(t, e, "p-0") // the policy's fsync and mark
+			}
+			crashed := copyDir(t, cfg.Dir)
+			files, _ := filepath.Glob(filepath.Join(crashed, "shared", "*.msg"))
+			if len(files) == 0 {
+				t.Fatal("no shared file")
+			}
+			last := files[len(files)-1]
+			st, err := os.Stat(last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(last, st.Size()-100); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Dir = crashed
+			e2 := open(t, cfg)
+			got := storetest.ReadAll(t, e2, "p-0", 0)
+			storetest.Equal(t, got, want[:len(got)])
+			_, err = e2.Append(ctx, "p-0", storetest.Records(1, 9))
+			var d *SharedDamagedError
+			if damaged := errors.As(err, &d); damaged != tc.damaged || (!damaged && err != nil) {
+				t.Fatalf("append after the crash and the cut: %v; want the damage kept: %v", err, tc.damaged)
+			}
+		})
+	}
+}

@@ -391,6 +391,9 @@ func (w *worker) commitShared() {
 		w.sib.Close()
 		w.sib = nil
 	}
+	if err == nil {
+		w.sharedCommitted = at
+	}
 	if w.e.cfg.Fsync == FsyncInterval {
 		w.sharedDirty = true // the tick syncs it
 	}
@@ -471,6 +474,14 @@ func (w *worker) fsyncShared() error {
 		return err
 	}
 	w.e.stats.Fsyncs.Add(1)
+	// What the fsync covered is on disk: the slot says so, as the
+	// partition model's tick moves a shard's mark (commitSynced), so a cut
+	// of those chunks is damage under fsync=interval too, not a torn tail.
+	if c := w.sharedCommitted; c.File != 0 {
+		if err := w.writeSharedMark(c.File, c.Pos); err != nil {
+			w.e.log.Warn("writing a shared file's synced mark after its fsync; a later cut of its chunks may pass for a torn tail", "file", c.File, "err", err)
+		}
+	}
 	return nil
 }
 
