@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -566,6 +567,91 @@ func TestSharedSyncedMarkPerPolicy(t *testing.T) {
 			var d *SharedDamagedError
 			if damaged := errors.As(err, &d); damaged != tc.damaged || (!damaged && err != nil) {
 				t.Fatalf("append after the crash and the cut: %v; want the damage kept: %v", err, tc.damaged)
+			}
+		})
+	}
+}
+
+// The earlier version's marks (index keys) go once a mark file says as
+// much: a shard's 'y' key at the start that finds its shard whole (the
+// mark file written and fsynced first, so a crash between the two still
+// reads one), a shared file's 'Y' key at the start that sealed its file.
+// A damaged shard keeps its key: it is what tells the damage. Before,
+// the keys stayed for good, read again wherever a mark file went missing.
+func TestEarlierVersionsMarksAreDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		model    string
+		markFile bool // the mark file kept beside the key
+	}{
+		{name: "key only", markFile: false},
+		{name: "key and mark file", markFile: true},
+		{name: "shared file's key", model: ModelShared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := ackedConfig(dir, tc.model)
+			e := open(t, cfg)
+			want := fill(t, e, "solo-0", 300)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			markFile := filepath.Join(dir, "solo-0", syncedFile)
+			var key []byte
+			db, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{Logger: quietLogger{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.model == ModelShared {
+				files, _ := filepath.Glob(filepath.Join(dir, "shared", "*.msg"))
+				var no uint64
+				fmt.Sscanf(filepath.Base(files[len(files)-1]), "%d.msg", &no)
+				key = sharedSyncedKey(no)
+				err = db.Set(key, binary.BigEndian.AppendUint64(nil, 100), pebble.Sync)
+			} else {
+				b, rerr := os.ReadFile(markFile)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				key = syncedKey("solo-0")
+				err = db.Set(key, b[:32], pebble.Sync) // the earlier version's value
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			if tc.model == "" && !tc.markFile {
+				if err := os.Remove(markFile); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			e2 := open(t, cfg)
+			storetest.Equal(t, storetest.ReadAll(t, e2, "solo-0", 0), want)
+			if _, closer, err := e2.index.Get(key); err == nil {
+				closer.Close()
+				t.Fatalf("the earlier version's mark %x is still in the index after the start", key)
+			} else if !errors.Is(err, pebble.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if tc.model == ModelShared {
+				return
+			}
+			// The mark file took over: a kill, then a cut, is still damage.
+			crashed := copyDir(t, dir)
+			path := segmentPath(filepath.Join(crashed, "solo-0"), 0)
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, st.Size()-4096); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Dir = crashed
+			e3 := open(t, cfg)
+			var de *DamagedError
+			if _, err := e3.Append(ctx, "solo-0", storetest.Records(1, 9)); !errors.As(err, &de) {
+				t.Fatalf("append after a kill and a cut, the key gone: %v; want a DamagedError", err)
 			}
 		})
 	}

@@ -265,8 +265,41 @@ func (e *Engine) openShared() (*sharedfile.Dir, error) {
 			e.recovered[r.No] = append(r.Chunks, r.After...)
 		}
 	}
+	if err := e.dropSharedSyncedKeys(); err != nil {
+		return nil, err
+	}
 	e.shared.Store(d)
 	return d, nil
+}
+
+// dropSharedSyncedKeys deletes the earlier version's shared-file marks
+// ('Y' keys) of every file but a damaged one: Open has sealed the others
+// (trailer fsynced), and a sealed file is trusted without a scan, so its
+// mark is never read again. A damaged file's stays, for the next start to
+// find the same damage.
+func (e *Engine) dropSharedSyncedKeys() error {
+	it, err := e.index.NewIter(&pebble.IterOptions{LowerBound: []byte{kindSharedSynced}, UpperBound: []byte{kindSharedSynced + 1}})
+	if err != nil {
+		return err
+	}
+	b := e.index.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			continue
+		}
+		if _, damaged := e.damagedFiles[binary.BigEndian.Uint64(k[1:])]; !damaged {
+			b.Delete(k, nil)
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	if b.Empty() {
+		return nil
+	}
+	return b.Commit(pebble.NoSync)
 }
 
 // writer is the worker's shared-file writer, made at its first shared
