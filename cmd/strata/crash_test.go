@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,16 +212,30 @@ func TestSharedTopicKilledThenCutNeverDropsAcknowledgedRecordsSilently(t *testin
 }
 
 func killedThenCut(t *testing.T, model string) {
+	bin := filepath.Join(t.TempDir(), "strata")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, mark := range []string{"kept", "removed", "garbled"} {
+		t.Run("mark "+mark, func(t *testing.T) { killedThenCutOnce(t, bin, model, mark) })
+	}
+}
+
+// killedThenCutOnce kills the service after 300 acknowledged records,
+// does what mark says to the synced mark (kept; removed, or garbled: the
+// issue #24 finding, where the loss read as a torn tail and went
+// silently), cuts the last 4 KiB and starts it again. With its mark the
+// partition reports the damage and refuses produce; without, it starts
+// and takes produce, but an error names the partition, its segment and
+// where its log now ends, and the metric counts it.
+func killedThenCutOnce(t *testing.T, bin, model, mark string) {
 	topic := "solo"
 	if model != "" {
 		topic = "crash" // createModelTopic's
 	}
 	shard := topic + "-0"
-	bin := filepath.Join(t.TempDir(), "strata")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	dir := t.TempDir()
+	admin := ""
 	var logMu sync.Mutex
 	var logs strings.Builder
 	start := func() (*exec.Cmd, string) {
@@ -240,6 +256,9 @@ func killedThenCut(t *testing.T, model string) {
 			logMu.Unlock()
 			if _, after, ok := strings.Cut(sc.Text(), "kafka_addr="); ok {
 				addr = strings.Fields(after)[0]
+			}
+			if _, after, ok := strings.Cut(sc.Text(), "admin_addr="); ok {
+				admin = strings.Fields(after)[0]
 			}
 		}
 		go func() {
@@ -300,6 +319,24 @@ func killedThenCut(t *testing.T, model string) {
 		}
 		path = files[len(files)-1]
 	}
+	marks := filepath.Join(dir, shard, "synced")
+	if model != "" {
+		marks = filepath.Join(dir, "shared", "synced")
+	}
+	switch mark {
+	case "removed":
+		if err := os.Remove(marks); err != nil {
+			t.Fatal(err)
+		}
+	case "garbled":
+		st, err := os.Stat(marks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(marks, make([]byte, st.Size()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +360,13 @@ func killedThenCut(t *testing.T, model string) {
 	end, _ := ends.Lookup(topic, 0)
 	if end.Offset == 300 {
 		return // every acknowledged record is there
+	}
+	if mark != "kept" {
+		unmarkedReported(t, &logMu, &logs, admin, shard, end.Offset)
+		if offs, err := produce(addr, "after the cut"); err != nil || offs[0] != end.Offset {
+			t.Fatalf("a produce after the reported start: offsets %v, %v; want offset %d", offs, err, end.Offset)
+		}
+		return
 	}
 	offs, err := produce(addr, "after the cut")
 	if err == nil {
@@ -355,4 +399,48 @@ func killedThenCut(t *testing.T, model string) {
 	if !damaged {
 		t.Fatalf("the log ends at %d of 300 acknowledged records and produce fails (%v), but no error names the shard and the offsets:\n%s", end.Offset, err, logs.String())
 	}
+}
+
+// unmarkedReported checks that the service, restarted on a partition
+// whose synced mark was gone and whose file was cut, said so: an error
+// naming the partition, its segment, its log end and the acknowledged
+// records that may be lost, and strata_engine_unmarked_segments_total.
+func unmarkedReported(t *testing.T, logMu *sync.Mutex, logs *strings.Builder, admin, shard string, end int64) {
+	t.Helper()
+	logMu.Lock()
+	all := logs.String()
+	logMu.Unlock()
+	found := false
+	for _, l := range strings.Split(all, "\n") {
+		ok := strings.Contains(l, "level=ERROR") && strings.Contains(l, "acknowledged records")
+		for _, n := range []string{"shard=" + shard, "segment=0", fmt.Sprintf("log_end=%d", end)} {
+			ok = ok && strings.Contains(l, n)
+		}
+		found = found || ok
+	}
+	if !found {
+		t.Fatalf("the log ends at %d of 300 acknowledged records after its mark went, and no error names the shard, its segment, the log end and the acknowledged records that may be lost:\n%s", end, all)
+	}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "strata_engine_unmarked_segments_total 1") {
+		t.Fatalf("/metrics does not count the unmarked segment:\n%s", grepLines(string(b), "strata_engine_"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
