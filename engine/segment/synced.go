@@ -30,7 +30,9 @@ import (
 //	created (unix ns) i64 | segment no u64 | position i64 | next offset u64 | crc32c u32
 //
 // It is written only after the fsync it follows returns, so it never says
-// more than was synced, and before the appends are answered. It is not
+// more than was synced, and before the appends are answered; and at byte
+// 0 before a segment's first byte (markBeforeFirstByte), so a segment with
+// bytes and no mark lost it. It is not
 // fsynced per batch: the page cache keeps a pwrite through a kill of the
 // process, which is what the mark must survive (a kill cuts nothing that
 // was fsynced, but a later fault may, and the mark tells that cut from a
@@ -332,8 +334,10 @@ func (w *worker) commitSynced(synced []*shard) {
 // torn tail (docs/engine.md, "Recovery"). Each writer (one per worker) has
 // one active file, so the marks are one file of the shared folder,
 // shared/synced, with a slot per worker, written in place with one pwrite
-// after the commit's fsync returns and before its appends are answered,
-// for the reasons of the partition model's mark:
+// after the commit's fsync returns and before its appends are answered
+// (and after the interval policy's tick fsynced the file), for the
+// reasons of the partition model's mark; it names a file at byte 0
+// before the file's first commit:
 //
 //	slot worker id: file no u64 | position i64 | crc32c u32
 //
