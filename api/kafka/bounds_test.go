@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1024,5 +1025,42 @@ func TestStalledFramesFillingTheBudgetAreEvicted(t *testing.T) {
 	}
 	if closed == 0 {
 		t.Fatalf("none of the %d stalled connections was closed", attackers)
+	}
+}
+
+// Names Kafka refuses beyond their characters: its internal topics', and
+// one that collides with an existing topic's once '.' reads as '_'. The
+// refusal says why, as Kafka's does, and makes nothing.
+func TestTopicNamesKafkaRefuses(t *testing.T) {
+	addr, s := startServer(t, Config{})
+	c := client(t, addr)
+	for _, tc := range []struct {
+		name    string
+		want    int16
+		message string
+	}{
+		{"dot.und", errNone, ""},
+		{"dot_und", kerr.InvalidTopicException.Code, "Topic 'dot_und' collides with existing topic: dot.und"},
+		{"dot.und", kerr.TopicAlreadyExists.Code, "Topic 'dot.und' already exists."},
+		{"__consumer_offsets", kerr.InvalidTopicException.Code, "Topic '__consumer_offsets' is reserved for Kafka's internal use."},
+		{"__transaction_state", kerr.InvalidTopicException.Code, "Topic '__transaction_state' is reserved for Kafka's internal use."},
+		{"__mine", errNone, ""},
+	} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tc.name, 1, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0]
+		if got.ErrorCode != tc.want || (tc.message != "" && (got.ErrorMessage == nil || *got.ErrorMessage != tc.message)) {
+			t.Errorf("create %q: error %d, message %v; want %d, %q", tc.name, got.ErrorCode, got.ErrorMessage, tc.want, tc.message)
+		}
+	}
+	shards, _ := s.Shards(context.Background())
+	if !slices.Equal(shards, []string{"__mine-0", "dot.und-0"}) {
+		t.Errorf("shards after the creates: %v; want only __mine-0 and dot.und-0", shards)
 	}
 }

@@ -352,6 +352,17 @@ func (s *Server) readParts(ctx context.Context, reads []fetchRead, maxBytes, wor
 	wg.Wait()
 }
 
+// belowLogEnd reports whether a read refused above the high watermark is
+// still at or below the log end.
+func (s *Server) belowLogEnd(ctx context.Context, shard string, from uint64, oor *store.OutOfRangeError) bool {
+	r, ok := s.store.(store.Replica)
+	if !ok || from < oor.Low {
+		return false
+	}
+	end, err := r.LogEnd(ctx, shard)
+	return err == nil && from <= end
+}
+
 // readPart reads and frames one partition with limit bytes.
 func (s *Server) readPart(ctx context.Context, rd *fetchRead, limit int, alloc func(int) []byte) {
 	// A view, not a copy: the records are reframed straight from the
@@ -364,6 +375,11 @@ func (s *Server) readPart(ctx context.Context, rd *fetchRead, limit int, alloc f
 	}
 	var oor *store.OutOfRangeError
 	switch {
+	case errors.As(err, &oor) && s.belowLogEnd(ctx, rd.shard, rd.from, oor):
+		// Between the high watermark and the log end: nothing to serve yet,
+		// and not out of range. Kafka checks a consumer's offset against the
+		// log end: one that read up to an old leader's high watermark may
+		// be ahead of a new leader's for a while, and must not be reset.
 	case errors.As(err, &oor):
 		rd.rp.ErrorCode = kerr.OffsetOutOfRange.Code
 	case err != nil:

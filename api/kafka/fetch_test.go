@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strata/engine/record"
+	"strata/engine/store"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -118,5 +120,53 @@ func TestAppendRecordAsKmsg(t *testing.T) {
 				t.Fatalf("length field %d, record of %d bytes after it", n, len(got)-len("prefix")-k)
 			}
 		})
+	}
+}
+
+// A consumer fetch between the high watermark and the log end is answered
+// empty, not out of range: after a failover a consumer that read up to the
+// old leader's high watermark may be ahead of the new leader's until its
+// followers catch up, and a reset there would re-read or skip the log.
+// Kafka checks a consumer's offset against the log end.
+func TestFetchBetweenHighWatermarkAndLogEndIsEmpty(t *testing.T) {
+	addr, s := startServer(t, Config{AutoCreateTopics: true, DefaultPartitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := client(t, addr, kgo.DefaultProduceTopic("ahead"), kgo.AllowAutoTopicCreation())
+	produce := func(n int) {
+		for i := 0; i < n; i++ {
+			if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(10)
+	// A managed high watermark stays at 10 while the log grows to 20, as a
+	// new leader's does until its followers fetch.
+	if err := s.(store.Replica).SetHighWatermark(ctx, "ahead-0", 10); err != nil {
+		t.Fatal(err)
+	}
+	produce(10)
+	for _, tc := range []struct {
+		offset int64
+		want   int16
+	}{{10, 0}, {11, 0}, {15, 0}, {20, 0}, {21, kerr.OffsetOutOfRange.Code}} {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes = 11, -1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "ahead"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = tc.offset, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != tc.want || p.HighWatermark != 10 || len(p.RecordBatches) != 0 {
+			t.Errorf("fetch at %d (high watermark 10, log end 20): error %d, high watermark %d, %d bytes of batches; want error %d, 10, none",
+				tc.offset, p.ErrorCode, p.HighWatermark, len(p.RecordBatches), tc.want)
+		}
 	}
 }

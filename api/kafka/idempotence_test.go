@@ -250,3 +250,68 @@ func fetchValues(t *testing.T, c *kgo.Client, topic string, offset int64) []byte
 	}
 	return out
 }
+
+// A batch whose header disagrees with its records is refused with
+// INVALID_RECORD, as Kafka's log validator refuses it, and nothing of it is
+// stored: idempotence takes a batch's sequence range from its header, so a
+// lying header would make the producer's next real batch look like a
+// duplicate (answered as stored, stored nowhere). Transactional batches
+// are refused while strata has no transactions. The producer's next honest
+// batch is stored where it belongs.
+func TestProduceRefusesBatchesThatLie(t *testing.T) {
+	addr, s := startServer(t, Config{AutoCreateTopics: true, DefaultPartitions: 1})
+	c := client(t, addr)
+	createTopic(t, c, "lies", 1)
+	const pid = 5
+	batch := func(n int, edit func(b []byte) []byte) []byte {
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{Timestamp: 1_700_000_000_000, Value: []byte{byte(i)}}
+		}
+		b := encodeBatch(nil, recs)
+		binary.BigEndian.PutUint64(b[43:], pid)
+		binary.BigEndian.PutUint16(b[51:], 0)
+		binary.BigEndian.PutUint32(b[53:], 0)
+		b = edit(b)
+		binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+		return b
+	}
+	put32 := func(at int, v int32) func([]byte) []byte {
+		return func(b []byte) []byte { binary.BigEndian.PutUint32(b[at:], uint32(v)); return b }
+	}
+	attrs := func(a uint16) func([]byte) []byte {
+		return func(b []byte) []byte { binary.BigEndian.PutUint16(b[21:], a); return b }
+	}
+	const lastOffsetDelta, count = 23, 57
+	for _, tc := range []struct {
+		name    string
+		records []byte
+		want    int16
+	}{
+		{"last offset delta past the records", batch(2, put32(lastOffsetDelta, 100)), kerr.InvalidRecord.Code},
+		{"a negative last offset delta", batch(2, put32(lastOffsetDelta, -5)), kerr.InvalidRecord.Code},
+		{"a count below the records", batch(2, func(b []byte) []byte { return put32(lastOffsetDelta, 0)(put32(count, 1)(b)) }), kerr.InvalidRecord.Code},
+		{"a count of zero", batch(1, func(b []byte) []byte { return put32(lastOffsetDelta, -1)(put32(count, 0)(b)) }), kerr.InvalidRecord.Code},
+		{"a control batch", batch(1, attrs(0x20)), kerr.InvalidRecord.Code},
+		{"a transactional batch", batch(1, attrs(0x10)), kerr.InvalidTxnState.Code},
+		{"two batches for one partition", append(batch(2, func(b []byte) []byte { return b }), batch(2, func(b []byte) []byte { return b })...), kerr.InvalidRecord.Code},
+		{"no batch at all", []byte{}, kerr.InvalidRecord.Code},
+	} {
+		resp, err := produceRequest("lies", tc.records).RequestWith(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != tc.want || p.BaseOffset != -1 {
+			t.Errorf("%s: error %d, base offset %d; want error %d, -1", tc.name, p.ErrorCode, p.BaseOffset, tc.want)
+		}
+	}
+	if _, high, err := s.Watermarks(context.Background(), "lies-0"); err != nil || high != 0 {
+		t.Fatalf("after the refusals the log ends at %d (%v); want nothing stored", high, err)
+	}
+	if code, base := produceIdempotent(t, c, "lies", pid, 0, 0, 3); code != errNone || base != 0 {
+		t.Errorf("the producer's first honest batch: error %d, base %d; want stored at 0", code, base)
+	}
+	if code, base := produceIdempotent(t, c, "lies", pid, 0, 3, 1); code != errNone || base != 3 {
+		t.Errorf("its next batch: error %d, base %d; want stored at 3", code, base)
+	}
+}

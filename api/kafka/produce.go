@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strata/engine/integrity"
 	"sync"
 	"time"
@@ -119,10 +120,18 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		}
 	}
 	recs, batches, err := decodeBatches(raw, left)
+	if err == nil && len(batches) == 0 {
+		err = fmt.Errorf("%w: no record batch", errInvalidRecord) // as Kafka: exactly one
+	}
 	if err != nil {
 		s.refusal("kafka: refusing a produce", "shard", shard, "err", err)
-		if errors.Is(err, errTooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			return produceInput{}, kerr.MessageTooLarge.Code
+		case errors.Is(err, errInvalidRecord):
+			return produceInput{}, kerr.InvalidRecord.Code
+		case errors.Is(err, errTransactional):
+			return produceInput{}, kerr.InvalidTxnState.Code
 		}
 		return produceInput{}, kerr.CorruptMessage.Code
 	}
@@ -175,8 +184,8 @@ func batchesOver(raw []byte, limit int32) bool {
 // and answers with its code and first offset.
 func (s *Server) producePartition(ctx context.Context, in produceInput) (int16, int64) {
 	b := partition.Batch{Records: in.recs}
-	// Idempotence: one batch per request per partition is what clients send.
-	if len(in.batches) == 1 && in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
+	// Idempotence: decoding refused more than one batch.
+	if in.batches[0].ProducerID >= 0 && in.batches[0].FirstSequence >= 0 {
 		rb := in.batches[0]
 		b.Producer = &partition.ProducerBatch{ID: rb.ProducerID, Epoch: rb.ProducerEpoch, FirstSequence: rb.FirstSequence, LastOffsetDelta: rb.LastOffsetDelta}
 	}

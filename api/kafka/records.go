@@ -40,6 +40,25 @@ var errTooLarge = errors.New("record batch too large")
 // errInflateBudget: the request's batches inflate past its budget.
 var errInflateBudget = fmt.Errorf("%w: the request's record batches inflate past kafka.max_inflated_request_bytes", errTooLarge)
 
+// errInvalidRecord is wrapped by every refusal of a batch whose header
+// disagrees with its records, which Produce answers with INVALID_RECORD as
+// Kafka's log validator does: idempotence takes a batch's sequence range
+// from its header, so a header that lies would make real batches look like
+// duplicates (stored nowhere, answered as stored) or let a retry in twice.
+var errInvalidRecord = errors.New("invalid record batch")
+
+// errTransactional refuses a transactional batch: strata has no
+// transaction coordinator, so no producer can have begun a transaction
+// (Kafka answers INVALID_TXN_STATE for a partition not in a transaction).
+var errTransactional = errors.New("transactional record batch: strata does not support transactions yet")
+
+// Batch attributes (Kafka's RecordBatch): beside the codec in the low bits.
+const (
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
 // decodeBatches unpacks the record batches of one partition of a Produce
 // request into protocol-neutral records (docs/design.md: unpack on write). left
 // is what the whole request may still inflate to; decoding charges it.
@@ -66,6 +85,14 @@ func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch
 			return nil, nil, fmt.Errorf("record batch crc %08x, computed %08x", uint32(b.CRC), got)
 		}
 		raw = raw[n:]
+		if len(batches) > 0 {
+			// Kafka: a Produce request (v3 on) holds exactly one batch per
+			// partition. Idempotence checks one batch's sequence range.
+			return nil, nil, fmt.Errorf("%w: a partition's records in a produce request are one batch, not several", errInvalidRecord)
+		}
+		if err := checkBatchHeader(&b); err != nil {
+			return nil, nil, err
+		}
 		data, err := decompress(b.Attributes&0x07, b.Records, min(maxDecompressed, atomic.LoadInt64(left)))
 		if err != nil {
 			return nil, nil, err
@@ -92,7 +119,10 @@ func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch
 				Value:        r.Value,
 				ProtocolData: partition.ProducerData(b.ProducerID, b.ProducerEpoch, partition.SeqAdd(b.FirstSequence, r.OffsetDelta), i == b.NumRecords-1),
 			}
-			if b.Attributes&0x08 != 0 { // log-append time: the broker's clock
+			if r.OffsetDelta != i {
+				return nil, nil, fmt.Errorf("%w: record %d of the batch has offset delta %d", errInvalidRecord, i, r.OffsetDelta)
+			}
+			if b.Attributes&attrLogAppendTime != 0 { // the broker's clock
 				rec.Timestamp = b.MaxTimestamp
 			}
 			for _, h := range r.Headers {
@@ -100,9 +130,28 @@ func decodeBatches(raw []byte, left *int64) ([]record.Record, []kmsg.RecordBatch
 			}
 			recs = append(recs, rec)
 		}
+		if len(data) > 0 {
+			return nil, nil, fmt.Errorf("%w: %d bytes follow the batch's %d records", errInvalidRecord, len(data), b.NumRecords)
+		}
 		batches = append(batches, b)
 	}
 	return recs, batches, nil
+}
+
+// checkBatchHeader refuses what Kafka's log validator refuses of a client's
+// batch before its records are read.
+func checkBatchHeader(b *kmsg.RecordBatch) error {
+	switch {
+	case b.NumRecords <= 0:
+		return fmt.Errorf("%w: the batch claims %d records", errInvalidRecord, b.NumRecords)
+	case b.LastOffsetDelta != b.NumRecords-1:
+		return fmt.Errorf("%w: last offset delta %d in a batch of %d records", errInvalidRecord, b.LastOffsetDelta, b.NumRecords)
+	case b.Attributes&attrControl != 0:
+		return fmt.Errorf("%w: clients may not write control batches", errInvalidRecord)
+	case b.Attributes&attrTransactional != 0:
+		return errTransactional
+	}
+	return nil
 }
 
 // zstdDecoder is shared: a decoder per batch costs more than most batches.
