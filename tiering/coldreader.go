@@ -247,14 +247,14 @@ func (c *ColdReader) file(ctx context.Context, s catalog.Segment) (*coldFile, er
 		if size <= 0 {
 			a, err := c.bucket.Stat(ctx, s.ObjectKey)
 			if err != nil {
-				return nil, err
+				return nil, lostObject(s, err)
 			}
 			size = a.Size
 		}
 		cf := &coldFile{key: s.ObjectKey, id: id, size: size}
 		obj := cachedObject{c: c, ctx: context.WithoutCancel(ctx), key: s.ObjectKey, id: id, pre: &prefetched{}}
 		if err := c.prefetchEnds(ctx, obj, size, s.Size); err != nil {
-			return nil, err
+			return nil, lostObject(s, err)
 		}
 		f, err := parquet.Open(obj, size)
 		obj.pre.spans, obj.pre.bufs = nil, nil // opened: the footer is parsed
@@ -439,10 +439,23 @@ func (c *ColdReader) fetchInto(ctx context.Context, cf *coldFile, start int64, b
 	n, err := c.bucket.ReadAt(ctx, cf.key, buf, start)
 	c.Fetches.Add(1)
 	c.FetchedBytes.Add(int64(n))
-	if err != nil {
-		return buf, fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, start, start+int64(len(buf)), err)
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		return buf, fmt.Errorf("cold object %s bytes %d-%d: %w", cf.key, start, start+int64(len(buf)), lostObject(cf.seg, err))
 	}
 	return buf, nil
+}
+
+// lostObject marks the error of a read that found a committed object gone
+// or shorter than recorded: the offsets it holds cannot be served from the
+// bucket, and a retry will not change that (ErrColdObjectLost, which a
+// Kafka fetch answers with KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR).
+// Other errors (the bucket did not answer) stay what they are.
+func lostObject(s catalog.Segment, err error) error {
+	if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: offsets %d to %d of %s (the cold scrub reports it; docs/tiering.md, \"The cold scrub\"): %w",
+			ErrColdObjectLost, s.StartOffset, s.EndOffset, s.Shard, err)
+	}
+	return err
 }
 
 // spanBuffers are the point reads' fetch buffers, by power of two up to

@@ -690,25 +690,36 @@ func (j *Job) verify(ctx context.Context, key string, s catalog.Segment) (int64,
 	if err != nil {
 		return 0, fmt.Errorf("verify %s: %w", key, err)
 	}
-	r, err := readEnds(ctx, j.Bucket, key, a.Size, s.Size)
-	if err != nil {
-		return 0, fmt.Errorf("verify %s: %w", key, err)
+	if _, _, err := j.openVerified(ctx, key, a.Size, s); err != nil {
+		return 0, err
 	}
-	f, err := parquet.Open(r, a.Size)
+	return a.Size, nil
+}
+
+// openVerified opens an object of size bytes by its ends (readEnds) and
+// checks that its footer describes exactly segment s: its rows, offsets
+// and sealed CRC-32C. A footer describing another segment wraps
+// errDescribesOther.
+func (j *Job) openVerified(ctx context.Context, key string, size int64, s catalog.Segment) (*parquet.File, *endsReader, error) {
+	r, err := readEnds(ctx, j.Bucket, key, size, s.Size)
 	if err != nil {
-		return 0, fmt.Errorf("verify %s: %w", key, err)
+		return nil, r, fmt.Errorf("verify %s: %w", key, err)
+	}
+	f, err := parquet.Open(r, size)
+	if err != nil {
+		return nil, r, fmt.Errorf("verify %s: %w", key, err)
 	}
 	last, _ := f.Lookup(parquet.MetaLastOffset)
 	crc, _ := f.Lookup(MetaSegmentCRC32C)
 	switch {
 	case f.Rows() != int64(s.Records):
-		return 0, fmt.Errorf("verify %s: %d rows, the segment has %d records", key, f.Rows(), s.Records)
+		return nil, r, fmt.Errorf("verify %s: %d rows, the segment has %d records: %w", key, f.Rows(), s.Records, errDescribesOther)
 	case f.FirstOffset() != s.StartOffset || last != strconv.FormatUint(s.EndOffset, 10):
-		return 0, fmt.Errorf("verify %s: offsets %d to %s, the segment has %d to %d", key, f.FirstOffset(), last, s.StartOffset, s.EndOffset)
+		return nil, r, fmt.Errorf("verify %s: offsets %d to %s, the segment has %d to %d: %w", key, f.FirstOffset(), last, s.StartOffset, s.EndOffset, errDescribesOther)
 	case crc != strconv.FormatUint(uint64(s.Checksum), 10):
-		return 0, fmt.Errorf("verify %s: made from a segment with crc32c %s, want %d", key, crc, s.Checksum)
+		return nil, r, fmt.Errorf("verify %s: made from a segment with crc32c %s, want %d: %w", key, crc, s.Checksum, errDescribesOther)
 	}
-	return a.Size, nil
+	return f, r, nil
 }
 
 // addToManifest records the object in the shard's manifest, beside the
@@ -916,6 +927,25 @@ type endsReader struct {
 	objectReader
 	head, tail []byte
 	tailAt     int64
+	// extra serves bytes a caller fetched already (the cold scrub's row
+	// group, for parquet-go's row reader).
+	extra []span
+	// read counts the bytes fetched from the bucket.
+	read atomic.Int64
+}
+
+// span is bytes of an object from at on.
+type span struct {
+	at  int64
+	buf []byte
+}
+
+// fetched is how many of the object's bytes r read from the bucket.
+func (r *endsReader) fetched() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.read.Load()
 }
 
 func readEnds(ctx context.Context, b objstore.Bucket, key string, size, segmentSize int64) (*endsReader, error) {
@@ -930,6 +960,7 @@ func readEnds(ctx context.Context, b objstore.Bucket, key string, size, segmentS
 	}{{r.tail, r.tailAt}, {r.head, 0}} {
 		g.Go(func() error {
 			n, err := b.ReadAt(gctx, key, sp.buf, sp.at)
+			r.read.Add(int64(n))
 			if err != nil && !(errors.Is(err, io.EOF) && n == len(sp.buf)) {
 				return fmt.Errorf("bytes %d-%d: %w", sp.at, sp.at+int64(len(sp.buf)), err)
 			}
@@ -944,6 +975,11 @@ func (r *endsReader) ReadAt(p []byte, off int64) (int, error) {
 	if off >= 0 && end <= int64(len(r.head)) {
 		return copy(p, r.head[off:]), nil
 	}
+	for _, x := range r.extra {
+		if off >= x.at && end <= x.at+int64(len(x.buf)) {
+			return copy(p, x.buf[off-x.at:]), nil
+		}
+	}
 	if tailEnd := r.tailAt + int64(len(r.tail)); off >= 0 && off < r.tailAt && end > r.tailAt-parquet.MaxFooterBytes && end <= tailEnd {
 		// The footer or the page index begins before the tail fetched.
 		// Fetch twice what is missing from here to the end: the page
@@ -951,7 +987,9 @@ func (r *endsReader) ReadAt(p []byte, off int64) (int, error) {
 		// footer read brings the page index along.
 		from := max(0, off-(tailEnd-off), tailEnd-parquet.MaxFooterBytes)
 		more := make([]byte, r.tailAt-from, tailEnd-from)
-		if n, err := r.objectReader.ReadAt(more, from); err != nil && !(errors.Is(err, io.EOF) && n == len(more)) {
+		n, err := r.objectReader.ReadAt(more, from)
+		r.read.Add(int64(n))
+		if err != nil && !(errors.Is(err, io.EOF) && n == len(more)) {
 			return 0, err
 		}
 		r.tail, r.tailAt = append(more, r.tail...), from
@@ -959,7 +997,9 @@ func (r *endsReader) ReadAt(p []byte, off int64) (int, error) {
 	if off >= r.tailAt && end <= r.tailAt+int64(len(r.tail)) {
 		return copy(p, r.tail[off-r.tailAt:]), nil
 	}
-	return r.objectReader.ReadAt(p, off)
+	n, err := r.objectReader.ReadAt(p, off)
+	r.read.Add(int64(n))
+	return n, err
 }
 
 // ObjectReader adapts one object to io.ReaderAt for the Parquet reader.

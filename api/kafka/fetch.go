@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"strata/engine/integrity"
 	"strata/engine/leaderepoch"
 	"strata/engine/store"
 )
@@ -386,11 +387,23 @@ func (s *Server) readPart(ctx context.Context, rd *fetchRead, limit int, alloc f
 		if ctx.Err() == nil {
 			s.log.Error("kafka: fetch", "shard", rd.shard, "offset", rd.from, "err", err)
 		}
-		rd.rp.ErrorCode = kerr.UnknownServerError.Code
+		rd.rp.ErrorCode = readCode(err)
 	default:
 		rd.rp.RecordBatches = encodeBatches(alloc(batchesSize(recs)), recs, epochs)
 		if len(recs) > 0 {
 			rd.next = recs[len(recs)-1].Offset + 1
 		}
 	}
+}
+
+// readCode is a failed read's answer. Bytes that do not hold what was
+// written, locally or in the cold tier (a damaged segment, a cold object
+// missing or damaged: integrity.IsCorruption), and a shard whose disk
+// failed, answer KAFKA_STORAGE_ERROR, as Kafka answers for an offline log
+// dir: the log's storage failed, not the server.
+func readCode(err error) int16 {
+	if errors.Is(err, store.ErrStorage) || integrity.IsCorruption(err) {
+		return kerr.KafkaStorageError.Code
+	}
+	return kerr.UnknownServerError.Code
 }
