@@ -51,6 +51,10 @@ type Config struct {
 	// Scrub, if set, serves GET /v1/scrub: the damaged local copies the
 	// scrubber found and what became of each.
 	Scrub interface{ Report() any }
+	// ColdScrub, if set, serves POST /v1/scrub/cold/run: one cold scrub
+	// now (tiering.ColdScrubber), its summary answered; its findings join
+	// GET /v1/scrub's.
+	ColdScrub func(ctx context.Context) (tiering.ColdScrubSummary, error)
 }
 
 // Locked says the API serves only its health checks and metrics: Kafka
@@ -71,6 +75,22 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	c.topics(mux)
 	if c.Scrub != nil {
 		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Scrub.Report()) })
+	}
+	if c.ColdScrub != nil {
+		mux.HandleFunc("POST /v1/scrub/cold/run", func(w http.ResponseWriter, r *http.Request) {
+			runCtx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(ctx, cancel)()
+			sum, err := c.ColdScrub(runCtx)
+			switch {
+			case errors.Is(err, tiering.ErrColdScrubRunning):
+				writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			case err != nil:
+				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			default:
+				writeJSON(w, http.StatusOK, sum)
+			}
+		})
 	}
 	if c.Locked() {
 		return openOnly(mux)

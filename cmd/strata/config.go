@@ -124,6 +124,13 @@ type TieringConfig struct {
 	RowGroupBytes Bytes    `yaml:"row_group_bytes"`
 	PageBytes     Bytes    `yaml:"page_bytes"`
 	CacheBytes    Bytes    `yaml:"cache_bytes"`
+	// The cold scrub reads the objects of this node's shards back and
+	// checks them against their manifests (docs/tiering.md, "The cold
+	// scrub"): when, at what byte rate, and how many bytes per run (0: no
+	// bound; a run that stops there is resumed by the next).
+	ScrubSchedule  string `yaml:"scrub_schedule"`
+	ScrubBandwidth Bytes  `yaml:"scrub_bandwidth"`
+	ScrubBytes     Bytes  `yaml:"scrub_bytes"`
 }
 
 // IcebergConfig makes each tiering run commit what it tiered to the
@@ -600,6 +607,9 @@ func (c *Config) validate() error {
 	}
 	if err := validateSchedule(c.Engine.ScrubSchedule); c.Engine.ScrubSchedule != "off" && err != nil {
 		return fmt.Errorf("engine.scrub_schedule: %q: %v (or \"off\")", c.Engine.ScrubSchedule, err)
+	}
+	if err := validateSchedule(c.Tiering.ScrubSchedule); c.Tiering.ScrubSchedule != "off" && err != nil {
+		return fmt.Errorf("tiering.scrub_schedule: %q: %v (or \"off\")", c.Tiering.ScrubSchedule, err)
 	}
 	if err := validateSchedule(c.Tiering.Schedule); c.Tiering.Enabled && err != nil {
 		return fmt.Errorf("tiering.schedule: %q: %v", c.Tiering.Schedule, err)

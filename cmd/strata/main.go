@@ -303,16 +303,29 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
 		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	var report scrubReport
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool
 		if repl != nil {
 			refill = repl.Refill
 		}
-		scrub := newScrubber(e, refill, reg, log.With("component", "scrub"))
-		if err := scheduleScrub(bg, scrub, cfg.Engine.ScrubSchedule); err != nil {
+		report.local = newScrubber(e, refill, reg, log.With("component", "scrub"))
+		if err := scheduleScrub(bg, report.local, cfg.Engine.ScrubSchedule); err != nil {
 			return err
 		}
-		adminCfg.Scrub = scrub
+	}
+	if store.SegmentEngine() != nil && cfg.Tiering.ScrubSchedule != "off" {
+		report.cold = newColdScrubber(newColdScrub(cfg, job, member), reg, log.With("component", "scrub"))
+		if err := scheduleRuns(bg, cfg.Tiering.ScrubSchedule, "tiering.scrub_schedule", func(ctx context.Context) error {
+			_, err := report.cold.run(ctx)
+			return err
+		}, report.cold.log); err != nil {
+			return err
+		}
+		adminCfg.ColdScrub = report.cold.run
+	}
+	if report.local != nil || report.cold != nil {
+		adminCfg.Scrub = report
 	}
 	if adminCfg.Locked() {
 		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")

@@ -11,9 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
+	"strata/cluster"
 	"strata/engine/integrity"
 	"strata/engine/segment"
+	"strata/engine/store"
 	"strata/internal/promreg"
+	"strata/tiering"
 )
 
 // The scrubber checks every local sealed segment against the checksum its
@@ -123,28 +126,179 @@ func (s *scrubber) settle() {
 	}
 }
 
-// Report is what GET /v1/scrub serves.
-func (s *scrubber) Report() any {
-	s.settle()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return struct {
-		LastRun  time.Time      `json:"last_run,omitzero"`
-		Findings []scrubFinding `json:"findings"`
-	}{s.lastRun, slices.Clone(s.findings)}
-}
-
 // scheduleScrub runs s on spec until ctx ends; runs never overlap.
 func scheduleScrub(ctx context.Context, s *scrubber, spec string) error {
+	return scheduleRuns(ctx, spec, "engine.scrub_schedule", s.run, s.log)
+}
+
+// coldScrubber runs tiering's cold scrub (tiering.ColdScrubber) on
+// tiering.scrub_schedule, counts what it finds and keeps the findings for
+// GET /v1/scrub. An object counts once as damaged (and once as repaired or
+// unrepairable) while it stays wrong, however many runs find it again.
+type coldScrubber struct {
+	s   *tiering.ColdScrubber
+	log *slog.Logger
+
+	runs, checked, read, repaired, unrepairable prometheus.Counter
+	damaged                                     *prometheus.CounterVec
+	lost                                        prometheus.Gauge
+
+	mu       sync.Mutex
+	open     map[string]string     // key: the state last reported, for objects still wrong
+	findings []tiering.ColdFinding // newest last, at most maxFindings
+	last     tiering.ColdScrubSummary
+}
+
+func newColdScrubber(s *tiering.ColdScrubber, reg prometheus.Registerer, log *slog.Logger) *coldScrubber {
+	c := func(name, help string) prometheus.Counter {
+		return promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+	}
+	return &coldScrubber{s: s, log: log, open: map[string]string{},
+		runs:         c("strata_scrub_cold_runs_total", "Cold scrub runs: the objects of this node's shards read back and checked against their manifests."),
+		checked:      c("strata_scrub_cold_checked_objects_total", "Objects the cold scrub checked."),
+		read:         c("strata_scrub_cold_read_bytes_total", "Object bytes the cold scrub read."),
+		repaired:     c("strata_scrub_cold_repaired_total", "Wrong objects the cold scrub uploaded again from a good local copy (or listed again)."),
+		unrepairable: c("strata_scrub_cold_unrepairable_total", "Wrong objects with no good copy here: their offsets cannot be read."),
+		damaged: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_scrub_cold_damaged_total",
+			Help: "Wrong objects the cold scrub found, by problem: missing, size, damaged, unlisted (an object counts once until it is right again)."}, []string{"problem"})),
+		lost: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_scrub_cold_unrepairable_objects",
+			Help: "Objects the last cold scrubs found wrong with no good copy here, still wrong: alert on it."})),
+	}
+}
+
+func (c *coldScrubber) run(ctx context.Context) (tiering.ColdScrubSummary, error) {
+	sum, err := c.s.Run(ctx)
+	if err != nil {
+		return sum, err
+	}
+	c.runs.Inc()
+	c.checked.Add(float64(sum.Checked))
+	c.read.Add(float64(sum.Bytes))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	for _, f := range sum.Findings {
+		seen[f.Key] = true
+		prev, known := c.open[f.Key]
+		if !known {
+			c.damaged.WithLabelValues(string(f.Problem)).Inc()
+		}
+		switch {
+		case f.State == tiering.ColdRepaired:
+			c.repaired.Inc()
+			delete(c.open, f.Key)
+		case f.State == tiering.ColdUnrepairable && prev != tiering.ColdUnrepairable:
+			c.unrepairable.Inc()
+			c.open[f.Key] = f.State
+		default:
+			c.open[f.Key] = f.State
+		}
+		c.findings = append(c.findings, f)
+	}
+	if sum.Complete {
+		// Every object was checked: those not found again are right now
+		// (an operator restored them).
+		for key := range c.open {
+			if !seen[key] {
+				delete(c.open, key)
+			}
+		}
+	}
+	n := 0
+	for _, state := range c.open {
+		if state == tiering.ColdUnrepairable {
+			n++
+		}
+	}
+	c.lost.Set(float64(n))
+	if len(c.findings) > maxFindings {
+		c.findings = slices.Delete(c.findings, 0, len(c.findings)-maxFindings)
+	}
+	c.last = sum
+	for _, e := range sum.Errors {
+		c.log.Warn("cold scrub: could not check", "err", e)
+	}
+	c.log.Info("cold scrub run", "checked", sum.Checked, "bytes_read", sum.Bytes, "findings", len(sum.Findings),
+		"complete", sum.Complete, "errors", len(sum.Errors), "took", sum.Finished.Sub(sum.Started))
+	return sum, nil
+}
+
+// coldReport is the cold scrub's part of GET /v1/scrub.
+type coldReport struct {
+	LastRun  *tiering.ColdScrubSummary `json:"last_run,omitempty"` // its findings are in Findings
+	Findings []tiering.ColdFinding     `json:"findings"`
+}
+
+func (c *coldScrubber) report() coldReport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := coldReport{Findings: slices.Clone(c.findings)}
+	if !c.last.Started.IsZero() {
+		last := c.last
+		last.Findings = nil
+		r.LastRun = &last
+	}
+	if r.Findings == nil {
+		r.Findings = []tiering.ColdFinding{}
+	}
+	return r
+}
+
+// scrubReport is GET /v1/scrub: the local scrubber's findings, and the
+// cold scrub's under "cold"; either may be off.
+type scrubReport struct {
+	local *scrubber
+	cold  *coldScrubber
+}
+
+func (r scrubReport) Report() any {
+	out := struct {
+		LastRun  time.Time      `json:"last_run,omitzero"`
+		Findings []scrubFinding `json:"findings"`
+		Cold     *coldReport    `json:"cold,omitempty"`
+	}{Findings: []scrubFinding{}}
+	if r.local != nil {
+		r.local.settle()
+		r.local.mu.Lock()
+		out.LastRun, out.Findings = r.local.lastRun, slices.Clone(r.local.findings)
+		r.local.mu.Unlock()
+	}
+	if r.cold != nil {
+		c := r.cold.report()
+		out.Cold = &c
+	}
+	return out
+}
+
+// scheduleRuns runs fn on spec until ctx ends; runs never overlap.
+func scheduleRuns(ctx context.Context, spec, knob string, fn func(context.Context) error, log *slog.Logger) error {
 	c := cron.New(cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
 	if _, err := c.AddFunc(spec, func() {
-		if err := s.run(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("scheduled scrub failed", "err", err)
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			log.Error("scheduled run failed", "schedule", knob, "err", err)
 		}
 	}); err != nil {
-		return fmt.Errorf("engine.scrub_schedule %q: %w", spec, err)
+		return fmt.Errorf("%s %q: %w", knob, spec, err)
 	}
 	c.Start()
 	go func() { <-ctx.Done(); <-c.Stop().Done() }()
 	return nil
+}
+
+// newColdScrub is the cold scrub of this node's shards; in a cluster, of
+// the partitions it leads: each partition's objects are read by one node,
+// not by every node holding a copy (docs/tiering.md, "The cold scrub").
+func newColdScrub(cfg *Config, job *tiering.Job, member *cluster.Member) *tiering.ColdScrubber {
+	s := &tiering.ColdScrubber{Job: job, BytesPerSecond: int64(cfg.Tiering.ScrubBandwidth), BudgetBytes: int64(cfg.Tiering.ScrubBytes)}
+	if member != nil {
+		s.Scrubs = func(shard string) bool {
+			tp, ok := store.ParseShard(shard)
+			if !ok {
+				return true // not a partition: no one else holds it
+			}
+			info, ok := member.Partition(tp.Topic, tp.Partition)
+			return ok && info.Leader == member.Self()
+		}
+	}
+	return s
 }
