@@ -172,8 +172,7 @@ func (c *ColdScrubber) Run(ctx context.Context) (ColdScrubSummary, error) {
 			}
 			sum.Checked++
 			c.cursor = struct{ shard, key string }{shard, t.key}
-			if f != nil {
-				c.repair(ctx, t, f, limiter)
+			if f != nil && c.repair(ctx, t, f, limiter) {
 				sum.Findings = append(sum.Findings, *f)
 			}
 		}
@@ -326,8 +325,10 @@ func (c *ColdScrubber) checkRecords(ctx context.Context, key string, pf *parquet
 }
 
 // repair uploads the object again from this node's good copy of its
-// segment, or relists it, and records the outcome in f.
-func (c *ColdScrubber) repair(ctx context.Context, t coldTarget, f *ColdFinding, limiter *rate.Limiter) {
+// segment, or relists it, and records the outcome in f. false: the object
+// left the shard's manifest and this node's catalog since it was checked
+// (retention expired it, its topic was deleted): no finding.
+func (c *ColdScrubber) repair(ctx context.Context, t coldTarget, f *ColdFinding, limiter *rate.Limiter) bool {
 	j := c.Job
 	log := j.log().With("shard", t.shard, "key", t.key, "start_offset", t.entry.StartOffset, "end_offset", t.entry.EndOffset, "problem", f.Problem)
 	// A tiering run changes the catalog and the manifests (expiry, drops,
@@ -336,23 +337,31 @@ func (c *ColdScrubber) repair(ctx context.Context, t coldTarget, f *ColdFinding,
 	if !j.running.TryLock() {
 		f.State, f.Detail = ColdRetry, "a tiering run was in progress; the next scrub repairs it"
 		log.Warn("cold scrub: an object is wrong; its repair waits for the next scrub (a tiering run is in progress)", "err", f.Error)
-		return
+		return true
 	}
 	defer j.running.Unlock()
+	// The check ran beside tiering runs: one may have expired the object
+	// (catalog, then object, then manifest entry) while it was read.
+	if gone, err := c.gone(ctx, t); err != nil {
+		f.State, f.Detail = ColdRetry, "reading its manifest again: "+err.Error()
+		return true
+	} else if gone {
+		return false
+	}
 	if f.Problem == ColdUnlisted {
 		if err := j.addToManifest(ctx, t.shard, t.loc, t.key, *t.seg, t.seg.ObjectSize); err != nil {
 			f.State, f.Detail = ColdRetry, "listing it in the manifest again: "+err.Error()
 			log.Error("cold scrub: an object the manifest lost could not be listed again", "err", err)
-			return
+			return true
 		}
 		f.State, f.Detail = ColdRepaired, "listed in the manifest again"
 		log.Warn("cold scrub: an object missing from its shard's manifest was listed again", "err", f.Error)
-		return
+		return true
 	}
 	s, why := c.localCopy(t)
 	if why != "" {
 		c.lost(t, f, why)
-		return
+		return true
 	}
 	err := c.reupload(ctx, t, s, limiter)
 	switch {
@@ -365,6 +374,35 @@ func (c *ColdScrubber) repair(ctx context.Context, t coldTarget, f *ColdFinding,
 		f.State, f.Detail = ColdRetry, "uploading it again: "+err.Error()
 		log.Error("cold scrub: uploading a wrong object again failed; the next scrub tries again", "segment", s.No, "err", err)
 	}
+	return true
+}
+
+// gone says whether the object left its shard since it was listed: the
+// manifest no longer lists it (a listed object), or this node's catalog
+// no longer holds it cold or remote (an unlisted one).
+func (c *ColdScrubber) gone(ctx context.Context, t coldTarget) (bool, error) {
+	j := c.Job
+	if t.listed {
+		m, err := readManifest(ctx, j.Bucket, t.loc.ManifestKey(j.Prefix))
+		if err != nil {
+			return false, err
+		}
+		_, ok := m.entry(t.entry.StartOffset, t.entry.EndOffset)
+		return !ok, nil
+	}
+	segs, err := j.Catalog.Segments(t.shard)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, s := range segs {
+		if s.ObjectKey == t.key && (s.State == catalog.Cold || s.State == catalog.Remote) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // localCopy finds this node's local copy of the object's segment: the same

@@ -199,3 +199,36 @@ func TestColdScrubBudgetResumes(t *testing.T) {
 		t.Fatalf("after a full round: %d checked", sum.Checked)
 	}
 }
+
+// An object that retention expires between its check and its repair (the
+// check runs beside tiering runs) is no finding: its offsets are gone on
+// purpose, and nothing is uploaded again.
+func TestColdScrubSkipsWhatRetentionExpired(t *testing.T) {
+	ctx := context.Background()
+	b := backends["local"](t)
+	r := newRig(t, b, t.TempDir())
+	r.job.Policy.LocalRetention = time.Hour
+	produce(t, r.engine, "orders-0", 30)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 2 {
+		t.Fatalf("run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
+	}
+	scrub := &ColdScrubber{Job: r.job}
+	targets, err := scrub.targets(ctx, "orders-0")
+	if err != nil || len(targets) < 2 {
+		t.Fatalf("targets: %d, %v", len(targets), err)
+	}
+	segs, _ := r.catalog().Segments("orders-0")
+	if err := r.job.expire(ctx, "orders-0", segs[0]); err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := scrub.check(ctx, targets[0], nil)
+	if err != nil || f == nil || f.Problem != ColdMissing {
+		t.Fatalf("check of the expired object: %+v, %v", f, err)
+	}
+	if scrub.repair(ctx, targets[0], f, nil) {
+		t.Fatalf("the expired object is a finding: %+v", f)
+	}
+	if _, err := b.Stat(ctx, targets[0].key); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the expired object was uploaded again: %v", err)
+	}
+}
