@@ -77,8 +77,9 @@ type ColdScrubSummary struct {
 	Checked  int           `json:"checked"`    // objects checked
 	Bytes    int64         `json:"bytes_read"` // object bytes read
 	Findings []ColdFinding `json:"findings"`
-	// Complete: the run reached the last object; else it stopped at its
-	// byte budget and the next run goes on after the last object checked.
+	// Complete: the run checked every object, from the first to the
+	// last. A run stopped by its byte budget, or resumed after one, is not
+	// complete; the next run goes on after the last object checked.
 	Complete bool `json:"complete"`
 	// Errors are shards or objects that could not be checked (the bucket
 	// did not answer): not findings, tried again next run.
@@ -139,7 +140,9 @@ func (c *ColdScrubber) Run(ctx context.Context) (ColdScrubSummary, error) {
 	slices.Sort(shards)
 	from := c.cursor
 	c.cursor = struct{ shard, key string }{}
-	sum.Complete = true
+	// Complete only if this run began at the first object: one resumed
+	// after a budget's stop did not check those before it.
+	sum.Complete = from == c.cursor
 	for _, shard := range shards {
 		if shard < from.shard || (c.Scrubs != nil && !c.Scrubs(shard)) {
 			continue

@@ -189,14 +189,21 @@ func TestColdScrubBudgetResumes(t *testing.T) {
 	scrub := &ColdScrubber{Job: r.job, BudgetBytes: 1} // one object per run
 	for i := range tiered {
 		sum, err := scrub.Run(ctx)
-		if err != nil || sum.Checked != 1 || len(sum.Findings) > 0 {
-			t.Fatalf("run %d: %d checked, %+v, %v", i, sum.Checked, sum.Findings, err)
+		if err != nil || sum.Checked != 1 || len(sum.Findings) > 0 || sum.Complete {
+			t.Fatalf("run %d: %d checked, complete %v, %+v, %v", i, sum.Checked, sum.Complete, sum.Findings, err)
 		}
 	}
-	// The last object was checked: the next run starts again at the first
-	// and, the budget spent on it, is not complete.
+	// The last object was checked: the next run starts again at the first.
 	if sum, _ := scrub.Run(ctx); sum.Checked != 1 {
 		t.Fatalf("after a full round: %d checked", sum.Checked)
+	}
+	// Without a budget a run checks them all, from the first: complete.
+	scrub.BudgetBytes = 0
+	if sum, _ := scrub.Run(ctx); sum.Checked != tiered-1 || sum.Complete {
+		t.Fatalf("resumed without a budget: %d checked of the %d after the first, complete %v", sum.Checked, tiered-1, sum.Complete)
+	}
+	if sum, _ := scrub.Run(ctx); sum.Checked != tiered || !sum.Complete {
+		t.Fatalf("a whole run: %d checked of %d, complete %v", sum.Checked, tiered, sum.Complete)
 	}
 }
 
