@@ -201,6 +201,9 @@ type Engine struct {
 	stop chan struct{}
 	bg   sync.WaitGroup // workers
 	tick sync.WaitGroup // the ticker, which sends to workers
+	// marks takes the tick's fsyncs of the synced marks off the workers
+	// (fsync=batch; nil under the other policies): synced.go.
+	marks *markSyncer
 }
 
 var (

@@ -47,6 +47,9 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
 		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, creating: map[string]struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	e.points.limit = cfg.IndexMemoryBytes
+	if cfg.Fsync == FsyncBatch {
+		e.marks = newMarkSyncer(cfg.Workers, cfg.Logger)
+	}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
 		e.workers = append(e.workers, w)
@@ -168,6 +171,7 @@ func (e *Engine) Close() error {
 		close(w.ch)
 	}
 	e.bg.Wait()
+	e.marks.stop() // the marks' fsyncs handed over are done before they are closed
 	e.events.close()
 	var errs []error
 	// Sealed writers leave files the next start trusts without a scan.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -310,10 +311,14 @@ func (e *Engine) remark(sh *shard, s *segment, key bool) error {
 }
 
 // commitSynced writes the synced marks of shards just fsynced outside a
-// worker batch (the interval policy's tick). Under fsync=batch it fsyncs
-// the marks written since the last tick, which bounds what a power cut
+// worker batch (the interval policy's tick). Under fsync=batch the marks
+// written since the last tick are fsynced, which bounds what a power cut
 // takes from them at no cost per append; not under interval, whose tick
-// is its fsyncs, which it would double.
+// is its fsyncs, which it would double. The worker hands those fsyncs to
+// the engine's markSyncer instead of making them: made here, each tick
+// held every append queued behind it for one fsync per mark written since
+// the last (a journal commit each, as the pwrite moved the file's mtime),
+// which was the p99 tail the marks as files added (docs/bench.md).
 func (w *worker) commitSynced(synced []*shard) {
 	for _, sh := range synced {
 		w.markSynced(sh)
@@ -321,11 +326,85 @@ func (w *worker) commitSynced(synced []*shard) {
 	if w.e.cfg.Fsync != FsyncBatch {
 		return
 	}
+	var due []*shard
 	for _, sh := range w.e.shardsOf(w) {
-		if err := sh.syncMark(); err != nil {
-			w.e.log.Warn("fsync of a synced mark failed; after a power cut recovery may treat more of a damaged tail as torn", "shard", sh.name, "err", err)
+		if sh.mark != nil && sh.markDirty {
+			due = append(due, sh)
 		}
 	}
+	if !w.e.marks.take(due) {
+		return // the syncer is behind: they stay dirty, for the next tick
+	}
+	for _, sh := range due {
+		sh.markDirty = false
+	}
+}
+
+// markSyncer fsyncs, apart from the workers, the synced marks their ticks
+// hand it. A mark's file stays the worker's: it may write the mark again
+// meanwhile (the fsync then takes the newer record, never an older one
+// over it, since both are the page cache's one page) or close it (a
+// deleted shard: os.File's Sync then answers os.ErrClosed, and the file
+// is not synced, which a deleted shard does not need). Close stops it
+// after the workers, so every mark handed over is fsynced before the
+// engine fsyncs and closes the rest.
+type markSyncer struct {
+	ch   chan []markFile
+	done chan struct{}
+	log  *slog.Logger
+}
+
+// markFile is one mark to fsync, with its shard's name for the log.
+type markFile struct {
+	shard string
+	f     vfs.File
+}
+
+func newMarkSyncer(workers int, log *slog.Logger) *markSyncer {
+	// One tick's list per worker in flight at most; a worker whose list
+	// does not fit keeps its marks dirty (take).
+	m := &markSyncer{ch: make(chan []markFile, workers), done: make(chan struct{}), log: log}
+	go m.run()
+	return m
+}
+
+// take hands the marks of shards over to be fsynced, without waiting:
+// false if the syncer is still behind on earlier ticks' lists.
+func (m *markSyncer) take(shards []*shard) bool {
+	if len(shards) == 0 {
+		return true
+	}
+	list := make([]markFile, len(shards))
+	for i, sh := range shards {
+		list[i] = markFile{shard: sh.name, f: sh.mark}
+	}
+	select {
+	case m.ch <- list:
+		return true
+	default:
+		m.log.Debug("the synced marks' fsyncs are behind; this tick's wait for the next", "marks", len(list))
+		return false
+	}
+}
+
+func (m *markSyncer) run() {
+	defer close(m.done)
+	for list := range m.ch {
+		for _, mf := range list {
+			if err := mf.f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+				m.log.Warn("fsync of a synced mark failed; after a power cut recovery may treat more of a damaged tail as torn", "shard", mf.shard, "err", err)
+			}
+		}
+	}
+}
+
+// stop waits for the fsyncs handed over; nil (fsync=batch off) does nothing.
+func (m *markSyncer) stop() {
+	if m == nil {
+		return
+	}
+	close(m.ch)
+	<-m.done
 }
 
 // The shared files' synced marks are the same promise for a shared file:
