@@ -110,6 +110,10 @@ const (
 	Recreate         OpKind = "recreate"          // delete the churn topic and create it again
 	TierRun          OpKind = "tier-run"          // ask one node for a tiering run
 	GroupCommit      OpKind = "group-commit"      // commit a group offset
+	// PasswordChange rotates the SCRAM user's password on one node
+	// (AlterUserScramCredentials); drawn from a stream of its own, so the
+	// other operations and the faults are what a seed drew before it.
+	PasswordChange OpKind = "password"
 )
 
 var allOps = []OpKind{ProduceLarge, ProduceAcks1, Fetch, DeleteRecords, CreatePartitions, Recreate, TierRun, GroupCommit}
@@ -320,6 +324,13 @@ func Generate(cfg Config) Schedule {
 		}
 		s.Ops = append(s.Ops, op)
 	}
+	// Password changes, every 15-30 s from 10 s on, each at a node of its
+	// own stream's choosing.
+	pr := rand.New(rand.NewPCG(cfg.Seed^0x70617373776f7264, cfg.Seed))
+	for t := 10*time.Second + time.Duration(pr.Int64N(int64(5*time.Second))); t < cfg.Duration; t += 15*time.Second + time.Duration(pr.Int64N(int64(15*time.Second))) {
+		s.Ops = append(s.Ops, Op{At: t, Kind: PasswordChange, Node: int32(1 + pr.IntN(cfg.Nodes))})
+	}
+	sort.SliceStable(s.Ops, func(i, j int) bool { return s.Ops[i].At < s.Ops[j].At })
 	return s
 }
 
