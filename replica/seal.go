@@ -94,8 +94,9 @@ func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal, ove
 // holders then adopt the whole segment's object once it is tiered (tiering's
 // head rule), and their tails count as settled by its record (SettleSeals).
 
-// DecideWhole decides, for a leader whose sealed segment own starts at its
-// log start, about the whole segment own may be the tail of. reports holds
+// DecideWhole decides, for a leader whose sealed segment own holds its log
+// start (its log began there, or inside it), about the whole segment own
+// may be the tail of. reports holds
 // each follower's report that bears on own: its copy at own.Start (a tail
 // like the leader's) or a whole, one that starts below own and ends where
 // own ends. ok is false when no follower reported a whole: own is then
@@ -200,8 +201,8 @@ func (s SealState) unrecorded() bool { return s.Recorded == nil && s.Whole == ni
 // out some of replicas, which may yet report an equal copy (the leader adds
 // them). A copy that differs from its record is dropped: a record is never
 // rewritten with other bytes, so it will never agree. A segment with no
-// record that starts at logStart and ends where a record that starts below
-// it ends is that segment's tail (DecideWhole): settled by the whole's
+// record that holds logStart and ends where a record that starts below it
+// ends is that segment's tail (DecideWhole): settled by the whole's
 // record, kept (Whole set) only while that record leaves out some of
 // replicas but self, whose equal copies the leader may add.
 func SettleSeals(self int32, replicas []int32, logStart uint64, local []Seal, records map[uint64]SealRecord) []SealState {
@@ -228,7 +229,7 @@ func SettleSeals(self int32, replicas []int32, logStart uint64, local []Seal, re
 // wholeOf is the record of the segment s is the tail of, if s starts at
 // logStart and a record starting below it ends where s ends.
 func wholeOf(s Seal, logStart uint64, records map[uint64]SealRecord) (SealRecord, bool) {
-	if s.Start != logStart {
+	if !holdsLogStart(s, logStart) {
 		return SealRecord{}, false
 	}
 	for _, r := range records {
@@ -239,6 +240,12 @@ func wholeOf(s Seal, logStart uint64, records map[uint64]SealRecord) (SealRecord
 	}
 	return SealRecord{}, false
 }
+
+// holdsLogStart: s is the segment the log starts in. A copy refilled from
+// a log start begins its first segment there; a DeleteRecords since may
+// have moved the log start further into it. What another copy holds of
+// the same segment below s is below the log start: deleted records.
+func holdsLogStart(s Seal, logStart uint64) bool { return s.Start <= logStart && logStart <= s.Last }
 
 // SealReports picks what a follower reports with one fetch of its seals to
 // settle, at most max: first those with no record, the oldest and the
@@ -452,7 +459,7 @@ func (n *Node) deriveSeals(ctx context.Context, p *partition, lister store.Seale
 	if err != nil {
 		return nil, err
 	}
-	if first := segs[0].Start; first == low && first > 0 {
+	if first := segs[0].Start; first > 0 && holdsLogStart(Seal{Start: first, Last: segs[0].Last}, low) {
 		if _, ok := records[first]; !ok {
 			// Perhaps the tail of a segment whose head was deleted before
 			// this copy was refilled: the record that starts below says.
@@ -652,7 +659,7 @@ func (n *Node) settleWhole(p *partition, s *pendingSeal, isr []int32) (handled, 
 	if !wholes {
 		return false, false
 	}
-	if low, _, err := n.cfg.Store.Watermarks(context.Background(), p.shard); err != nil || low != s.Start {
+	if low, _, err := n.cfg.Store.Watermarks(context.Background(), p.shard); err != nil || !holdsLogStart(s.Seal, low) {
 		return false, false // not where this copy's log starts: not a tail but rolls that differ
 	}
 	whole, v, _ := DecideWhole(n.cfg.Self, s.Seal, isr, reports, n.overdue(s))

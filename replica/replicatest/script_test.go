@@ -159,7 +159,7 @@ func (c *Cluster) describeSeals(shard string) string {
 					if r.Last != s.Last || r.CRC != s.CRC {
 						state = "differs"
 					}
-				} else if r.Start < s.Start && r.Last == s.Last && s.Start == low && state == "no record" {
+				} else if r.Start < s.Start && r.Last == s.Last && s.Start <= low && low <= s.Last && state == "no record" {
 					state = fmt.Sprintf("the tail of [%d, %d]", r.Start, r.Last)
 				}
 			}
