@@ -86,6 +86,11 @@ func (r replicaMeta) Seals(ctx context.Context, topic string, p int32, from, to 
 	return out, err
 }
 
+func (r replicaMeta) SealBelow(ctx context.Context, topic string, p int32, start uint64) (replica.SealRecord, bool, error) {
+	s, ok, err := r.m.SealBelow(ctx, topic, p, start)
+	return replica.SealRecord{Seal: replica.Seal{Start: s.Start, Last: s.Last, CRC: s.CRC}, Replicas: s.Replicas}, ok, err
+}
+
 func (r replicaMeta) PruneSeals(ctx context.Context, topic string, p int32, below uint64) (int, error) {
 	return r.m.PruneSeals(ctx, topic, p, below)
 }

@@ -144,6 +144,25 @@ func (m *Member) Seals(ctx context.Context, topic string, p int32, from, to uint
 	return out, nil
 }
 
+// SealBelow is the record of partition p's segment that starts last below
+// start, if any: the whole segment of which a copy refilled from a log
+// start inside it holds the tail (replica.SettleSeals).
+func (m *Member) SealBelow(ctx context.Context, topic string, p int32, start uint64) (SealRecord, bool, error) {
+	resp, err := m.cli.Get(ctx, m.keys.partitionSeals(topic, p), clientv3.WithRange(m.keys.seal(topic, p, start)),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return SealRecord{}, false, fmt.Errorf("cluster: reading the seal of %s-%d below %d: %w", topic, p, start, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return SealRecord{}, false, nil
+	}
+	var s SealRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
+		return SealRecord{}, false, fmt.Errorf("cluster: reading the seal %s: %w", resp.Kvs[0].Key, err)
+	}
+	return s, true, nil
+}
+
 // PruneSeals deletes the records of partition p's segments that end below
 // offset below, its log start: they were deleted (retention, DeleteRecords),
 // and their records would otherwise stay in etcd for the topic's life. The

@@ -45,3 +45,40 @@ func TestSealsListsARange(t *testing.T) {
 		}
 	}
 }
+
+// SealBelow is the record that starts last below an offset, in that
+// partition only: the whole segment a copy refilled from inside it holds
+// the tail of.
+func TestSealBelow(t *testing.T) {
+	h := newHarness(t)
+	ms := threeNodes(t, h, "below", 2)
+	for p := int32(0); p < 2; p++ {
+		part, _, _ := ms[1].PartitionRev("below", p)
+		for _, start := range []uint64{100, 200, 1000} {
+			s := SealRecord{Start: start, Last: start + 99, CRC: uint32(p), Replicas: []int32{part.Leader}}
+			if err := ms[part.Leader].RecordSeal(context.Background(), "below", p, part.Epoch, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		start uint64
+		want  uint64
+		found bool
+	}{
+		{0, 0, false},
+		{100, 0, false},
+		{150, 100, true},
+		{200, 100, true},
+		{999, 200, true},
+		{5000, 1000, true},
+	} {
+		r, ok, err := ms[2].SealBelow(context.Background(), "below", 1, tc.start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != tc.found || ok && (r.Start != tc.want || r.CRC != 1) {
+			t.Errorf("SealBelow(%d): %+v found %v, want start %d found %v in partition 1", tc.start, r, ok, tc.want, tc.found)
+		}
+	}
+}

@@ -40,6 +40,9 @@ func (m *staticMeta) PruneSeals(context.Context, string, int32, uint64) (int, er
 func (m *staticMeta) Seals(context.Context, string, int32, uint64, uint64) ([]SealRecord, error) {
 	return nil, nil
 }
+func (m *staticMeta) SealBelow(context.Context, string, int32, uint64) (SealRecord, bool, error) {
+	return SealRecord{}, false, nil
+}
 
 // localTransport carries a follower's fetches to a leader Node in this
 // process, and shows the test each one before it is answered.

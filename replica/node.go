@@ -106,6 +106,9 @@ type Meta interface {
 	// Seals lists the partition's seal records of the segments that start
 	// from from through to, by start.
 	Seals(ctx context.Context, topic string, partition int32, from, to uint64) ([]SealRecord, error)
+	// SealBelow is the record of the partition's segment that starts last
+	// below start, if any: the whole of a copy that holds only its tail.
+	SealBelow(ctx context.Context, topic string, partition int32, start uint64) (SealRecord, bool, error)
 	// PruneSeals deletes the seal records of segments that end below the
 	// partition's log start.
 	PruneSeals(ctx context.Context, topic string, partition int32, below uint64) (int, error)
@@ -361,7 +364,7 @@ func (n *Node) gauge() {
 	for _, p := range n.parts {
 		p.mu.Lock()
 		for _, s := range p.seals {
-			if s.Recorded == nil {
+			if s.unrecorded() {
 				unsealed++
 				if oldest.IsZero() || s.at.Before(oldest) {
 					oldest = s.at

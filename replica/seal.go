@@ -83,6 +83,73 @@ func DecideSeal(leader int32, own Seal, isr []int32, reports map[int32]Seal, ove
 	return v
 }
 
+// A copy refilled from a log start that DeleteRecords left inside a
+// segment begins its first segment there and ends it where the other
+// copies' segment ends: it holds that segment's tail. No other copy starts
+// where it does, so no report of it ever comes, and a record of the tail
+// alone names a segment no other replica holds; the whole segment the
+// others hold would never be recorded, and their tiering would wait there
+// for good. So a leader whose sealed segment is such a tail records the
+// whole segment its followers report instead (DecideWhole); the tail's
+// holders then adopt the whole segment's object once it is tiered (tiering's
+// head rule), and their tails count as settled by its record (SettleSeals).
+
+// DecideWhole decides, for a leader whose sealed segment own holds its log
+// start (its log began there, or inside it), about the whole segment own
+// may be the tail of. reports holds
+// each follower's report that bears on own: its copy at own.Start (a tail
+// like the leader's) or a whole, one that starts below own and ends where
+// own ends. ok is false when no follower reported a whole: own is then
+// decided as any segment is (DecideSeal). Otherwise the ISR members that
+// have reported neither keep it waiting, but for those overdue, as in
+// DecideSeal. The leader cannot compare a whole with its own copy, which
+// lacks the head; the whole recorded is the copy a strict majority of the
+// followers that hold a whole reported (Replicas, sorted; the leader is
+// not among them), the others Differ. With no such majority (two copies,
+// one each) nothing is recorded: Replicas is empty and every holder
+// Differs, until one of them is refilled and reports a tail instead.
+func DecideWhole(leader int32, own Seal, isr []int32, reports map[int32]Seal, overdue []int32) (whole Seal, v SealVerdict, ok bool) {
+	holders := map[Seal][]int32{}
+	var nodes []int32
+	for n, r := range reports {
+		if n != leader && r.Start < own.Start && r.Last == own.Last {
+			holders[r] = append(holders[r], n)
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return Seal{}, SealVerdict{}, false
+	}
+	for _, n := range isr {
+		if _, reported := reports[n]; n == leader || reported {
+			continue
+		}
+		if !slices.Contains(overdue, n) {
+			return Seal{}, SealVerdict{Wait: true}, true
+		}
+		v.Overdue = append(v.Overdue, n)
+	}
+	best := 0
+	for s, hs := range holders {
+		if len(hs) > best || len(hs) == best && s.Start < whole.Start {
+			whole, best = s, len(hs)
+		}
+	}
+	if 2*best <= len(nodes) {
+		whole = Seal{}
+	}
+	for _, n := range nodes {
+		if whole != (Seal{}) && reports[n] == whole {
+			v.Replicas = append(v.Replicas, n)
+		} else {
+			v.Differ = append(v.Differ, n)
+		}
+	}
+	slices.Sort(v.Replicas)
+	slices.Sort(v.Differ)
+	return whole, v, true
+}
+
 // A replica's seals to settle are derived from its log, not remembered: its
 // local sealed segments (the engine lists them) against the cluster's
 // records of them. Whoever leads after a crash, a restart or an election
@@ -115,11 +182,16 @@ type SealRecord struct {
 
 // SealState is one of a replica's local sealed segments as the cluster's
 // records have it: Recorded names the replicas its record holds, nil while
-// it has none.
+// it has none. Whole is, for a copy that holds only a segment's tail, the
+// whole segment's record, which settles it (DecideWhole).
 type SealState struct {
 	Seal
 	Recorded []int32
+	Whole    *SealRecord
 }
+
+// unrecorded: no record names the segment, not even as a tail.
+func (s SealState) unrecorded() bool { return s.Recorded == nil && s.Whole == nil }
 
 // SettleSeals sorts a replica's local sealed segments against the cluster's
 // records of them (by start) and keeps those still to be settled, in
@@ -128,13 +200,23 @@ type SealState struct {
 // whose predecessor recorded it without it); and one whose record leaves
 // out some of replicas, which may yet report an equal copy (the leader adds
 // them). A copy that differs from its record is dropped: a record is never
-// rewritten with other bytes, so it will never agree.
-func SettleSeals(self int32, replicas []int32, local []Seal, records map[uint64]SealRecord) []SealState {
+// rewritten with other bytes, so it will never agree. A segment with no
+// record that holds logStart and ends where a record that starts below it
+// ends is that segment's tail (DecideWhole): settled by the whole's
+// record, kept (Whole set) only while that record leaves out some of
+// replicas but self, whose equal copies the leader may add.
+func SettleSeals(self int32, replicas []int32, logStart uint64, local []Seal, records map[uint64]SealRecord) []SealState {
 	var keep []SealState
 	for _, s := range local {
 		rec, ok := records[s.Start]
 		switch {
 		case !ok:
+			if whole, ok := wholeOf(s, logStart, records); ok {
+				if slices.ContainsFunc(replicas, func(r int32) bool { return r != self && !slices.Contains(whole.Replicas, r) }) {
+					keep = append(keep, SealState{Seal: s, Whole: &whole})
+				}
+				continue
+			}
 			keep = append(keep, SealState{Seal: s})
 		case rec.Seal != s:
 		case !slices.Contains(rec.Replicas, self) || slices.ContainsFunc(replicas, func(r int32) bool { return !slices.Contains(rec.Replicas, r) }):
@@ -143,6 +225,27 @@ func SettleSeals(self int32, replicas []int32, local []Seal, records map[uint64]
 	}
 	return keep
 }
+
+// wholeOf is the record of the segment s is the tail of, if s starts at
+// logStart and a record starting below it ends where s ends.
+func wholeOf(s Seal, logStart uint64, records map[uint64]SealRecord) (SealRecord, bool) {
+	if !holdsLogStart(s, logStart) {
+		return SealRecord{}, false
+	}
+	for _, r := range records {
+		if r.Start < s.Start && r.Last == s.Last {
+			r.Replicas = slices.Clone(r.Replicas)
+			return r, true
+		}
+	}
+	return SealRecord{}, false
+}
+
+// holdsLogStart: s is the segment the log starts in. A copy refilled from
+// a log start begins its first segment there; a DeleteRecords since may
+// have moved the log start further into it. What another copy holds of
+// the same segment below s is below the log start: deleted records.
+func holdsLogStart(s Seal, logStart uint64) bool { return s.Start <= logStart && logStart <= s.Last }
 
 // SealReports picks what a follower reports with one fetch of its seals to
 // settle, at most max: first those with no record, the oldest and the
@@ -154,6 +257,8 @@ func SealReports(self int32, seals []SealState, max int) []Seal {
 	var none, without []Seal
 	for _, s := range seals {
 		switch {
+		case s.Whole != nil:
+			// A tail: the leader records the whole from those who hold it.
 		case s.Recorded == nil:
 			none = append(none, s.Seal)
 		case !slices.Contains(s.Recorded, self):
@@ -175,10 +280,11 @@ type pendingSeal struct {
 	held map[int32]time.Time
 	// written is the checksum kept while the file was written, which tells
 	// this copy from another at the same offsets (a log copied again).
-	written uint32
-	at      time.Time
-	warned  bool   // that it waits long was logged
-	added   uint64 // p.added when it was added by its event
+	written  uint32
+	at       time.Time
+	warned   bool   // that it waits long was logged
+	conflict bool   // that the followers' wholes disagree was logged
+	added    uint64 // p.added when it was added by its event
 }
 
 // Sealed tells replication that this node sealed segment no of shard: a
@@ -278,7 +384,7 @@ func (p *partition) takeReports(node int32, seals []Seal) {
 func (n *Node) fetchedPast(p *partition, follower int32, offset int64) {
 	for i := range p.seals {
 		s := &p.seals[i]
-		if s.Recorded != nil || offset <= int64(s.Last) {
+		if !s.unrecorded() || offset <= int64(s.Last) {
 			continue
 		}
 		if _, ok := s.held[follower]; !ok {
@@ -301,7 +407,7 @@ func (n *Node) scanSeals(p *partition, now time.Time) {
 	}
 	due := p.scannedAt.IsZero() || now.Sub(p.scannedAt) >= sealScanEvery
 	if !due && now.Sub(p.scannedAt) >= sealScanWaiting {
-		due = slices.ContainsFunc(p.seals, func(s pendingSeal) bool { return s.Recorded == nil })
+		due = slices.ContainsFunc(p.seals, func(s pendingSeal) bool { return s.unrecorded() })
 	}
 	if !due {
 		return
@@ -349,6 +455,21 @@ func (n *Node) deriveSeals(ctx context.Context, p *partition, lister store.Seale
 	for _, r := range recs {
 		records[r.Start] = r
 	}
+	low, _, err := n.cfg.Store.Watermarks(ctx, p.shard)
+	if err != nil {
+		return nil, err
+	}
+	if first := segs[0].Start; first > 0 && holdsLogStart(Seal{Start: first, Last: segs[0].Last}, low) {
+		if _, ok := records[first]; !ok {
+			// Perhaps the tail of a segment whose head was deleted before
+			// this copy was refilled: the record that starts below says.
+			if r, ok, err := n.cfg.Meta.SealBelow(ctx, p.topic, p.p, first); err != nil {
+				return nil, err
+			} else if ok {
+				records[r.Start] = r
+			}
+		}
+	}
 	local := make([]Seal, len(segs))
 	byStart := map[uint64]store.SealedSegment{}
 	read := map[uint64]bool{}
@@ -362,9 +483,14 @@ func (n *Node) deriveSeals(ctx context.Context, p *partition, lister store.Seale
 	// Sorted with the checksums kept while writing first; then those left
 	// are read back (the file as it is on disk is what agrees or not) and
 	// sorted again.
-	keep := SettleSeals(n.cfg.Self, replicas, local, records)
+	keep := SettleSeals(n.cfg.Self, replicas, low, local, records)
 	back := make([]Seal, 0, len(keep))
+	var tails []SealState
 	for _, s := range keep {
+		if s.Whole != nil {
+			tails = append(tails, s) // settled by the whole's record, whatever its bytes
+			continue
+		}
 		if !read[s.Start] {
 			crc, err := n.readBack(p.shard, byStart[s.Start].No, s.CRC)
 			if err != nil {
@@ -376,7 +502,7 @@ func (n *Node) deriveSeals(ctx context.Context, p *partition, lister store.Seale
 		back = append(back, s.Seal)
 	}
 	var out []pendingSeal
-	for _, s := range SettleSeals(n.cfg.Self, replicas, back, records) {
+	for _, s := range append(SettleSeals(n.cfg.Self, replicas, low, back, records), tails...) {
 		out = append(out, pendingSeal{SealState: s, written: byStart[s.Start].CRC, at: byStart[s.Start].SealedAt})
 	}
 	return out, nil
@@ -399,17 +525,26 @@ func (n *Node) mergeSeals(p *partition, found []pendingSeal, since uint64) {
 	for i := range found {
 		s := &found[i]
 		if o, ok := old[s.Start]; ok {
-			s.warned, s.held = o.warned, o.held
+			s.warned, s.conflict, s.held = o.warned, o.conflict, o.held
 			for _, r := range o.Recorded {
 				if !slices.Contains(s.Recorded, r) {
 					s.Recorded = append(s.Recorded, r)
+				}
+			}
+			if s.Whole == nil {
+				s.Whole = o.Whole
+			} else if o.Whole != nil && o.Whole.Seal == s.Whole.Seal {
+				for _, r := range o.Whole.Replicas {
+					if !slices.Contains(s.Whole.Replicas, r) {
+						s.Whole.Replicas = append(s.Whole.Replicas, r)
+					}
 				}
 			}
 		}
 		if s.at.IsZero() {
 			s.at = now
 		}
-		if s.Recorded == nil && !s.warned && now.Sub(s.at) > sealWarnAfter {
+		if s.unrecorded() && !s.warned && now.Sub(s.at) > sealWarnAfter {
 			s.warned = true
 			var missing []int32
 			if p.leader != nil {
@@ -444,6 +579,11 @@ func (n *Node) settleSeals(p *partition) {
 			// some of it, and a seal is what tiering trusts.
 			continue
 		}
+		if handled, writing := n.settleWhole(p, s, isr); writing {
+			return
+		} else if handled {
+			continue
+		}
 		reports := map[int32]Seal{}
 		news := false // a report from a replica its record does not name yet
 		for node, m := range p.reports {
@@ -457,13 +597,7 @@ func (n *Node) settleSeals(p *partition) {
 		}
 		var v SealVerdict
 		if s.Recorded == nil {
-			var overdue []int32
-			for node, since := range s.held {
-				if n.cfg.Now().Sub(since) >= sealReportWait {
-					overdue = append(overdue, node)
-				}
-			}
-			v = DecideSeal(n.cfg.Self, s.Seal, isr, reports, overdue)
+			v = DecideSeal(n.cfg.Self, s.Seal, isr, reports, n.overdue(s))
 		} else {
 			// Sealed for the cluster already: an equal copy adds to it,
 			// with no wait for the rest.
@@ -472,51 +606,140 @@ func (n *Node) settleSeals(p *partition) {
 		if v.Wait || !slices.ContainsFunc(v.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
 			continue
 		}
-		p.sealing = true
-		rec := SealRecord{Seal: s.Seal, Replicas: v.Replicas}
-		first := s.Recorded == nil
-		epoch, at := p.a.Epoch, s.at
-		n.goBackground(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			err := n.cfg.Meta.RecordSeal(ctx, p.topic, p.p, epoch, rec)
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.sealing = false
-			if err != nil {
-				n.cfg.Log.Warn("replica: recording a sealed segment", "shard", p.shard, "seal", rec.Seal.String(), "err", err)
-				return
+		n.writeSeal(p, SealRecord{Seal: s.Seal, Replicas: v.Replicas}, s.Start, s.Recorded == nil, s.at, v)
+		return
+	}
+}
+
+// overdue lists the followers that have held all of s for sealReportWait
+// without reporting it.
+func (n *Node) overdue(s *pendingSeal) []int32 {
+	var out []int32
+	for node, since := range s.held {
+		if n.cfg.Now().Sub(since) >= sealReportWait {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+// settleWhole settles s as the tail of a segment its followers hold whole
+// (DecideWhole): handled when s is such a tail, so its own copy is never
+// recorded alone; writing when a record is on its way. p.mu is held.
+func (n *Node) settleWhole(p *partition, s *pendingSeal, isr []int32) (handled, writing bool) {
+	reports := map[int32]Seal{} // each follower's report bearing on s
+	wholes := false
+	for node, m := range p.reports {
+		if r, ok := m[s.Start]; ok {
+			reports[node] = r
+			continue
+		}
+		for _, r := range m {
+			if r.Start < s.Start && r.Last == s.Last {
+				reports[node], wholes = r, true
+				break
 			}
-			for i := range p.seals {
-				s := &p.seals[i]
-				if s.Start != rec.Start {
-					continue
+		}
+	}
+	if s.Whole != nil {
+		// The whole is recorded: a holder that reports it since is added.
+		var adds []int32
+		for node, r := range reports {
+			if r == s.Whole.Seal && !slices.Contains(s.Whole.Replicas, node) {
+				adds = append(adds, node)
+			}
+		}
+		if len(adds) == 0 {
+			return true, false
+		}
+		slices.Sort(adds)
+		n.writeSeal(p, SealRecord{Seal: s.Whole.Seal, Replicas: adds}, s.Start, false, s.at, SealVerdict{Replicas: adds})
+		return true, true
+	}
+	if !wholes {
+		return false, false
+	}
+	if low, _, err := n.cfg.Store.Watermarks(context.Background(), p.shard); err != nil || !holdsLogStart(s.Seal, low) {
+		return false, false // not where this copy's log starts: not a tail but rolls that differ
+	}
+	whole, v, _ := DecideWhole(n.cfg.Self, s.Seal, isr, reports, n.overdue(s))
+	switch {
+	case v.Wait:
+		return true, false
+	case len(v.Replicas) == 0:
+		if !s.conflict {
+			s.conflict = true
+			n.m.seals.WithLabelValues("differ").Inc()
+			n.cfg.Log.Error("replica: this leader holds only the tail of a sealed segment, and its followers' copies of the whole differ with no majority: none is recorded, and the partition's tiering waits there",
+				"shard", p.shard, "tail", s.Seal.String(), "reports", fmt.Sprint(reports))
+		}
+		return true, false
+	}
+	n.writeSeal(p, SealRecord{Seal: whole, Replicas: v.Replicas}, s.Start, true, s.at, v)
+	return true, true
+}
+
+// writeSeal writes rec in the background, as p's leader at its epoch, and
+// notes it on the seal to settle that starts at own (rec's own segment, or
+// the tail of rec's whole); first: the segment had no record. p.mu is held.
+func (n *Node) writeSeal(p *partition, rec SealRecord, own uint64, first bool, at time.Time, v SealVerdict) {
+	p.sealing = true
+	epoch := p.a.Epoch
+	n.goBackground(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := n.cfg.Meta.RecordSeal(ctx, p.topic, p.p, epoch, rec)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.sealing = false
+		if err != nil {
+			n.cfg.Log.Warn("replica: recording a sealed segment", "shard", p.shard, "seal", rec.Seal.String(), "err", err)
+			return
+		}
+		for i := range p.seals {
+			s := &p.seals[i]
+			if s.Start != own {
+				continue
+			}
+			if rec.Start != own {
+				if s.Whole == nil || s.Whole.Seal != rec.Seal {
+					s.Whole = &SealRecord{Seal: rec.Seal}
 				}
 				for _, r := range rec.Replicas {
-					if !slices.Contains(s.Recorded, r) {
-						s.Recorded = append(s.Recorded, r)
+					if !slices.Contains(s.Whole.Replicas, r) {
+						s.Whole.Replicas = append(s.Whole.Replicas, r)
 					}
-				}
-				if !slices.ContainsFunc(p.a.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
-					p.seals = slices.Delete(p.seals, i, i+1) // every replica's copy is in the record
 				}
 				break
 			}
-			if first {
-				n.m.sealSeconds.Observe(n.cfg.Now().Sub(at).Seconds())
-				if len(v.Differ) > 0 || len(v.Overdue) > 0 {
-					n.m.seals.WithLabelValues("differ").Inc()
-					n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's, or were not reported: left out of its replicas",
-						"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ, "not_reported", v.Overdue)
-				} else {
-					n.m.seals.WithLabelValues("agreed").Inc()
+			for _, r := range rec.Replicas {
+				if !slices.Contains(s.Recorded, r) {
+					s.Recorded = append(s.Recorded, r)
 				}
 			}
+			if !slices.ContainsFunc(p.a.Replicas, func(r int32) bool { return !slices.Contains(s.Recorded, r) }) {
+				p.seals = slices.Delete(p.seals, i, i+1) // every replica's copy is in the record
+			}
+			break
+		}
+		if first {
+			n.m.sealSeconds.Observe(n.cfg.Now().Sub(at).Seconds())
+			if len(v.Differ) > 0 || len(v.Overdue) > 0 {
+				n.m.seals.WithLabelValues("differ").Inc()
+				n.cfg.Log.Error("replica: replicas' copies of a sealed segment differ from the leader's, or were not reported: left out of its replicas",
+					"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "differ", v.Differ, "not_reported", v.Overdue)
+			} else {
+				n.m.seals.WithLabelValues("agreed").Inc()
+			}
+		}
+		if rec.Start != own {
+			n.cfg.Log.Info("replica: segment sealed from its followers' copies: this leader holds only its tail, from its log start",
+				"shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas, "tail_start", own)
+		} else {
 			n.cfg.Log.Info("replica: segment sealed", "shard", p.shard, "seal", rec.Seal.String(), "replicas", rec.Replicas)
-			n.settleSeals(p) // the next, without waiting for a tick
-		})
-		return
-	}
+		}
+		n.settleSeals(p) // the next, without waiting for a tick
+	})
 }
 
 // pruneSeals has the leader delete, at most once a minute, the seal records

@@ -17,7 +17,7 @@ func TestSealScripts(t *testing.T) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			a := args{t, d}
 			switch d.Cmd {
-			case "decide":
+			case "decide", "whole":
 				own := parseSeal(t, d, a.str("own"))
 				reports := map[int32]Seal{}
 				for _, line := range lines(d) {
@@ -31,6 +31,18 @@ func TestSealScripts(t *testing.T) {
 				var overdue []int32
 				if a.has("overdue") {
 					overdue = a.nodes("overdue")
+				}
+				if d.Cmd == "whole" {
+					whole, v, ok := DecideWhole(int32(a.int("leader")), own, a.nodes("isr"), reports, overdue)
+					switch {
+					case !ok:
+						return "no whole reported\n"
+					case v.Wait:
+						return "wait\n"
+					case len(v.Replicas) == 0:
+						return fmt.Sprintf("no record: differ %v overdue %v\n", v.Differ, v.Overdue)
+					}
+					return fmt.Sprintf("record %s replicas %v differ %v overdue %v\n", whole, v.Replicas, v.Differ, v.Overdue)
 				}
 				v := DecideSeal(int32(a.int("leader")), own, a.nodes("isr"), reports, overdue)
 				if v.Wait {
@@ -52,7 +64,11 @@ func TestSealScripts(t *testing.T) {
 						d.Fatalf(t, "want local SEAL or record SEAL NODES, got %q", line)
 					}
 				}
-				return printStates(SettleSeals(int32(a.int("self")), a.nodes("replicas"), local, records))
+				var logStart uint64
+				if a.has("log-start") {
+					logStart = uint64(a.int("log-start"))
+				}
+				return printStates(SettleSeals(int32(a.int("self")), a.nodes("replicas"), logStart, local, records))
 			case "reports":
 				var seals []SealState
 				for _, line := range lines(d) {
@@ -119,7 +135,9 @@ func parseNodes(t *testing.T, d *datadriven.TestData, s string) []int32 {
 func printStates(ss []SealState) string {
 	var b strings.Builder
 	for _, s := range ss {
-		if s.Recorded == nil {
+		if s.Whole != nil {
+			fmt.Fprintf(&b, "%s: the tail of %s recorded %v\n", s.Seal, s.Whole.Seal, s.Whole.Replicas)
+		} else if s.Recorded == nil {
 			fmt.Fprintf(&b, "%s: no record\n", s.Seal)
 		} else {
 			fmt.Fprintf(&b, "%s: recorded %v\n", s.Seal, s.Recorded)

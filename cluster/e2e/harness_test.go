@@ -145,6 +145,7 @@ type harnessCluster struct {
 	steady, large, acks1, adm *kgo.Client
 	seq                       atomic.Int64
 	commitOff                 atomic.Int64
+	pw                        passwords
 }
 
 func newHarnessCluster(t *testing.T, n int) *harnessCluster {
@@ -156,6 +157,7 @@ func newHarnessCluster(t *testing.T, n int) *harnessCluster {
 		hc.kproxy[id], hc.eproxy[id] = newNetProxy(t), newNetProxy(t)
 		hc.eproxy[id].setTarget(e.client)
 	}
+	sasl := harnessSASL(t, t.TempDir())
 	for id := int32(1); id <= int32(n); id++ {
 		hc.sets[id] = []string{"cluster.etcd_endpoints=" + hc.eproxy[id].addr(), "cluster.etcd_prefix=" + hc.pfx,
 			"cluster.session_ttl=" + sessionTTL.String(), "node.id=" + strconv.Itoa(int(id)),
@@ -163,6 +165,7 @@ func newHarnessCluster(t *testing.T, n int) *harnessCluster {
 			"cluster.replica_lag_time_max=2s", "segment.max_bytes=64KiB", "segment.roll_check_interval=5",
 			"tiering.enabled=true", "tiering.schedule=@every 15s", "tiering.min_sealed_age=0s", "tiering.local_retention=0s",
 			"tiering.replica_grace=5s", "cold.local.dir=" + hc.shared, fmt.Sprintf("cluster.etcd_quota_bytes=%d", etcdQuota)}
+		hc.sets[id] = append(hc.sets[id], sasl...)
 		hc.procs[id] = testsvc.StartProcess(t, strataBin, t.TempDir(), hc.sets[id]...)
 		hc.published(id)
 	}
@@ -219,7 +222,7 @@ func (hc *harnessCluster) client(opts ...kgo.Opt) *kgo.Client {
 		var d net.Dialer
 		return d.DialContext(ctx, network, host)
 	})
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), dial}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), dial, rootSASL()}, opts...)...)
 	if err != nil {
 		hc.t.Fatal(err)
 	}
@@ -315,7 +318,8 @@ func (hc *harnessCluster) waitInSync(topic string, d time.Duration) bool {
 // run plays the schedule: faults on one goroutine, operations on another,
 // the steady producer on a third, until the last operation.
 func (hc *harnessCluster) run(s harness.Schedule) {
-	hc.start = time.Now() // the schedule's clock
+	hc.start = time.Now()       // the schedule's clock
+	hc.changePassword(1, false) // rotor's first password
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -326,7 +330,9 @@ func (hc *harnessCluster) run(s harness.Schedule) {
 		defer faults.Done()
 		for _, st := range s.Faults {
 			time.Sleep(time.Until(hc.start.Add(st.At)))
+			hc.faultBegins()
 			hc.fault(st)
+			hc.faultEnds()
 		}
 		hc.healAll()
 		hc.note("faults over (schedule quiet from %s)", s.Quiet)
@@ -472,6 +478,14 @@ func (hc *harnessCluster) op(o harness.Op) {
 		if err != nil {
 			hc.note("tiering run on node %d: %v", o.Node, err)
 		}
+	case harness.PasswordChange:
+		// In the background: a change sent to a node that is down waits
+		// out its timeout, and the other operations keep their times.
+		hc.pw.checks.Add(1)
+		go func() {
+			defer hc.pw.checks.Done()
+			hc.changePassword(o.Node, true)
+		}()
 	case harness.GroupCommit:
 		off := hc.commitOff.Add(int64(1 + o.Records))
 		part := harness.Part{Topic: mainTopic, Partition: 0}
@@ -629,7 +643,13 @@ func (hc *harnessCluster) recreateChurn() {
 
 func (hc *harnessCluster) tierRun(id int32) error {
 	cl := http.Client{Timeout: 30 * time.Second}
-	resp, err := cl.Post("http://"+hc.adminAddr(id)+"/v1/tiering/run", "application/json", nil)
+	req, err := http.NewRequest(http.MethodPost, "http://"+hc.adminAddr(id)+"/v1/tiering/run", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := cl.Do(req)
 	if err != nil {
 		return err
 	}
@@ -650,7 +670,12 @@ func (hc *harnessCluster) tierRun(id int32) error {
 func (hc *harnessCluster) view(id int32) (clusterAnswer, error) {
 	var a clusterAnswer
 	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + hc.adminAddr(id) + "/v1/cluster")
+	req, err := http.NewRequest(http.MethodGet, "http://"+hc.adminAddr(id)+"/v1/cluster", nil)
+	if err != nil {
+		return a, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := cl.Do(req)
 	if err != nil {
 		return a, err
 	}
@@ -1085,6 +1110,7 @@ func (hc *harnessCluster) finish() {
 	offs.Each(func(o kadm.OffsetResponse) {
 		hc.h.SetCommitted(hGroup, harness.Part{Topic: o.Topic, Partition: o.Partition}, o.At)
 	})
+	hc.finalLogins()
 }
 
 // copyOf reads node id's own copy of part from offset `from` up to that
@@ -1100,7 +1126,7 @@ func (hc *harnessCluster) copyOf(id int32, part harness.Part, from int64) (harne
 	addr := hc.kafka[id]
 	hc.mu.Unlock()
 	cp := harness.Copy{Node: id, Part: part}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), rootSASL())
 	if err != nil {
 		return cp, err
 	}

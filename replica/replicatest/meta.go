@@ -312,6 +312,20 @@ func (v view) Seals(ctx context.Context, topic string, partition int32, from, to
 	return out, nil
 }
 
+func (v view) SealBelow(ctx context.Context, topic string, partition int32, start uint64) (replica.SealRecord, bool, error) {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	var best replica.SealRecord
+	found := false
+	for s, r := range v.m.seals[store.ShardName(topic, partition)] {
+		if s < start && (!found || s > best.Start) {
+			best, found = r, true
+		}
+	}
+	best.Replicas = slices.Clone(best.Replicas)
+	return best, found, nil
+}
+
 func (v view) PruneSeals(ctx context.Context, topic string, partition int32, below uint64) (int, error) {
 	v.m.mu.Lock()
 	defer v.m.mu.Unlock()

@@ -149,6 +149,7 @@ func (c *Cluster) describeSeals(shard string) string {
 			fmt.Fprintf(&b, "node %d: %v\n", id, err)
 			continue
 		}
+		low, _, _ := n.Engine.Watermarks(context.Background(), shard)
 		var own []string
 		for _, s := range segs {
 			state := "no record"
@@ -158,6 +159,8 @@ func (c *Cluster) describeSeals(shard string) string {
 					if r.Last != s.Last || r.CRC != s.CRC {
 						state = "differs"
 					}
+				} else if r.Start < s.Start && r.Last == s.Last && s.Start <= low && low <= s.Last && state == "no record" {
+					state = fmt.Sprintf("the tail of [%d, %d]", r.Start, r.Last)
 				}
 			}
 			own = append(own, fmt.Sprintf("[%d, %d] %s", s.Start, s.Last, state))

@@ -18,7 +18,40 @@ const (
 	Diverged      = "replica-diverged" // two replicas' sealed copies, or records at one offset, differ
 	CommitLost    = "commit-lost"      // the group's committed offset is not the last one acknowledged
 	Unknown       = "unknown"          // a record read that the run never produced, or in another partition
+	Password      = "password"         // a replaced password logs in, or the current one does not, past PasswordBound
 )
+
+// PasswordBound is how long after a password change is acknowledged every
+// node may still take the old password (and refuse the new): the nodes
+// learn a credential from their watch of etcd. A login is judged only
+// once a change is this old.
+const PasswordBound = 10 * time.Second
+
+// PasswordSet is one change of the rotated user's password, sent to Node:
+// Gen counts the changes (0: the first password), so each generation's
+// password is another. OK: acknowledged at T1; failed or timed out, it
+// may have been applied.
+type PasswordSet struct {
+	Gen    int
+	Node   int32
+	OK     bool
+	T0, T1 time.Duration
+}
+
+// Login is one login of the rotated user on Node with generation Gen's
+// password, begun at T. Faulted: a fault was in play (a node down, paused
+// or cut from etcd, or recovering) since the change before it was sent,
+// so the node may rightly not know of it: not judged. Final: after the
+// run, with everything healed.
+type Login struct {
+	Node    int32
+	Gen     int
+	T       time.Duration
+	OK      bool
+	Err     string
+	Faulted bool
+	Final   bool
+}
 
 // Part names one incarnation of one partition: a topic deleted and
 // created again is a new incarnation, whose offsets start again.
@@ -105,6 +138,8 @@ type History struct {
 	Copies    []Copy
 	Segments  []Segment // the last snapshot, after the tiering bound
 	Commits   []Commit
+	Passwords []PasswordSet
+	Logins    []Login
 	Committed map[string]int64 // group/part: the committed offset read after the run
 	// Incs: each topic's last incarnation; records of earlier ones must
 	// never be served in it.
@@ -120,6 +155,21 @@ func (h *History) AddDeleted(d Deleted) { h.mu.Lock(); h.Deleted = append(h.Dele
 func (h *History) AddRead(r Read)       { h.mu.Lock(); h.Reads = append(h.Reads, r); h.mu.Unlock() }
 func (h *History) AddCopy(c Copy)       { h.mu.Lock(); h.Copies = append(h.Copies, c); h.mu.Unlock() }
 func (h *History) AddCommit(c Commit)   { h.mu.Lock(); h.Commits = append(h.Commits, c); h.mu.Unlock() }
+func (h *History) AddPassword(p PasswordSet) {
+	h.mu.Lock()
+	h.Passwords = append(h.Passwords, p)
+	h.mu.Unlock()
+}
+func (h *History) AddLogin(l Login) { h.mu.Lock(); h.Logins = append(h.Logins, l); h.mu.Unlock() }
+
+// EachPassword calls f with each password change.
+func (h *History) EachPassword(f func(PasswordSet)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.Passwords {
+		f(p)
+	}
+}
 
 // EachFinalRead calls f with each final read.
 func (h *History) EachFinalRead(f func(Read)) {
@@ -162,6 +212,9 @@ type Violation struct {
 
 func (v Violation) String() string {
 	at := v.Part.String()
+	if v.Part.Topic == "" {
+		at = "the rotated user" // a login, not a partition
+	}
 	if v.Offset >= 0 {
 		at += fmt.Sprintf(" offset %d", v.Offset)
 	}
@@ -398,6 +451,34 @@ func (h *History) Check() []Violation {
 				k.group, got, ok, l.T1.Round(time.Millisecond), l.Offset)
 		}
 	}
+
+	// Password changes: a password replaced by a change acknowledged at
+	// least PasswordBound before the login must fail; the newest sent,
+	// acknowledged that long before, with none sent after, must work.
+	for _, l := range h.Logins {
+		if l.Faulted {
+			continue
+		}
+		var last *PasswordSet
+		for i := range h.Passwords {
+			c := &h.Passwords[i]
+			if c.T0 > l.T {
+				continue
+			}
+			if last == nil || c.Gen > last.Gen {
+				last = c
+			}
+			if c.OK && c.Gen > l.Gen && c.T1+PasswordBound <= l.T && l.OK {
+				bad(Password, Part{}, -1, "node %d took password %d at %s (final: %v), replaced by password %d acknowledged by node %d at %s",
+					l.Node, l.Gen, l.T.Round(time.Millisecond), l.Final, c.Gen, c.Node, c.T1.Round(time.Millisecond))
+				break
+			}
+		}
+		if last != nil && last.OK && last.Gen == l.Gen && last.T1+PasswordBound <= l.T && !l.OK {
+			bad(Password, Part{}, -1, "node %d refused password %d at %s (final: %v), set by node %d at %s: %s",
+				l.Node, l.Gen, l.T.Round(time.Millisecond), l.Final, last.Node, last.T1.Round(time.Millisecond), l.Err)
+		}
+	}
 	return vs
 }
 
@@ -463,6 +544,13 @@ func (h *History) Stats() string {
 	for _, r := range h.Reads {
 		reads += len(r.Records)
 	}
-	return fmt.Sprintf("%d acks=all acknowledged, %d acks=1 acknowledged, %d failed; %d DeleteRecords; %d reads of %d records; %d replica copies; %d segments; %d commits",
-		acked, acks1, failed, len(h.Deleted), len(h.Reads), reads, len(h.Copies), len(h.Segments), len(h.Commits))
+	judged := 0
+	for _, l := range h.Logins {
+		if !l.Faulted {
+			judged++
+		}
+	}
+	return fmt.Sprintf("%d acks=all acknowledged, %d acks=1 acknowledged, %d failed; %d DeleteRecords; %d reads of %d records; %d replica copies; %d segments; %d commits; %d password changes, %d logins (%d judged)",
+		acked, acks1, failed, len(h.Deleted), len(h.Reads), reads, len(h.Copies), len(h.Segments), len(h.Commits),
+		len(h.Passwords), len(h.Logins), judged)
 }

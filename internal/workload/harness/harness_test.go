@@ -139,6 +139,20 @@ func good() *History {
 	h.AddCommit(Commit{Group: "g", Part: p0, Offset: 3, OK: true, T0: 3 * sec, T1: 4 * sec})
 	h.AddCommit(Commit{Group: "g", Part: p0, Offset: 4, OK: false, T0: 5 * sec, T1: 6 * sec})
 	h.SetCommitted("g", p0, 3)
+	// Password 0, then 1 set on node 2 and acknowledged at 21 s; at 31 s
+	// (the bound passed) node 3 refuses password 0 and takes 1. Within the
+	// bound, node 1 still taking password 0 is allowed; and so is a
+	// login while a fault was in play, or with a change in flight (2,
+	// sent at 40 s, never acknowledged).
+	h.AddPassword(PasswordSet{Gen: 0, Node: 1, OK: true, T0: sec, T1: sec})
+	h.AddPassword(PasswordSet{Gen: 1, Node: 2, OK: true, T0: 20 * sec, T1: 21 * sec})
+	h.AddLogin(Login{Node: 1, Gen: 0, T: 22 * sec, OK: true})
+	h.AddLogin(Login{Node: 3, Gen: 0, T: 31 * sec, OK: false})
+	h.AddLogin(Login{Node: 3, Gen: 1, T: 31 * sec, OK: true})
+	h.AddLogin(Login{Node: 2, Gen: 0, T: 32 * sec, OK: true, Faulted: true})
+	h.AddPassword(PasswordSet{Gen: 2, Node: 1, OK: false, T0: 40 * sec, T1: 50 * sec})
+	h.AddLogin(Login{Node: 2, Gen: 1, T: 61 * sec, OK: false})
+	h.AddLogin(Login{Node: 2, Gen: 2, T: 61 * sec, OK: true, Final: true})
 	return h
 }
 
@@ -187,6 +201,11 @@ func TestCheckerReportsEachProperty(t *testing.T) {
 		{Diverged, func(h *History) { h.Copies[1].HW = 4; h.Copies[1].Records = h.Copies[1].Records[:3] }},
 		{CommitLost, func(h *History) { h.SetCommitted("g", p0, 2) }},
 		{Unknown, func(h *History) { h.Reads[1].Records = append(h.Reads[1].Records, Rec{5, "never"}) }},
+		{Password, func(h *History) { h.Logins[1].OK = true }},  // node 3 took the replaced password past the bound
+		{Password, func(h *History) { h.Logins[2].OK = false }}, // node 3 refused the current one past the bound
+		{Password, func(h *History) { // replaced by a change acknowledged long before, whatever is in flight since
+			h.AddLogin(Login{Node: 1, Gen: 0, T: 45 * sec, OK: true, Final: true})
+		}},
 	} {
 		h := good()
 		tc.breakIt(h)
