@@ -110,7 +110,9 @@ func (c *Cluster) IDs() []int32 {
 
 // BatchEnd is the kit's replica.NodeConfig.BatchEnd: a record whose
 // protocol data is "more" is followed by more of its produce batch.
-func BatchEnd(r *record.Record) bool { return string(r.ProtocolData) != "more" }
+func BatchEnd(r *record.Record) bool {
+	return string(r.ProtocolData) != "more" && partition.EndsBatch(r)
+}
 
 // Start brings node id up: its engine opened on its folder (a new, empty
 // one if fresh, as a replaced disk is), its replication running, its lease
