@@ -47,6 +47,8 @@ type Member struct {
 	// made is the topic incarnation each local shard was made for, as
 	// KeepShards last found it (-1: a shard with no record, kept).
 	made map[string]int64
+	// pids hands out producer ids from blocks reserved in etcd.
+	pids *metadata.ProducerIDs
 }
 
 // term is a controller's term: the election key and its creation revision.
@@ -95,6 +97,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		fenced:  map[TopicPartition]bool{},
 		damaged: slices.Clone(cfg.Self.Damaged),
 	}
+	m.pids = metadata.NewProducerIDs(producerIDBlocks{cli: cfg.Client, key: m.keys.producerIDs(), timeout: cfg.SessionTTL}, 0)
 	if _, err := m.list(ctx); err != nil {
 		return nil, fmt.Errorf("cluster: reading the cluster from etcd: %w", err)
 	}

@@ -49,6 +49,10 @@ type Cluster interface {
 	// exist; an error of change's is returned as it is). Alter adds the
 	// checks every front end makes.
 	AlterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error)) error
+	// ProducerID is a producer id no node of the cluster has handed out
+	// before, nor will (InitProducerId), from blocks the metadata layer
+	// reserves durably (ProducerIDs).
+	ProducerID(ctx context.Context) (int64, error)
 }
 
 // Changes is implemented by a Cluster whose answers change by themselves

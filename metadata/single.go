@@ -21,6 +21,8 @@ type Single struct {
 	// a time: each checks the topic, then writes its configs and shards,
 	// and two interleaved would mix them.
 	mu sync.Mutex
+	// pids hands out producer ids; in memory until SetProducerIDBlocks.
+	pids *ProducerIDs
 }
 
 // NewSingle answers for the node whose partitions are st's shards, whose
@@ -29,8 +31,14 @@ func NewSingle(st store.Store, configs ConfigStore, self func() Broker) *Single 
 	if configs == nil {
 		configs = &memoryConfigs{}
 	}
-	return &Single{store: st, configs: configs, self: self}
+	return &Single{store: st, configs: configs, self: self, pids: NewProducerIDs(&MemoryProducerIDBlocks{}, 0)}
 }
+
+// SetProducerIDBlocks makes the node reserve its producer ids from b (the
+// node's catalog, so a restart never repeats one), before it serves.
+func (n *Single) SetProducerIDBlocks(b ProducerIDBlocks) { n.pids = NewProducerIDs(b, 0) }
+
+func (n *Single) ProducerID(ctx context.Context) (int64, error) { return n.pids.Next(ctx) }
 
 var _ Cluster = (*Single)(nil)
 

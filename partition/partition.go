@@ -127,7 +127,7 @@ type Manager struct {
 
 // New makes the append path over st.
 func New(st store.Store, cfg Config) *Manager {
-	m := &Manager{store: st, meta: cfg.Meta, repl: cfg.Replication, gates: cfg.Gates, log: cfg.Log, seqs: newSequences(), hub: newHub()}
+	m := &Manager{store: st, meta: cfg.Meta, repl: cfg.Replication, gates: cfg.Gates, log: cfg.Log, hub: newHub()}
 	if m.meta == nil {
 		m.meta = alone{}
 	}
@@ -137,6 +137,7 @@ func New(st store.Store, cfg Config) *Manager {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
+	m.seqs = newSequences(m.log)
 	return m
 }
 

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"strata/engine/record"
 	"strata/engine/store"
@@ -16,17 +18,14 @@ import (
 // and a retried batch must be answered with the offsets it got the first
 // time, not stored twice, even when the retry reaches a restarted broker.
 // Every record keeps its producer id, epoch and sequence in ProtocolData, so
-// the state is rebuilt from the tail of a partition's log the first time a
-// producer writes to it after a start, the way Kafka rebuilds it from its log.
+// the state is rebuilt from the partition's whole log the first time a
+// producer writes to it after a start or after this node became its leader:
+// every replica holds the same records, so every new leader knows every
+// producer whose last batch its log holds.
 
 // recentBatches is how many batches per producer and partition a retry can
 // be matched against, as in Kafka (max.in.flight.requests.per.connection).
 const recentBatches = 5
-
-// tailRecords bounds the scan that rebuilds the state after a restart:
-// retries come within the client's delivery timeout (2 minutes by default),
-// so the newest records of a partition hold every batch a retry can name.
-const tailRecords = 20_000
 
 type seqKey struct {
 	pid   int64
@@ -74,8 +73,15 @@ func seqDist(a, b int32) int64 {
 
 // check decides what to do with a batch of sequences first..last (last
 // possibly wrapped past 0) from a producer at epoch, given what is known
-// (st is nil for a producer never seen on this partition). For a duplicate
-// it returns the batch's base offset.
+// (st is nil for a producer with no batch in the partition's log). For a
+// duplicate it returns the batch's base offset.
+//
+// A producer with no batch in the log is taken at any sequence, as
+// Kafka's brokers do since KIP-360: its records may have been deleted by
+// retention or DeleteRecords while it lived, and refusing its next
+// sequence (UNKNOWN_PRODUCER_ID) would fail a producer that lost nothing.
+// Its retry of a batch the log no longer holds cannot be told from a new
+// batch, in Kafka as here.
 func check(st *producerState, epoch int16, first, last int32) (verdict, int64) {
 	switch {
 	case st == nil:
@@ -127,6 +133,7 @@ func (st *producerState) record(epoch int16, first, last int32, base int64) {
 // since the start, and serializes check-and-append per producer and
 // partition so two in-flight copies of a batch cannot both be stored.
 type sequences struct {
+	log     *slog.Logger
 	mu      sync.Mutex
 	loaded  map[string]*loading
 	state   map[seqKey]*producerState
@@ -140,8 +147,8 @@ type loading struct {
 	err  error
 }
 
-func newSequences() *sequences {
-	return &sequences{loaded: map[string]*loading{}, state: map[seqKey]*producerState{}, writing: map[seqKey]*sync.Mutex{}}
+func newSequences(log *slog.Logger) *sequences {
+	return &sequences{log: log, loaded: map[string]*loading{}, state: map[seqKey]*producerState{}, writing: map[seqKey]*sync.Mutex{}}
 }
 
 // lock rebuilds shard's state from its log if this is the first idempotent
@@ -266,9 +273,15 @@ func (q *sequences) forget(shard string) {
 	}
 }
 
-// rebuild reads the newest records of shard and recovers each producer's
-// epoch, last sequence and recent runs of sequences with their offsets.
+// rebuild reads shard's whole log, from its log start to its log end, and
+// recovers each producer's epoch, last sequence and recent runs of
+// sequences with their offsets: the state is complete for every producer
+// whose last batch the log still holds, however many records follow it.
+// (It read the newest 20,000 records only, and a retry of a batch older
+// than those was stored a second time after a failover or a restart.)
+// The time it takes grows with the log; docs/kafka.md says what bounds it.
 func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) error {
+	start := time.Now()
 	low, high, err := st.Watermarks(ctx, shard)
 	if err != nil {
 		return err
@@ -283,10 +296,6 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		}
 		high, read = end, r.ReadToLogEnd
 	}
-	from := low
-	if high > low+tailRecords {
-		from = high - tailRecords
-	}
 	type run struct {
 		epoch       int16
 		first, last int32
@@ -294,8 +303,21 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		maxTS       int64
 		ends        bool // its last record ends a batch
 	}
-	runs := map[int64][]run{}
-	for off := from; off < high; {
+	// Each producer's runs are folded into its state as the next begins,
+	// so what the scan holds is one state and one run per producer, not
+	// the log's runs.
+	type rebuilt struct {
+		ps  producerState
+		cur run
+	}
+	fold := func(p *rebuilt) {
+		p.ps.record(p.cur.epoch, p.cur.first, p.cur.last, p.cur.base)
+		p.ps.lastTS = p.cur.maxTS
+		p.ps.open = !p.cur.ends
+	}
+	found := map[int64]*rebuilt{}
+	read0 := 0
+	for off := low; off < high; {
 		recs, err := read(ctx, shard, off, store.Budget{MaxBytes: 4 << 20})
 		if err != nil {
 			return err
@@ -303,32 +325,37 @@ func (q *sequences) rebuild(ctx context.Context, st store.Store, shard string) e
 		if len(recs) == 0 {
 			break
 		}
+		read0 += len(recs)
 		for _, r := range recs {
 			pid, epoch, seq, ends, ok := parseProducerData(r.ProtocolData)
 			if !ok {
 				continue
 			}
-			rs := runs[pid]
-			if n := len(rs); n > 0 && rs[n-1].epoch == epoch && SeqAdd(rs[n-1].last, 1) == seq && rs[n-1].end+1 == int64(r.Offset) {
-				rs[n-1].last, rs[n-1].end, rs[n-1].ends = seq, int64(r.Offset), ends
-				rs[n-1].maxTS = max(rs[n-1].maxTS, r.Timestamp)
-			} else {
-				rs = append(rs, run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset), maxTS: r.Timestamp, ends: ends})
+			p := found[pid]
+			switch {
+			case p == nil:
+				p = &rebuilt{}
+				found[pid] = p
+			case p.cur.epoch == epoch && SeqAdd(p.cur.last, 1) == seq && p.cur.end+1 == int64(r.Offset):
+				p.cur.last, p.cur.end, p.cur.ends = seq, int64(r.Offset), ends
+				p.cur.maxTS = max(p.cur.maxTS, r.Timestamp)
+				continue
+			default:
+				fold(p)
 			}
-			runs[pid] = rs
+			p.cur = run{epoch: epoch, first: seq, last: seq, base: int64(r.Offset), end: int64(r.Offset), maxTS: r.Timestamp, ends: ends}
 		}
 		off = recs[len(recs)-1].Offset + 1
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for pid, rs := range runs {
-		ps := &producerState{}
-		for _, r := range rs {
-			ps.record(r.epoch, r.first, r.last, r.base)
-			ps.lastTS = r.maxTS
-			ps.open = !r.ends
-		}
-		q.state[seqKey{pid, shard}] = ps
+	for pid, p := range found {
+		fold(p)
+		q.state[seqKey{pid, shard}] = &p.ps
+	}
+	if q.log != nil && read0 > 0 {
+		q.log.Info("partition: producer state rebuilt from the log", "shard", shard, "from", low, "to", high,
+			"records", read0, "producers", len(found), "took", time.Since(start))
 	}
 	return nil
 }

@@ -163,3 +163,5 @@ func TestJavaClientsParseProduceAndFetchAnswers(t *testing.T) {
 		}
 	}
 }
+
+func (c movedLeader) ProducerID(ctx context.Context) (int64, error) { return fakePIDs.Next(ctx) }

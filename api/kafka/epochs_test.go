@@ -289,3 +289,5 @@ func batchEpochs(t *testing.T, raw []byte) []string {
 	}
 	return out
 }
+
+func (c epochNode) ProducerID(ctx context.Context) (int64, error) { return fakePIDs.Next(ctx) }

@@ -107,12 +107,7 @@ func (s *Server) handle(req kmsg.Request, cl clientInfo) kmsg.Response {
 	case *kmsg.DescribeClusterRequest:
 		return s.describeCluster(r)
 	case *kmsg.InitProducerIDRequest:
-		resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
-		s.mu.Lock()
-		s.nextPID++
-		resp.ProducerID, resp.ProducerEpoch = s.nextPID, 0
-		s.mu.Unlock()
-		return resp
+		return s.initProducerID(ctx, r)
 	case *kmsg.ProduceRequest:
 		return s.produce(ctx, r)
 	case *kmsg.FindCoordinatorRequest:

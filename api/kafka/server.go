@@ -138,7 +138,6 @@ type Server struct {
 	port int32
 
 	mu      sync.Mutex
-	nextPID int64
 	groups  *groupServer
 	offsets OffsetStore
 	closing chan struct{} // closed by Shutdown: long polls end
@@ -234,7 +233,7 @@ func New(s store.Store, cfg Config) *Server {
 	if offsets == nil {
 		offsets = &memoryOffsets{}
 	}
-	srv := &Server{cfg: cfg, store: s, log: cfg.Logger, nextPID: time.Now().UnixMicro(),
+	srv := &Server{cfg: cfg, store: s, log: cfg.Logger,
 		groups: newGroupServer(cfg.GroupInitialWait, cfg.GroupMaxRebalanceWait), offsets: offsets, closing: make(chan struct{}), open: map[net.Conn]bool{}, perIP: map[string]int{},
 		inflight: newBudget(cfg.MaxInflightBytes), answers: newBudget(cfg.MaxInflightFetchBytes)}
 	if cfg.Metrics != nil {

@@ -217,3 +217,5 @@ func TestIdempotentProduceBeforeTheShardExists(t *testing.T) {
 		t.Errorf("idempotent produce before the shard exists: error %d, want UNKNOWN_TOPIC_OR_PARTITION", code)
 	}
 }
+
+func (c twoNodes) ProducerID(ctx context.Context) (int64, error) { return fakePIDs.Next(ctx) }

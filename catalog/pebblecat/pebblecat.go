@@ -4,6 +4,7 @@
 package pebblecat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -357,4 +358,32 @@ func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// producerIDsKey holds the start of the next block of producer ids not yet
+// reserved (absent: 0).
+var producerIDsKey = []byte("producer_ids")
+
+// ReserveProducerIDs reserves the next count producer ids for this node
+// (metadata.ProducerIDBlocks): the counter past them is synced before it
+// returns, so a restart never hands out an id again.
+func (c *Catalog) ReserveProducerIDs(_ context.Context, count int64) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next int64
+	if err := c.get(producerIDsKey, &next); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return 0, fmt.Errorf("catalog: reading the next producer id block: %w", err)
+	}
+	if count <= 0 || next < 0 || next > (1<<63-1)-count {
+		return 0, fmt.Errorf("catalog: no block of %d producer ids from %d", count, next)
+	}
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := put(b, producerIDsKey, next+count); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("catalog: recording producer ids %d-%d: %w", next, next+count-1, err)
+	}
+	return next, nil
 }

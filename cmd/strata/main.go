@@ -242,7 +242,15 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	var peerSecret []byte
 	if !cfg.Cluster.Enabled() {
 		self, _ := metadata.BrokerAt(0, kln.Addr().String())
-		meta = metadata.NewSingle(store, topics.local, func() metadata.Broker { return self })
+		single := metadata.NewSingle(store, topics.local, func() metadata.Broker { return self })
+		// Producer ids from a counter in the node's catalog, so a restart
+		// never hands one out again.
+		pids, ok := md.cat.(metadata.ProducerIDBlocks)
+		if !ok {
+			return fmt.Errorf("the catalog %T cannot reserve producer ids", md.cat)
+		}
+		single.SetProducerIDBlocks(pids)
+		meta = single
 	} else {
 		var opts []kgo.Opt
 		if opts, err = peerOpts(cfg); err != nil {

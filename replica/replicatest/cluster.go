@@ -110,7 +110,9 @@ func (c *Cluster) IDs() []int32 {
 
 // BatchEnd is the kit's replica.NodeConfig.BatchEnd: a record whose
 // protocol data is "more" is followed by more of its produce batch.
-func BatchEnd(r *record.Record) bool { return string(r.ProtocolData) != "more" }
+func BatchEnd(r *record.Record) bool {
+	return string(r.ProtocolData) != "more" && partition.EndsBatch(r)
+}
 
 // Start brings node id up: its engine opened on its folder (a new, empty
 // one if fresh, as a replaced disk is), its replication running, its lease
@@ -218,6 +220,20 @@ func (c *Cluster) CreatePartition(p Partition) {
 // the leader's notice); with acksAll it waits for the ISR in the
 // background, and its answer is among Results once it comes.
 func (c *Cluster) Produce(id int32, shard string, values []string, acksAll bool) (string, error) {
+	return c.ProduceAs(id, shard, values, acksAll, nil)
+}
+
+// Producer is an idempotent producer's batch as ProduceAs sends it.
+type Producer struct {
+	ID    int64
+	Epoch int16
+	Seq   int32 // the batch's first sequence
+}
+
+// ProduceAs is Produce from an idempotent producer (nil: none): its records
+// carry the producer's fields as the Kafka front end stores them, and the
+// answer names the base offset the batch got (a retry: its first one).
+func (c *Cluster) ProduceAs(id int32, shard string, values []string, acksAll bool, prod *Producer) (string, error) {
 	n := c.Node(id)
 	if n.Repl == nil {
 		return "", fmt.Errorf("node %d is down", id)
@@ -232,6 +248,13 @@ func (c *Cluster) Produce(id int32, shard string, values []string, acksAll bool)
 		if i < len(values)-1 {
 			recs[i].ProtocolData = []byte("more")
 		}
+		if prod != nil {
+			recs[i].ProtocolData = partition.ProducerData(prod.ID, prod.Epoch, partition.SeqAdd(prod.Seq, int32(i)), i == len(values)-1)
+		}
+	}
+	batch := partition.Batch{Records: recs}
+	if prod != nil {
+		batch.Producer = &partition.ProducerBatch{ID: prod.ID, Epoch: prod.Epoch, FirstSequence: prod.Seq, LastOffsetDelta: int32(len(recs) - 1)}
 	}
 	start, err := n.Engine.LogEnd(context.Background(), shard)
 	if err != nil {
@@ -245,10 +268,13 @@ func (c *Cluster) Produce(id int32, shard string, values []string, acksAll bool)
 	app, eng := n.Append, n.Engine
 	answered := make(chan error, 1)
 	c.background(func(ctx context.Context) string {
-		_, err := app.Append(ctx, partition.ID{Topic: p.Topic, Partition: p.Partition}, partition.Batch{Records: recs}, acks, time.Minute)
+		base, err := app.Append(ctx, partition.ID{Topic: p.Topic, Partition: p.Partition}, batch, acks, time.Minute)
 		answered <- err
 		if err != nil {
 			return fmt.Sprintf("%s: %v", what, err)
+		}
+		if prod != nil {
+			return fmt.Sprintf("%s: OK at base %d", what, base)
 		}
 		return what + ": OK"
 	})

@@ -53,7 +53,11 @@ func TestScripts(t *testing.T) {
 						values = append(values, fmt.Sprintf("%s%d", a.str("prefix", "v"), i))
 					}
 				}
-				out, err := c.Produce(int32(a.int("node", -1)), shard(), values, a.str("acks", "all") == "all")
+				var prod *Producer
+				if a.has("pid") {
+					prod = &Producer{ID: int64(a.int("pid", 0)), Epoch: int16(a.int("epoch", 0)), Seq: int32(a.int("seq", 0))}
+				}
+				out, err := c.ProduceAs(int32(a.int("node", -1)), shard(), values, a.str("acks", "all") == "all", prod)
 				if err != nil {
 					return fmt.Sprintf("error: %v\n", err)
 				}
