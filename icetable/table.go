@@ -76,14 +76,19 @@ func (t *Tables) log() *slog.Logger {
 }
 
 // CommitTables commits, for every topic among shards, the objects their
-// manifests list that its table does not hold yet (tiering.Job.Tables).
-// Shards not named {topic}-{partition} have no place in the bucket and are
-// passed over. One topic's failure does not stop the others.
-func (t *Tables) CommitTables(ctx context.Context, shards []string) error {
-	parts := map[string][]int32{}
-	for _, s := range shards {
+// manifests list that its table does not hold yet, and applies each
+// shard's log start (the value; 0: keep the table's) to the table
+// (tiering.Job.Tables). Shards not named {topic}-{partition} have no place
+// in the bucket and are passed over. One topic's failure does not stop the
+// others.
+func (t *Tables) CommitTables(ctx context.Context, shards map[string]uint64) error {
+	parts := map[string]map[int32]uint64{}
+	for s, start := range shards {
 		if tp, ok := store.ParseShard(s); ok {
-			parts[tp.Topic] = append(parts[tp.Topic], tp.Partition)
+			if parts[tp.Topic] == nil {
+				parts[tp.Topic] = map[int32]uint64{}
+			}
+			parts[tp.Topic][tp.Partition] = start
 		}
 	}
 	var errs []error
@@ -95,29 +100,84 @@ func (t *Tables) CommitTables(ctx context.Context, shards []string) error {
 	return errors.Join(errs...)
 }
 
+// RemoveBelow commits to the shard's topic's table the shard's new log
+// start, before tiering removes the objects below it (retention,
+// DeleteRecords): their files leave the table first, so no reader of the
+// current snapshot is handed a file that is gone. A crash after this
+// commit and before the removal leaves unreferenced objects only, which
+// the next run removes (or the orphan sweep).
+func (t *Tables) RemoveBelow(ctx context.Context, shard string, logStart uint64) error {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
+		return nil
+	}
+	if _, err := t.Commit(ctx, tp.Topic, map[int32]uint64{tp.Partition: logStart}); err != nil {
+		return fmt.Errorf("the Iceberg table of topic %s, before removing %s's objects below offset %d: %w", tp.Topic, shard, logStart, err)
+	}
+	return nil
+}
+
+// Forget removes a deleted shard's partition from its topic's table
+// (DeleteTopics), before its objects leave the bucket.
+func (t *Tables) Forget(ctx context.Context, shard string) error {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
+		return nil
+	}
+	_, err := t.plan(ctx, tp.Topic, func(committed map[int32]Range) Plan {
+		return PlanForget(committed, []int32{tp.Partition})
+	})
+	if err != nil {
+		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partition %d: %w", tp.Topic, tp.Partition, err)
+	}
+	return nil
+}
+
 // commitAttempts bounds how often one commit is planned again after another
 // writer committed the table first.
 const commitAttempts = 5
 
 // Commit adds to the topic's table the objects the partitions' manifests
-// list and the table does not hold (PlanCommit), creating the table first if
-// there is none. It returns the plan committed (no Add: nothing to do).
+// list and the table does not hold, and removes the rows below each
+// partition's log start (PlanCommit), creating the table first if there is
+// none. partitions maps each partition to its log start (0: the table's
+// floor stays). It returns the plan committed (Changes false: nothing to
+// do).
 //
 // A commit that lost to another writer (the pointer changed since it was
 // read) is planned again from the table as that writer left it. One whose
 // result is unknown (an error after the pointer write was sent) is
 // returned: the next call reloads the table, whose summary says whether it
 // landed, so the objects are added once either way.
-func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (Plan, error) {
+func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]uint64) (Plan, error) {
 	tiered := map[int32][]tiering.ManifestEntry{}
-	for _, p := range partitions {
+	starts := map[int32]uint64{}
+	for _, p := range slices.Sorted(maps.Keys(partitions)) {
 		loc := tiering.Location{Topic: topic, Partition: p}
 		m, err := tiering.ReadManifest(ctx, t.Bucket, loc.ManifestKey(t.Prefix))
 		if err != nil {
 			return Plan{}, fmt.Errorf("reading partition %d's manifest: %w", p, err)
 		}
 		tiered[p] = m.Objects
+		if s := partitions[p]; s > 0 {
+			starts[p] = s
+		}
 	}
+	return t.plan(ctx, topic, func(committed map[int32]Range) Plan {
+		plan := PlanCommit(committed, tiered, starts)
+		for _, f := range plan.Overlaps {
+			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
+				"topic", topic, "partition", f.Partition, "key", f.Key, "start_offset", f.StartOffset, "end_offset", f.EndOffset,
+				"table_offsets", fmt.Sprint(committed[f.Partition]))
+		}
+		return plan
+	})
+}
+
+// plan commits what planner makes of the table's current snapshot,
+// planning again from the winner's table when another writer commits
+// first.
+func (t *Tables) plan(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
 	for attempt := 1; ; attempt++ {
 		tbl, err := t.loadOrCreate(ctx, topic)
 		if err != nil {
@@ -129,19 +189,14 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (
 				return Plan{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
 			}
 		}
-		plan := PlanCommit(committed, tiered)
-		for _, f := range plan.Overlaps {
-			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
-				"topic", topic, "partition", f.Partition, "key", f.Key, "start_offset", f.StartOffset, "end_offset", f.EndOffset,
-				"table_offsets", fmt.Sprint(committed[f.Partition]))
-		}
-		if len(plan.Add) == 0 {
+		plan := planner(committed)
+		if !plan.Changes() {
 			return plan, nil
 		}
 		err = t.commit(ctx, tbl, plan)
 		if err == nil {
-			t.log().Info("tiered objects committed to the topic's table", "topic", topic, "files", len(plan.Add),
-				"waiting", fmt.Sprint(plan.Waiting))
+			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
+				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
 			return plan, nil
 		}
 		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
@@ -151,20 +206,78 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (
 	}
 }
 
-// commit adds plan's files to tbl in one append snapshot whose summary
+// commit makes plan's snapshot(s) in one transaction, so one pointer swap
+// lands them all or none: an append of plan's files, then a delete of the
+// rows below each new log start and of forgotten partitions' files. The
+// delete is iceberg-go's merge-on-read one: files wholly below a log start
+// (by their offset bounds) are removed, and rows below it in a file that
+// stays are hidden by a position-delete file. Every snapshot's summary
 // carries the offsets (Plan.Summary).
 func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error {
+	txn := tbl.NewTransaction()
+	summary := plan.Summary()
+	if len(plan.Add) > 0 {
+		files, err := t.dataFiles(tbl, plan.Add)
+		if err != nil {
+			return err
+		}
+		// The plan is the duplicate check, from the summary: iceberg-go's own
+		// reads every manifest of the table at each commit.
+		if err := txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck()); err != nil {
+			return err
+		}
+	}
+	if filters := plan.deleteFilters(); len(filters) > 0 {
+		if tbl.Properties().Get(table.WriteDeleteModeKey, "") != table.WriteModeMergeOnRead {
+			// Position deletes, not a rewrite: the objects are tiering's,
+			// and the Kafka cold reads read them.
+			if err := txn.SetProperties(iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}); err != nil {
+				return err
+			}
+		}
+		for _, filter := range filters {
+			if err := txn.Delete(ctx, filter, summary); err != nil {
+				return fmt.Errorf("deleting %v: %w", filter, err)
+			}
+		}
+	}
+	_, err := txn.Commit(ctx)
+	return err
+}
+
+// deleteFilters are the rows the plan removes, one filter per partition:
+// iceberg-go evaluates a delete's filter on the rows of the files it
+// keeps, and those rows have no partition column (its value is the data
+// file's): there "partition IS NULL" stands for the file's own partition,
+// which the file's bounds and partition value select. One partition per
+// filter, so a file of one partition never takes another's log start.
+func (p Plan) deleteFilters() []iceberg.BooleanExpression {
+	part := iceberg.Reference(ColPartition)
+	ofPartition := func(n int32) iceberg.BooleanExpression {
+		return iceberg.NewOr(iceberg.EqualTo(part, n), iceberg.IsNull(part))
+	}
+	var out []iceberg.BooleanExpression
+	for _, n := range slices.Sorted(maps.Keys(p.Hide)) {
+		out = append(out, iceberg.NewAnd(ofPartition(n), iceberg.LessThan(iceberg.Reference(ColOffset), int64(p.Hide[n]))))
+	}
+	for _, n := range p.Forget {
+		out = append(out, iceberg.EqualTo(part, n))
+	}
+	return out
+}
+
+func (t *Tables) dataFiles(tbl *table.Table, add []File) ([]iceberg.DataFile, error) {
 	spec := tbl.Spec()
 	id, err := fieldIDs(tbl.Schema(), spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	files := make([]iceberg.DataFile, 0, len(plan.Add))
-	for _, f := range plan.Add {
+	files := make([]iceberg.DataFile, 0, len(add))
+	for _, f := range add {
 		b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, t.uri(f.Key), iceberg.ParquetFile,
 			map[int]any{id.partitionField: f.Partition}, nil, nil, int64(f.Records), f.ObjectBytes)
 		if err != nil {
-			return fmt.Errorf("data file %s: %w", f.Key, err)
+			return nil, fmt.Errorf("data file %s: %w", f.Key, err)
 		}
 		// Bounds from the manifest entry, so a reader prunes files by
 		// offset, time and partition without opening them.
@@ -177,14 +290,7 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error 
 				id.timestamp: longBound(f.MaxTimestamp * 1000), id.partition: intBound(f.Partition)})
 		files = append(files, b.Build())
 	}
-	txn := tbl.NewTransaction()
-	// The plan is the duplicate check, from the summary: iceberg-go's own
-	// reads every manifest of the table at each commit.
-	if err := txn.AddDataFiles(ctx, files, plan.Summary(), table.WithoutDuplicateCheck()); err != nil {
-		return err
-	}
-	_, err = txn.Commit(ctx)
-	return err
+	return files, nil
 }
 
 func (t *Tables) ident(topic string) table.Identifier { return table.Identifier{"strata", topic} }
