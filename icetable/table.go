@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -36,6 +37,47 @@ type Tables struct {
 	// the tables' metadata and data files are named under it.
 	Location string
 	Log      *slog.Logger
+
+	// The snapshot expiry policy (iceberg.snapshot_max_age,
+	// iceberg.snapshot_min_keep): after each commit, snapshots older than
+	// MaxSnapshotAge (24h) expire, but the last MinSnapshots (20) stay
+	// whatever their age. The expired snapshots' manifest lists, and the
+	// manifests and delete files only they named, are deleted once the
+	// expiry lands; the metadata files past the last MinSnapshots go at
+	// each commit. So the metadata stays bounded however many commits.
+	MaxSnapshotAge time.Duration
+	MinSnapshots   int
+	// OrphanGrace: a file in a table's folder that no metadata names is
+	// deleted once this old (1h; tiering.orphan_grace); younger ones may
+	// be another writer's commit in flight.
+	OrphanGrace time.Duration
+}
+
+func (t *Tables) maxSnapshotAge() time.Duration {
+	if t.MaxSnapshotAge > 0 {
+		return t.MaxSnapshotAge
+	}
+	return 24 * time.Hour
+}
+
+func (t *Tables) minSnapshots() int {
+	if t.MinSnapshots > 0 {
+		return t.MinSnapshots
+	}
+	return 20
+}
+
+// retention is the table properties that bound its metadata files:
+// iceberg-go deletes a metadata file once it leaves the metadata log.
+func (t *Tables) retention() iceberg.Properties {
+	return iceberg.Properties{
+		table.MetadataDeleteAfterCommitEnabledKey: "true",
+		table.MetadataPreviousVersionsMaxKey:      strconv.Itoa(t.minSnapshots()),
+		// Each append writes a manifest, and a snapshot's manifest list
+		// names every live one: merged, their count stays bounded too.
+		table.ManifestMergeEnabledKey:  "true",
+		table.ManifestMinMergeCountKey: "10",
+	}
 }
 
 // Where a table's files go: under its topic's folder, in a folder whose
@@ -193,10 +235,14 @@ func (t *Tables) plan(ctx context.Context, topic string, planner func(committed 
 		if !plan.Changes() {
 			return plan, nil
 		}
-		err = t.commit(ctx, tbl, plan)
+		next, err := t.commit(ctx, tbl, plan)
 		if err == nil {
 			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
 				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
+			if err := t.expireSnapshots(ctx, next); err != nil {
+				// The commit stands; the next one expires again.
+				t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
+			}
 			return plan, nil
 		}
 		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
@@ -213,18 +259,27 @@ func (t *Tables) plan(ctx context.Context, topic string, planner func(committed 
 // (by their offset bounds) are removed, and rows below it in a file that
 // stays are hidden by a position-delete file. Every snapshot's summary
 // carries the offsets (Plan.Summary).
-func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error {
+func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*table.Table, error) {
 	txn := tbl.NewTransaction()
 	summary := plan.Summary()
+	for k, v := range t.retention() {
+		if tbl.Properties().Get(k, "") != v {
+			// A table made before the expiry policy, or under another one.
+			if err := txn.SetProperties(t.retention()); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	if len(plan.Add) > 0 {
 		files, err := t.dataFiles(tbl, plan.Add)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The plan is the duplicate check, from the summary: iceberg-go's own
 		// reads every manifest of the table at each commit.
 		if err := txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck()); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if filters := plan.deleteFilters(); len(filters) > 0 {
@@ -232,17 +287,57 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error 
 			// Position deletes, not a rewrite: the objects are tiering's,
 			// and the Kafka cold reads read them.
 			if err := txn.SetProperties(iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		for _, filter := range filters {
 			if err := txn.Delete(ctx, filter, summary); err != nil {
-				return fmt.Errorf("deleting %v: %w", filter, err)
+				return nil, fmt.Errorf("deleting %v: %w", filter, err)
 			}
 		}
 	}
-	_, err := txn.Commit(ctx)
-	return err
+	return txn.Commit(ctx)
+}
+
+// expireSnapshots applies the expiry policy to the table as a commit
+// left it: a commit of its own, whose pointer swap is the expiry (a crash
+// before it leaves the snapshots; one after it, before the deletes, leaves
+// unreferenced files for SweepOrphans). The current snapshot always
+// stays, so what the table holds and its summary do not change.
+func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table) error {
+	if len(tbl.Metadata().Snapshots()) <= t.minSnapshots() {
+		return nil
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithRetainLast(t.minSnapshots()), table.WithOlderThan(t.maxSnapshotAge()),
+		table.WithPostCommit(true)); err != nil {
+		return err
+	}
+	next, err := txn.Commit(ctx)
+	if err != nil {
+		return err
+	}
+	return t.sweepOrphans(ctx, next)
+}
+
+// sweepOrphans deletes the files in the table's folder that no metadata
+// names, once older than the grace: what a crashed commit or expiry left,
+// and the manifests a commit wrote and merged away in the same commit.
+// The data files (tiering's objects) are outside the folder and never
+// swept here.
+func (t *Tables) sweepOrphans(ctx context.Context, tbl *table.Table) error {
+	grace := t.OrphanGrace
+	if grace <= 0 {
+		grace = time.Hour
+	}
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(grace))
+	if err != nil {
+		return fmt.Errorf("sweeping %s: %w", tbl.Location(), err)
+	}
+	if n := len(res.DeletedFiles); n > 0 {
+		t.log().Debug("unreferenced table files deleted", "table", tbl.Location(), "files", n)
+	}
+	return nil
 }
 
 // deleteFilters are the rows the plan removes, one filter per partition:
@@ -332,7 +427,8 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		return tbl, err
 	}
 	spec := Spec()
-	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), iceberg.Properties{
+	props := t.retention()
+	maps.Copy(props, iceberg.Properties{
 		table.PropertyFormatVersion: "2",
 		// iceberg-go's own retry rebases a lost commit's files onto the
 		// winner's snapshot without asking the planner, which could add an
@@ -340,6 +436,7 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		table.CommitNumRetriesKey: "0",
 		"strata.topic":            topic,
 	})
+	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), props)
 	if err != nil {
 		return nil, err
 	}
