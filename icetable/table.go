@@ -51,7 +51,13 @@ type Tables struct {
 	// deleted once this old (1h; tiering.orphan_grace); younger ones may
 	// be another writer's commit in flight.
 	OrphanGrace time.Duration
+	// Metrics, if set, counts the commits (NewMetrics).
+	Metrics *Metrics
+
+	cache committedCache
 }
+
+func isNotFound(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
 
 func (t *Tables) maxSnapshotAge() time.Duration {
 	if t.MaxSnapshotAge > 0 {
@@ -220,6 +226,20 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]
 // planning again from the winner's table when another writer commits
 // first.
 func (t *Tables) plan(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
+	began := time.Now()
+	plan, err := t.planAttempts(ctx, topic, planner)
+	switch {
+	case err != nil:
+		t.Metrics.done("failed", time.Since(began))
+	case plan.Changes():
+		t.Metrics.done("committed", time.Since(began))
+	default:
+		t.Metrics.done("noop", time.Since(began))
+	}
+	return plan, err
+}
+
+func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
 	for attempt := 1; ; attempt++ {
 		tbl, err := t.loadOrCreate(ctx, topic)
 		if err != nil {
@@ -233,10 +253,12 @@ func (t *Tables) plan(ctx context.Context, topic string, planner func(committed 
 		}
 		plan := planner(committed)
 		if !plan.Changes() {
+			t.cache.set(topic, committed)
 			return plan, nil
 		}
 		next, err := t.commit(ctx, tbl, plan)
 		if err == nil {
+			t.cache.set(topic, plan.Offsets)
 			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
 				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
 			if err := t.expireSnapshots(ctx, next); err != nil {
@@ -248,6 +270,7 @@ func (t *Tables) plan(ctx context.Context, topic string, planner func(committed 
 		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
 			return Plan{}, err
 		}
+		t.Metrics.conflict()
 		t.log().Info("another writer committed the topic's table first; planning again", "topic", topic, "err", err)
 	}
 }

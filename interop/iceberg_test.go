@@ -189,4 +189,39 @@ func TestPyIcebergAndDuckDBHonourTheTablesDeletes(t *testing.T) {
 	if w := fmt.Sprintf("%d-%d", cut, r0[len(r0)-1].Offset); got.Summary["strata.offsets.0"] != w {
 		t.Fatalf("strata.offsets.0 = %q, want %q", got.Summary["strata.offsets.0"], w)
 	}
+
+	// Operators see the same table: GET /v1/tables/{topic} and the metrics.
+	resp, err = http.Get("http://" + srv.Admin + "/v1/tables/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view struct {
+		SnapshotID int64 `json:"snapshot_id"`
+		DataFiles  int   `json:"data_files"`
+		Partitions []struct {
+			Partition  int32  `json:"partition"`
+			First      uint64 `json:"first_offset"`
+			Last       uint64 `json:"last_offset"`
+			LagRecords int64  `json:"lag_records"`
+		} `json:"partitions"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || view.SnapshotID == 0 || view.DataFiles == 0 || len(view.Partitions) != 2 ||
+		view.Partitions[0].First != uint64(cut) || view.Partitions[0].Last != r0[len(r0)-1].Offset || view.Partitions[0].LagRecords <= 0 {
+		t.Fatalf("GET /v1/tables/orders: %d %v %+v", resp.StatusCode, err, view)
+	}
+	resp, err = http.Get("http://" + srv.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`strata_iceberg_commits_total{result="committed"}`, "strata_iceberg_commit_seconds_count",
+		"strata_iceberg_commit_conflicts_total", `strata_iceberg_table_lag_records{partition="0",topic="orders"}`} {
+		if !strings.Contains(metrics.String(), m) {
+			t.Errorf("/metrics has no %s", m)
+		}
+	}
 }
