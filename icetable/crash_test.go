@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"strata/engine/record"
+	"strata/tiering"
 	"strata/tiering/objstore"
 )
 
@@ -122,7 +123,7 @@ func TestEveryCommitStepRecovers(t *testing.T) {
 			r.run(t, tiered)
 
 			dying := &Tables{Bucket: &dieAt{Bucket: bucket, op: tc.op, step: tc.step, landed: tc.landed, skip: tc.skip}, Prefix: "data", Location: dir, Log: quiet}
-			if err := dying.CommitTables(ctx, []string{"orders-0", "orders-1"}); !errors.Is(err, errKilled) {
+			if err := dying.CommitTables(ctx, map[string]uint64{"orders-0": 0, "orders-1": 0}); !errors.Is(err, errKilled) {
 				t.Fatalf("the dying commit: %v, want it killed", err)
 			}
 			fresh := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
@@ -138,7 +139,7 @@ func TestEveryCommitStepRecovers(t *testing.T) {
 				t.Fatalf("after the crash: %v, want no table yet", err)
 			}
 
-			if err := fresh.CommitTables(ctx, []string{"orders-0", "orders-1"}); err != nil {
+			if err := fresh.CommitTables(ctx, map[string]uint64{"orders-0": 0, "orders-1": 0}); err != nil {
 				t.Fatal(err)
 			}
 			rows, tbl := scan(t, fresh, "orders", 0, 1)
@@ -171,13 +172,13 @@ func TestACommitThatLosesTheRacePlansAgain(t *testing.T) {
 	slow := &raceAt{Bucket: bucket, before: func() {
 		if !raced {
 			raced = true
-			if _, err := other.Commit(ctx, "orders", []int32{0}); err != nil {
+			if _, err := other.Commit(ctx, "orders", map[int32]uint64{0: 0}); err != nil {
 				t.Errorf("the other node's commit: %v", err)
 			}
 		}
 	}}
 	mine := &Tables{Bucket: slow, Prefix: "data", Location: dir, Log: quiet}
-	plan, err := mine.Commit(ctx, "orders", []int32{0})
+	plan, err := mine.Commit(ctx, "orders", map[int32]uint64{0: 0})
 	if err != nil || !raced {
 		t.Fatalf("commit: %v (raced: %v)", err, raced)
 	}
@@ -202,4 +203,88 @@ func (r *raceAt) UploadIf(ctx context.Context, name string, rd io.Reader, v objs
 		r.before()
 	}
 	return r.Bucket.UploadIf(ctx, name, rd, v)
+}
+
+// A delete commit (a new log start inside a kept file, and files wholly
+// below it) can die at every step too: writing the position-delete file,
+// the manifests, the manifest list, the metadata or the pointer, before or
+// after the write landed. In every case the table afterwards names only
+// files in the bucket, and once a new process commits again it holds
+// exactly the records from the log start on; the retried commit after one
+// that landed adds no snapshot.
+func TestEveryDeleteCommitStepRecovers(t *testing.T) {
+	posDeletes := func(b string) bool { return strings.HasSuffix(b, ".parquet") }
+	manifest := func(b string) bool { return strings.HasSuffix(b, ".avro") && !strings.HasPrefix(b, "snap-") }
+	manifestList := func(b string) bool { return strings.HasPrefix(b, "snap-") }
+	metadata := func(b string) bool { return strings.HasSuffix(b, ".metadata.json") }
+	pointer := func(b string) bool { return b == hintName }
+	for _, tc := range []struct {
+		name   string
+		op     objstore.Op
+		step   func(string) bool
+		landed bool
+		// applied: the crashed commit landed (the pointer was swapped)
+		applied bool
+	}{
+		{"dies writing the position-delete file", objstore.OpUpload, posDeletes, false, false},
+		{"dies after writing the position-delete file", objstore.OpUpload, posDeletes, true, false},
+		{"dies writing a manifest", objstore.OpUpload, manifest, false, false},
+		{"dies after writing a manifest", objstore.OpUpload, manifest, true, false},
+		{"dies writing the manifest list", objstore.OpUpload, manifestList, false, false},
+		{"dies after writing the manifest list", objstore.OpUpload, manifestList, true, false},
+		{"dies writing the metadata", objstore.OpUpload, metadata, false, false},
+		{"dies after writing the metadata", objstore.OpUpload, metadata, true, false},
+		{"dies swapping the pointer", objstore.OpUploadIf, pointer, false, false},
+		{"dies after swapping the pointer (result unknown)", objstore.OpUploadIf, pointer, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			bucket, dir := localBucket(t)
+			r := newRig(t, bucket, dir)
+			produced := produce(t, r.engine, "orders-0", 30, 0)
+			tiered := map[string]uint64{}
+			r.run(t, tiered)
+			fresh := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+			tbl, _, err := fresh.load(ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			snapshots := len(tbl.Metadata().Snapshots())
+			m, err := tiering.ReadManifest(ctx, bucket, "data/topic=orders/partition=0/_strata_manifest.json")
+			if err != nil || len(m.Objects) < 3 {
+				t.Fatalf("manifest: %v, %d objects; want 3 or more", err, len(m.Objects))
+			}
+			cut := m.Objects[1].StartOffset + 5 // past the first object, inside the second
+
+			dying := &Tables{Bucket: &dieAt{Bucket: bucket, op: tc.op, step: tc.step, landed: tc.landed}, Prefix: "data", Location: dir, Log: quiet}
+			if err := dying.RemoveBelow(ctx, "orders-0", cut); !errors.Is(err, errKilled) {
+				t.Fatalf("the dying delete commit: %v, want it killed", err)
+			}
+			everyFileExists(t, bucket, fresh, "orders")
+			want := snapshots
+			if tc.applied {
+				want++
+			}
+			if tbl, _, err = fresh.load(ctx, "orders"); err != nil || len(tbl.Metadata().Snapshots()) != want {
+				t.Fatalf("after the crash: %v; want %d snapshots", err, want)
+			}
+
+			if err := fresh.RemoveBelow(ctx, "orders-0", cut); err != nil {
+				t.Fatal(err)
+			}
+			rows, tbl := scan(t, fresh, "orders", 0)
+			sameRecords(t, "orders-0", rows[0], produced[cut:tiered["orders-0"]])
+			if n := len(tbl.Metadata().Snapshots()); n != snapshots+1 {
+				t.Fatalf("the table has %d snapshots, want %d: the one delete", n, snapshots+1)
+			}
+			// A replayed delete is a no-op.
+			if err := fresh.RemoveBelow(ctx, "orders-0", cut); err != nil {
+				t.Fatal(err)
+			}
+			if _, tbl = scan(t, fresh, "orders", 0); len(tbl.Metadata().Snapshots()) != snapshots+1 {
+				t.Fatalf("a replayed delete made a snapshot")
+			}
+			everyFileExists(t, bucket, fresh, "orders")
+		})
+	}
 }

@@ -188,3 +188,34 @@ func (i objectInfo) Mode() fs.FileMode  { return 0o444 }
 func (i objectInfo) ModTime() time.Time { return i.a.ModTime }
 func (i objectInfo) IsDir() bool        { return false }
 func (i objectInfo) Sys() any           { return nil }
+
+var _ icebergio.ListableIO = fileIO{}
+
+// WalkDir lists the objects under root, for iceberg-go's orphan sweep
+// (SweepOrphans). The table's pointer is left out: no metadata names it, so
+// the sweep would take it for an orphan once it is older than the grace.
+func (f fileIO) WalkDir(root string, fn fs.WalkDirFunc) error {
+	name, err := f.objectName("walk", strings.TrimSuffix(root, "/")+"/x")
+	if err != nil {
+		return err
+	}
+	dir := strings.TrimSuffix(name, "x")
+	var found []objstore.Attrs
+	if err := f.bucket.List(f.ctx, dir, func(a objstore.Attrs) error {
+		if !strings.HasSuffix(a.Name, "/"+hintName) {
+			found = append(found, a)
+		}
+		return nil
+	}); err != nil {
+		return fn(root, nil, pathError("walk", root, err))
+	}
+	for _, a := range found {
+		if err := fn(f.base+"/"+a.Name, fs.FileInfoToDirEntry(objectInfo{a}), nil); err != nil {
+			if errors.Is(err, fs.SkipDir) || errors.Is(err, fs.SkipAll) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}

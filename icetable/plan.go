@@ -12,8 +12,14 @@ import (
 
 // Range is the offsets First to Last (both included) a table holds of one
 // partition: always one contiguous run, since an object is added only right
-// after the last one.
+// after the last one. First is also the table's floor, the partition's log
+// start as the table last applied it: nothing below it is added again. A
+// range whose Last is First-1 holds nothing (retention took every file, and
+// the floor stays).
 type Range struct{ First, Last uint64 }
+
+// Empty says the range holds no offset, only a floor.
+func (r Range) Empty() bool { return r.First > 0 && r.Last == r.First-1 }
 
 // File is a tiered object of one partition, as its shard's manifest lists it.
 type File struct {
@@ -29,6 +35,14 @@ type Plan struct {
 	// partition it holds anything of; each snapshot's summary carries it,
 	// so the current snapshot alone says what is committed.
 	Offsets map[int32]Range
+	// Hide is, by partition, a new log start the table applies: every row
+	// below it leaves the table (whole files removed, position deletes for
+	// the rows below it in a file that stays), in the same commit as Add.
+	Hide map[int32]uint64
+	// Forget lists partitions whose shard was deleted: all their files
+	// leave the table, and their offsets with them, so a partition made
+	// again under the name starts afresh.
+	Forget []int32
 	// Waiting names partitions whose next offsets are in no object yet
 	// (another node's upload to come, or one that failed): the offset the
 	// table waits for. Objects past it wait too, so the table never has a
@@ -41,29 +55,62 @@ type Plan struct {
 	Overlaps []File
 }
 
+// Changes says whether the plan makes a snapshot at all.
+func (p Plan) Changes() bool { return len(p.Add) > 0 || len(p.Hide) > 0 || len(p.Forget) > 0 }
+
 // PlanCommit decides, from what the table holds (committed, from the
-// current snapshot's summary: Committed) and what the bucket holds (tiered,
-// every partition's manifest entries), which objects the next commit adds.
-// An object whose offsets the table already holds is skipped: a commit
-// retried after a failure, or after one whose result was unknown (it may
-// have landed), adds nothing twice.
-func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEntry) Plan {
+// current snapshot's summary: Committed), what the bucket holds (tiered,
+// every partition's manifest entries) and where each partition's log
+// starts (logStart; a partition not named keeps the table's floor), which
+// objects the next commit adds and which rows it removes. An object whose
+// offsets the table already holds, or that lies wholly below the table's
+// floor, is skipped, and a log start at or below the floor removes
+// nothing: a commit retried after a failure, or after one whose result
+// was unknown (it may have landed), adds and removes nothing twice.
+func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEntry, logStart map[int32]uint64) Plan {
 	p := Plan{Offsets: maps.Clone(committed)}
 	if p.Offsets == nil {
 		p.Offsets = map[int32]Range{}
 	}
-	for _, part := range slices.Sorted(maps.Keys(tiered)) {
+	hide := func(part int32, at uint64) {
+		if p.Hide == nil {
+			p.Hide = map[int32]uint64{}
+		}
+		p.Hide[part] = at
+	}
+	parts := slices.Collect(maps.Keys(tiered))
+	for part := range logStart {
+		if _, ok := tiered[part]; !ok {
+			parts = append(parts, part)
+		}
+	}
+	slices.Sort(parts)
+	for _, part := range parts {
 		entries := slices.Clone(tiered[part])
 		slices.SortFunc(entries, func(a, b tiering.ManifestEntry) int { return cmpOffset(a.StartOffset, b.StartOffset) })
 		cur, held := p.Offsets[part]
+		start, moved := logStart[part]
+		if held && moved && start > cur.First {
+			// The log starts past the table: what is below goes.
+			hide(part, start)
+			cur.First = start
+			if cur.Last < start {
+				cur.Last = start - 1
+			}
+			p.Offsets[part] = cur
+		}
+		floor := cur.First
+		if !held {
+			floor = start
+		}
 		for _, e := range entries {
+			empty := !held || cur.Empty()
 			switch {
-			case held && e.EndOffset <= cur.Last:
-				if e.StartOffset < cur.First && e.EndOffset >= cur.First {
-					p.Overlaps = append(p.Overlaps, File{part, e})
-				}
-				continue // already in the table (or below what it starts at)
-			case held && e.StartOffset <= cur.Last:
+			case e.EndOffset < floor:
+				continue // below the log start: never (again) in the table
+			case !empty && e.EndOffset <= cur.Last:
+				continue // already in the table
+			case !empty && e.StartOffset <= cur.Last:
 				p.Overlaps = append(p.Overlaps, File{part, e})
 			case held && e.StartOffset > cur.Last+1:
 				if p.Waiting == nil {
@@ -72,7 +119,12 @@ func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEn
 				p.Waiting[part] = cur.Last + 1
 			default:
 				if !held {
-					cur, held = Range{First: e.StartOffset}, true
+					cur, held = Range{First: max(e.StartOffset, floor)}, true
+				}
+				if e.StartOffset < cur.First {
+					// A log start inside the object: its rows below it
+					// are hidden in the same commit.
+					hide(part, cur.First)
 				}
 				cur.Last = e.EndOffset
 				p.Offsets[part] = cur
@@ -80,6 +132,24 @@ func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEn
 				continue
 			}
 			break // an overlap or a gap: nothing after it, for now
+		}
+	}
+	return p
+}
+
+// PlanForget is the commit that removes deleted partitions (DeleteTopics)
+// from the table before their objects leave the bucket: every file of
+// theirs, and their offsets. A partition the table does not hold is
+// already forgotten, so a retried forget changes nothing.
+func PlanForget(committed map[int32]Range, partitions []int32) Plan {
+	p := Plan{Offsets: maps.Clone(committed)}
+	if p.Offsets == nil {
+		p.Offsets = map[int32]Range{}
+	}
+	for _, part := range slices.Sorted(slices.Values(partitions)) {
+		if _, ok := p.Offsets[part]; ok && !slices.Contains(p.Forget, part) {
+			p.Forget = append(p.Forget, part)
+			delete(p.Offsets, part)
 		}
 	}
 	return p
@@ -138,7 +208,8 @@ func Committed(summary map[string]string) (map[int32]Range, error) {
 		first, last, ok := strings.Cut(v, "-")
 		f, ferr := strconv.ParseUint(first, 10, 64)
 		l, lerr := strconv.ParseUint(last, 10, 64)
-		if err != nil || part < 0 || !ok || ferr != nil || lerr != nil || l < f {
+		// l = f-1: an empty range, only its floor (Range.Empty).
+		if err != nil || part < 0 || !ok || ferr != nil || lerr != nil || (l < f && (f == 0 || l != f-1)) {
 			return nil, fmt.Errorf("snapshot summary %s=%q: want a partition and first-last offsets", k, v)
 		}
 		out[int32(part)] = Range{First: f, Last: l}

@@ -19,9 +19,11 @@ func TestPlanCommit(t *testing.T) {
 		name      string
 		committed map[int32]Range
 		tiered    map[int32][]tiering.ManifestEntry
+		logStart  map[int32]uint64
 		// want: the added objects as "partition:start-end", the offsets after
 		add      []string
 		offsets  map[int32]Range
+		hide     map[int32]uint64
 		waiting  map[int32]uint64
 		overlaps []string
 	}{
@@ -54,12 +56,52 @@ func TestPlanCommit(t *testing.T) {
 			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(50, 149), obj(150, 199)}},
 			offsets:   map[int32]Range{0: {0, 99}},
 			overlaps:  []string{"0:50-149"}},
-		{name: "an object across the committed start is refused; the next ones go in",
+		{name: "an object across the committed start is the table's (a log start inside it hid its first rows)",
 			committed: map[int32]Range{0: {100, 199}},
-			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(50, 149), obj(200, 299)}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(50, 149), obj(150, 199), obj(200, 299)}},
 			add:       []string{"0:200-299"},
-			offsets:   map[int32]Range{0: {100, 299}},
-			overlaps:  []string{"0:50-149"}},
+			offsets:   map[int32]Range{0: {100, 299}}},
+		{name: "retention: a log start past whole files moves the table's start",
+			committed: map[int32]Range{0: {0, 299}, 1: {0, 9}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199), obj(200, 299)}},
+			logStart:  map[int32]uint64{0: 200},
+			offsets:   map[int32]Range{0: {200, 299}, 1: {0, 9}},
+			hide:      map[int32]uint64{0: 200}},
+		{name: "DeleteRecords: a log start inside a kept file",
+			committed: map[int32]Range{0: {0, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			logStart:  map[int32]uint64{0: 150},
+			offsets:   map[int32]Range{0: {150, 199}},
+			hide:      map[int32]uint64{0: 150}},
+		{name: "a log start at or below the table's start removes nothing (a replayed delete)",
+			committed: map[int32]Range{0: {150, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(100, 199)}},
+			logStart:  map[int32]uint64{0: 120},
+			offsets:   map[int32]Range{0: {150, 199}}},
+		{name: "retention took every file: the table is empty above its floor, and the expired object is not added back",
+			committed: map[int32]Range{0: {0, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			logStart:  map[int32]uint64{0: 200},
+			offsets:   map[int32]Range{0: {200, 199}},
+			hide:      map[int32]uint64{0: 200}},
+		{name: "after an empty floor the next object goes in",
+			committed: map[int32]Range{0: {200, 199}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(100, 199), obj(200, 299)}},
+			add:       []string{"0:200-299"},
+			offsets:   map[int32]Range{0: {200, 299}}},
+		{name: "a log start past the table and past objects not yet committed",
+			committed: map[int32]Range{0: {0, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199), obj(200, 299)}},
+			logStart:  map[int32]uint64{0: 250},
+			add:       []string{"0:200-299"},
+			offsets:   map[int32]Range{0: {250, 299}},
+			hide:      map[int32]uint64{0: 250}},
+		{name: "a new partition whose log start is inside its first object: added, rows below hidden",
+			tiered:   map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			logStart: map[int32]uint64{0: 150},
+			add:      []string{"0:100-199"},
+			offsets:  map[int32]Range{0: {150, 199}},
+			hide:     map[int32]uint64{0: 150}},
 		{name: "a partition's table starts at its first object (retention took the ones before)",
 			tiered:  map[int32][]tiering.ManifestEntry{3: {obj(500, 599)}},
 			add:     []string{"3:500-599"},
@@ -78,7 +120,7 @@ func TestPlanCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := maps.Clone(tc.committed)
-			p := PlanCommit(tc.committed, tc.tiered)
+			p := PlanCommit(tc.committed, tc.tiered, tc.logStart)
 			names := func(fs []File) []string {
 				var out []string
 				for _, f := range fs {
@@ -91,6 +133,9 @@ func TestPlanCommit(t *testing.T) {
 			}
 			if !maps.Equal(p.Offsets, tc.offsets) {
 				t.Errorf("offsets after: %v, want %v", p.Offsets, tc.offsets)
+			}
+			if !maps.Equal(p.Hide, tc.hide) {
+				t.Errorf("hides below %v, want %v", p.Hide, tc.hide)
 			}
 			if !maps.Equal(p.Waiting, tc.waiting) {
 				t.Errorf("waiting: %v, want %v", p.Waiting, tc.waiting)
@@ -107,15 +152,38 @@ func TestPlanCommit(t *testing.T) {
 				t.Errorf("Committed(Summary()) = %v, %v; want %v", back, err, p.Offsets)
 			}
 			// Planning again from the result adds nothing: a retry is a no-op.
-			if again := PlanCommit(back, tc.tiered); len(again.Add) != 0 {
-				t.Errorf("planned again from its own summary, it adds %v", names(again.Add))
+			if again := PlanCommit(back, tc.tiered, tc.logStart); again.Changes() {
+				t.Errorf("planned again from its own summary, it adds %v and hides below %v", names(again.Add), again.Hide)
 			}
 		})
 	}
 }
 
+// DeleteTopics: a deleted partition leaves the table, offsets and all, so
+// one made again under its name starts afresh; a replay forgets nothing.
+func TestPlanForget(t *testing.T) {
+	committed := map[int32]Range{0: {0, 99}, 1: {50, 199}}
+	p := PlanForget(committed, []int32{1, 7})
+	if fmt.Sprint(p.Forget) != "[1]" || !maps.Equal(p.Offsets, map[int32]Range{0: {0, 99}}) || len(p.Add) != 0 {
+		t.Fatalf("forget 1 and 7: %+v", p)
+	}
+	back, err := Committed(p.Summary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := PlanForget(back, []int32{1, 7}); again.Changes() {
+		t.Fatalf("a replayed forget: %+v", again)
+	}
+	if again := PlanCommit(back, map[int32][]tiering.ManifestEntry{1: {obj(0, 9)}}, nil); fmt.Sprint(again.Offsets[1]) != "{0 9}" {
+		t.Fatalf("the partition made again: %+v", again)
+	}
+	if len(committed) != 2 {
+		t.Fatalf("the plan changed its input: %v", committed)
+	}
+}
+
 func TestSummaryNamesTheSegmentsAdded(t *testing.T) {
-	p := PlanCommit(nil, map[int32][]tiering.ManifestEntry{2: {obj(0, 99), obj(100, 199)}})
+	p := PlanCommit(nil, map[int32][]tiering.ManifestEntry{2: {obj(0, 99), obj(100, 199)}}, nil)
 	s := p.Summary()
 	if g, w := s["strata.segments.2"], "0-99:00000000,100-199:00000064"; g != w {
 		t.Fatalf("strata.segments.2 = %q, want %q", g, w)
@@ -132,10 +200,14 @@ func TestCommittedRefusesWhatItCannotRead(t *testing.T) {
 		{"strata.offsets.-1": "0-1"},
 		{"strata.offsets.0": "9-3"},
 		{"strata.offsets.0": "a-3"},
+		{"strata.offsets.0": "9-7"},
 	} {
 		if got, err := Committed(v); err == nil {
 			t.Errorf("Committed(%v) = %v, want an error", v, got)
 		}
+	}
+	if got, err := Committed(map[string]string{"strata.offsets.0": "9-8"}); err != nil || !got[0].Empty() {
+		t.Errorf("an empty range above its floor: %v, %v", got, err)
 	}
 	got, err := Committed(map[string]string{"added-data-files": "3", "operation": "append"})
 	if err != nil || len(got) != 0 {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -36,6 +37,53 @@ type Tables struct {
 	// the tables' metadata and data files are named under it.
 	Location string
 	Log      *slog.Logger
+
+	// The snapshot expiry policy (iceberg.snapshot_max_age,
+	// iceberg.snapshot_min_keep): after each commit, snapshots older than
+	// MaxSnapshotAge (24h) expire, but the last MinSnapshots (20) stay
+	// whatever their age. The expired snapshots' manifest lists, and the
+	// manifests and delete files only they named, are deleted once the
+	// expiry lands; the metadata files past the last MinSnapshots go at
+	// each commit. So the metadata stays bounded however many commits.
+	MaxSnapshotAge time.Duration
+	MinSnapshots   int
+	// OrphanGrace: a file in a table's folder that no metadata names is
+	// deleted once this old (1h; tiering.orphan_grace); younger ones may
+	// be another writer's commit in flight.
+	OrphanGrace time.Duration
+	// Metrics, if set, counts the commits (NewMetrics).
+	Metrics *Metrics
+
+	cache committedCache
+}
+
+func isNotFound(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
+
+func (t *Tables) maxSnapshotAge() time.Duration {
+	if t.MaxSnapshotAge > 0 {
+		return t.MaxSnapshotAge
+	}
+	return 24 * time.Hour
+}
+
+func (t *Tables) minSnapshots() int {
+	if t.MinSnapshots > 0 {
+		return t.MinSnapshots
+	}
+	return 20
+}
+
+// retention is the table properties that bound its metadata files:
+// iceberg-go deletes a metadata file once it leaves the metadata log.
+func (t *Tables) retention() iceberg.Properties {
+	return iceberg.Properties{
+		table.MetadataDeleteAfterCommitEnabledKey: "true",
+		table.MetadataPreviousVersionsMaxKey:      strconv.Itoa(t.minSnapshots()),
+		// Each append writes a manifest, and a snapshot's manifest list
+		// names every live one: merged, their count stays bounded too.
+		table.ManifestMergeEnabledKey:  "true",
+		table.ManifestMinMergeCountKey: "10",
+	}
 }
 
 // Where a table's files go: under its topic's folder, in a folder whose
@@ -76,14 +124,19 @@ func (t *Tables) log() *slog.Logger {
 }
 
 // CommitTables commits, for every topic among shards, the objects their
-// manifests list that its table does not hold yet (tiering.Job.Tables).
-// Shards not named {topic}-{partition} have no place in the bucket and are
-// passed over. One topic's failure does not stop the others.
-func (t *Tables) CommitTables(ctx context.Context, shards []string) error {
-	parts := map[string][]int32{}
-	for _, s := range shards {
+// manifests list that its table does not hold yet, and applies each
+// shard's log start (the value; 0: keep the table's) to the table
+// (tiering.Job.Tables). Shards not named {topic}-{partition} have no place
+// in the bucket and are passed over. One topic's failure does not stop the
+// others.
+func (t *Tables) CommitTables(ctx context.Context, shards map[string]uint64) error {
+	parts := map[string]map[int32]uint64{}
+	for s, start := range shards {
 		if tp, ok := store.ParseShard(s); ok {
-			parts[tp.Topic] = append(parts[tp.Topic], tp.Partition)
+			if parts[tp.Topic] == nil {
+				parts[tp.Topic] = map[int32]uint64{}
+			}
+			parts[tp.Topic][tp.Partition] = start
 		}
 	}
 	var errs []error
@@ -95,29 +148,98 @@ func (t *Tables) CommitTables(ctx context.Context, shards []string) error {
 	return errors.Join(errs...)
 }
 
+// RemoveBelow commits to the shard's topic's table the shard's new log
+// start, before tiering removes the objects below it (retention,
+// DeleteRecords): their files leave the table first, so no reader of the
+// current snapshot is handed a file that is gone. A crash after this
+// commit and before the removal leaves unreferenced objects only, which
+// the next run removes (or the orphan sweep).
+func (t *Tables) RemoveBelow(ctx context.Context, shard string, logStart uint64) error {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
+		return nil
+	}
+	if _, err := t.Commit(ctx, tp.Topic, map[int32]uint64{tp.Partition: logStart}); err != nil {
+		return fmt.Errorf("the Iceberg table of topic %s, before removing %s's objects below offset %d: %w", tp.Topic, shard, logStart, err)
+	}
+	return nil
+}
+
+// Forget removes a deleted shard's partition from its topic's table
+// (DeleteTopics), before its objects leave the bucket.
+func (t *Tables) Forget(ctx context.Context, shard string) error {
+	tp, ok := store.ParseShard(shard)
+	if !ok {
+		return nil
+	}
+	_, err := t.plan(ctx, tp.Topic, func(committed map[int32]Range) Plan {
+		return PlanForget(committed, []int32{tp.Partition})
+	})
+	if err != nil {
+		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partition %d: %w", tp.Topic, tp.Partition, err)
+	}
+	return nil
+}
+
 // commitAttempts bounds how often one commit is planned again after another
 // writer committed the table first.
 const commitAttempts = 5
 
 // Commit adds to the topic's table the objects the partitions' manifests
-// list and the table does not hold (PlanCommit), creating the table first if
-// there is none. It returns the plan committed (no Add: nothing to do).
+// list and the table does not hold, and removes the rows below each
+// partition's log start (PlanCommit), creating the table first if there is
+// none. partitions maps each partition to its log start (0: the table's
+// floor stays). It returns the plan committed (Changes false: nothing to
+// do).
 //
 // A commit that lost to another writer (the pointer changed since it was
 // read) is planned again from the table as that writer left it. One whose
 // result is unknown (an error after the pointer write was sent) is
 // returned: the next call reloads the table, whose summary says whether it
 // landed, so the objects are added once either way.
-func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (Plan, error) {
+func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]uint64) (Plan, error) {
 	tiered := map[int32][]tiering.ManifestEntry{}
-	for _, p := range partitions {
+	starts := map[int32]uint64{}
+	for _, p := range slices.Sorted(maps.Keys(partitions)) {
 		loc := tiering.Location{Topic: topic, Partition: p}
 		m, err := tiering.ReadManifest(ctx, t.Bucket, loc.ManifestKey(t.Prefix))
 		if err != nil {
 			return Plan{}, fmt.Errorf("reading partition %d's manifest: %w", p, err)
 		}
 		tiered[p] = m.Objects
+		if s := partitions[p]; s > 0 {
+			starts[p] = s
+		}
 	}
+	return t.plan(ctx, topic, func(committed map[int32]Range) Plan {
+		plan := PlanCommit(committed, tiered, starts)
+		for _, f := range plan.Overlaps {
+			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
+				"topic", topic, "partition", f.Partition, "key", f.Key, "start_offset", f.StartOffset, "end_offset", f.EndOffset,
+				"table_offsets", fmt.Sprint(committed[f.Partition]))
+		}
+		return plan
+	})
+}
+
+// plan commits what planner makes of the table's current snapshot,
+// planning again from the winner's table when another writer commits
+// first.
+func (t *Tables) plan(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
+	began := time.Now()
+	plan, err := t.planAttempts(ctx, topic, planner)
+	switch {
+	case err != nil:
+		t.Metrics.done("failed", time.Since(began))
+	case plan.Changes():
+		t.Metrics.done("committed", time.Since(began))
+	default:
+		t.Metrics.done("noop", time.Since(began))
+	}
+	return plan, err
+}
+
+func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
 	for attempt := 1; ; attempt++ {
 		tbl, err := t.loadOrCreate(ctx, topic)
 		if err != nil {
@@ -129,42 +251,151 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions []int32) (
 				return Plan{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
 			}
 		}
-		plan := PlanCommit(committed, tiered)
-		for _, f := range plan.Overlaps {
-			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
-				"topic", topic, "partition", f.Partition, "key", f.Key, "start_offset", f.StartOffset, "end_offset", f.EndOffset,
-				"table_offsets", fmt.Sprint(committed[f.Partition]))
-		}
-		if len(plan.Add) == 0 {
+		plan := planner(committed)
+		if !plan.Changes() {
+			t.cache.set(topic, committed)
 			return plan, nil
 		}
-		err = t.commit(ctx, tbl, plan)
+		next, err := t.commit(ctx, tbl, plan)
 		if err == nil {
-			t.log().Info("tiered objects committed to the topic's table", "topic", topic, "files", len(plan.Add),
-				"waiting", fmt.Sprint(plan.Waiting))
+			t.cache.set(topic, plan.Offsets)
+			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
+				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
+			if err := t.expireSnapshots(ctx, next); err != nil {
+				// The commit stands; the next one expires again.
+				t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
+			}
 			return plan, nil
 		}
 		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
 			return Plan{}, err
 		}
+		t.Metrics.conflict()
 		t.log().Info("another writer committed the topic's table first; planning again", "topic", topic, "err", err)
 	}
 }
 
-// commit adds plan's files to tbl in one append snapshot whose summary
+// commit makes plan's snapshot(s) in one transaction, so one pointer swap
+// lands them all or none: an append of plan's files, then a delete of the
+// rows below each new log start and of forgotten partitions' files. The
+// delete is iceberg-go's merge-on-read one: files wholly below a log start
+// (by their offset bounds) are removed, and rows below it in a file that
+// stays are hidden by a position-delete file. Every snapshot's summary
 // carries the offsets (Plan.Summary).
-func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error {
-	spec := tbl.Spec()
-	id, err := fieldIDs(tbl.Schema(), spec)
+func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*table.Table, error) {
+	txn := tbl.NewTransaction()
+	summary := plan.Summary()
+	for k, v := range t.retention() {
+		if tbl.Properties().Get(k, "") != v {
+			// A table made before the expiry policy, or under another one.
+			if err := txn.SetProperties(t.retention()); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	if len(plan.Add) > 0 {
+		files, err := t.dataFiles(tbl, plan.Add)
+		if err != nil {
+			return nil, err
+		}
+		// The plan is the duplicate check, from the summary: iceberg-go's own
+		// reads every manifest of the table at each commit.
+		if err := txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck()); err != nil {
+			return nil, err
+		}
+	}
+	if filters := plan.deleteFilters(); len(filters) > 0 {
+		if tbl.Properties().Get(table.WriteDeleteModeKey, "") != table.WriteModeMergeOnRead {
+			// Position deletes, not a rewrite: the objects are tiering's,
+			// and the Kafka cold reads read them.
+			if err := txn.SetProperties(iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}); err != nil {
+				return nil, err
+			}
+		}
+		for _, filter := range filters {
+			if err := txn.Delete(ctx, filter, summary); err != nil {
+				return nil, fmt.Errorf("deleting %v: %w", filter, err)
+			}
+		}
+	}
+	return txn.Commit(ctx)
+}
+
+// expireSnapshots applies the expiry policy to the table as a commit
+// left it: a commit of its own, whose pointer swap is the expiry (a crash
+// before it leaves the snapshots; one after it, before the deletes, leaves
+// unreferenced files for SweepOrphans). The current snapshot always
+// stays, so what the table holds and its summary do not change.
+func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table) error {
+	if len(tbl.Metadata().Snapshots()) <= t.minSnapshots() {
+		return nil
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithRetainLast(t.minSnapshots()), table.WithOlderThan(t.maxSnapshotAge()),
+		table.WithPostCommit(true)); err != nil {
+		return err
+	}
+	next, err := txn.Commit(ctx)
 	if err != nil {
 		return err
 	}
-	files := make([]iceberg.DataFile, 0, len(plan.Add))
-	for _, f := range plan.Add {
+	return t.sweepOrphans(ctx, next)
+}
+
+// sweepOrphans deletes the files in the table's folder that no metadata
+// names, once older than the grace: what a crashed commit or expiry left,
+// and the manifests a commit wrote and merged away in the same commit.
+// The data files (tiering's objects) are outside the folder and never
+// swept here.
+func (t *Tables) sweepOrphans(ctx context.Context, tbl *table.Table) error {
+	grace := t.OrphanGrace
+	if grace <= 0 {
+		grace = time.Hour
+	}
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(grace))
+	if err != nil {
+		return fmt.Errorf("sweeping %s: %w", tbl.Location(), err)
+	}
+	if n := len(res.DeletedFiles); n > 0 {
+		t.log().Debug("unreferenced table files deleted", "table", tbl.Location(), "files", n)
+	}
+	return nil
+}
+
+// deleteFilters are the rows the plan removes, one filter per partition:
+// iceberg-go evaluates a delete's filter on the rows of the files it
+// keeps, and those rows have no partition column (its value is the data
+// file's): there "partition IS NULL" stands for the file's own partition,
+// which the file's bounds and partition value select. One partition per
+// filter, so a file of one partition never takes another's log start.
+func (p Plan) deleteFilters() []iceberg.BooleanExpression {
+	part := iceberg.Reference(ColPartition)
+	ofPartition := func(n int32) iceberg.BooleanExpression {
+		return iceberg.NewOr(iceberg.EqualTo(part, n), iceberg.IsNull(part))
+	}
+	var out []iceberg.BooleanExpression
+	for _, n := range slices.Sorted(maps.Keys(p.Hide)) {
+		out = append(out, iceberg.NewAnd(ofPartition(n), iceberg.LessThan(iceberg.Reference(ColOffset), int64(p.Hide[n]))))
+	}
+	for _, n := range p.Forget {
+		out = append(out, iceberg.EqualTo(part, n))
+	}
+	return out
+}
+
+func (t *Tables) dataFiles(tbl *table.Table, add []File) ([]iceberg.DataFile, error) {
+	spec := tbl.Spec()
+	id, err := fieldIDs(tbl.Schema(), spec)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]iceberg.DataFile, 0, len(add))
+	for _, f := range add {
 		b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, t.uri(f.Key), iceberg.ParquetFile,
 			map[int]any{id.partitionField: f.Partition}, nil, nil, int64(f.Records), f.ObjectBytes)
 		if err != nil {
-			return fmt.Errorf("data file %s: %w", f.Key, err)
+			return nil, fmt.Errorf("data file %s: %w", f.Key, err)
 		}
 		// Bounds from the manifest entry, so a reader prunes files by
 		// offset, time and partition without opening them.
@@ -177,14 +408,7 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) error 
 				id.timestamp: longBound(f.MaxTimestamp * 1000), id.partition: intBound(f.Partition)})
 		files = append(files, b.Build())
 	}
-	txn := tbl.NewTransaction()
-	// The plan is the duplicate check, from the summary: iceberg-go's own
-	// reads every manifest of the table at each commit.
-	if err := txn.AddDataFiles(ctx, files, plan.Summary(), table.WithoutDuplicateCheck()); err != nil {
-		return err
-	}
-	_, err = txn.Commit(ctx)
-	return err
+	return files, nil
 }
 
 func (t *Tables) ident(topic string) table.Identifier { return table.Identifier{"strata", topic} }
@@ -226,7 +450,8 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		return tbl, err
 	}
 	spec := Spec()
-	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), iceberg.Properties{
+	props := t.retention()
+	maps.Copy(props, iceberg.Properties{
 		table.PropertyFormatVersion: "2",
 		// iceberg-go's own retry rebases a lost commit's files onto the
 		// winner's snapshot without asking the planner, which could add an
@@ -234,6 +459,7 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		table.CommitNumRetriesKey: "0",
 		"strata.topic":            topic,
 	})
+	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), props)
 	if err != nil {
 		return nil, err
 	}

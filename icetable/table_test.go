@@ -43,14 +43,14 @@ func newRig(t *testing.T, bucket objstore.Bucket, coldDir string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tables := &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet}
 	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
-		Events: tiering.Listen(cat, bucket, "data", quiet)})
+		Events: tiering.ListenTables(cat, bucket, "data", quiet, tables)})
 	if err != nil {
 		cat.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(); cat.Close() })
-	tables := &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet}
 	job := &tiering.Job{Engine: e, Catalog: cat, Bucket: bucket, Prefix: "data", Log: quiet,
 		Parquet: parquet.Options{RowGroupBytes: 4 << 10}, Tables: tables}
 	return &rig{engine: e, job: job, tables: tables, bucket: bucket}

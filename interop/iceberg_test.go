@@ -5,13 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"strata/internal/testsvc"
+	"strata/tiering"
 )
 
 // icebergPython is the Iceberg readers' environment (scripts/pyenv iceberg).
@@ -114,6 +119,109 @@ func readTheTable(t *testing.T, backend string) {
 		key := fmt.Sprintf("strata.offsets.%d", i)
 		if w := fmt.Sprintf("0-%d", len(want[shard])-1); got.Summary[key] != w {
 			t.Fatalf("the current snapshot's summary has %s=%q, want %q (all: %v)", key, got.Summary[key], w, got.Summary)
+		}
+	}
+}
+
+// The table's delete snapshots as the readers see them: after DeleteRecords
+// inside a tiered object of partition 0 and the next tiering run (which
+// removes the objects wholly below the new log start and hides the rows
+// below it in the kept one with a position delete), pyiceberg and DuckDB's
+// iceberg extension read exactly the records from the log start on, and
+// the summary starts the partition there.
+func TestPyIcebergAndDuckDBHonourTheTablesDeletes(t *testing.T) {
+	dir := t.TempDir()
+	want, srv := exportServed(t, 25, "cold.local.dir="+dir, "iceberg.enabled=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cut := int64(len(want["orders-0"]) / 2)
+	if cut%12 == 0 {
+		cut += 5 // inside an object: segments roll between 12-record batches
+	}
+	c, err := kgo.NewClient(kgo.SeedBrokers(srv.Kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := kadm.NewClient(c).DeleteRecords(ctx, kadm.Offsets{"orders": {0: {Topic: "orders", Partition: 0, At: cut}}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("DeleteRecords below %d: %v %v", cut, err, res.Error())
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.Admin+"/v1/tiering/run", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum tiering.RunSummary
+	if err := json.NewDecoder(resp.Body).Decode(&sum); err != nil || len(sum.Errors) > 0 || sum.Expired == 0 {
+		t.Fatalf("the tiering run after DeleteRecords: %v %+v", err, sum)
+	}
+	resp.Body.Close()
+	want["orders-0"] = want["orders-0"][cut:]
+
+	table := filepath.Join(dir, "topic=orders", "_iceberg")
+	r0 := want["orders-0"]
+	cmd := exec.CommandContext(ctx, icebergPython(t), "iceberg_check.py", "local", table,
+		"0", fmt.Sprint(cut-3), fmt.Sprint(cut+3), fmt.Sprint(r0[0].Timestamp), fmt.Sprint(r0[len(r0)-1].Timestamp))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("iceberg_check.py: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		PyIceberg      map[string][]exported `json:"pyiceberg"`
+		PyIcebergRange [][]any               `json:"pyiceberg_range"`
+		Summary        map[string]string     `json:"summary"`
+		DuckDB         map[string][]exported `json:"duckdb"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("iceberg_check.py output: %v\n%s", err, out)
+	}
+	for tool, recs := range map[string]map[string][]exported{"pyiceberg": got.PyIceberg, "DuckDB iceberg_scan": got.DuckDB} {
+		compare(t, tool, recs, want)
+	}
+	var wantRange [][]any
+	for o := cut; o <= cut+3; o++ {
+		wantRange = append(wantRange, []any{0, uint64(o)})
+	}
+	sameRows(t, fmt.Sprintf("pyiceberg, partition 0 offsets %d-%d", cut-3, cut+3), got.PyIcebergRange, wantRange)
+	if w := fmt.Sprintf("%d-%d", cut, r0[len(r0)-1].Offset); got.Summary["strata.offsets.0"] != w {
+		t.Fatalf("strata.offsets.0 = %q, want %q", got.Summary["strata.offsets.0"], w)
+	}
+
+	// Operators see the same table: GET /v1/tables/{topic} and the metrics.
+	resp, err = http.Get("http://" + srv.Admin + "/v1/tables/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view struct {
+		SnapshotID int64 `json:"snapshot_id"`
+		DataFiles  int   `json:"data_files"`
+		Partitions []struct {
+			Partition  int32  `json:"partition"`
+			First      uint64 `json:"first_offset"`
+			Last       uint64 `json:"last_offset"`
+			LagRecords int64  `json:"lag_records"`
+		} `json:"partitions"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || view.SnapshotID == 0 || view.DataFiles == 0 || len(view.Partitions) != 2 ||
+		view.Partitions[0].First != uint64(cut) || view.Partitions[0].Last != r0[len(r0)-1].Offset || view.Partitions[0].LagRecords <= 0 {
+		t.Fatalf("GET /v1/tables/orders: %d %v %+v", resp.StatusCode, err, view)
+	}
+	resp, err = http.Get("http://" + srv.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	metrics.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`strata_iceberg_commits_total{result="committed"}`, "strata_iceberg_commit_seconds_count",
+		"strata_iceberg_commit_conflicts_total", `strata_iceberg_table_lag_records{partition="0",topic="orders"}`} {
+		if !strings.Contains(metrics.String(), m) {
+			t.Errorf("/metrics has no %s", m)
 		}
 	}
 }

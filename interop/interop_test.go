@@ -86,6 +86,13 @@ func export(t *testing.T, cold ...string) map[string][]record.Record {
 // exportRounds is export producing the rounds given (12 records to each
 // partition a round); settings in cold override export's.
 func exportRounds(t *testing.T, rounds int, cold ...string) map[string][]record.Record {
+	produced, _ := exportServed(t, rounds, cold...)
+	return produced
+}
+
+// exportServed is exportRounds, also returning the service (still up
+// until the test ends).
+func exportServed(t *testing.T, rounds int, cold ...string) (map[string][]record.Record, testsvc.Strata) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
@@ -141,7 +148,7 @@ func exportRounds(t *testing.T, rounds int, cold ...string) map[string][]record.
 		}
 		produced[shard] = recs[:n]
 	}
-	return produced
+	return produced, srv
 }
 
 // minioCold is the service's cold-tier settings for a MinIO bucket.

@@ -37,19 +37,24 @@ import (
 // value page with two ranged reads, or one when the page is near the
 // start. Readers find columns by name, and read both orders.
 type Row struct {
-	Offset       int64    `parquet:"offset"`
-	Timestamp    int64    `parquet:"timestamp,timestamp(millisecond)"`
-	Key          *[]byte  `parquet:"key,optional"`
-	Headers      []Header `parquet:"headers,list"`
-	Tags         []string `parquet:"tags,list"`
-	ProtocolData *[]byte  `parquet:"protocol_data,optional"`
-	Value        *[]byte  `parquet:"value,optional"`
+	// The id(N) tags are the Parquet schema's field_id of each column,
+	// the topic's Iceberg table's field ids (icetable.Schema numbers them
+	// so, and its test holds the two together): an Iceberg reader finds
+	// the columns of a new object by id; objects tiered before carry none
+	// and are read through the table's name mapping.
+	Offset       int64    `parquet:"offset,id(1)"`
+	Timestamp    int64    `parquet:"timestamp,timestamp(millisecond),id(2)"`
+	Key          *[]byte  `parquet:"key,optional,id(3)"`
+	Headers      []Header `parquet:"headers,list,id(4)" parquet-element:",id(5)"`
+	Tags         []string `parquet:"tags,list,id(8)" parquet-element:",id(9)"`
+	ProtocolData *[]byte  `parquet:"protocol_data,optional,id(10)"`
+	Value        *[]byte  `parquet:"value,optional,id(11)"`
 }
 
 // Header is one Kafka-style header; a null value stays null.
 type Header struct {
-	Key   string  `parquet:"key"`
-	Value *[]byte `parquet:"value,optional"`
+	Key   string  `parquet:"key,id(6)"`
+	Value *[]byte `parquet:"value,optional,id(7)"`
 }
 
 func deref(p *[]byte) []byte {

@@ -108,11 +108,16 @@ const (
 )
 
 // TableCommitter commits tiered objects to tables over them (icetable's
-// Tables). It is given every shard of the run and reads what was tiered
-// from the shards' manifests, so an object whose commit failed or never
-// started (the process died) is committed by a later run.
+// Tables). CommitTables is given every shard of the run, with its log
+// start (0 when the run could not read it), and reads what was tiered from
+// the shards' manifests, so an object whose commit failed or never started
+// (the process died) is committed by a later run. RemoveBelow is called
+// before the objects of segments below a new log start leave the bucket
+// (retention, DeleteRecords): the table stops naming them first, so no
+// reader of the table is handed a removed file.
 type TableCommitter interface {
-	CommitTables(ctx context.Context, shards []string) error
+	CommitTables(ctx context.Context, shards map[string]uint64) error
+	RemoveBelow(ctx context.Context, shard string, logStart uint64) error
 }
 
 // RunError is one failure of a run, with the shard and segment it concerns
@@ -309,7 +314,9 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		limit = 2
 	}
 	g.SetLimit(limit)
+	logStarts := make(map[string]uint64, len(shards))
 	for _, shard := range shards {
+		logStarts[shard] = 0
 		g.Go(func() error {
 			segs, err := j.Catalog.Segments(shard)
 			if err != nil {
@@ -328,6 +335,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				failed(StepPlan, shard, 0, err)
 				return nil
 			}
+			record(func() { logStarts[shard] = policy.LogStart })
 			plan := PlanShard(j.now(), segs, policy)
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)
@@ -372,7 +380,10 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					failed(StepExpire, shard, s.No, err)
 					return nil
 				}
-				record(func() { sum.Expired++ })
+				record(func() {
+					sum.Expired++
+					logStarts[shard] = max(logStarts[shard], s.EndOffset+1)
+				})
 			}
 			if len(plan.Expire) > 0 && !replan() {
 				return nil
@@ -389,7 +400,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	}
 	g.Wait()
 	if j.Tables != nil {
-		if err := j.Tables.CommitTables(ctx, shards); err != nil {
+		if err := j.Tables.CommitTables(ctx, logStarts); err != nil {
 			failed(StepTable, "", 0, err)
 		}
 	}
@@ -783,13 +794,26 @@ func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) er
 }
 
 // expire ends a segment's life in every tier: its offsets leave the shard
-// (the low watermark rises past them, durably, first), then the catalog
-// records it deleted, then its local file, its object and its manifest
-// entry go. A crash between steps is finished by recovery (the local file)
-// or the orphan sweep (the object).
+// (the low watermark rises past them, durably, first), then its topic's
+// table (Tables) stops naming its object, then the catalog records it
+// deleted, then its local file, its object and its manifest entry go. A
+// crash between steps is finished by recovery (the local file), the next
+// run (a failed table commit leaves the segment to expire again) or the
+// orphan sweep (the object).
 func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error {
 	if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
 		return err
+	}
+	if j.Tables != nil && (s.State == catalog.Cold || s.State == catalog.Remote) {
+		// The log start itself, which DeleteRecords may have put past
+		// the segment: one commit removes what is below it.
+		start, _, err := j.Engine.Watermarks(ctx, shard)
+		if err != nil {
+			return err
+		}
+		if err := j.Tables.RemoveBelow(ctx, shard, max(start, s.EndOffset+1)); err != nil {
+			return err
+		}
 	}
 	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Deleted, nil); err != nil {
 		return err
@@ -853,6 +877,10 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 		switch {
 		case strings.HasSuffix(a.Name, "/"+manifestName):
 			manifests = append(manifests, a.Name)
+		case strings.Contains(a.Name, "/_"):
+			// A folder whose name starts with "_" is another writer's, as
+			// Hive-style discovery skips it: a topic's Iceberg table keeps
+			// its position-delete files (Parquet) in _iceberg/.
 		case strings.HasSuffix(a.Name, ".parquet") && !known[a.Name] && j.now().Sub(a.ModTime) > grace:
 			candidates = append(candidates, a.Name)
 		}

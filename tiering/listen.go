@@ -19,10 +19,33 @@ import (
 // so a change the catalog missed (a crash between the engine's write and
 // the event) is made then. With no bucket (b nil), only the catalog listens.
 func Listen(cat catalog.Catalog, b objstore.Bucket, prefix string, log *slog.Logger) segment.EventListener {
+	return ListenTables(cat, b, prefix, log, nil)
+}
+
+// TableForgetter removes a deleted shard's partition from its topic's
+// table (icetable's Tables).
+type TableForgetter interface {
+	Forget(ctx context.Context, shard string) error
+}
+
+// ListenTables is Listen, with a deleted shard's partition removed from its
+// topic's table (tables, if not nil) before its objects leave the bucket,
+// so no reader of the table is handed a file the deletion removed. A
+// failure leaves the objects, and the deletion's retry forgets again.
+func ListenTables(cat catalog.Catalog, b objstore.Bucket, prefix string, log *slog.Logger, tables TableForgetter) segment.EventListener {
 	l := &listener{cat: cat, b: b, prefix: prefix, log: log}
 	forget := func(context.Context, string) error { return nil }
 	if b != nil {
-		forget = ForgetShard(b, prefix, log)
+		objects := ForgetShard(b, prefix, log)
+		forget = objects
+		if tables != nil {
+			forget = func(ctx context.Context, shard string) error {
+				if err := tables.Forget(ctx, shard); err != nil {
+					return err
+				}
+				return objects(ctx, shard)
+			}
+		}
 	}
 	return segment.EventListener{
 		ShardCreated:   l.shardCreated,

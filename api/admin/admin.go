@@ -55,6 +55,9 @@ type Config struct {
 	// now (tiering.ColdScrubber), its summary answered; its findings join
 	// GET /v1/scrub's.
 	ColdScrub func(ctx context.Context) (tiering.ColdScrubSummary, error)
+	// Routes, if set, adds cmd's own routes (the topics' Iceberg tables),
+	// behind the same token as the rest.
+	Routes func(mux *http.ServeMux)
 }
 
 // Locked says the API serves only its health checks and metrics: Kafka
@@ -73,6 +76,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	c.storage(mux)
 	c.tiering(ctx, mux)
 	c.topics(mux)
+	if c.Routes != nil {
+		c.Routes(mux)
+	}
 	if c.Scrub != nil {
 		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Scrub.Report()) })
 	}

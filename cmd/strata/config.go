@@ -141,6 +141,10 @@ type IcebergConfig struct {
 	// cold tier's own (cold.local.dir made absolute, s3://{bucket}/{prefix},
 	// hdfs://{namenode}{root}).
 	Location string `yaml:"location"`
+	// SnapshotMaxAge and SnapshotMinKeep are the tables' snapshot expiry
+	// policy: older snapshots expire, but the last SnapshotMinKeep stay.
+	SnapshotMaxAge  Duration `yaml:"snapshot_max_age"`
+	SnapshotMinKeep int      `yaml:"snapshot_min_keep"`
 }
 
 // KafkaConfig tunes the Kafka front end.

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"strata/icetable"
 	"strata/tiering/objstore"
@@ -15,7 +16,9 @@ func icebergTables(cfg *Config, cold objstore.Bucket, log *slog.Logger) *icetabl
 	if !cfg.Iceberg.Enabled {
 		return nil
 	}
-	return &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg")}
+	return &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg"),
+		MaxSnapshotAge: time.Duration(cfg.Iceberg.SnapshotMaxAge), MinSnapshots: cfg.Iceberg.SnapshotMinKeep,
+		OrphanGrace: time.Duration(cfg.Tiering.OrphanGrace)}
 }
 
 // icebergLocation is the URI readers open the cold tier's root by: the

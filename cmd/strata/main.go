@@ -27,6 +27,7 @@ import (
 	"strata/catalog"
 	"strata/cluster"
 	"strata/engine"
+	"strata/icetable"
 	"strata/metadata"
 	"strata/partition"
 	"strata/peer"
@@ -46,6 +47,7 @@ Usage:
   strata tier run [--admin-addr HOST:PORT]               run one tiering pass in the running service
   strata topic describe T [--admin-addr HOST:PORT]       a topic's configs (with sources), partitions and bytes per tier
   strata topic alter T --set key=value [--delete key]    change a topic's configs (docs/config.md, "Topic configs")
+  strata table describe T [--admin-addr HOST:PORT]       a topic's Iceberg table: snapshot, offsets and lag per partition, files
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE|DIR                           print every record of a segment file, a shared file, or a shared shard's folder
   strata segment verify DIR                              check a shard folder's segments (or a shared shard's chunks) offline
@@ -71,6 +73,8 @@ func main() {
 		err = tierCmd(os.Args[2:], os.Stdout)
 	case "topic":
 		err = topicCmd(os.Args[2:], os.Stdout)
+	case "table":
+		err = tableCmd(os.Args[2:], os.Stdout)
 	case "bench":
 		err = benchCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
@@ -311,6 +315,10 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
 		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
+	if tables, ok := job.Tables.(*icetable.Tables); ok {
+		adminCfg.Routes = tableAPI{tables: tables, store: store}.routes
+		reg.MustRegister(newTableLag(tables, store))
+	}
 	var report scrubReport
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool

@@ -146,7 +146,11 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 // partition may be handed to another node, and, for a replicated one, a
 // sealed copy whose checksum the replicas compare.
 func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled *rolls, log *slog.Logger) segment.EventListener {
-	l := tiering.Listen(cat, cold, cfg.Tiering.Prefix, log)
+	var tables tiering.TableForgetter
+	if t := icebergTables(cfg, cold, log); t != nil {
+		tables = t
+	}
+	l := tiering.ListenTables(cat, cold, cfg.Tiering.Prefix, log, tables)
 	if cfg.Cluster.Enabled() {
 		l.ShardDeleted = tiering.Listen(cat, nil, cfg.Tiering.Prefix, log).ShardDeleted
 		sealed := l.SegmentSealed

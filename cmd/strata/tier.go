@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strata/icetable"
+
 	"context"
 	"log/slog"
 	"time"
@@ -35,6 +37,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 		Log:            log.With("component", "tiering"),
 	}
 	if tables := icebergTables(cfg, cold, log); tables != nil {
+		tables.Metrics = icetable.NewMetrics(reg)
 		job.Tables = tables
 	}
 	if t.Enabled {

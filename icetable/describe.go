@@ -1,0 +1,168 @@
+package icetable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the table commits' Prometheus metrics (docs/iceberg.md,
+// "Operators").
+type Metrics struct {
+	commits   *prometheus.CounterVec
+	seconds   prometheus.Histogram
+	conflicts prometheus.Counter
+}
+
+// NewMetrics registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_iceberg_commits_total",
+			Help: "Iceberg table commits by result: committed (a snapshot landed), noop (nothing to add or remove), failed"}, []string{"result"}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "strata_iceberg_commit_seconds",
+			Help:    "Time of a table commit that landed, from reading the table to the pointer swap (planning again after conflicts included)",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_iceberg_commit_conflicts_total",
+			Help: "Table commits that lost the pointer swap to another writer and were planned again"}),
+	}
+	reg.MustRegister(m.commits, m.seconds, m.conflicts)
+	for _, r := range []string{"committed", "noop", "failed"} {
+		m.commits.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *Metrics) done(result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.commits.WithLabelValues(result).Inc()
+	if result == "committed" {
+		m.seconds.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) conflict() {
+	if m != nil {
+		m.conflicts.Inc()
+	}
+}
+
+// committedCache is, by topic, the offsets the table held when this
+// process last read or committed it: what the lag metric compares the
+// logs with, without a read of the bucket at each scrape.
+type committedCache struct {
+	mu sync.Mutex
+	m  map[string]map[int32]Range
+}
+
+func (c *committedCache) set(topic string, r map[int32]Range) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]map[int32]Range{}
+	}
+	c.m[topic] = maps.Clone(r)
+}
+
+// LastCommitted is, by topic, the offsets each table held when this
+// process last read or committed it (the lag metric's source).
+func (t *Tables) LastCommitted() map[string]map[int32]Range {
+	t.cache.mu.Lock()
+	defer t.cache.mu.Unlock()
+	out := map[string]map[int32]Range{}
+	for k, v := range t.cache.m {
+		out[k] = maps.Clone(v)
+	}
+	return out
+}
+
+// TableView is a topic's table as `GET /v1/tables/{topic}` and `strata
+// table describe` show it.
+type TableView struct {
+	Topic    string `json:"topic"`
+	Location string `json:"location"`
+	// Metadata is the current metadata file, as version-hint.text names it.
+	Metadata string `json:"metadata"`
+	// SnapshotID and SnapshotTime are the current snapshot's (none: 0,
+	// zero time, before the first commit).
+	SnapshotID   int64           `json:"snapshot_id"`
+	SnapshotTime time.Time       `json:"snapshot_time"`
+	Operation    string          `json:"operation,omitempty"`
+	Snapshots    int             `json:"snapshots"`
+	DataFiles    int64           `json:"data_files"`
+	DeleteFiles  int64           `json:"delete_files"`
+	Bytes        int64           `json:"bytes"`
+	Records      int64           `json:"records"`
+	Partitions   []PartitionView `json:"partitions"`
+}
+
+// PartitionView is what the table holds of one partition. Empty is true
+// when it holds nothing above its floor (First).
+type PartitionView struct {
+	Partition int32  `json:"partition"`
+	First     uint64 `json:"first_offset"`
+	Last      uint64 `json:"last_offset"`
+	Empty     bool   `json:"empty,omitempty"`
+	// Filled by the caller, who knows the log: records between the table's
+	// last offset and the partition's high watermark, and how long the
+	// first of them has waited (its timestamp to now); -1 when unknown.
+	LagRecords int64   `json:"lag_records"`
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// ErrNoTable says a topic has no table (yet): nothing tiered, or
+// iceberg.enabled off when it was.
+var ErrNoTable = errors.New("no Iceberg table")
+
+// Describe reads the topic's table from the bucket: its current snapshot,
+// what it holds of each partition (from the summary), and its files and
+// bytes (Iceberg's own summary totals).
+func (t *Tables) Describe(ctx context.Context, topic string) (TableView, error) {
+	tbl, _, err := t.load(ctx, topic)
+	if errors.Is(err, errNoTable) {
+		return TableView{}, fmt.Errorf("topic %s: %w", topic, ErrNoTable)
+	}
+	if err != nil {
+		return TableView{}, err
+	}
+	v := TableView{Topic: topic, Location: tbl.Location(), Metadata: tbl.MetadataLocation(),
+		Snapshots: len(tbl.Metadata().Snapshots()), Partitions: []PartitionView{}}
+	s := tbl.CurrentSnapshot()
+	if s == nil || s.Summary == nil {
+		return v, nil
+	}
+	v.SnapshotID, v.SnapshotTime, v.Operation = s.SnapshotID, time.UnixMilli(s.TimestampMs).UTC(), string(s.Summary.Operation)
+	num := func(k string) int64 { n, _ := strconv.ParseInt(s.Summary.Properties[k], 10, 64); return n }
+	v.DataFiles, v.DeleteFiles, v.Bytes, v.Records = num("total-data-files"), num("total-delete-files"), num("total-files-size"), num("total-records")
+	committed, err := Committed(s.Summary.Properties)
+	if err != nil {
+		return TableView{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
+	}
+	t.cache.set(topic, committed)
+	for _, p := range slices.Sorted(maps.Keys(committed)) {
+		r := committed[p]
+		v.Partitions = append(v.Partitions, PartitionView{Partition: p, First: r.First, Last: r.Last, Empty: r.Empty(), LagRecords: -1, LagSeconds: -1})
+	}
+	return v, nil
+}
+
+// Topics lists the topics with a table under the prefix.
+func (t *Tables) Topics(ctx context.Context, candidates []string) ([]string, error) {
+	var out []string
+	for _, topic := range candidates {
+		if _, _, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic)); err == nil {
+			out = append(out, topic)
+		} else if !isNotFound(err) {
+			return nil, err
+		}
+	}
+	return out, nil
+}

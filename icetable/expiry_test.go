@@ -1,0 +1,95 @@
+package icetable
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"strata/tiering"
+	"strata/tiering/objstore"
+)
+
+// metadataBytes is what the table's folder holds: its metadata files,
+// manifest lists, manifests, delete files and pointer.
+func metadataBytes(t testing.TB, b objstore.Bucket, tables *Tables, topic string) (n int64, files int) {
+	t.Helper()
+	if err := b.List(context.Background(), tables.Dir(topic)+"/", func(a objstore.Attrs) error {
+		n += a.Size
+		files++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n, files
+}
+
+// commitOne adds one small object of partition 0 right after what the
+// table holds: a commit as a tiering run of one small segment makes it.
+func commitOne(t testing.TB, tables *Tables, topic string) {
+	t.Helper()
+	_, err := tables.plan(context.Background(), topic, func(committed map[int32]Range) Plan {
+		next := uint64(0)
+		if r, ok := committed[0]; ok {
+			next = r.Last + 1
+		}
+		e := tiering.ManifestEntry{Key: fmt.Sprintf("data/topic=%s/partition=0/%020d-%020d.parquet", topic, next, next+9),
+			StartOffset: next, EndOffset: next + 9, Records: 10, ObjectBytes: 1000, MinTimestamp: 1, MaxTimestamp: 2}
+		return PlanCommit(committed, map[int32][]tiering.ManifestEntry{0: {e}}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With the expiry policy the table's metadata stays bounded however many
+// commits: after the first few dozen commits its files do not grow in
+// number, and its bytes only by the live data files' manifest entries. (Without it each commit adds a metadata file, a manifest
+// list and a manifest, and the manifest list names every manifest.)
+func TestMetadataStaysBoundedUnderExpiry(t *testing.T) {
+	// 0.1 s a commit here (each one's expiry and sweep read the table):
+	// 300 is well past the point the size is taken first.
+	commits := 300
+	if testing.Short() {
+		commits = 200
+	}
+	b, dir := localBucket(t)
+	// Every snapshot is older than the age limit at once: only the last
+	// MinSnapshots stay.
+	tables := &Tables{Bucket: b, Prefix: "data", Location: dir, Log: quiet, MaxSnapshotAge: time.Nanosecond, MinSnapshots: 5, OrphanGrace: time.Nanosecond}
+	// The size is taken first once manifest merging has gone round.
+	const early0 = 120
+	var early int64
+	var earlyFiles int
+	for i := 1; i <= commits; i++ {
+		commitOne(t, tables, "orders")
+		if i == early0 {
+			early, earlyFiles = metadataBytes(t, b, tables, "orders")
+		}
+	}
+	late, lateFiles := metadataBytes(t, b, tables, "orders")
+	t.Logf("after 120 commits: %d bytes in %d files; after %d: %d bytes in %d files", early, earlyFiles, commits, late, lateFiles)
+	// What still grows is the live files' entries in the merged manifest
+	// (each commit adds a data file the table holds: about 190 bytes),
+	// not the history: a commit without expiry adds some 8 KB of
+	// metadata, manifest list and manifest that stay.
+	if perCommit := (late - early) / int64(commits-early0); lateFiles > earlyFiles*3/2 || perCommit > 400 {
+		t.Fatalf("after %d commits the metadata is %d bytes in %d files; after 120 it was %d in %d (%d bytes a commit since): it grows with commits",
+			commits, late, lateFiles, early, earlyFiles, perCommit)
+	}
+	tbl, _, err := tables.load(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tbl.Metadata().Snapshots()); n > 6 {
+		t.Fatalf("%d snapshots kept, want the last 5 (and the expiry's parent)", n)
+	}
+	got, _ := Committed(tbl.CurrentSnapshot().Summary.Properties)
+	if want := (Range{0, uint64(commits*10 - 1)}); got[0] != want {
+		t.Fatalf("the current snapshot holds %v, want %v", got[0], want)
+	}
+	if !strings.Contains(tbl.Properties()["write.metadata.delete-after-commit.enabled"], "true") {
+		t.Fatalf("properties: %v", tbl.Properties())
+	}
+}

@@ -1,0 +1,179 @@
+package icetable
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+
+	"strata/engine/record"
+	"strata/tiering"
+	"strata/tiering/objstore"
+)
+
+// watchDeletes fails the test when an object leaves the bucket while the
+// topic's current table still names it: the table's delete must land
+// first.
+type watchDeletes struct {
+	objstore.Bucket
+	t      *testing.T
+	tables *Tables
+	topic  string
+
+	mu      sync.Mutex
+	deleted int
+}
+
+func (w *watchDeletes) Delete(ctx context.Context, name string) error {
+	if strings.HasSuffix(name, ".parquet") {
+		if live := liveFiles(w.t, w.tables, w.topic); live[w.tables.uri(name)] {
+			w.t.Errorf("%s is removed from the bucket while the table's current snapshot names it", name)
+		}
+		w.mu.Lock()
+		w.deleted++
+		w.mu.Unlock()
+	}
+	return w.Bucket.Delete(ctx, name)
+}
+
+// liveFiles are the data files the current snapshot names (none before
+// the first snapshot).
+func liveFiles(t *testing.T, tables *Tables, topic string) map[string]bool {
+	t.Helper()
+	tbl, _, err := tables.load(context.Background(), topic)
+	if err != nil {
+		t.Fatalf("loading the table: %v", err)
+	}
+	out := map[string]bool{}
+	if tbl.CurrentSnapshot() == nil {
+		return out
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		out[task.File.FilePath()] = true
+	}
+	return out
+}
+
+// everyFileExists fails unless each data and delete file of the current
+// snapshot is in the bucket.
+func everyFileExists(t *testing.T, bucket objstore.Bucket, tables *Tables, topic string) {
+	t.Helper()
+	tbl, _, err := tables.load(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.CurrentSnapshot() == nil {
+		return
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		for _, f := range append([]string{task.File.FilePath()}, deletePaths(task)...) {
+			name := strings.TrimPrefix(f, strings.TrimSuffix(tables.Location, "/")+"/")
+			if _, err := bucket.Stat(context.Background(), name); err != nil {
+				t.Errorf("the current snapshot names %s: %v", f, err)
+			}
+		}
+	}
+}
+
+func deletePaths(task table.FileScanTask) []string {
+	var out []string
+	for _, d := range task.DeleteFiles {
+		out = append(out, d.FilePath())
+	}
+	return out
+}
+
+// The lifecycle shows in the table, each step a snapshot committed before
+// any object leaves the bucket: DeleteRecords inside a kept file hides
+// the rows below the new log start (a position delete), retention removes
+// whole files, and a deleted topic's partition leaves the table. After
+// each, iceberg-go's reader gets exactly the records the log still holds
+// of what was tiered, and a run with nothing new commits nothing.
+func TestTheLifecycleShowsInTheTable(t *testing.T) {
+	ctx := context.Background()
+	raw, dir := localBucket(t)
+	probe := &Tables{Bucket: raw, Prefix: "data", Location: dir, Log: quiet}
+	watch := &watchDeletes{Bucket: raw, t: t, tables: probe, topic: "orders"}
+	r := newRig(t, watch, dir)
+	produced := map[string][]record.Record{
+		"orders-0": produce(t, r.engine, "orders-0", 30, 0),
+		"orders-1": produce(t, r.engine, "orders-1", 14, 100),
+	}
+	tiered := map[string]uint64{}
+	r.run(t, tiered)
+	snapshots := func() int {
+		tbl, _, err := probe.load(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Metadata().Snapshots())
+	}
+	check := func(what string, from map[string]uint64) {
+		t.Helper()
+		rows, _ := scan(t, probe, "orders", 0, 1)
+		for p, shard := range []string{"orders-0", "orders-1"} {
+			sameRecords(t, what+": "+shard, rows[int32(p)], produced[shard][from[shard]:tiered[shard]])
+		}
+		everyFileExists(t, raw, probe, "orders")
+	}
+	check("tiered", map[string]uint64{})
+	objects := len(liveFiles(t, probe, "orders"))
+	if objects < 4 {
+		t.Fatalf("%d objects tiered; the test wants several per partition", objects)
+	}
+
+	// DeleteRecords at an offset inside partition 0's second object.
+	m, err := tiering.ReadManifest(ctx, raw, "data/topic=orders/partition=0/_strata_manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := m.Objects[1].StartOffset + 7
+	if err := r.engine.DeleteBefore(ctx, "orders-0", cut); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshots()
+	r.run(t, tiered)
+	check("after DeleteRecords", map[string]uint64{"orders-0": cut})
+	if watch.deleted != 1 {
+		t.Fatalf("%d objects removed; want the one wholly below the new log start", watch.deleted)
+	}
+	if n := snapshots(); n != before+1 {
+		t.Fatalf("%d snapshots after DeleteRecords, want %d: one delete", n, before+1)
+	}
+	r.run(t, tiered)
+	if n := snapshots(); n != before+1 {
+		t.Fatalf("a run with nothing new: %d snapshots, want %d", n, before+1)
+	}
+
+	// Retention by bytes: partition 1 keeps little.
+	r.job.Policy.RetentionMaxBytes = 1
+	r.run(t, tiered)
+	r.job.Policy.RetentionMaxBytes = 0
+	start1, _, err := r.engine.Watermarks(ctx, "orders-1")
+	if err != nil || start1 == 0 {
+		t.Fatalf("retention moved orders-1's log start to %d (%v)", start1, err)
+	}
+	start0, _, _ := r.engine.Watermarks(ctx, "orders-0")
+	check("after retention", map[string]uint64{"orders-0": min(start0, tiered["orders-0"]), "orders-1": min(start1, tiered["orders-1"])})
+
+	// DeleteTopics, one partition's shard at a time.
+	if err := r.engine.DeleteShard(ctx, "orders-1"); err != nil {
+		t.Fatal(err)
+	}
+	for f := range liveFiles(t, probe, "orders") {
+		if strings.Contains(f, "partition=1/") {
+			t.Fatalf("after orders-1's deletion the table still names %s", f)
+		}
+	}
+	everyFileExists(t, raw, probe, "orders")
+}
