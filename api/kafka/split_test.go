@@ -16,6 +16,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/segment"
+	"strata/metadata"
 	"strata/peer"
 )
 
@@ -95,7 +96,7 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodes, secret := twoNodes{self: id, mu: mu, addrs: addrs}, []byte("the two nodes' peer secret")
-		peers := peer.NewClient(peer.ClientConfig{Self: id, Secret: secret, Addr: func(n int32) (string, bool) { return BrokerAddr(nodes, n) }})
+		peers := peer.NewClient(peer.ClientConfig{Self: id, Secret: secret, Addr: func(n int32) (string, bool) { return metadata.BrokerAddr(nodes, n) }})
 		srv := New(e, Config{Logger: quiet, Cluster: nodes, Peers: peers, PeerSecret: secret})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
