@@ -27,6 +27,7 @@ type twoNodes struct {
 	self  int32
 	mu    *sync.Mutex
 	addrs map[int32]string // live nodes
+	fixedTopics
 }
 
 func (c twoNodes) Self() int32 { return c.self }
@@ -48,16 +49,7 @@ func (c twoNodes) Topics(context.Context) (map[string]int32, error) {
 func (c twoNodes) Partition(topic string, p int32) (PartitionInfo, bool) {
 	return PartitionInfo{Leader: 2, LeaderEpoch: 1, Replicas: []int32{2}, ISR: []int32{2}}, topic == "t" && p == 0
 }
-func (c twoNodes) CreateTopic(context.Context, string, int32, int16, map[string]string) error {
-	return nil
-}
-func (c twoNodes) TopicConfigs(string) map[string]string { return nil }
-func (c twoNodes) AlterTopicConfigs(context.Context, string, func(map[string]string) (map[string]string, error)) error {
-	return nil
-}
-func (c twoNodes) DeleteTopic(context.Context, string) error             { return nil }
-func (c twoNodes) CreatePartitions(context.Context, string, int32) error { return nil }
-func (c twoNodes) Coordinator(string) Broker                             { return c.Brokers()[0] }
+func (c twoNodes) Coordinator(string) Broker { return c.Brokers()[0] }
 func (c twoNodes) Parts(topic string, p int32) []LogPart {
 	return []LogPart{{Start: 0, Node: 1}, {Start: 100, Node: 2}}
 }
