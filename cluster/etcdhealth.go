@@ -57,16 +57,16 @@ type etcdMetrics struct {
 
 func newEtcdMetrics(reg prometheus.Registerer) *etcdMetrics {
 	return &etcdMetrics{
-		dbSize: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_etcd_db_size_bytes",
-			Help: "Size of etcd's database (Maintenance Status DbSize); etcd refuses writes once it passes strata_etcd_quota_bytes."})),
-		dbInUse: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_etcd_db_size_in_use_bytes",
-			Help: "Bytes of etcd's database in use (DbSizeInUse); the rest is free after compaction, until a defragmentation returns it."})),
-		quota: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_etcd_quota_bytes",
-			Help: "etcd's --quota-backend-bytes as cluster.etcd_quota_bytes says it."})),
-		full: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_etcd_nospace_alarm",
-			Help: "1 while etcd's NOSPACE alarm is raised: it refuses writes until space is freed and the alarm disarmed (docs/cluster.md)."})),
-		compactions: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_etcd_compactions_total",
-			Help: "Compactions of etcd's history this node made as controller."})),
+		dbSize: promreg.Gauge(reg, "strata_etcd_db_size_bytes",
+			"Size of etcd's database (Maintenance Status DbSize); etcd refuses writes once it passes strata_etcd_quota_bytes."),
+		dbInUse: promreg.Gauge(reg, "strata_etcd_db_size_in_use_bytes",
+			"Bytes of etcd's database in use (DbSizeInUse); the rest is free after compaction, until a defragmentation returns it."),
+		quota: promreg.Gauge(reg, "strata_etcd_quota_bytes",
+			"etcd's --quota-backend-bytes as cluster.etcd_quota_bytes says it."),
+		full: promreg.Gauge(reg, "strata_etcd_nospace_alarm",
+			"1 while etcd's NOSPACE alarm is raised: it refuses writes until space is freed and the alarm disarmed (docs/cluster.md)."),
+		compactions: promreg.Counter(reg, "strata_etcd_compactions_total",
+			"Compactions of etcd's history this node made as controller."),
 	}
 }
 

@@ -83,6 +83,18 @@ func BrokerAt(id int32, addr string) (b Broker, ok bool) {
 	return Broker{NodeID: id, Host: host, Port: int32(p)}, true
 }
 
+// BrokerAddr is a live node's Kafka listener in c, host:port (BrokerAt's
+// inverse): where another node reaches it (peer.ClientConfig.Addr); ok is
+// false when the node is not live.
+func BrokerAddr(c Cluster, node int32) (addr string, ok bool) {
+	for _, b := range c.Brokers() {
+		if b.NodeID == node {
+			return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
+		}
+	}
+	return "", false
+}
+
 // PartitionInfo is where a partition is served.
 type PartitionInfo struct {
 	Leader        int32

@@ -109,3 +109,32 @@ func TestAlterKeepsCreateOnlyKeysAndChecksValues(t *testing.T) {
 		t.Fatalf("altering a topic that does not exist: %v", err)
 	}
 }
+
+// BrokerAddr is where another node dials a live broker: BrokerAt's
+// inverse, IPv6 hosts bracketed.
+func TestBrokerAddr(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		self metadata.Broker
+		node int32
+		want string
+		ok   bool
+	}{
+		{"live", metadata.Broker{NodeID: 0, Host: "127.0.0.1", Port: 9092}, 0, "127.0.0.1:9092", true},
+		{"ipv6", metadata.Broker{NodeID: 3, Host: "::1", Port: 9101}, 3, "[::1]:9101", true},
+		{"not live", metadata.Broker{NodeID: 0, Host: "127.0.0.1", Port: 9092}, 7, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := metadata.NewSingle(memory.New(1000), nil, func() metadata.Broker { return tc.self })
+			got, ok := metadata.BrokerAddr(n, tc.node)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("BrokerAddr(%d) = %q, %t; want %q, %t", tc.node, got, ok, tc.want, tc.ok)
+			}
+			if ok {
+				if b, _ := metadata.BrokerAt(tc.node, got); b != tc.self {
+					t.Fatalf("BrokerAt(%q) = %+v, want %+v", got, b, tc.self)
+				}
+			}
+		})
+	}
+}

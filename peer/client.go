@@ -98,23 +98,46 @@ func (c *Client) broker(node int32) (*kgo.Broker, error) {
 	return cl.SeedBrokers()[0], nil
 }
 
-// prove marks req, sent to node as a replica, with this node's proof.
-func (c *Client) prove(req kmsg.Request, node int32) {
-	if len(c.cfg.Secret) > 0 {
+// send sends req to node's broker and decodes its answer, the request
+// marked with this node's proof when it goes as a replica's (prove).
+func send[R kmsg.Response](ctx context.Context, c *Client, node int32, req kmsg.Request, prove bool) (R, error) {
+	var none R
+	b, err := c.broker(node)
+	if err != nil {
+		return none, err
+	}
+	if prove && len(c.cfg.Secret) > 0 {
 		Prove(req, c.cfg.Secret, c.cfg.Self, node, time.Now())
 	}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		return none, err
+	}
+	r, ok := resp.(R)
+	if !ok {
+		return none, fmt.Errorf("node %d answered a %s request with a %T", node, kmsg.NameForKey(req.Key()), resp)
+	}
+	return r, nil
+}
+
+// fetchOne is a replica's Fetch of one partition from offset within
+// maxBytes that waits for no records.
+func (c *Client) fetchOne(topic string, partition int32, offset int64, maxBytes int32) (*kmsg.FetchRequest, *kmsg.FetchRequestTopicPartition) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = c.cfg.Self, c.cfg.Self
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req, &req.Topics[0].Partitions[0]
 }
 
 // Fetch sends a follower's fetches to leader in one Kafka Fetch, each
 // partition marked as a follower's (replica.Transport).
 func (c *Client) Fetch(ctx context.Context, leader int32, frs []replica.FetchRequest) ([]replica.FetchAnswer, error) {
-	b, err := c.broker(leader)
-	if err != nil {
-		if errors.Is(err, ErrNotLive) {
-			return nil, fmt.Errorf("%w: node %d is not live", replica.ErrNotLeader, leader)
-		}
-		return nil, err
-	}
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.ReplicaState.ID = c.cfg.Self, c.cfg.Self
 	req.MinBytes = 1
@@ -146,8 +169,10 @@ func (c *Client) Fetch(ctx context.Context, leader int32, frs []replica.FetchReq
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	c.prove(req, leader)
-	resp, err := req.RequestWith(ctx, b)
+	resp, err := send[*kmsg.FetchResponse](ctx, c, leader, req, true)
+	if errors.Is(err, ErrNotLive) {
+		return nil, fmt.Errorf("%w: node %d is not live", replica.ErrNotLeader, leader)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -180,26 +205,13 @@ func (c *Client) Fetch(ctx context.Context, leader int32, frs []replica.FetchReq
 // partition), over the Kafka listener as a replica, so with the TLS and
 // SASL peers use. The records are strata's, byte for byte as stored.
 func (c *Client) ReadCopy(ctx context.Context, node int32, topic string, p int32, offset int64, maxBytes int32) ([]record.Record, error) {
-	b, err := c.broker(node)
-	if err != nil {
-		if errors.Is(err, ErrNotLive) {
-			return nil, fmt.Errorf("reading %s-%d from node %d: it is not live", topic, p, node)
-		}
-		return nil, err
-	}
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.ReplicaState.ID = c.cfg.Self, c.cfg.Self
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, maxBytes
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, offset, maxBytes
+	req, rp := c.fetchOne(topic, p, offset, maxBytes)
 	rp.CurrentLeaderEpoch = -1
 	rp.UnknownTags.Set(tagCopyRead, nil)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	c.prove(req, node)
-	resp, err := req.RequestWith(ctx, b)
+	resp, err := send[*kmsg.FetchResponse](ctx, c, node, req, true)
+	if errors.Is(err, ErrNotLive) {
+		return nil, fmt.Errorf("reading %s-%d from node %d: it is not live", topic, p, node)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s-%d from node %d: %w", topic, p, node, err)
 	}
@@ -225,25 +237,12 @@ func (c *Client) ReadCopy(ctx context.Context, node int32, topic string, p int32
 // node holds, in Kafka's record batches, as node would answer a consumer
 // but whoever leads.
 func (c *Client) ReadPart(ctx context.Context, node int32, topic string, partition int32, offset int64, maxBytes int32) (kmsg.FetchResponseTopicPartition, error) {
-	b, err := c.broker(node)
+	req, _ := c.fetchOne(topic, partition, offset, maxBytes)
+	resp, err := send[*kmsg.FetchResponse](ctx, c, node, req, true)
 	if err != nil {
 		return kmsg.FetchResponseTopicPartition{}, err
 	}
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.ReplicaState.ID = c.cfg.Self, c.cfg.Self
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, maxBytes
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, maxBytes
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	c.prove(req, node)
-	resp, err := req.RequestWith(ctx, b)
-	if err != nil {
-		return kmsg.FetchResponseTopicPartition{}, err
-	}
-	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+	if resp.ErrorCode != errNone || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		return kmsg.FetchResponseTopicPartition{}, fmt.Errorf("node %d answered a fetch of %s-%d with error %d and %d topics", node, topic, partition, resp.ErrorCode, len(resp.Topics))
 	}
 	return resp.Topics[0].Partitions[0], nil
@@ -252,10 +251,6 @@ func (c *Client) ReadPart(ctx context.Context, node int32, topic string, partiti
 // ListOffset asks node for a partition's offset at timestamp (-2: its
 // earliest), as ListOffsets answers it, from node's own part of the log.
 func (c *Client) ListOffset(ctx context.Context, node int32, topic string, partition int32, timestamp int64) (kmsg.ListOffsetsResponseTopicPartition, error) {
-	b, err := c.broker(node)
-	if err != nil {
-		return kmsg.ListOffsetsResponseTopicPartition{}, err
-	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = c.cfg.Self
 	rt := kmsg.NewListOffsetsRequestTopic()
@@ -264,8 +259,7 @@ func (c *Client) ListOffset(ctx context.Context, node int32, topic string, parti
 	rp.Partition, rp.Timestamp = partition, timestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	c.prove(req, node)
-	resp, err := req.RequestWith(ctx, b)
+	resp, err := send[*kmsg.ListOffsetsResponse](ctx, c, node, req, true)
 	if err != nil {
 		return kmsg.ListOffsetsResponseTopicPartition{}, err
 	}
@@ -276,12 +270,9 @@ func (c *Client) ListOffset(ctx context.Context, node int32, topic string, parti
 }
 
 // DeleteRecords asks node to delete a partition's records below offset,
-// within the part it holds.
+// within the part it holds. It carries no proof: only a replica's Fetch
+// and ListOffsets do (ClientConfig.Secret).
 func (c *Client) DeleteRecords(ctx context.Context, node int32, topic string, partition int32, offset int64) (kmsg.DeleteRecordsResponseTopicPartition, error) {
-	b, err := c.broker(node)
-	if err != nil {
-		return kmsg.DeleteRecordsResponseTopicPartition{}, err
-	}
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.TimeoutMillis = 30000
 	rt := kmsg.NewDeleteRecordsRequestTopic()
@@ -290,7 +281,7 @@ func (c *Client) DeleteRecords(ctx context.Context, node int32, topic string, pa
 	rp.Partition, rp.Offset = partition, offset
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, b)
+	resp, err := send[*kmsg.DeleteRecordsResponse](ctx, c, node, req, false)
 	if err != nil {
 		return kmsg.DeleteRecordsResponseTopicPartition{}, err
 	}

@@ -83,8 +83,10 @@ func (s *Server) isReplicaFetch(r *kmsg.FetchRequest) bool {
 	})
 }
 
-// noRecords is a fetch answer's partition before anything is read into it.
-func noRecords(partition int32) kmsg.FetchResponseTopicPartition {
+// NoRecords is a fetch answer's partition before anything is read into
+// it: a peer's answer's and a client's (the front end's Fetch starts from
+// it too, so both answer the same empty partition).
+func NoRecords(partition int32) kmsg.FetchResponseTopicPartition {
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = partition
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
@@ -112,7 +114,7 @@ func (s *Server) copyRead(ctx context.Context, r *kmsg.FetchRequest) kmsg.Respon
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
-			rp := noRecords(p.Partition)
+			rp := NoRecords(p.Partition)
 			shard := store.ShardName(t.Topic, p.Partition)
 			budget := store.Budget{MaxBytes: max(1, int(p.PartitionMaxBytes))}
 			var recs []record.Record
@@ -170,7 +172,7 @@ func (s *Server) replicaFetchOnce(ctx context.Context, r *kmsg.FetchRequest, fol
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
-			rp := noRecords(p.Partition)
+			rp := NoRecords(p.Partition)
 			flags, _ := replicaFetchFlags(p)
 			shard := store.ShardName(t.Topic, p.Partition)
 			var seals []replica.Seal

@@ -14,14 +14,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/record"
-	"strata/engine/segment"
 	"strata/internal/testsvc"
+	"strata/metadata"
 )
 
 // movedLeader is this node (0) leading topic "here" and node 1 leading
 // topic "away" at epoch 4: a node asked for a partition whose leader moved,
 // as after a failover, without the rest of a cluster.
-type movedLeader struct{ addr string }
+type movedLeader struct {
+	addr string
+	fixedTopics
+}
 
 func (c movedLeader) Self() int32 { return 0 }
 func (c movedLeader) Brokers() []Broker {
@@ -44,16 +47,7 @@ func (c movedLeader) Partition(topic string, p int32) (PartitionInfo, bool) {
 	}
 	return PartitionInfo{}, false
 }
-func (c movedLeader) CreateTopic(context.Context, string, int32, int16, map[string]string) error {
-	return nil
-}
-func (c movedLeader) TopicConfigs(string) map[string]string { return nil }
-func (c movedLeader) AlterTopicConfigs(context.Context, string, func(map[string]string) (map[string]string, error)) error {
-	return nil
-}
-func (c movedLeader) DeleteTopic(context.Context, string) error             { return nil }
-func (c movedLeader) CreatePartitions(context.Context, string, int32) error { return nil }
-func (c movedLeader) Coordinator(string) Broker                             { return c.Brokers()[0] }
+func (c movedLeader) Coordinator(string) Broker { return c.Brokers()[0] }
 
 // Every version of Produce and Fetch strata answers is read by
 // kafka-clients' own parsers (scripts/kafkawire), not only franz-go's:
@@ -64,24 +58,8 @@ func (c movedLeader) Coordinator(string) Broker                             { re
 func TestJavaClientsParseProduceAndFetchAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	for _, shard := range []string{"here-0", "away-0"} {
-		if err := e.CreateShard(ctx, shard); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(e, Config{Logger: quiet, Cluster: movedLeader{addr: ln.Addr().String()}})
-	go srv.Serve(ln)
-	defer srv.Shutdown(ctx)
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	addr, _ := serveShards(t, []string{"here-0", "away-0"}, func(addr string) metadata.Cluster { return movedLeader{addr: addr} })
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/record"
-	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/metadata"
 )
 
 // epochNode is a cluster of one node that leads topic "ep" (one partition)
@@ -25,6 +25,7 @@ import (
 type epochNode struct {
 	addr  string
 	epoch *atomic.Int32
+	fixedTopics
 }
 
 func (c epochNode) Self() int32 { return 0 }
@@ -40,16 +41,7 @@ func (c epochNode) Topics(context.Context) (map[string]int32, error) {
 func (c epochNode) Partition(topic string, p int32) (PartitionInfo, bool) {
 	return PartitionInfo{Leader: 0, LeaderEpoch: c.epoch.Load(), Replicas: []int32{0}, ISR: []int32{0}}, topic == "ep" && p == 0
 }
-func (c epochNode) CreateTopic(context.Context, string, int32, int16, map[string]string) error {
-	return nil
-}
-func (c epochNode) TopicConfigs(string) map[string]string { return nil }
-func (c epochNode) AlterTopicConfigs(context.Context, string, func(map[string]string) (map[string]string, error)) error {
-	return nil
-}
-func (c epochNode) DeleteTopic(context.Context, string) error             { return nil }
-func (c epochNode) CreatePartitions(context.Context, string, int32) error { return nil }
-func (c epochNode) Coordinator(string) Broker                             { return c.Brokers()[0] }
+func (c epochNode) Coordinator(string) Broker { return c.Brokers()[0] }
 
 // A leader records each epoch it writes under from the log end before its
 // first append in it; fetched batches carry the epoch that wrote them and
@@ -60,25 +52,10 @@ func (c epochNode) Coordinator(string) Broker                             { retu
 func TestLeaderEpochsFromProduceToFetch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := e.CreateShard(ctx, "ep-0"); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	epoch := &atomic.Int32{}
-	cl := epochNode{addr: ln.Addr().String(), epoch: epoch}
-	srv := New(e, Config{Logger: quiet, Cluster: cl})
-	go srv.Serve(ln)
-	defer srv.Shutdown(ctx)
+	addr, e := serveShards(t, []string{"ep-0"}, func(addr string) metadata.Cluster { return epochNode{addr: addr, epoch: epoch} })
 
-	c := client(t, cl.addr, kgo.DefaultProduceTopic("ep"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c := client(t, addr, kgo.DefaultProduceTopic("ep"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produce := func(n int, tag string) {
 		t.Helper()
 		for i := 0; i < n; i++ {
@@ -178,7 +155,7 @@ func TestLeaderEpochsFromProduceToFetch(t *testing.T) {
 	})
 
 	t.Run("a consumer reads across the epochs", func(t *testing.T) {
-		cons := client(t, cl.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ep": {0: kgo.NewOffset().AtStart()}}))
+		cons := client(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ep": {0: kgo.NewOffset().AtStart()}}))
 		var got []string
 		for len(got) < 8 && ctx.Err() == nil {
 			fs := cons.PollFetches(ctx)

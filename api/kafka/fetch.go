@@ -13,6 +13,7 @@ import (
 	"strata/engine/integrity"
 	"strata/engine/leaderepoch"
 	"strata/engine/store"
+	"strata/peer"
 )
 
 // fetch answers at once when there are min_bytes to send or the client
@@ -75,16 +76,6 @@ func (s *Server) longPoll(ctx context.Context, r *kmsg.FetchRequest, read func()
 			return resp
 		}
 	}
-}
-
-// noRecords is a fetch answer's partition before anything is read into it.
-func noRecords(partition int32) kmsg.FetchResponseTopicPartition {
-	rp := kmsg.NewFetchResponseTopicPartition()
-	rp.Partition = partition
-	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-	rp.PreferredReadReplica = -1
-	rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
-	return rp
 }
 
 func failed(resp *kmsg.FetchResponse) bool {
@@ -228,7 +219,7 @@ func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.Fet
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
 		for i, p := range t.Partitions {
 			rp := &rt.Partitions[i]
-			*rp = noRecords(p.Partition)
+			*rp = peer.NoRecords(p.Partition)
 			if !replica {
 				rp.ErrorCode = s.leads(t.Topic, p.Partition)
 			}

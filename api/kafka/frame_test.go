@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"strata/peer"
 )
 
 // A fetch answer framed in parts (its large record batches written from
@@ -23,7 +25,7 @@ func TestFetchFrameInParts(t *testing.T) {
 				rt.Topic = "t"
 			}
 			for pi, n := range sizes {
-				rp := noRecords(int32(pi))
+				rp := peer.NoRecords(int32(pi))
 				rp.HighWatermark = int64(n)
 				rp.RecordBatches = big(n, byte(ti*10+pi+1))
 				rt.Partitions = append(rt.Partitions, rp)

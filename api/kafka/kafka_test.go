@@ -19,6 +19,7 @@ import (
 	"strata/catalog/offsets"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/metadata"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -58,6 +59,50 @@ func serveDir(t testing.TB, dir string, cfg Config) (addr string, e *segment.Eng
 		e.Close()
 	}
 }
+
+// serveShards serves a segment engine holding shards as one node of the
+// cluster clusterAt makes from the server's own address (a test's fixed
+// cluster); both stop with the test.
+func serveShards(t *testing.T, shards []string, clusterAt func(addr string) metadata.Cluster) (addr string, e *segment.Engine) {
+	t.Helper()
+	e, err := segment.Open(segment.Config{Dir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	for _, shard := range shards {
+		if err := e.CreateShard(context.Background(), shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(e, Config{Logger: quiet, Cluster: clusterAt(ln.Addr().String())})
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return ln.Addr().String(), e
+}
+
+// fixedTopics is the part of a test's fixed cluster that changes nothing:
+// topics are created, deleted, grown and reconfigured without effect, and
+// have no configs of their own.
+type fixedTopics struct{}
+
+func (fixedTopics) CreateTopic(context.Context, string, int32, int16, map[string]string) error {
+	return nil
+}
+func (fixedTopics) TopicConfigs(string) map[string]string { return nil }
+func (fixedTopics) AlterTopicConfigs(context.Context, string, func(map[string]string) (map[string]string, error)) error {
+	return nil
+}
+func (fixedTopics) DeleteTopic(context.Context, string) error             { return nil }
+func (fixedTopics) CreatePartitions(context.Context, string, int32) error { return nil }
 
 func client(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()

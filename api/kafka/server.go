@@ -266,6 +266,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.openMu.Lock()
 	s.ln = ln
 	s.host, s.port = host, int32(p)
+	select {
+	case <-s.closing:
+		// Shutdown came first and found no listener to close: Accept
+		// would wait forever (goleak found it in the tests, whose
+		// Serve goroutine can start after their Shutdown).
+		s.openMu.Unlock()
+		ln.Close()
+		return nil
+	default:
+	}
 	s.openMu.Unlock()
 	backoff := time.Duration(0)
 	for {

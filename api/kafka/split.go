@@ -3,13 +3,11 @@ package kafka
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"strata/metadata"
 	"strata/peer"
 )
 
@@ -68,17 +66,6 @@ func (s *Server) holder(parts []LogPart, offset int64) int32 {
 		i--
 	}
 	return parts[i].Node
-}
-
-// BrokerAddr is live node's Kafka listener in c, host:port: where a
-// peer.Client sends to it (peer.ClientConfig.Addr).
-func BrokerAddr(c metadata.Cluster, node int32) (string, bool) {
-	for _, b := range c.Brokers() {
-		if b.NodeID == node {
-			return b.Host + ":" + strconv.Itoa(int(b.Port)), true
-		}
-	}
-	return "", false
 }
 
 // remoteRead is one partition of a fetch whose offset another node holds.

@@ -16,6 +16,7 @@ import (
 
 	"strata/engine/record"
 	"strata/engine/segment"
+	"strata/metadata"
 	"strata/peer"
 )
 
@@ -26,6 +27,7 @@ type twoNodes struct {
 	self  int32
 	mu    *sync.Mutex
 	addrs map[int32]string // live nodes
+	fixedTopics
 }
 
 func (c twoNodes) Self() int32 { return c.self }
@@ -47,16 +49,7 @@ func (c twoNodes) Topics(context.Context) (map[string]int32, error) {
 func (c twoNodes) Partition(topic string, p int32) (PartitionInfo, bool) {
 	return PartitionInfo{Leader: 2, LeaderEpoch: 1, Replicas: []int32{2}, ISR: []int32{2}}, topic == "t" && p == 0
 }
-func (c twoNodes) CreateTopic(context.Context, string, int32, int16, map[string]string) error {
-	return nil
-}
-func (c twoNodes) TopicConfigs(string) map[string]string { return nil }
-func (c twoNodes) AlterTopicConfigs(context.Context, string, func(map[string]string) (map[string]string, error)) error {
-	return nil
-}
-func (c twoNodes) DeleteTopic(context.Context, string) error             { return nil }
-func (c twoNodes) CreatePartitions(context.Context, string, int32) error { return nil }
-func (c twoNodes) Coordinator(string) Broker                             { return c.Brokers()[0] }
+func (c twoNodes) Coordinator(string) Broker { return c.Brokers()[0] }
 func (c twoNodes) Parts(topic string, p int32) []LogPart {
 	return []LogPart{{Start: 0, Node: 1}, {Start: 100, Node: 2}}
 }
@@ -95,7 +88,7 @@ func TestSplitLogReadsThroughTheLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodes, secret := twoNodes{self: id, mu: mu, addrs: addrs}, []byte("the two nodes' peer secret")
-		peers := peer.NewClient(peer.ClientConfig{Self: id, Secret: secret, Addr: func(n int32) (string, bool) { return BrokerAddr(nodes, n) }})
+		peers := peer.NewClient(peer.ClientConfig{Self: id, Secret: secret, Addr: func(n int32) (string, bool) { return metadata.BrokerAddr(nodes, n) }})
 		srv := New(e, Config{Logger: quiet, Cluster: nodes, Peers: peers, PeerSecret: secret})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,13 +16,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
 	"strata/internal/testsvc"
 )
 
 var strataBin string
 
-func TestMain(m *testing.M) { os.Exit(testsvc.RunWithStrata(m, &strataBin)) }
+// The nodes are processes; what runs in the test process (clients,
+// proxies, the etcd client of the checks) ends with each test: goleak
+// checks it once the tests passed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withStrata{m}) }
+
+// withStrata runs the tests with strataBin built (goleak.TestingM).
+type withStrata struct{ m *testing.M }
+
+func (w withStrata) Run() int { return testsvc.RunWithStrata(w.m, &strataBin) }
 
 // cluster is n strata processes on one etcd prefix.
 type cluster struct {

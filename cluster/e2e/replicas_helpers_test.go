@@ -251,3 +251,51 @@ func (c *cluster) sameCopies(h *history, topic string, live []int32) {
 		}
 	}
 }
+
+// rolledCopies starts three nodes whose segments roll every 4 KiB and
+// whose followers leave the ISR after a second (and sets), makes topic with
+// one partition on all three, and produces 800 acks=all records through
+// node 1 in eight batches apart, so rolls fall between them and each
+// replica holds sealed segments. The history holds the acknowledged ones.
+func rolledCopies(t *testing.T, topic string, sets ...string) (*cluster, *history) {
+	t.Helper()
+	c := newClusterWith(t, 3, append([]string{"cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5"}, sets...)...)
+	replicatedTopic(t, c, topic, 1)
+	h := newHistory()
+	for round := range 8 {
+		for _, v := range c.produce(1, topic, []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
+			h.ack(v, -1, -1)
+		}
+	}
+	return c, h
+}
+
+// waitAlone waits, after every node was killed and node id restarted
+// alone, until id sees itself the only live node and leads none of topic's
+// partitions nor is in their ISRs: what a node that lost or damaged its
+// log must do until a node that kept its log is back. Past 30 s it fails
+// the test and returns, so the test goes on to show what follows.
+func (c *cluster) waitAlone(id int32, topic, why string) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := c.metadata(c.client(id), topic)
+		if err == nil && len(md.Brokers) == 1 && len(md.Topics) == 1 {
+			ls, isr := c.isrs(id, topic)
+			settled := true
+			for p, l := range ls {
+				settled = settled && l == -1 && !slices.Contains(isr[p], id)
+			}
+			if settled {
+				c.t.Logf("node %d alone: leaders %v, ISRs %v", id, ls, isr)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ls, isr := c.isrs(id, topic)
+			c.t.Errorf("node %d alone %s: leaders %v, ISRs %v: want every partition leaderless, without it in the ISR", id, why, ls, isr)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

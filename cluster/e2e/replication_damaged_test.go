@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,14 +26,7 @@ func TestDamagedSealedSegmentRefilled(t *testing.T) {
 // follower's copy, restarts it, waits for it to be in sync again, kills
 // the others and reads every acknowledged record from it.
 func damagedFollowerElected(t *testing.T, pick func(files []string) string) {
-	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5")
-	replicatedTopic(t, c, "dmg", 1)
-	h := newHistory()
-	for round := range 8 { // batches apart: a roll falls between two
-		for _, v := range c.produce(1, "dmg", []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
-			h.ack(v, -1, -1)
-		}
-	}
+	c, h := rolledCopies(t, "dmg")
 	leaders, _ := c.isrs(1, "dmg")
 	leader := leaders[0]
 	damaged := leader%3 + 1
@@ -98,15 +90,7 @@ func segmentFiles(t *testing.T, dir, shard string) []string {
 // the finding repaired, the metrics count it, and the refilled node, left
 // alone, serves every acknowledged record.
 func TestScrubberRepairsDamagedCopy(t *testing.T) {
-	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5",
-		"engine.scrub_schedule=@every 1s")
-	replicatedTopic(t, c, "scrub", 1)
-	h := newHistory()
-	for round := range 8 {
-		for _, v := range c.produce(1, "scrub", []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
-			h.ack(v, -1, -1)
-		}
-	}
+	c, h := rolledCopies(t, "scrub", "engine.scrub_schedule=@every 1s")
 	leaders, _ := c.isrs(1, "scrub")
 	leader := leaders[0]
 	damaged := leader%3 + 1
@@ -181,14 +165,7 @@ func (c *cluster) scrubReport(id int32) scrubReport {
 // others are back it refills from the new leader, and every acknowledged
 // record is read from it.
 func TestDamagedReplicaNotElectedAfterPowerCut(t *testing.T) {
-	c := newClusterWith(t, 3, "cluster.replica_lag_time_max=1s", "segment.max_bytes=4KiB", "segment.roll_check_interval=5")
-	replicatedTopic(t, c, "pc", 1)
-	h := newHistory()
-	for round := range 8 {
-		for _, v := range c.produce(1, "pc", []int32{0}, 100, "acked"+strconv.Itoa(round))[0] {
-			h.ack(v, -1, -1)
-		}
-	}
+	c, h := rolledCopies(t, "pc")
 	leaders, _ := c.isrs(1, "pc")
 	damaged := leaders[0]%3 + 1
 	c.waitISR(1, "pc", 3)
@@ -205,23 +182,7 @@ func TestDamagedReplicaNotElectedAfterPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.restart(damaged)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		md, err := c.metadata(c.client(damaged), "pc")
-		if err == nil && len(md.Brokers) == 1 && len(md.Topics) == 1 {
-			ls, isr := c.isrs(damaged, "pc")
-			if ls[0] == -1 && !slices.Contains(isr[0], damaged) {
-				t.Logf("node %d alone: leaders %v, ISRs %v", damaged, ls, isr)
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			ls, isr := c.isrs(damaged, "pc")
-			t.Errorf("node %d alone with a damaged copy: leaders %v, ISRs %v: want pc-0 leaderless, without it in the ISR", damaged, ls, isr)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c.waitAlone(damaged, "pc", "with a damaged copy")
 	for id := int32(1); id <= 3; id++ {
 		if id != damaged {
 			c.restart(id)

@@ -269,7 +269,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		meta = member
 		topics.member.Store(member)
 		peers = peer.NewClient(peer.ClientConfig{Self: member.Self(), Opts: opts, Secret: peerSecret,
-			Addr: func(node int32) (string, bool) { return kafka.BrokerAddr(member, node) }})
+			Addr: func(node int32) (string, bool) { return metadata.BrokerAddr(member, node) }})
 		defer peers.Close() // after ksrv.Shutdown too, on every way out
 		defer func() {
 			// A tiering run finishes first, while its claims (under this

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"strata/engine/record"
 	"strata/engine/store"
 )
@@ -51,7 +53,9 @@ func TestMain(m *testing.M) {
 		startCrashChild(dir, os.Getenv("STRATA_START_STEP"))
 		return
 	}
-	os.Exit(m.Run())
+	// The engine's workers, tickers and scrubber end with Close: none outlives
+	// a test.
+	goleak.VerifyTestMain(m)
 }
 
 // crashShards are the shards the writer appends to; crashStart gives the

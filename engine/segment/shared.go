@@ -724,15 +724,6 @@ func (e *Engine) SharedStats() *sharedfile.Stats {
 	return nil
 }
 
-// Shared says whether a shard keeps its records in the shared files.
-func (e *Engine) Shared(name string) (bool, error) {
-	sh, err := e.shard(name)
-	if err != nil {
-		return false, err
-	}
-	return inShared(sh), nil
-}
-
 // dropSharedSegment forgets a shared shard's segment that left the local
 // disk (retention, DropLocal): its chunk entries go, then every shared
 // file no local segment holds any more.

@@ -104,9 +104,10 @@ func TestSharedShardsShareFiles(t *testing.T) {
 			if !reflect.DeepEqual(normalize(got), normalize(want[s])) {
 				t.Fatalf("%s: %s reads back %d records, want %d (or other bytes)", when, s, len(got), len(want[s]))
 			}
-			shared, err := e.Shared(s)
-			if err != nil || shared != (s != "p-0") {
-				t.Fatalf("%s: Shared(%s) = %v, %v", when, s, shared, err)
+			// The model the manifest records, as tiering and verify read it.
+			m, err := e.Shard(s)
+			if err != nil || (m.Model == ModelShared) != (s != "p-0") {
+				t.Fatalf("%s: %s's file model %q, %v", when, s, m.Model, err)
 			}
 		}
 	}
@@ -537,8 +538,8 @@ func TestRestoreKeepsTheFileModel(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for name, want := range map[string]bool{"s-3": true, "p-3": false} {
-			if got, err := e.Shared(name); err != nil || got != want {
-				t.Fatalf("%s: %s in the shared files: %t, %v; want %t", when, name, got, err, want)
+			if m, err := e.Shard(name); err != nil || (m.Model == ModelShared) != want {
+				t.Fatalf("%s: %s's file model %q, %v; want in the shared files: %t", when, name, m.Model, err, want)
 			}
 		}
 	}
@@ -570,7 +571,7 @@ func TestRestoreKeepsTheFileModel(t *testing.T) {
 		{No: 0, State: SegmentSealed, StartOffset: 0, EndOffset: 9, Records: 10, Created: now},
 		{No: 1, State: SegmentActive, StartOffset: 10, Created: now},
 	})
-	if sh, serr := e.Shared("s-4"); err == nil && (serr != nil || sh) {
-		t.Fatalf("restore of s-4 with a sealed local segment: %v; shared %t, %v", err, sh, serr)
+	if m, serr := e.Shard("s-4"); err == nil && (serr != nil || m.Model == ModelShared) {
+		t.Fatalf("restore of s-4 with a sealed local segment: %v; file model %q, %v", err, m.Model, serr)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"strata/engine/record"
 )
 
@@ -24,7 +26,8 @@ func TestMain(m *testing.M) {
 		crashWriter(dir, os.Getenv("STRATA_SHARED_CRASH_RUN"))
 		return
 	}
-	os.Exit(m.Run())
+	// A Dir's writer goroutines end with Close: none outlives a test.
+	goleak.VerifyTestMain(m)
 }
 
 const (

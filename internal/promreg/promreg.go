@@ -27,3 +27,23 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	}
 	return c
 }
+
+// Counter registers (Register) a counter with its name and help.
+func Counter(reg prometheus.Registerer, name, help string) prometheus.Counter {
+	return Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+// CounterVec registers (Register) a counter with its name, help and labels.
+func CounterVec(reg prometheus.Registerer, name, help string, labels ...string) *prometheus.CounterVec {
+	return Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+// Gauge registers (Register) a gauge with its name and help.
+func Gauge(reg prometheus.Registerer, name, help string) prometheus.Gauge {
+	return Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+}
+
+// GaugeVec registers (Register) a gauge with its name, help and labels.
+func GaugeVec(reg prometheus.Registerer, name, help string, labels ...string) *prometheus.GaugeVec {
+	return Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
