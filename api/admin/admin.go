@@ -55,6 +55,9 @@ type Config struct {
 	// now (tiering.ColdScrubber), its summary answered; its findings join
 	// GET /v1/scrub's.
 	ColdScrub func(ctx context.Context) (tiering.ColdScrubSummary, error)
+	// Iceberg, if set, is the Iceberg REST catalog (icetable/restcat),
+	// served under /iceberg/ behind the same guard as the rest of the API.
+	Iceberg http.Handler
 }
 
 // Locked says the API serves only its health checks and metrics: Kafka
@@ -91,6 +94,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 				writeJSON(w, http.StatusOK, sum)
 			}
 		})
+	}
+	if c.Iceberg != nil {
+		mux.Handle("/iceberg/", c.Iceberg)
 	}
 	if c.Locked() {
 		return openOnly(mux)

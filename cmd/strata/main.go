@@ -304,6 +304,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
 		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
 	var report scrubReport
+	adminCfg.Iceberg = icebergCatalog(cfg, icebergTables(cfg, cold, log), meta, reg, log)
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool
 		if repl != nil {
