@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -256,7 +257,13 @@ type loadTableResponse struct {
 func (s *Server) loadTable(w http.ResponseWriter, r *http.Request) int {
 	ns, name := r.PathValue("ns"), r.PathValue("table")
 	if !s.isNamespace(ns) {
-		return s.noNamespace(w, r, ns)
+		// NoSuchTable, not NoSuchNamespace: Spark's Iceberg catalog asks
+		// for a metadata table (orders.files) as table files of namespace
+		// strata.orders, and looks for the metadata table only after a
+		// NoSuchTableException.
+		return s.fail(w, r, http.StatusNotFound, errNoSuchTable, fmt.Sprintf(
+			"table %q of namespace %q does not exist: strata's catalog has one namespace, %q, with a table per topic",
+			name, strings.ReplaceAll(ns, "\x1f", "."), s.namespace()))
 	}
 	meta, loc, err := s.current(r.Context(), name)
 	switch {

@@ -274,8 +274,13 @@ func TestLoadTableHandsReadersTheFileIOConfig(t *testing.T) {
 	if code := get("/v1/config", &cfg); code != 200 || !slices.Equal(cfg.Endpoints, endpoints) {
 		t.Fatalf("config: %d %+v", code, cfg)
 	}
+	// Spark asks for orders.files as table files of namespace strata.orders,
+	// and looks for the metadata table only after NoSuchTableException.
 	var e errorResponse
-	if code := get("/v1/namespaces/strata/tables/orders", &e); code != 404 || e.Error.Type != "NoSuchNamespaceException" {
+	if code := get("/v1/namespaces/lake%1Forders/tables/files", &e); code != 404 || e.Error.Type != "NoSuchTableException" {
+		t.Fatalf("LoadTable of lake.orders.files: %d %+v; want 404 NoSuchTableException", code, e)
+	}
+	if code := get("/v1/namespaces/strata/tables/orders", &e); code != 404 || e.Error.Type != "NoSuchTableException" {
 		t.Fatalf("LoadTable in namespace strata when it is lake: %d %+v", code, e)
 	}
 }
