@@ -118,10 +118,6 @@ type PartitionView struct {
 	LagSeconds float64 `json:"lag_seconds"`
 }
 
-// ErrNoTable says a topic has no table (yet): nothing tiered, or
-// iceberg.enabled off when it was.
-var ErrNoTable = errors.New("no Iceberg table")
-
 // Describe reads the topic's table from the bucket: its current snapshot,
 // what it holds of each partition (from the summary), and its files and
 // bytes (Iceberg's own summary totals).

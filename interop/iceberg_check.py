@@ -93,4 +93,5 @@ def main():
     json.dump(out, sys.stdout)
 
 
-main()
+if __name__ == "__main__":  # icerest_check.py imports records
+    main()

@@ -86,26 +86,52 @@ func export(t *testing.T, cold ...string) map[string][]record.Record {
 // exportRounds is export producing the rounds given (12 records to each
 // partition a round); settings in cold override export's.
 func exportRounds(t *testing.T, rounds int, cold ...string) map[string][]record.Record {
-	produced, _ := exportServed(t, rounds, cold...)
-	return produced
+	return (&exporter{srv: serveForExport(t, cold...)}).export(t, rounds)
 }
 
 // exportServed is exportRounds, also returning the service (still up
 // until the test ends).
 func exportServed(t *testing.T, rounds int, cold ...string) (map[string][]record.Record, testsvc.Strata) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srv := testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
+	e := &exporter{srv: serveForExport(t, cold...)}
+	return e.export(t, rounds), e.srv
+}
+
+// serveForExport serves strata as export does, with settings in cold over
+// its own.
+func serveForExport(t *testing.T, cold ...string) testsvc.Strata {
+	return testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
 		"segment.max_bytes=8KiB", "segment.roll_check_interval=10",
 		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s"}, cold...)...)
+}
+
+// exporter produces to a strata serve and tiers, round after round.
+type exporter struct {
+	srv   testsvc.Strata
+	token string // the admin token, if set
+	// rounds produced so far; what, by shard; how many records tiered
+	rounds   int
+	produced map[string][]record.Record
+	tiered   map[string]uint64
+}
+
+// export produces the rounds given after those of earlier calls and runs
+// tiering through the admin API. It returns every record tiered so far, by
+// shard: all but the active segment.
+func (e *exporter) export(t *testing.T, rounds int) map[string][]record.Record {
+	if e.produced == nil {
+		e.produced, e.tiered = map[string][]record.Record{}, map[string]uint64{}
+	}
+	srv, token, first, produced := e.srv, e.token, e.rounds, e.produced
+	e.rounds += rounds
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	c, err := kgo.NewClient(kgo.SeedBrokers(srv.Kafka), kgo.AllowAutoTopicCreation(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	produced := map[string][]record.Record{}
-	for round := 0; round < rounds; round++ { // one batch per round and partition: segments roll between them
+	for round := first; round < first+rounds; round++ { // one batch per round and partition: segments roll between them
 		for p := int32(0); p < 2; p++ {
 			recs := storetest.Records(12, round*2+int(p))
 			var batch []*kgo.Record
@@ -128,6 +154,9 @@ func exportServed(t *testing.T, rounds int, cold ...string) (map[string][]record
 		}
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.Admin+"/v1/tiering/run", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -137,18 +166,18 @@ func exportServed(t *testing.T, rounds int, cold ...string) (map[string][]record
 	if err := json.NewDecoder(resp.Body).Decode(&sum); err != nil || resp.StatusCode != http.StatusOK || len(sum.Errors) > 0 {
 		t.Fatalf("POST /v1/tiering/run: %d %v %+v", resp.StatusCode, err, sum)
 	}
-	exported := map[string]uint64{}
 	for _, u := range sum.Uploaded {
-		exported[u.Shard] += u.Records
+		e.tiered[u.Shard] += u.Records
 	}
+	out := map[string][]record.Record{}
 	for shard, recs := range produced {
-		n := exported[shard]
+		n := e.tiered[shard]
 		if n == 0 || n >= uint64(len(recs)) {
 			t.Fatalf("tiering exported %d of the %d records of %s; want all but the active segment", n, len(recs), shard)
 		}
-		produced[shard] = recs[:n]
+		out[shard] = recs[:n]
 	}
-	return produced, srv
+	return out
 }
 
 // minioCold is the service's cold-tier settings for a MinIO bucket.

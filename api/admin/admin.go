@@ -58,6 +58,9 @@ type Config struct {
 	// Routes, if set, adds cmd's own routes (the topics' Iceberg tables),
 	// behind the same token as the rest.
 	Routes func(mux *http.ServeMux)
+	// Iceberg, if set, is the Iceberg REST catalog (icetable/restcat),
+	// served under /iceberg/ behind the same guard as the rest of the API.
+	Iceberg http.Handler
 }
 
 // Locked says the API serves only its health checks and metrics: Kafka
@@ -97,6 +100,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 				writeJSON(w, http.StatusOK, sum)
 			}
 		})
+	}
+	if c.Iceberg != nil {
+		mux.Handle("/iceberg/", c.Iceberg)
 	}
 	if c.Locked() {
 		return openOnly(mux)

@@ -61,6 +61,40 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// The Iceberg REST catalog under /iceberg/ is guarded as the rest of the
+// API: the admin token when set, and nothing but the health checks and
+// metrics when Kafka authenticates and no token is set.
+func TestIcebergCatalogIsGuardedAsTheAPI(t *testing.T) {
+	e, cat := engine(t)
+	catalog := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		auth string
+		want int
+	}{
+		{"no token", Config{}, "", http.StatusTeapot},
+		{"token missing", Config{Token: "s3cret"}, "", http.StatusUnauthorized},
+		{"token wrong", Config{Token: "s3cret"}, "Bearer nope", http.StatusUnauthorized},
+		{"token given", Config{Token: "s3cret"}, "Bearer s3cret", http.StatusTeapot},
+		{"SASL on, no token", Config{Authenticated: true}, "", http.StatusForbidden},
+		{"SASL on, token given", Config{Authenticated: true, Token: "s3cret"}, "Bearer s3cret", http.StatusTeapot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Store, tc.cfg.Engine, tc.cfg.Catalog, tc.cfg.Iceberg = e, e, cat, catalog
+			req := httptest.NewRequest("GET", "/iceberg/v1/config", nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			Handler(context.Background(), tc.cfg).ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("GET /iceberg/v1/config: %d, want %d", rec.Code, tc.want)
+			}
+		})
+	}
+}
+
 // Shards, their segments and records read back as an operator asks;
 // bad requests say what was wrong.
 func TestShardsAndRecords(t *testing.T) {

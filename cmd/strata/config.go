@@ -145,6 +145,21 @@ type IcebergConfig struct {
 	// policy: older snapshots expire, but the last SnapshotMinKeep stay.
 	SnapshotMaxAge  Duration `yaml:"snapshot_max_age"`
 	SnapshotMinKeep int      `yaml:"snapshot_min_keep"`
+	// REST is the Iceberg REST catalog on the admin listener (icerest.go).
+	REST IcebergREST `yaml:"rest"`
+}
+
+// IcebergREST configures the Iceberg REST catalog served under
+// http://{admin_addr}/iceberg while iceberg.enabled is on.
+type IcebergREST struct {
+	// Namespace holds a table per topic.
+	Namespace string `yaml:"namespace"`
+	// VendCredentials hands readers the cold tier's S3 keys in each
+	// LoadTable answer; off, readers bring their own.
+	VendCredentials bool `yaml:"vend_credentials"`
+	// S3Endpoint is the endpoint readers reach the bucket by, when not
+	// cold.s3.endpoint (a proxy, another network).
+	S3Endpoint string `yaml:"s3_endpoint"`
 }
 
 // KafkaConfig tunes the Kafka front end.
@@ -505,6 +520,9 @@ func (c *Config) validate() error {
 		return errors.New("data_dir: empty")
 	}
 	if err := checkAddr("admin_addr", c.AdminAddr); err != nil {
+		return err
+	}
+	if err := c.Iceberg.REST.validate(); err != nil {
 		return err
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {

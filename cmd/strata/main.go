@@ -320,6 +320,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		reg.MustRegister(newTableLag(tables, store))
 	}
 	var report scrubReport
+	adminCfg.Iceberg = icebergCatalog(cfg, icebergTables(cfg, cold, log), meta, reg, log)
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool
 		if repl != nil {

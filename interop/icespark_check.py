@@ -1,0 +1,87 @@
+"""Reads topic orders' Iceberg table through strata's REST catalog with
+Spark (local mode) and Iceberg's Spark runtime, the files on MinIO through
+Iceberg's S3FileIO, and prints what it found as JSON (the last line) for
+icerest_test.go.
+
+usage: icespark_check.py URI TOKEN ACCESS SECRET JARS PARTITION POINT LO HI
+  URI, TOKEN      the catalog (http://{admin_addr}/iceberg) and the admin token
+  ACCESS, SECRET  the reader's own MinIO keys (the endpoint, path style and
+                  region come from the catalog's LoadTable answer)
+  JARS            comma-separated: iceberg-spark-runtime, iceberg-aws-bundle
+  PARTITION, POINT, LO, HI  the filters: offset POINT and offsets LO..HI of PARTITION
+"""
+import json
+import sys
+
+from pyspark.sql import SparkSession
+
+uri, token, access, secret, jars = sys.argv[1:6]
+part, point, lo, hi = map(int, sys.argv[6:10])
+cat = "spark.sql.catalog.lake"
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("strata-interop-iceberg")
+    .config("spark.jars", jars)
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.sql.session.timeZone", "UTC")
+    # The scan's own metrics (data files planned) on the plan as run.
+    .config("spark.sql.adaptive.enabled", "false")
+    .config(cat, "org.apache.iceberg.spark.SparkCatalog")
+    .config(cat + ".type", "rest")
+    .config(cat + ".uri", uri)
+    .config(cat + ".token", token)
+    .config(cat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
+    .config(cat + ".s3.access-key-id", access)
+    .config(cat + ".s3.secret-access-key", secret)
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+out = {}
+
+
+def scanned_files(df):
+    """The data files the Iceberg scan of df's plan read (its resultDataFiles metric)."""
+    plan = df._jdf.queryExecution().executedPlan()
+    leaves = plan.collectLeaves()
+    total = 0
+    for i in range(leaves.size()):
+        m = leaves.apply(i).metrics()
+        if m.contains("resultDataFiles"):
+            total += m.apply("resultDataFiles").value()
+    return total
+
+
+def rows(df):
+    return [[r.partition, r.offset, r.ts, r.k, r.v] for r in df.collect()]
+
+
+cols = "partition, `offset`, unix_millis(timestamp) AS ts, lower(hex(key)) AS k, lower(hex(value)) AS v"
+out["namespaces"] = [r[0] for r in spark.sql("SHOW NAMESPACES IN lake").collect()]
+out["tables"] = [r.tableName for r in spark.sql("SHOW TABLES IN lake.strata").collect()]
+out["files"] = spark.sql("SELECT count(*) FROM lake.strata.orders.files").collect()[0][0]
+out["scan"] = [[r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in spark.sql(
+    "SELECT partition, count(*) AS n, min(`offset`) AS lo, max(`offset`) AS hi, sum(length(value)) AS value_bytes "
+    "FROM lake.strata.orders GROUP BY partition ORDER BY partition").collect()]
+df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part} AND `offset` = {point}")
+out["point"], out["point_files"] = rows(df), scanned_files(df)
+df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part} AND `offset` BETWEEN {lo} AND {hi} ORDER BY `offset`")
+out["range"], out["range_files"] = rows(df), scanned_files(df)
+# Rows, not a count: Iceberg answers count(*) from the manifests alone.
+df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part}")
+df.collect()
+out["partition_files"] = scanned_files(df)
+
+snaps = spark.sql("SELECT snapshot_id, summary FROM lake.strata.orders.snapshots ORDER BY committed_at").collect()
+out["snapshots"] = [{"id": s.snapshot_id, "offsets": {k: v for k, v in s.summary.items() if k.startswith("strata.offsets.")}} for s in snaps]
+first = snaps[0].snapshot_id
+out["first"] = [[r.partition, r.n, r.hi] for r in spark.sql(
+    f"SELECT partition, count(*) AS n, max(`offset`) AS hi FROM lake.strata.orders VERSION AS OF {first} "
+    "GROUP BY partition ORDER BY partition").collect()]
+try:
+    spark.sql("DROP TABLE lake.strata.orders")
+    out["drop"] = "dropped"
+except Exception as e:  # the catalog refuses: strata owns the table
+    out["drop"] = str(e).splitlines()[0]
+print(json.dumps(out))
