@@ -25,8 +25,20 @@ import (
 // Bucket stores each object as a file under its root folder.
 type Bucket struct {
 	root  string
-	files *objstore.Handles[*os.File]
+	files *objstore.Handles[openFile]
 }
+
+// openFile is a cached read handle and the file it was opened on. Other
+// processes share the folder (the nodes of a cluster, one cold tier) and
+// replace or delete objects without this bucket's Invalidate; a handle
+// keeps reading the file it opened, so each read first checks that the
+// name still points at it (errReplaced drops the handle).
+type openFile struct {
+	f  *os.File
+	fi os.FileInfo
+}
+
+var errReplaced = errors.New("the object was replaced since its handle was opened")
 
 // New opens (creating if needed) a bucket rooted at dir.
 func New(dir string) (*Bucket, error) {
@@ -41,23 +53,24 @@ func New(dir string) (*Bucket, error) {
 		return nil, fmt.Errorf("local bucket %q: %w", abs, err)
 	}
 	b := &Bucket{root: abs}
-	b.files = objstore.NewHandles(256, false, b.openFile, func(f *os.File) { f.Close() })
+	b.files = objstore.NewHandles(256, false, b.openFile, func(h openFile) { h.f.Close() })
 	return b, nil
 }
 
-func (b *Bucket) openFile(name string) (*os.File, error) {
+func (b *Bucket) openFile(name string) (openFile, error) {
 	f, err := os.Open(b.path(name))
 	if err != nil {
-		return nil, b.wrap(name, err)
+		return openFile{}, b.wrap(name, err)
 	}
-	if fi, err := f.Stat(); err != nil || fi.IsDir() {
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
 		f.Close()
 		if err != nil {
-			return nil, b.wrap(name, err)
+			return openFile{}, b.wrap(name, err)
 		}
-		return nil, objstore.NotFound("local", name)
+		return openFile{}, objstore.NotFound("local", name)
 	}
-	return f, nil
+	return openFile{f: f, fi: fi}, nil
 }
 
 func (b *Bucket) Kind() string { return "local" }
@@ -196,12 +209,12 @@ func (b *Bucket) ReadVersioned(ctx context.Context, name string) ([]byte, objsto
 }
 
 func (b *Bucket) readSmall(name string) ([]byte, error) {
-	f, err := b.openFile(name)
+	h, err := b.openFile(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, objstore.MaxConditionalSize+1))
+	defer h.f.Close()
+	data, err := io.ReadAll(io.LimitReader(h.f, objstore.MaxConditionalSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("local read %q: %w", name, err)
 	}
@@ -258,7 +271,27 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	n, err := b.files.ReadAt(name, func(f *os.File) (int, error) { return f.ReadAt(p, off) })
+	var n int
+	var err error
+	// A stat per read (cheaper than the open it saves) finds the object a
+	// peer replaced: the handle is dropped and the read retried on the
+	// file the name now points at. A peer replacing it again between the
+	// stat and the read is a race the retries bound, not a stale handle.
+	for try := 0; try < 3; try++ {
+		var now os.FileInfo
+		if now, err = os.Stat(b.path(name)); err != nil {
+			return 0, b.wrap(name, err)
+		}
+		n, err = b.files.ReadAt(name, func(h openFile) (int, error) {
+			if !os.SameFile(h.fi, now) {
+				return 0, errReplaced
+			}
+			return h.f.ReadAt(p, off)
+		})
+		if !errors.Is(err, errReplaced) {
+			break
+		}
+	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, objstore.ErrNotFound) {
 		return n, fmt.Errorf("local read %q: %w", name, err)
 	}

@@ -18,8 +18,17 @@ func open(t *testing.T) objstore.Bucket {
 	return b
 }
 
+// peer opens the folder again, as another node's process sharing it does.
+func peer(t *testing.T, b objstore.Bucket) objstore.Bucket {
+	p, err := local.New(b.(*local.Bucket).Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestContract(t *testing.T) {
-	objtest.Run(t, open, objtest.Options{})
+	objtest.Run(t, open, objtest.Options{Peer: peer})
 }
 
 // The decorators must keep every promise of the backend they wrap.

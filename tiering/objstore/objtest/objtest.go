@@ -24,6 +24,9 @@ type Options struct {
 	// LargeSize is the size of the "multi-part" object: big enough that the
 	// backend splits it (S3 parts, HDFS blocks). Default 11 MiB.
 	LargeSize int
+	// Peer opens a second bucket on b's storage, as another process (another
+	// node sharing the cold tier) opens it; nil skips the tests that need one.
+	Peer func(t *testing.T, b objstore.Bucket) objstore.Bucket
 }
 
 // Run runs every contract test against buckets made by open.
@@ -52,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
 		{"ConditionalCreate", testConditionalCreate},
 		{"ConditionalUpdate", testConditionalUpdate},
 		{"ConditionalIncrementsLoseNothing", testConcurrentIncrements},
+		{"ReplacedByAPeer", func(t *testing.T, b objstore.Bucket) { testReplacedByPeer(t, b, opts.Peer) }},
 		{"Check", func(t *testing.T, b objstore.Bucket) {
 			if err := b.Check(context.Background()); err != nil {
 				t.Fatalf("Check on a working bucket: %v", err)
@@ -651,4 +655,75 @@ func testConcurrentIncrements(t *testing.T, b objstore.Bucket) {
 	n := 0
 	conflicts.Range(func(any, any) bool { n++; return true })
 	t.Logf("%d of %d writers had a write refused and retried", n, writers)
+}
+
+// testReplacedByPeer: nodes share one bucket, and an object one node has
+// read may be replaced or deleted and written again by another (a deleted
+// topic's object, then its re-created incarnation's at the same key). No
+// read may serve the bytes of the object it read before: a handle cached
+// by the first node's bucket must not outlive the object it was opened on.
+func testReplacedByPeer(t *testing.T, b objstore.Bucket, peer func(*testing.T, objstore.Bucket) objstore.Bucket) {
+	if peer == nil {
+		t.Skip("the backend's test gives no second bucket on the same storage")
+	}
+	other := peer(t, b)
+	t.Cleanup(func() { other.Close() })
+	tests := []struct {
+		name          string
+		before, after []byte
+		deleteFirst   bool
+	}{
+		{"longer", Random(1000, 1), Random(5000, 2), false},
+		{"same size", Random(3000, 3), Random(3000, 4), false},
+		{"shorter", Random(5000, 5), Random(1000, 6), false},
+		{"deleted and written again", Random(2000, 7), Random(4000, 8), true},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("peer/%d/obj", i)
+			upload(t, b, name, tc.before)
+			if got := mustRead(t, b, name); !bytes.Equal(got, tc.before) {
+				t.Fatalf("first read: %d bytes, not the %d uploaded", len(got), len(tc.before))
+			}
+			if tc.deleteFirst {
+				if err := other.Delete(ctx(t), name); err != nil {
+					t.Fatalf("the peer's Delete: %v", err)
+				}
+			}
+			upload(t, other, name, tc.after)
+			a, err := b.Stat(ctx(t), name)
+			if err != nil {
+				t.Fatalf("Stat after the peer's upload: %v", err)
+			}
+			if a.Size != int64(len(tc.after)) {
+				t.Fatalf("Stat after the peer's upload: size %d, want %d", a.Size, len(tc.after))
+			}
+			if got := mustRead(t, b, name); !bytes.Equal(got, tc.after) {
+				t.Fatalf("read after the peer replaced the object: %d bytes, not the %d bytes the peer uploaded (first differing at %d)",
+					len(got), len(tc.after), firstDiff(got, tc.after))
+			}
+			tail := make([]byte, 8)
+			if _, err := b.ReadAt(ctx(t), name, tail, a.Size-8); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("ReadAt of the last 8 bytes: %v", err)
+			}
+			if !bytes.Equal(tail, tc.after[len(tc.after)-8:]) {
+				t.Fatalf("the last 8 bytes read %x, the peer's object ends %x", tail, tc.after[len(tc.after)-8:])
+			}
+			if err := other.Delete(ctx(t), name); err != nil {
+				t.Fatalf("the peer's Delete: %v", err)
+			}
+			if _, err := b.ReadAt(ctx(t), name, tail, 0); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("ReadAt after the peer's Delete: err %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
