@@ -804,7 +804,9 @@ func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error
 	if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
 		return err
 	}
-	if j.Tables != nil && (s.State == catalog.Cold || s.State == catalog.Remote) {
+	// A dead run's upload may have reached the manifest, and the tables
+	// take what the manifests list.
+	if j.Tables != nil && (s.State == catalog.Cold || s.State == catalog.Remote || s.State == catalog.Uploading) {
 		// The log start itself, which DeleteRecords may have put past
 		// the segment: one commit removes what is below it.
 		start, _, err := j.Engine.Watermarks(ctx, shard)
@@ -815,7 +817,23 @@ func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error
 			return err
 		}
 	}
-	if _, err := j.Catalog.Transition(shard, s.No, s.State, catalog.Deleted, nil); err != nil {
+	if s.State == catalog.Uploading {
+		// A dead run's upload: what it left at its key goes first (its
+		// offsets are deleted in every tier, whoever uploaded there), so a
+		// crash after the catalog changes leaves nothing the catalog no
+		// longer names; then it is abandoned (the catalog moves an upload
+		// only to cold or back to sealed) and deleted as a sealed segment.
+		if _, err := j.Bucket.AbortIncomplete(ctx, s.ObjectKey, 0); err != nil {
+			j.log().Warn("aborting an expired upload's parts", "shard", shard, "segment", s.No, "key", s.ObjectKey, "err", err)
+		}
+		if err := j.deleteObject(ctx, shard, s.ObjectKey); err != nil {
+			return err
+		}
+		if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); err != nil {
+			return err
+		}
+	}
+	if _, err := j.Catalog.Transition(shard, s.No, state(s), catalog.Deleted, nil); err != nil {
 		return err
 	}
 	if s.State.Local() {
@@ -824,22 +842,39 @@ func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error
 		}
 	}
 	if s.State == catalog.Cold || s.State == catalog.Remote {
-		if err := j.Bucket.Delete(ctx, s.ObjectKey); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return err
-		}
-		loc, err := LocationOf(shard)
-		if err != nil {
-			return err
-		}
-		key := s.ObjectKey
-		if err := updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
-			return m.remove(key), nil
-		}); err != nil {
+		if err := j.deleteObject(ctx, shard, s.ObjectKey); err != nil {
 			return err
 		}
 	}
 	j.log().Info("segment expired by retention", "shard", shard, "segment", s.No, "state", s.State, "end_offset", s.EndOffset)
 	return nil
+}
+
+// deleteObject deletes an expired segment's object and its manifest entry
+// (an empty key: none).
+func (j *Job) deleteObject(ctx context.Context, shard, key string) error {
+	if key == "" {
+		return nil
+	}
+	if err := j.Bucket.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return err
+	}
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return err
+	}
+	return updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+		return m.remove(key), nil
+	})
+}
+
+// state is the catalog state expire moves s from: an upload is abandoned
+// to sealed first.
+func state(s catalog.Segment) catalog.State {
+	if s.State == catalog.Uploading {
+		return catalog.Sealed
+	}
+	return s.State
 }
 
 // sweepOrphans deletes Parquet objects under the prefix that neither a

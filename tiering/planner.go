@@ -136,7 +136,12 @@ func expire(now time.Time, segs []catalog.Segment, p Policy) []catalog.Segment {
 		if s.State == catalog.Deleted {
 			continue
 		}
-		if s.State != catalog.Sealed && s.State != catalog.Cold && s.State != catalog.Remote {
+		// Uploading here is what a run that died mid-upload left (a node
+		// runs one job at a time): it expires as a sealed segment does.
+		// Stopping at it kept it and every later segment past retention
+		// for good; in a cluster its re-upload can never be claimed below
+		// the log start, whose seal records are pruned.
+		if s.State != catalog.Sealed && s.State != catalog.Uploading && s.State != catalog.Cold && s.State != catalog.Remote {
 			break
 		}
 		age := now.Sub(time.UnixMilli(s.MaxTimestamp))

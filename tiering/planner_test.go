@@ -17,6 +17,11 @@ func TestPlanShard(t *testing.T) {
 	old := func(no uint64, st catalog.State, age time.Duration, size int64) catalog.Segment {
 		return catalog.Segment{No: no, State: st, SealedAt: ago(age), TieredAt: ago(age), UploadStarted: now, Size: size, MaxTimestamp: ago(age).UnixMilli()}
 	}
+	// at is a segment of offsets start to end, sealed an hour ago, an
+	// upload of it begun now.
+	at := func(no uint64, st catalog.State, start, end uint64) catalog.Segment {
+		return catalog.Segment{No: no, State: st, StartOffset: start, EndOffset: end, SealedAt: ago(time.Hour), UploadStarted: now, Size: 5}
+	}
 	nos := func(segs []catalog.Segment) []uint64 {
 		var out []uint64
 		for _, s := range segs {
@@ -67,9 +72,14 @@ func TestPlanShard(t *testing.T) {
 		{"an expiring local segment holds back the drops behind it until it is gone",
 			[]catalog.Segment{old(0, catalog.Sealed, 9*24*time.Hour, 100), old(1, catalog.Cold, time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
 			Policy{RetentionMaxAge: 24 * time.Hour}, nil, nil, []uint64{0}},
-		{"an upload under way stops expiry behind it",
+		// A node runs one job at a time: an upload the planner sees is one a
+		// dead run left, and stopping at it kept everything behind it.
+		{"an interrupted upload past retention expires, and those behind it",
 			[]catalog.Segment{old(0, catalog.Uploading, 9*24*time.Hour, 100), old(1, catalog.Sealed, 9*24*time.Hour, 100), seg(2, catalog.Active, 0, 0, 5)},
-			Policy{RetentionMaxAge: 24 * time.Hour, StaleUpload: 1000 * time.Hour}, []uint64{1}, nil, nil},
+			Policy{RetentionMaxAge: 24 * time.Hour, StaleUpload: 1000 * time.Hour}, nil, nil, []uint64{0, 1}},
+		{"an interrupted upload below the log start expires, and those behind it",
+			[]catalog.Segment{at(0, catalog.Uploading, 0, 99), at(1, catalog.Sealed, 100, 199), at(2, catalog.Sealed, 200, 299), at(3, catalog.Active, 300, 0)},
+			Policy{LogStart: 250, StaleUpload: 1000 * time.Hour}, []uint64{2}, nil, []uint64{0, 1}},
 		// A topic's remote.storage.enable=false: nothing is uploaded,
 		// retention still applies.
 		{"remote storage off: nothing uploads, retention still expires",

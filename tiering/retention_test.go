@@ -227,3 +227,54 @@ func TestSegmentsBelowTheLogStartExpire(t *testing.T) {
 	}
 	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", start), want[start:])
 }
+
+// A run that died mid-upload leaves its segment uploading in the catalog
+// (issue #24's one-hour harness: node 3 killed in a run). Once DeleteRecords
+// moves the log start past it, it must expire like a sealed one: the
+// planner's expiry stopped at it, its stale re-upload waits ten minutes and
+// then, in a cluster, can never claim it (its seal record is pruned below
+// the log start), so it and every later segment stayed on local disk for
+// good. Whatever the dead run left at its key goes too.
+func TestInterruptedUploadBelowTheLogStartExpires(t *testing.T) {
+	ctx := context.Background()
+	lb := backends["local"](t)
+	r := newRig(t, lb, t.TempDir())
+	want := produce(t, r.engine, "logs-0", 60)
+	segs, _ := r.catalog().Segments("logs-0")
+	if len(segs) < 4 || segs[0].State != catalog.Sealed {
+		t.Fatalf("segments %+v: want at least three sealed and the active one", segs)
+	}
+	loc, _ := LocationOf("logs-0")
+	key := loc.ObjectKey("data", segs[0].StartOffset, segs[0].EndOffset)
+	if _, err := r.cat.Transition("logs-0", segs[0].No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
+		c.ObjectKey, c.UploadStarted = key, time.Now().UTC()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The dead run's upload landed; it died before verifying it.
+	if err := lb.Upload(ctx, key, strings.NewReader("the dead run's object")); err != nil {
+		t.Fatal(err)
+	}
+	start := segs[2].StartOffset + 1 // inside the third segment
+	if err := r.engine.DeleteBefore(ctx, "logs-0", start); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.job.Run(ctx)
+	if err != nil || len(sum.Errors) > 0 || sum.Expired != 2 {
+		t.Fatalf("run after the delete: %d expired, %d uploaded, %v %v; want the 2 segments below %d expired, the uploading one first",
+			sum.Expired, len(sum.Uploaded), err, sum.Errors, start)
+	}
+	got, _ := r.catalog().Segments("logs-0")
+	for _, s := range got[:len(got)-1] {
+		switch {
+		case s.EndOffset < start && s.State != catalog.Deleted:
+			t.Fatalf("segment %d (%d-%d) below the log start %d is %s", s.No, s.StartOffset, s.EndOffset, start, s.State)
+		case s.EndOffset >= start && s.State != catalog.Remote:
+			t.Fatalf("segment %d (%d-%d), at or above the log start %d, is %s; want it tiered", s.No, s.StartOffset, s.EndOffset, start, s.State)
+		}
+	}
+	if _, err := lb.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the dead run's object %s after its segment expired: %v, want it gone", key, err)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r.engine, "logs-0", start), want[start:])
+}
