@@ -418,10 +418,57 @@ func (h *History) Check() []Violation {
 		}
 	}
 	// Tiering: nothing sealed is left only local once the bound is over.
+	// A segment wholly below the final log start should have expired from
+	// every tier, not been tiered: said apart, since the two have different
+	// causes. One violation per node and partition, naming every segment
+	// (a stuck shard leaves dozens, and the first few say little).
+	finalStart := map[Part]int64{}
+	for _, rd := range h.Reads {
+		if rd.Final && rd.LogStart >= 0 {
+			finalStart[rd.Part] = max(finalStart[rd.Part], rd.LogStart)
+		}
+	}
+	type nodePart struct {
+		node int32
+		part Part
+	}
+	left := map[nodePart][]Segment{}
 	for _, s := range h.Segments {
 		if s.State == "sealed" && h.Incs[s.Part.Topic] == s.Part.Inc {
-			bad(NotTiered, s.Part, int64(s.Start), "node %d's sealed segment %d (%d-%d) is not tiered", s.Node, s.No, s.Start, s.End)
+			k := nodePart{s.Node, s.Part}
+			left[k] = append(left[k], s)
 		}
+	}
+	stuck := make([]nodePart, 0, len(left))
+	for k := range left {
+		stuck = append(stuck, k)
+	}
+	sort.Slice(stuck, func(i, j int) bool {
+		if stuck[i].part != stuck[j].part {
+			return stuck[i].part.String() < stuck[j].part.String()
+		}
+		return stuck[i].node < stuck[j].node
+	})
+	for _, k := range stuck {
+		ss := left[k]
+		sort.Slice(ss, func(i, j int) bool { return ss[i].No < ss[j].No })
+		var expired, tiered []Segment
+		start, known := finalStart[k.part]
+		for _, s := range ss {
+			if known && int64(s.End) < start {
+				expired = append(expired, s)
+			} else {
+				tiered = append(tiered, s)
+			}
+		}
+		var says []string
+		if len(expired) > 0 {
+			says = append(says, fmt.Sprintf("%d wholly below the final log start %d, not expired: %s", len(expired), start, segmentRuns(expired)))
+		}
+		if len(tiered) > 0 {
+			says = append(says, fmt.Sprintf("%d not tiered: %s", len(tiered), segmentRuns(tiered)))
+		}
+		bad(NotTiered, k.part, int64(ss[0].Start), "node %d's %d sealed segments still local: %s", k.node, len(ss), strings.Join(says, "; "))
 	}
 
 	// Group commits: the offset read back is the last acknowledged one, or
@@ -480,6 +527,25 @@ func (h *History) Check() []Violation {
 		}
 	}
 	return vs
+}
+
+// segmentRuns names segments (sorted by number) as runs of consecutive
+// numbers with their offsets: "70-74 (95479-100955), 80 (101000-101500)".
+func segmentRuns(ss []Segment) string {
+	var runs []string
+	for i := 0; i < len(ss); {
+		j := i
+		for j+1 < len(ss) && ss[j+1].No == ss[j].No+1 {
+			j++
+		}
+		if i == j {
+			runs = append(runs, fmt.Sprintf("%d (%d-%d)", ss[i].No, ss[i].Start, ss[i].End))
+		} else {
+			runs = append(runs, fmt.Sprintf("%d-%d (%d-%d)", ss[i].No, ss[j].No, ss[i].Start, ss[j].End))
+		}
+		i = j + 1
+	}
+	return strings.Join(runs, ", ")
 }
 
 func sortedParts[V any](m map[Part]V) []Part {

@@ -244,3 +244,55 @@ func TestCheckerUnknownDeleteMayHaveApplied(t *testing.T) {
 		t.Fatalf("records below a failed DeleteRecords gone: %s", Summarize(vs, 5))
 	}
 }
+
+// Sealed segments left local are reported one violation per node and
+// partition, every segment named, those wholly below the final log start
+// (which should have expired, not been tiered) apart from the rest: the
+// one-hour run of issue #24 printed 5 of node 3's 45 and said nothing of
+// the log start.
+func TestCheckerNamesEveryStuckSegment(t *testing.T) {
+	seg := func(node int32, no uint64, state string) Segment {
+		return Segment{Node: node, Part: p0, No: no, State: state, Start: no * 10, End: no*10 + 9}
+	}
+	sealed := func(node int32, from, to uint64) []Segment {
+		var out []Segment
+		for no := from; no <= to; no++ {
+			out = append(out, seg(node, no, "sealed"))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		segs     []Segment
+		logStart int64 // of the final read; -1: none
+		want     []string
+	}{
+		{"below the log start apart from the rest", append(append(sealed(3, 70, 74), sealed(3, 76, 77)...), seg(3, 78, "active")), 770,
+			[]string{"main#0-0 offset 700: node 3's 7 sealed segments still local: 6 wholly below the final log start 770, not expired: 70-74 (700-749), 76 (760-769); 1 not tiered: 77 (770-779)"}},
+		{"no final read: all not tiered", sealed(3, 70, 72), -1,
+			[]string{"main#0-0 offset 700: node 3's 3 sealed segments still local: 3 not tiered: 70-72 (700-729)"}},
+		{"one violation per node", append(sealed(2, 5, 5), sealed(1, 5, 6)...), 0,
+			[]string{"main#0-0 offset 50: node 1's 2 sealed segments still local: 2 not tiered: 5-6 (50-69)",
+				"main#0-0 offset 50: node 2's 1 sealed segments still local: 1 not tiered: 5 (50-59)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &History{}
+			h.SetInc("main", 0)
+			h.Segments = tc.segs
+			if tc.logStart >= 0 {
+				h.AddRead(Read{Part: p0, T0: sec, Final: true, LogStart: tc.logStart})
+			}
+			var got []string
+			for _, v := range h.Check() {
+				if v.Property != NotTiered {
+					t.Errorf("also reported: %s", v)
+					continue
+				}
+				got = append(got, strings.TrimPrefix(v.String(), NotTiered+": "))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("reported\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
+			}
+		})
+	}
+}
