@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ProducerIDBlockSize is how many producer ids one reservation takes, as
@@ -65,7 +66,11 @@ func (p *ProducerIDs) Next(ctx context.Context) (int64, error) {
 }
 
 // MemoryProducerIDBlocks reserves blocks in memory, for a node without a
-// catalog (tests): ids repeat after the process restarts.
+// catalog (tests, embedders). Its first block starts at the clock's
+// microseconds, so a restarted process does not hand out its last run's
+// ids again (a log still holds their producers' state, and a new producer
+// under an old id would have its first batches taken for duplicates)
+// unless that run took more than a million ids a second.
 type MemoryProducerIDBlocks struct {
 	mu   sync.Mutex
 	next int64
@@ -74,6 +79,9 @@ type MemoryProducerIDBlocks struct {
 func (m *MemoryProducerIDBlocks) ReserveProducerIDs(_ context.Context, count int64) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.next == 0 {
+		m.next = time.Now().UnixMicro()
+	}
 	return NextProducerIDBlock(&m.next, count)
 }
 

@@ -314,9 +314,12 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		limit = 2
 	}
 	g.SetLimit(limit)
+	// Every shard's key is in before the first worker writes one (under mu).
 	logStarts := make(map[string]uint64, len(shards))
 	for _, shard := range shards {
 		logStarts[shard] = 0
+	}
+	for _, shard := range shards {
 		g.Go(func() error {
 			segs, err := j.Catalog.Segments(shard)
 			if err != nil {

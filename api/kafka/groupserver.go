@@ -14,6 +14,7 @@ import (
 
 	"strata/catalog"
 	"strata/catalog/offsets"
+	"strata/metadata"
 )
 
 // groupServer runs the coordinator (groups.go) for the connections: it
@@ -140,6 +141,14 @@ func (g *groupServer) commitCheck(group, memberID string, generation int32) int1
 	return g.sm.commitCheck(group, memberID, generation)
 }
 
+// coordinatorTransaction is FindCoordinator's key type for a
+// transactional id (0 is a group).
+const coordinatorTransaction = 1
+
+// noTransactions is the message of every refusal of a transactional
+// producer: strata has no transaction coordinator yet.
+var noTransactions = "strata does not support transactions yet: unset transactional.id (an idempotent producer, enable.idempotence, needs none)"
+
 // findCoordinator names each group's coordinator: this broker on a single
 // node; COORDINATOR_NOT_AVAILABLE (retriable) while a cluster knows none.
 func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
@@ -151,13 +160,21 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 	for i, k := range keys {
 		c := s.cluster.Coordinator(k)
 		code := errNone
-		if c.NodeID < 0 {
+		var msg *string
+		switch {
+		case r.CoordinatorType == coordinatorTransaction:
+			// A non-retriable error with a message: the Java producer's
+			// initTransactions fails at once, saying why, instead of
+			// failing at its first send or retrying to its timeout.
+			c = metadata.Broker{NodeID: -1, Port: -1}
+			code, msg = kerr.InvalidRequest.Code, &noTransactions
+		case c.NodeID < 0:
 			code = kerr.CoordinatorNotAvailable.Code
 		}
 		if i == 0 { // versions before 4 name one coordinator at the top level
-			resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = c.NodeID, c.Host, c.Port, code
+			resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = c.NodeID, c.Host, c.Port, code, msg
 		}
-		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port, ErrorCode: code})
+		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: c.NodeID, Host: c.Host, Port: c.Port, ErrorCode: code, ErrorMessage: msg})
 	}
 	return resp
 }

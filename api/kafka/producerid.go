@@ -15,6 +15,10 @@ import (
 // block request to the controller is outstanding.
 func (s *Server) initProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	if r.TransactionalID != nil {
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = -1, -1, kerr.InvalidRequest.Code
+		return resp
+	}
 	id, err := s.cluster.ProducerID(ctx)
 	if err != nil {
 		s.log.Warn("kafka: no producer id to hand out", "err", err)

@@ -3,10 +3,12 @@ package kafka
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -96,5 +98,47 @@ func TestInitProducerIDUniqueAcrossNodes(t *testing.T) {
 	}
 	if want := len(addrs) * clients * each; len(got) != want {
 		t.Fatalf("%d distinct ids, want %d", len(got), want)
+	}
+}
+
+// A transactional producer is refused where it starts, with a message:
+// FindCoordinator for a transactional id and InitProducerId naming one
+// answer INVALID_REQUEST (not retriable), so the Java client's
+// initTransactions fails at once saying why, not at its first send.
+func TestTransactionalProducersAreRefusedAtTheStart(t *testing.T) {
+	addr, _ := startServer(t, Config{AutoCreateTopics: true})
+	c := client(t, addr)
+	ctx := context.Background()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"my-tx"}
+	// Through the broker itself: the client would turn the refusal into
+	// its own error, not the answer.
+	b := c.SeedBrokers()[0]
+	kr, err := b.Request(ctx, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresp := kr.(*kmsg.FindCoordinatorResponse)
+	if co := fresp.Coordinators[0]; co.ErrorCode != kerr.InvalidRequest.Code || co.ErrorMessage == nil || !strings.Contains(*co.ErrorMessage, "transactions") {
+		t.Errorf("FindCoordinator for a transactional id: error %d, message %v; want INVALID_REQUEST saying transactions are not supported", co.ErrorCode, co.ErrorMessage)
+	}
+	fc.CoordinatorType, fc.CoordinatorKeys = 0, []string{"a-group"}
+	if kr, err = b.Request(ctx, fc); err != nil || kr.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode != 0 {
+		t.Errorf("FindCoordinator for a group: %v %+v; want this broker", err, kr)
+	}
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	txid := "my-tx"
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &txid, 60_000
+	kr, err = b.Request(ctx, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iresp := kr.(*kmsg.InitProducerIDResponse)
+	if iresp.ErrorCode != kerr.InvalidRequest.Code || iresp.ProducerID != -1 {
+		t.Errorf("InitProducerId with a transactional id: error %d, id %d; want INVALID_REQUEST, -1", iresp.ErrorCode, iresp.ProducerID)
+	}
+	ip.TransactionalID = nil
+	if iresp, err = ip.RequestWith(ctx, c); err != nil || iresp.ErrorCode != 0 || iresp.ProducerID < 0 {
+		t.Errorf("InitProducerId without one: %v, error %d, id %d; want an id", err, iresp.ErrorCode, iresp.ProducerID)
 	}
 }
