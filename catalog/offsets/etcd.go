@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/time/rate"
 
 	"strata/catalog"
 )
@@ -36,6 +37,44 @@ type Etcd struct {
 	// betweenReadAndSwap, if set, runs between DeleteGroup's read and its
 	// compare-and-swap, so tests can commit in between.
 	betweenReadAndSwap func()
+	// writes, if set, bounds the bytes commits write a second (LimitWrites).
+	writes *rate.Limiter
+}
+
+// LimitWrites makes commits write at most bytesPerSecond to etcd, waiting
+// (within the commit's timeout) for their turn. Compaction frees only the
+// history older than its retention, so what commits write within it stays
+// in etcd's file: unbounded, a fast enough client fills the quota however
+// often the history is compacted (one did in 2 s on a quiet machine).
+func (e *Etcd) LimitWrites(bytesPerSecond int64) {
+	e.writes = rate.NewLimiter(rate.Limit(bytesPerSecond), int(min(bytesPerSecond, 1<<20)))
+}
+
+// CommitWriteRate is the bytes a second a node's commits may write to an
+// etcd of quota bytes whose history is compacted to retention ago (0:
+// etcd's own compaction, assumed at 5 minutes): an eighth of the quota per
+// retention, so a cluster of a few nodes committing at that rate keeps its
+// uncompacted history well under the quota.
+func CommitWriteRate(quota int64, retention time.Duration) int64 {
+	if retention <= 0 {
+		retention = 5 * time.Minute
+	}
+	return max(int64(float64(quota)/8/retention.Seconds()), 64<<10)
+}
+
+// waitToWrite takes n bytes of the write budget, a burst at a time.
+func (e *Etcd) waitToWrite(ctx context.Context, n int) error {
+	if e.writes == nil {
+		return nil
+	}
+	for n > 0 {
+		k := min(n, e.writes.Burst())
+		if err := e.writes.WaitN(ctx, k); err != nil {
+			return fmt.Errorf("waiting for etcd's commit write budget: %w", err)
+		}
+		n -= k
+	}
+	return nil
 }
 
 // MaxGroupBytes bounds a group id kept in etcd (its key).
@@ -87,14 +126,20 @@ func (e *Etcd) Commit(group string, positions map[string]map[int32]Committed) er
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	var ops []clientv3.Op
+	bytes := 0
 	for topic, parts := range positions {
 		for p, c := range parts {
 			v, err := json.Marshal(c)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, clientv3.OpPut(e.key(group, topic, p), string(v)))
+			k := e.key(group, topic, p)
+			bytes += len(k) + len(v)
+			ops = append(ops, clientv3.OpPut(k, string(v)))
 		}
+	}
+	if err := e.waitToWrite(ctx, bytes); err != nil {
+		return fmt.Errorf("committing offsets of group %q: %w", group, err)
 	}
 	if err := e.inTxns(ctx, ops); err != nil {
 		return fmt.Errorf("committing offsets of group %q: %w", group, err)

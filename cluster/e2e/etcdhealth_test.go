@@ -101,8 +101,14 @@ func TestCommitsDoNotFillEtcd(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if size, q := c.metric(1, "strata_etcd_db_size_bytes"), c.metric(1, "strata_etcd_quota_bytes"); q != quota || size >= quota/2 {
-		t.Fatalf("etcd's size %.0f against quota %.0f after the commits; want under half of %d", size, q, quota)
+	// What is in use after compaction is what the commits keep (the last
+	// of each partition); the file's size also holds the pages compaction
+	// freed, which etcd reuses but returns only at a defragmentation, and
+	// how many there are depends on how fast the commits came between two
+	// compactions (on a quiet machine, half the quota's worth).
+	size, inUse, q := c.metric(1, "strata_etcd_db_size_bytes"), c.metric(1, "strata_etcd_db_size_in_use_bytes"), c.metric(1, "strata_etcd_quota_bytes")
+	if q != quota || inUse == 0 || inUse >= quota/4 || size >= quota*3/4 {
+		t.Fatalf("etcd after the commits: %.0f bytes in use, %.0f in its file, against quota %.0f; want under a quarter of %d in use, the file under three quarters", inUse, size, q, quota)
 	}
 }
 

@@ -87,6 +87,7 @@ func openMeta(ctx context.Context, cfg *Config, reg prometheus.Registerer, log *
 	m.cat = cat
 	m.closers = append(m.closers, cat.Close)
 	committed := offsets.OpenEtcd(c, cfg.Cluster.EtcdPrefix)
+	committed.LimitWrites(offsets.CommitWriteRate(int64(cfg.Cluster.EtcdQuotaBytes), time.Duration(cfg.Cluster.EtcdCompactionRetention)))
 	if n, err := committed.MigrateLegacy(ctx); err != nil {
 		m.Close()
 		return nil, err

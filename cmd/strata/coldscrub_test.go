@@ -20,7 +20,7 @@ import (
 )
 
 // The cold scrub as an operator meets it in `strata serve`: of two objects
-// damaged in the bucket (one deleted, one with a byte flipped), the one
+// damaged in the bucket (one deleted, one overwritten in place), the one
 // whose segment is still local is uploaded again and reads back through Kafka once the local copy is gone; the one
 // whose local copy is gone is reported (GET /v1/scrub, the metrics) and its
 // offsets answer KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR.
@@ -53,12 +53,14 @@ func TestColdScrubThroughServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj[len(obj)/3] ^= 0x01
+	// Its closing magic: a flip in the middle may land in bytes no check
+	// reads (statistics, a page's unused dictionary), and the tiering
+	// package's tests flip those already.
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(obj[len(obj)/3:len(obj)/3+1], int64(len(obj)/3)); err != nil {
+	if _, err := f.WriteAt([]byte("XXXX"), int64(len(obj)-4)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
