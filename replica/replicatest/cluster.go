@@ -280,12 +280,23 @@ func (c *Cluster) ProduceAs(id int32, shard string, values []string, acksAll boo
 	})
 	if !acksAll {
 		<-answered
-		c.mu.Lock()
-		out := c.results[len(c.results)-1]
-		c.results = c.results[:len(c.results)-1]
-		c.mu.Unlock()
-		c.Settle()
-		return out, nil
+		// The answer comes before background records its line: wait for
+		// the line, which may not be the last one recorded.
+		for out := ""; ; runtime.Gosched() {
+			c.mu.Lock()
+			for i, r := range c.results {
+				if strings.HasPrefix(r, what+":") {
+					out = r
+					c.results = append(c.results[:i], c.results[i+1:]...)
+					break
+				}
+			}
+			c.mu.Unlock()
+			if out != "" {
+				c.Settle()
+				return out, nil
+			}
+		}
 	}
 	// The append is made before the wait for acks: the command returns
 	// once it is in the leader's log, or refused.
