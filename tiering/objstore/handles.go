@@ -140,6 +140,36 @@ func (c *Handles[H]) ReadAt(name string, read func(H) (int, error)) (int, error)
 	return n, eof
 }
 
+// errReplaced drops a handle opened on an object a peer has since
+// replaced or deleted (ReadCurrent).
+var errReplaced = errors.New("the object was replaced since its handle was opened")
+
+// ReadCurrent reads as ReadAt does, but only through a handle still on the
+// object name points at now: current says whether h is. Nodes share a
+// bucket, and a peer may replace or delete and write again an object this
+// process holds a handle on (a deleted topic's object, then its re-created
+// incarnation's at the same key); only the writer's own Invalidate runs,
+// and the handle would go on reading the old bytes. A stale handle is
+// dropped and the read retried on a fresh one; a peer replacing the object
+// again between the check and the read is a race the retries bound.
+func (c *Handles[H]) ReadCurrent(name string, current func(H) (bool, error), read func(H) (int, error)) (int, error) {
+	for try := 0; ; try++ {
+		n, err := c.ReadAt(name, func(h H) (int, error) {
+			ok, err := current(h)
+			switch {
+			case err != nil:
+				return 0, err
+			case !ok:
+				return 0, errReplaced
+			}
+			return read(h)
+		})
+		if !errors.Is(err, errReplaced) || try == 2 {
+			return n, err
+		}
+	}
+}
+
 // Invalidate drops every handle of name.
 func (c *Handles[H]) Invalidate(name string) {
 	c.mu.Lock()

@@ -116,6 +116,15 @@ func (b *Bucket) openReader(name string) (*hdfsclient.FileReader, error) {
 	return f, nil
 }
 
+// fileID is the NameNode's id of the file fi describes: a file written
+// again under the same name has another.
+func fileID(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*hdfsclient.FileStatus); ok {
+		return st.GetFileId()
+	}
+	return 0
+}
+
 func (b *Bucket) Kind() string { return "hdfs" }
 
 func (b *Bucket) Close() error {
@@ -422,7 +431,15 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, err := b.readers.ReadAt(name, func(f *hdfsclient.FileReader) (int, error) {
+	// A NameNode stat per read: the price of a handle that another node's
+	// replacement of the object cannot leave reading the old file.
+	n, err := b.readers.ReadCurrent(name, func(f *hdfsclient.FileReader) (bool, error) {
+		now, err := b.client.Stat(b.path(name))
+		if err != nil {
+			return false, b.wrap("read", name, err)
+		}
+		return fileID(now) == fileID(f.Stat()), nil
+	}, func(f *hdfsclient.FileReader) (int, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			f.SetDeadline(dl)
 		} else {

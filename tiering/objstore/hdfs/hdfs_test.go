@@ -17,15 +17,24 @@ import (
 
 func TestContract(t *testing.T) {
 	nn := testsvc.StartHDFS(t)
-	objtest.Run(t, func(t *testing.T) objstore.Bucket {
-		b, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: "/" + testsvc.UniquePrefix(t)})
+	at := func(t *testing.T, root string) objstore.Bucket {
+		b, err := hdfs.New(hdfs.Config{NameNodes: []string{nn}, Root: root})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
+	}
+	roots := map[objstore.Bucket]string{}
+	objtest.Run(t, func(t *testing.T) objstore.Bucket {
+		root := "/" + testsvc.UniquePrefix(t)
+		b := at(t, root)
+		roots[b] = root
+		return b
 	}, objtest.Options{
 		// The minicluster's blocks are 4 MiB: this spans three.
 		LargeSize: 11 << 20,
+		// Another node's client of the same NameNode and root.
+		Peer: func(t *testing.T, b objstore.Bucket) objstore.Bucket { return at(t, roots[b]) },
 	})
 }
 

@@ -28,17 +28,12 @@ type Bucket struct {
 	files *objstore.Handles[openFile]
 }
 
-// openFile is a cached read handle and the file it was opened on. Other
-// processes share the folder (the nodes of a cluster, one cold tier) and
-// replace or delete objects without this bucket's Invalidate; a handle
-// keeps reading the file it opened, so each read first checks that the
-// name still points at it (errReplaced drops the handle).
+// openFile is a cached read handle and the file it was opened on, for a
+// read to check that the name still points at it (Handles.ReadCurrent).
 type openFile struct {
 	f  *os.File
 	fi os.FileInfo
 }
-
-var errReplaced = errors.New("the object was replaced since its handle was opened")
 
 // New opens (creating if needed) a bucket rooted at dir.
 func New(dir string) (*Bucket, error) {
@@ -271,27 +266,14 @@ func (b *Bucket) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	var n int
-	var err error
-	// A stat per read (cheaper than the open it saves) finds the object a
-	// peer replaced: the handle is dropped and the read retried on the
-	// file the name now points at. A peer replacing it again between the
-	// stat and the read is a race the retries bound, not a stale handle.
-	for try := 0; try < 3; try++ {
-		var now os.FileInfo
-		if now, err = os.Stat(b.path(name)); err != nil {
-			return 0, b.wrap(name, err)
+	// A stat per read, cheaper than the open the cached handle saves.
+	n, err := b.files.ReadCurrent(name, func(h openFile) (bool, error) {
+		now, err := os.Stat(b.path(name))
+		if err != nil {
+			return false, b.wrap(name, err)
 		}
-		n, err = b.files.ReadAt(name, func(h openFile) (int, error) {
-			if !os.SameFile(h.fi, now) {
-				return 0, errReplaced
-			}
-			return h.f.ReadAt(p, off)
-		})
-		if !errors.Is(err, errReplaced) {
-			break
-		}
-	}
+		return os.SameFile(h.fi, now), nil
+	}, func(h openFile) (int, error) { return h.f.ReadAt(p, off) })
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, objstore.ErrNotFound) {
 		return n, fmt.Errorf("local read %q: %w", name, err)
 	}

@@ -34,9 +34,16 @@ func TestContract(t *testing.T) {
 // The decorators must keep every promise of the backend they wrap.
 func TestContractDecorated(t *testing.T) {
 	m := objstore.NewMetrics(prometheus.NewRegistry())
+	decorate := func(b objstore.Bucket) objstore.Bucket {
+		return m.Instrument(objstore.WithRetries(b, objstore.RetryPolicy{}))
+	}
+	roots := map[objstore.Bucket]objstore.Bucket{} // decorated -> the local bucket under it
 	objtest.Run(t, func(t *testing.T) objstore.Bucket {
-		return m.Instrument(objstore.WithRetries(open(t), objstore.RetryPolicy{}))
-	}, objtest.Options{})
+		b := open(t)
+		d := decorate(b)
+		roots[d] = b
+		return d
+	}, objtest.Options{Peer: func(t *testing.T, d objstore.Bucket) objstore.Bucket { return decorate(peer(t, roots[d])) }})
 }
 
 func TestUnwritableFolder(t *testing.T) {

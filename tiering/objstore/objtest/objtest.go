@@ -25,12 +25,16 @@ type Options struct {
 	// backend splits it (S3 parts, HDFS blocks). Default 11 MiB.
 	LargeSize int
 	// Peer opens a second bucket on b's storage, as another process (another
-	// node sharing the cold tier) opens it; nil skips the tests that need one.
+	// node sharing the cold tier) opens it. Required: every backend is
+	// shared by a cluster's nodes.
 	Peer func(t *testing.T, b objstore.Bucket) objstore.Bucket
 }
 
 // Run runs every contract test against buckets made by open.
 func Run(t *testing.T, open func(t *testing.T) objstore.Bucket, opts Options) {
+	if opts.Peer == nil {
+		t.Fatal("objtest.Options.Peer is required: a second bucket on the same storage, as another node opens it")
+	}
 	if opts.LargeSize == 0 {
 		opts.LargeSize = 11 << 20
 	}
@@ -663,9 +667,6 @@ func testConcurrentIncrements(t *testing.T, b objstore.Bucket) {
 // read may serve the bytes of the object it read before: a handle cached
 // by the first node's bucket must not outlive the object it was opened on.
 func testReplacedByPeer(t *testing.T, b objstore.Bucket, peer func(*testing.T, objstore.Bucket) objstore.Bucket) {
-	if peer == nil {
-		t.Skip("the backend's test gives no second bucket on the same storage")
-	}
 	other := peer(t, b)
 	t.Cleanup(func() { other.Close() })
 	tests := []struct {

@@ -40,7 +40,16 @@ func openAt(t *testing.T, prefix string) *s3.Bucket {
 }
 
 func TestContract(t *testing.T) {
-	objtest.Run(t, func(t *testing.T) objstore.Bucket { return open(t) }, objtest.Options{})
+	prefixes := map[objstore.Bucket]string{}
+	objtest.Run(t, func(t *testing.T) objstore.Bucket {
+		prefix := testsvc.UniquePrefix(t)
+		b := openAt(t, prefix)
+		prefixes[b] = prefix
+		return b
+	}, objtest.Options{
+		// Another node's client on the same bucket and prefix.
+		Peer: func(t *testing.T, b objstore.Bucket) objstore.Bucket { return openAt(t, prefixes[b]) },
+	})
 }
 
 func incomplete(t *testing.T, c *minio.Client, prefix string) []string {
