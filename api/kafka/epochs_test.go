@@ -82,7 +82,8 @@ func TestLeaderEpochsFromProduceToFetch(t *testing.T) {
 			{3, []string{"3 epoch 3 x2", "5 epoch 5 x3"}},
 			{6, []string{"6 epoch 5 x2"}},
 		} {
-			code, raw := rawFetch(ctx, t, c, tc.from, 7)
+			p := rawFetch(ctx, t, c, "ep", tc.from, 7)
+			code, raw := p.ErrorCode, p.RecordBatches
 			if code != 0 {
 				t.Fatalf("fetch from %d: %v", tc.from, kerr.ErrorForCode(code))
 			}
@@ -129,7 +130,7 @@ func TestLeaderEpochsFromProduceToFetch(t *testing.T) {
 			if tc.current < 0 {
 				want = 0 // Fetch takes any negative epoch for none, as Kafka's does
 			}
-			if code, _ := rawFetch(ctx, t, c, 0, tc.current); code != want {
+			if code := rawFetch(ctx, t, c, "ep", 0, tc.current).ErrorCode; code != want {
 				t.Errorf("Fetch at current epoch %d: %v, want %v", tc.current, kerr.ErrorForCode(code), kerr.ErrorForCode(want))
 			}
 			if code, _, _ := rawListOffsets(ctx, t, c, tc.current, -1); code != tc.want {
@@ -197,12 +198,14 @@ func TestLeaderEpochsFromProduceToFetch(t *testing.T) {
 	})
 }
 
-func rawFetch(ctx context.Context, t *testing.T, c *kgo.Client, offset int64, current int32) (int16, []byte) {
+// rawFetch is a consumer's Fetch (v12, by name) of topic's partition 0
+// from offset, answered at once.
+func rawFetch(ctx context.Context, t *testing.T, c *kgo.Client, topic string, offset int64, current int32) kmsg.FetchResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "ep"
+	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, current, -1
 	rt.Partitions = append(rt.Partitions, rp)
@@ -212,8 +215,7 @@ func rawFetch(ctx context.Context, t *testing.T, c *kgo.Client, offset int64, cu
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := resp.Topics[0].Partitions[0]
-	return p.ErrorCode, p.RecordBatches
+	return resp.Topics[0].Partitions[0]
 }
 
 func rawOffsetForLeaderEpoch(ctx context.Context, t *testing.T, c *kgo.Client, current, asked int32) (int16, int32, int64) {

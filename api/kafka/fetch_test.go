@@ -151,19 +151,7 @@ func TestFetchBetweenHighWatermarkAndLogEndIsEmpty(t *testing.T) {
 		offset int64
 		want   int16
 	}{{10, 0}, {11, 0}, {15, 0}, {20, 0}, {21, kerr.OffsetOutOfRange.Code}} {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.ReplicaID, req.MaxBytes = 11, -1, 1<<20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = "ahead"
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = tc.offset, 1<<20, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := resp.Topics[0].Partitions[0]
+		p := rawFetch(ctx, t, c, "ahead", tc.offset, -1)
 		if p.ErrorCode != tc.want || p.HighWatermark != 10 || len(p.RecordBatches) != 0 {
 			t.Errorf("fetch at %d (high watermark 10, log end 20): error %d, high watermark %d, %d bytes of batches; want error %d, 10, none",
 				tc.offset, p.ErrorCode, p.HighWatermark, len(p.RecordBatches), tc.want)
