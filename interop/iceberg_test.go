@@ -65,12 +65,6 @@ func readTheTable(t *testing.T, backend string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, icebergPython(t), append(append([]string{"iceberg_check.py"}, where...),
 		fmt.Sprint(part), fmt.Sprint(lo), fmt.Sprint(hi), fmt.Sprint(from), fmt.Sprint(to))...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("iceberg_check.py: %v\n%s", err, stderr.String())
-	}
 	var got struct {
 		Metadata       string                `json:"metadata"`
 		PyIceberg      map[string][]exported `json:"pyiceberg"`
@@ -80,9 +74,7 @@ func readTheTable(t *testing.T, backend string) {
 		DuckDB         map[string][]exported `json:"duckdb"`
 		DuckDBRange    [][]any               `json:"duckdb_range"`
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("iceberg_check.py output: %v\n%s", err, out)
-	}
+	checkJSON(t, cmd, &got)
 	for tool, recs := range map[string]map[string][]exported{"pyiceberg": got.PyIceberg, "DuckDB iceberg_scan": got.DuckDB} {
 		if len(recs) != len(want) {
 			t.Fatalf("%s read partitions %v, want 2", tool, len(recs))
@@ -163,21 +155,13 @@ func TestPyIcebergAndDuckDBHonourTheTablesDeletes(t *testing.T) {
 	r0 := want["orders-0"]
 	cmd := exec.CommandContext(ctx, icebergPython(t), "iceberg_check.py", "local", table,
 		"0", fmt.Sprint(cut-3), fmt.Sprint(cut+3), fmt.Sprint(r0[0].Timestamp), fmt.Sprint(r0[len(r0)-1].Timestamp))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("iceberg_check.py: %v\n%s", err, stderr.String())
-	}
 	var got struct {
 		PyIceberg      map[string][]exported `json:"pyiceberg"`
 		PyIcebergRange [][]any               `json:"pyiceberg_range"`
 		Summary        map[string]string     `json:"summary"`
 		DuckDB         map[string][]exported `json:"duckdb"`
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("iceberg_check.py output: %v\n%s", err, out)
-	}
+	checkJSON(t, cmd, &got)
 	for tool, recs := range map[string]map[string][]exported{"pyiceberg": got.PyIceberg, "DuckDB iceberg_scan": got.DuckDB} {
 		compare(t, tool, recs, want)
 	}

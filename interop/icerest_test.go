@@ -1,9 +1,7 @@
 package interop
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -50,12 +48,6 @@ func TestPyIcebergAndDuckDBReadThroughTheRESTCatalog(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, icebergPython(t), "icerest_check.py", c.uri, c.token,
 		c.minio.Endpoint, c.minio.AccessKey, c.minio.SecretKey, fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("icerest_check.py: %v\n%s", err, stderr.String())
-	}
 	var got struct {
 		Namespaces     [][]string            `json:"namespaces"`
 		Tables         []string              `json:"tables"`
@@ -72,9 +64,7 @@ func TestPyIcebergAndDuckDBReadThroughTheRESTCatalog(t *testing.T) {
 		DuckDB       map[string][]exported `json:"duckdb"`
 		DuckDBPoint  [][]any               `json:"duckdb_point"`
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("icerest_check.py output: %v\n%s", err, out)
-	}
+	checkJSON(t, cmd, &got)
 	if fmt.Sprint(got.Namespaces) != "[[strata]]" || fmt.Sprint(got.Tables) != "[strata.orders]" {
 		t.Fatalf("pyiceberg through the catalog: namespaces %v, tables %v; want [[strata]], [strata.orders]", got.Namespaces, got.Tables)
 	}
@@ -142,13 +132,6 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 	cmd := exec.CommandContext(ctx, py, "icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
 		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi))
 	cmd.Env = append(cmd.Environ(), "PYSPARK_PYTHON="+py, "SPARK_LOCAL_IP=127.0.0.1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("icespark_check.py: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var got struct {
 		Namespaces     []string `json:"namespaces"`
 		Tables         []string `json:"tables"`
@@ -166,9 +149,7 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 		First [][]any `json:"first"`
 		Drop  string  `json:"drop"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("icespark_check.py output: %v\n%s", err, out)
-	}
+	checkJSON(t, cmd, &got)
 	if fmt.Sprint(got.Namespaces) != "[strata]" || fmt.Sprint(got.Tables) != "[orders]" {
 		t.Fatalf("Spark through the catalog: namespaces %v, tables %v; want [strata], [orders]", got.Namespaces, got.Tables)
 	}

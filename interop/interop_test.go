@@ -229,18 +229,26 @@ func eq(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a 
 func run(t *testing.T, args ...string) report {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python(t), append([]string{"check.py"}, args...)...)
+	var rep report
+	checkJSON(t, exec.CommandContext(ctx, python(t), append([]string{"check.py"}, args...)...), &rep)
+	return rep
+}
+
+// checkJSON runs a reader's check script and decodes the last line it
+// prints (readers such as Spark may print their own lines before it) into
+// got; a failed run fails the test with the script's stderr.
+func checkJSON(t *testing.T, cmd *exec.Cmd, got any) {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("check.py %s: %v\n%s", args[0], err, stderr.String())
+		t.Fatalf("%s: %v\n%s", filepath.Base(cmd.Args[1]), err, stderr.String())
 	}
-	var rep report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("check.py output: %v\n%s", err, out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), got); err != nil {
+		t.Fatalf("%s output: %v\n%s", filepath.Base(cmd.Args[1]), err, out)
 	}
-	return rep
 }
 
 // smallPages makes every column chunk of the export several pages (the
@@ -369,13 +377,6 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 			cmd := exec.CommandContext(ctx, python(t), "spark_check.py", root, root+"/topic=orders", ddlFile, work,
 				fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi))
 			cmd.Env = env
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("spark: %v\n%s", err, stderr.String())
-			}
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 			var got struct {
 				Columns []string `json:"columns"`
 				Scan    [][]any  `json:"scan"`
@@ -383,9 +384,7 @@ func TestSparkAndHiveReadTheExport(t *testing.T) {
 				Point   [][]any  `json:"point"`
 				Range   [][]any  `json:"range"`
 			}
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-				t.Fatalf("spark output: %v\n%s", err, out)
-			}
+			checkJSON(t, cmd, &got)
 			if strings.Join(got.Columns, ",") != "offset,timestamp,key,headers,tags,protocol_data,value,topic,partition" { // format 2: value last
 				t.Fatalf("Spark's columns: %v", got.Columns)
 			}

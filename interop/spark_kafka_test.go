@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -224,20 +223,11 @@ func TestSparkKafkaSourceReadsHotAndCold(t *testing.T) {
 	defer ccancel()
 	cmd := exec.CommandContext(cctx, py, "spark_kafka_check.py", srv.Kafka, sparkTopic, string(byTSJSON))
 	cmd.Env = append(os.Environ(), "PYSPARK_PYTHON="+py, "SPARK_LOCAL_IP=127.0.0.1", "KAFKA_JARS="+kafkaJars)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("spark_kafka_check.py: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var got struct {
 		Records     []sparkRecord      `json:"records"`
 		ByTimestamp map[string][]int64 `json:"by_timestamp"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("spark_kafka_check.py output: %v\n%s", err, out)
-	}
+	checkJSON(t, cmd, &got)
 
 	// Every record, in partition and offset order, as produced.
 	if len(got.Records) != sparkPartitions*sparkPerPart {
