@@ -48,11 +48,8 @@ func readerFileIO(cfg *Config) map[string]string {
 	}
 	io := map[string]string{}
 	endpoint := cfg.Iceberg.REST.S3Endpoint
-	if endpoint == "" && c.Endpoint != "" {
-		endpoint = c.Endpoint
-		if !strings.Contains(endpoint, "://") {
-			endpoint = map[bool]string{true: "https://", false: "http://"}[c.TLS] + endpoint
-		}
+	if endpoint == "" && c.Endpoint != "" { // host:port (validate refuses a scheme)
+		endpoint = map[bool]string{true: "https://", false: "http://"}[c.TLS] + c.Endpoint
 	}
 	if endpoint != "" {
 		io["s3.endpoint"] = endpoint
@@ -62,9 +59,10 @@ func readerFileIO(cfg *Config) map[string]string {
 		region = "us-east-1" // what the S3 backend signs with when none is set
 	}
 	io["s3.region"], io["client.region"] = region, region
-	// cold.s3.addressing: "path" or "auto"/"virtual"; readers must address
-	// the bucket as strata does.
-	path := c.Addressing == "path"
+	// Readers address the bucket as strata does: by path unless
+	// cold.s3.addressing is "virtual" (its default, "", is path; "auto" is
+	// path but for AWS's own endpoints, where path still works).
+	path := c.Addressing != "virtual"
 	io["s3.path-style-access"] = fmt.Sprint(path)
 	io["s3.force-virtual-addressing"] = fmt.Sprint(!path)
 	if cfg.Iceberg.REST.VendCredentials && c.AccessKey != "" {
