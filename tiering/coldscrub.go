@@ -435,17 +435,31 @@ func (c *ColdScrubber) localCopy(t coldTarget) (catalog.Segment, string) {
 // reupload converts segment s from its local copy (checked against its
 // sealed checksum on the way), uploads it under the object's key and
 // verifies the footer, as an upload does. The manifest entry and the
-// catalog already name the key; they change only if the object's size
-// does (the topic's Parquet options changed since), and then the manifest
-// entry is rewritten by key, never added twice.
+// catalog already name the key and its size, which the rebuilt object
+// must have.
 func (c *ColdScrubber) reupload(ctx context.Context, t coldTarget, s catalog.Segment, limiter *rate.Limiter) error {
 	j := c.Job
 	cp, err := LocalReplica{j.Engine}.SegmentCopy(ctx, t.shard, s)
 	if err != nil {
 		return err
 	}
+	// Readers open an object by its recorded size (the catalog, the
+	// Iceberg table's data file): one rebuilt to another size (the topic's
+	// Parquet options changed since its upload) must not replace even a
+	// damaged object, so it is sized before anything is written.
 	cf, err := cp.Open(ctx)
 	if err != nil {
+		return err
+	}
+	var n countingWriter
+	if err := j.convert(t.shard, s, cf, false, &n); err != nil {
+		return err
+	}
+	if int64(n) != t.entry.ObjectBytes {
+		return fmt.Errorf("rebuilt from the local copy it would be %d bytes, its manifest entry records %d: the topic's Parquet options changed since its upload, "+
+			"and the catalog and any Iceberg table name the old size", n, t.entry.ObjectBytes)
+	}
+	if cf, err = cp.Open(ctx); err != nil {
 		return err
 	}
 	pipe := newAheadPipe(convertAhead)
@@ -464,19 +478,14 @@ func (c *ColdScrubber) reupload(ctx context.Context, t coldTarget, s catalog.Seg
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", t.key, err)
 	}
-	size, err := j.verify(ctx, t.key, s)
-	if err != nil {
-		return err
-	}
-	if size != t.entry.ObjectBytes {
-		// Readers open an object by its recorded size (the catalog, the
-		// Iceberg table's data file), so one rebuilt to another size is
-		// not the object they know.
-		return fmt.Errorf("rebuilt from the local copy as %d bytes, its manifest entry records %d: the topic's Parquet options changed since its upload, "+
-			"and the catalog and any Iceberg table name the old size", size, t.entry.ObjectBytes)
-	}
-	return nil
+	_, err = j.verify(ctx, t.key, s)
+	return err
 }
+
+// countingWriter counts what is written to it and keeps nothing.
+type countingWriter int64
+
+func (c *countingWriter) Write(p []byte) (int, error) { *c += countingWriter(len(p)); return len(p), nil }
 
 // lost reports an object no good copy here can replace.
 func (c *ColdScrubber) lost(t coldTarget, f *ColdFinding, why string) {

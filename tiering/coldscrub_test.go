@@ -239,3 +239,30 @@ func TestColdScrubSkipsWhatRetentionExpired(t *testing.T) {
 		t.Fatalf("the expired object was uploaded again: %v", err)
 	}
 }
+
+// An object the local copy would rebuild to another size (the topic's
+// Parquet options changed since its upload) is not replaced, even damaged:
+// readers open it by the size the catalog, the manifest and an Iceberg
+// table record. The finding waits for the next scrub.
+func TestColdScrubNeverReplacesAnObjectByOneOfAnotherSize(t *testing.T) {
+	ctx := context.Background()
+	b := backends["local"](t)
+	r := newRig(t, b, t.TempDir())
+	r.job.Policy.LocalRetention = time.Hour
+	produce(t, r.engine, "orders-0", 30)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 2 {
+		t.Fatalf("run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
+	}
+	segs, _ := r.catalog().Segments("orders-0")
+	key := segs[0].ObjectKey
+	coldFaults["flip"](t, b, key)
+	damaged := readObject(t, b, key)
+	r.job.Parquet.Codec = map[bool]string{true: "gzip", false: "none"}[r.job.Parquet.Codec != "gzip"]
+	sum, err := (&ColdScrubber{Job: r.job}).Run(ctx)
+	if err != nil || len(sum.Findings) != 1 || sum.Findings[0].State != ColdRetry || !strings.Contains(sum.Findings[0].Detail, "Parquet options changed") {
+		t.Fatalf("scrub: %+v, %v; want the damaged object to wait, its rebuild being another size", sum.Findings, err)
+	}
+	if got := readObject(t, b, key); !bytes.Equal(got, damaged) {
+		t.Fatalf("the object was replaced by one of %d bytes; its manifest entry records %d", len(got), len(damaged))
+	}
+}
