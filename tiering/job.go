@@ -314,11 +314,6 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 		limit = 2
 	}
 	g.SetLimit(limit)
-	// Every shard's key is in before the first worker writes one (under mu).
-	logStarts := make(map[string]uint64, len(shards))
-	for _, shard := range shards {
-		logStarts[shard] = 0
-	}
 	for _, shard := range shards {
 		g.Go(func() error {
 			segs, err := j.Catalog.Segments(shard)
@@ -338,7 +333,6 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				failed(StepPlan, shard, 0, err)
 				return nil
 			}
-			record(func() { logStarts[shard] = policy.LogStart })
 			plan := PlanShard(j.now(), segs, policy)
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)
@@ -383,10 +377,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					failed(StepExpire, shard, s.No, err)
 					return nil
 				}
-				record(func() {
-					sum.Expired++
-					logStarts[shard] = max(logStarts[shard], s.EndOffset+1)
-				})
+				record(func() { sum.Expired++ })
 			}
 			if len(plan.Expire) > 0 && !replan() {
 				return nil
@@ -403,6 +394,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	}
 	g.Wait()
 	if j.Tables != nil {
+		// Each shard's log start as the run left it (expiry raises it).
+		logStarts := make(map[string]uint64, len(shards))
+		for _, shard := range shards {
+			logStarts[shard], _, _ = j.Engine.Watermarks(ctx, shard)
+		}
 		if err := j.Tables.CommitTables(ctx, logStarts); err != nil {
 			failed(StepTable, "", 0, err)
 		}
