@@ -54,9 +54,7 @@ type scrubber struct {
 const maxFindings = 256
 
 func newScrubber(e *segment.Engine, refill func(string) bool, reg prometheus.Registerer, log *slog.Logger) *scrubber {
-	c := func(name, help string) prometheus.Counter {
-		return promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
-	}
+	c := func(name, help string) prometheus.Counter { return promreg.Counter(reg, name, help) }
 	return &scrubber{e: e, refill: refill, log: log,
 		runs:     c("strata_scrub_runs_total", "Scrub runs: every local sealed segment checked against its seal's checksum."),
 		damaged:  c("strata_scrub_damaged_total", "Damaged local copies the scrubber found (a shard counts once until its copy is made again)."),
@@ -150,19 +148,17 @@ type coldScrubber struct {
 }
 
 func newColdScrubber(s *tiering.ColdScrubber, reg prometheus.Registerer, log *slog.Logger) *coldScrubber {
-	c := func(name, help string) prometheus.Counter {
-		return promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
-	}
+	c := func(name, help string) prometheus.Counter { return promreg.Counter(reg, name, help) }
 	return &coldScrubber{s: s, log: log, open: map[string]string{},
 		runs:         c("strata_scrub_cold_runs_total", "Cold scrub runs: the objects of this node's shards read back and checked against their manifests."),
 		checked:      c("strata_scrub_cold_checked_objects_total", "Objects the cold scrub checked."),
 		read:         c("strata_scrub_cold_read_bytes_total", "Object bytes the cold scrub read."),
 		repaired:     c("strata_scrub_cold_repaired_total", "Wrong objects the cold scrub uploaded again from a good local copy (or listed again)."),
 		unrepairable: c("strata_scrub_cold_unrepairable_total", "Wrong objects with no good copy here: their offsets cannot be read."),
-		damaged: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_scrub_cold_damaged_total",
-			Help: "Wrong objects the cold scrub found, by problem: missing, size, damaged, unlisted (an object counts once until it is right again)."}, []string{"problem"})),
-		lost: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_scrub_cold_unrepairable_objects",
-			Help: "Objects the last cold scrubs found wrong with no good copy here, still wrong: alert on it."})),
+		damaged: promreg.CounterVec(reg, "strata_scrub_cold_damaged_total",
+			"Wrong objects the cold scrub found, by problem: missing, size, damaged, unlisted (an object counts once until it is right again).", "problem"),
+		lost: promreg.Gauge(reg, "strata_scrub_cold_unrepairable_objects",
+			"Objects the last cold scrubs found wrong with no good copy here, still wrong: alert on it."),
 	}
 }
 

@@ -94,10 +94,7 @@ func (a tableAPI) lag(ctx context.Context, topic string, p icetable.PartitionVie
 	if err != nil {
 		return 0, 0, false
 	}
-	next := p.Last + 1
-	if p.Empty {
-		next = p.First
-	}
+	next := p.Last + 1 // also when empty: First is Last + 1
 	if high <= next {
 		return 0, 0, true
 	}
