@@ -200,7 +200,13 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 	rolled := &rolls{shards: make(chan string, 1024)} // in a cluster: shards the engine rolled
-	store, err := openServedStorage(ctx, cfg, cold, md.cat, topics, rolled, reg, log)
+	// One Tables for the listener, the tiering job, the admin API and the
+	// REST catalog, so every commit shows in its metrics and table lag.
+	tables := icebergTables(cfg, cold, log)
+	if tables != nil {
+		tables.Metrics = icetable.NewMetrics(reg)
+	}
+	store, err := openServedStorage(ctx, cfg, cold, tables, md.cat, topics, rolled, reg, log)
 	if err != nil {
 		return err
 	}
@@ -213,7 +219,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	// a server fails and ctx is still live.
 	bg, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
-	job := newTiering(cfg, store.SegmentEngine(), md.cat, cold, topics, reg, log)
+	job := newTiering(cfg, store.SegmentEngine(), md.cat, cold, tables, topics, reg, log)
 	defer job.Close() // before storage closes: a run in progress finishes first
 	if !cfg.Tiering.Enabled {
 		// Without tiering the whole log is local; with it, retention spans
@@ -315,12 +321,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
 		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
-	if tables, ok := job.Tables.(*icetable.Tables); ok {
+	if tables != nil {
 		adminCfg.Routes = tableAPI{tables: tables, store: store}.routes
 		reg.MustRegister(newTableLag(tables, store))
 	}
 	var report scrubReport
-	adminCfg.Iceberg = icebergCatalog(cfg, icebergTables(cfg, cold, log), meta, reg, log)
+	adminCfg.Iceberg = icebergCatalog(cfg, tables, meta, reg, log)
 	if e := store.SegmentEngine(); e != nil && cfg.Engine.ScrubSchedule != "off" {
 		var refill func(string) bool
 		if repl != nil {
@@ -371,9 +377,9 @@ func openCheckedColdTier(ctx context.Context, cfg *Config, reg prometheus.Regist
 // before the engine kept its manifest, adopts the segments its catalog
 // lists (a cluster node's catalog is in etcd and never predates the
 // manifest).
-func openServedStorage(ctx context.Context, cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled *rolls, reg prometheus.Registerer, log *slog.Logger) (*engine.Adapter, error) {
+func openServedStorage(ctx context.Context, cfg *Config, cold objstore.Bucket, tables *icetable.Tables, cat catalog.Catalog, topics *topicView, rolled *rolls, reg prometheus.Registerer, log *slog.Logger) (*engine.Adapter, error) {
 	adopt := !cfg.Cluster.Enabled() && !adopted(cfg.DataDir)
-	store, err := openStorage(cfg, cold, cat, topics, rolled, log)
+	store, err := openStorage(cfg, cold, tables, cat, topics, rolled, log)
 	if err != nil {
 		return nil, fmt.Errorf("storage in %s: %w", cfg.DataDir, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"strata/engine"
 	"strata/engine/segment"
 	"strata/engine/sharedfile"
+	"strata/icetable"
 	"strata/replica"
 	"strata/tiering"
 	"strata/tiering/objstore"
@@ -44,7 +45,7 @@ func folderLocked(dataDir string) bool {
 
 // openStorage opens the storage adapter the config describes, with the
 // catalog and the cold tier listening to the segment engine.
-func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics *topicView, rolled *rolls, log *slog.Logger) (*engine.Adapter, error) {
+func openStorage(cfg *Config, cold objstore.Bucket, tables *icetable.Tables, cat catalog.Catalog, topics *topicView, rolled *rolls, log *slog.Logger) (*engine.Adapter, error) {
 	return engine.Open(engine.Config{
 		Default:          cfg.Engine.Default,
 		TopicEngine:      topics.engine,
@@ -62,7 +63,7 @@ func openStorage(cfg *Config, cold objstore.Bucket, cat catalog.Catalog, topics 
 			RollCheckInterval: uint64(cfg.Segment.RollCheckInterval),
 			MaxSegmentAge:     time.Duration(cfg.Segment.MaxAge),
 			Logger:            log.With("component", "engine"),
-			Events:            listener(cfg, cat, cold, rolled, log.With("component", "catalog")),
+			Events:            listener(cfg, cat, cold, tables, rolled, log.With("component", "catalog")),
 		},
 	})
 }
@@ -145,12 +146,12 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 // them. In a cluster it also tells rolled of each roll: the moment a
 // partition may be handed to another node, and, for a replicated one, a
 // sealed copy whose checksum the replicas compare.
-func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, rolled *rolls, log *slog.Logger) segment.EventListener {
-	var tables tiering.TableForgetter
-	if t := icebergTables(cfg, cold, log); t != nil {
-		tables = t
+func listener(cfg *Config, cat catalog.Catalog, cold objstore.Bucket, tables *icetable.Tables, rolled *rolls, log *slog.Logger) segment.EventListener {
+	var forget tiering.TableForgetter
+	if tables != nil { // not a nil *Tables in the interface
+		forget = tables
 	}
-	l := tiering.ListenTables(cat, cold, cfg.Tiering.Prefix, log, tables)
+	l := tiering.ListenTables(cat, cold, cfg.Tiering.Prefix, log, forget)
 	if cfg.Cluster.Enabled() {
 		l.ShardDeleted = tiering.Listen(cat, nil, cfg.Tiering.Prefix, log).ShardDeleted
 		sealed := l.SegmentSealed

@@ -18,7 +18,7 @@ import (
 
 // newTiering wires the cold reader into the engine and makes the tiering
 // job; scheduleTiering starts it, once the job has what the cluster gives it.
-func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, topics *topicView, reg prometheus.Registerer, log *slog.Logger) *tiering.Job {
+func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objstore.Bucket, tables *icetable.Tables, topics *topicView, reg prometheus.Registerer, log *slog.Logger) *tiering.Job {
 	t := cfg.Tiering
 	reader := tiering.NewColdReader(cat, cold, int64(t.CacheBytes))
 	e.SetColdSource(reader)
@@ -36,8 +36,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 		OrphanGrace:    time.Duration(t.OrphanGrace),
 		Log:            log.With("component", "tiering"),
 	}
-	if tables := icebergTables(cfg, cold, log); tables != nil {
-		tables.Metrics = icetable.NewMetrics(reg)
+	if tables != nil { // not a nil *Tables in the interface
 		job.Tables = tables
 	}
 	if t.Enabled {
