@@ -473,7 +473,7 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 	for range 16 {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(m.keys.deletion(name)), "=", 0)}
-		bound, err := m.partitionBound(ctx, int(partitions))
+		bound, err := m.topicsBound(ctx, name, int(partitions))
 		if err != nil {
 			return err
 		}
@@ -500,12 +500,13 @@ func (m *Member) CreateTopic(ctx context.Context, name string, partitions int32,
 	return fmt.Errorf("cluster: topics kept changing while topic %s was created", name)
 }
 
-// partitionBound checks that more partitions keep the cluster within
-// MaxPartitions, and returns the
-// compare that holds the count until the write: no topic record changed
-// since it was read. Nil without a bound.
-func (m *Member) partitionBound(ctx context.Context, more int) ([]clientv3.Cmp, error) {
-	if m.cfg.MaxPartitions <= 0 {
+// topicsBound checks, against the cluster's topic records, that more
+// partitions keep the cluster within MaxPartitions and that a new topic's
+// name (if not "") is one Kafka takes beside them (metadata.CheckTopicName),
+// and returns the compare that holds both until the write: no topic record
+// changed since they were read.
+func (m *Member) topicsBound(ctx context.Context, name string, more int) ([]clientv3.Cmp, error) {
+	if m.cfg.MaxPartitions <= 0 && name == "" {
 		return nil, nil
 	}
 	resp, err := m.cli.Get(ctx, m.keys.topics(), clientv3.WithPrefix())
@@ -513,14 +514,21 @@ func (m *Member) partitionBound(ctx context.Context, more int) ([]clientv3.Cmp, 
 		return nil, fmt.Errorf("cluster: counting the cluster's partitions: %w", err)
 	}
 	has := 0
+	var names []string
 	for _, kv := range resp.Kvs {
 		var t Topic
 		if err := json.Unmarshal(kv.Value, &t); err != nil {
 			return nil, fmt.Errorf("cluster: topic record %s: %w", kv.Key, err)
 		}
 		has += int(t.Partitions)
+		names = append(names, t.Name)
 	}
-	if has+more > m.cfg.MaxPartitions {
+	if name != "" {
+		if err := metadata.CheckTopicName(name, names); err != nil {
+			return nil, err
+		}
+	}
+	if m.cfg.MaxPartitions > 0 && has+more > m.cfg.MaxPartitions {
 		return nil, &metadata.PartitionLimitError{Max: m.cfg.MaxPartitions, Has: has, More: more}
 	}
 	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(m.keys.topics()), "<", resp.Header.Revision+1).WithPrefix()}, nil
@@ -556,7 +564,7 @@ func (m *Member) CreatePartitions(ctx context.Context, name string, count int32)
 		from := t.Partitions
 		t.Partitions = count
 		val, _ := json.Marshal(t)
-		bound, err := m.partitionBound(ctx, int(count-from))
+		bound, err := m.topicsBound(ctx, "", int(count-from))
 		if err != nil {
 			return err
 		}

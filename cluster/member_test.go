@@ -925,3 +925,26 @@ func TestDeletedTopicIsClearedBeforeItsNameIsFree(t *testing.T) {
 		t.Errorf("ClearTopic calls %v, want t/3 failing, then t/3 again", calls)
 	}
 }
+
+// The names Kafka refuses beyond their characters are refused by the
+// cluster's create itself, against every topic record and under the
+// create's compare: a name that collides once '.' reads as '_' with a topic
+// another node created, and Kafka's internal topics'.
+func TestCreateTopicRefusesNamesKafkaRefuses(t *testing.T) {
+	h := newHarness(t)
+	m1, m2 := h.join(1), h.join(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m1.CreateTopic(ctx, "dot.und", 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var nerr *metadata.TopicNameError
+	for _, name := range []string{"dot_und", "__consumer_offsets"} {
+		if err := m2.CreateTopic(ctx, name, 1, 1, nil); !errors.As(err, &nerr) || !errors.Is(err, metadata.ErrInvalidTopic) {
+			t.Errorf("create %s on node 2: %v; want a TopicNameError", name, err)
+		}
+	}
+	if err := m2.CreateTopic(ctx, "dot.und", 1, 1, nil); !errors.Is(err, metadata.ErrTopicExists) {
+		t.Errorf("create dot.und again: %v; want ErrTopicExists", err)
+	}
+}

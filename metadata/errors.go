@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The errors of topic changes, whichever Cluster answers; a cluster's wrap
@@ -65,4 +66,34 @@ type PartitionLimitError struct {
 // Error is what CreateTopics and CreatePartitions answer with it.
 func (e *PartitionLimitError) Error() string {
 	return fmt.Sprintf("%d more partitions exceed the cluster's kafka.max_partitions (%d; it has %d).", e.More, e.Max, e.Has)
+}
+
+// TopicNameError refuses a name Kafka refuses beyond its characters; its
+// message is Kafka's, which Kafka's CLI prints. It wraps ErrInvalidTopic.
+type TopicNameError struct{ Message string }
+
+func (e *TopicNameError) Error() string { return e.Message }
+func (e *TopicNameError) Unwrap() error { return ErrInvalidTopic }
+
+// reservedTopics are Kafka's internal topics: clients (Kafka's own tools,
+// Connect, Streams) take these names for the broker's, so they stay free
+// for the day strata has them.
+var reservedTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
+// CheckTopicName refuses, as Kafka does, an internal topic's name and one
+// that collides with an existing topic's once '.' reads as '_' (Kafka's
+// metric names replace '.' with '_', so "a.b" and "a_b" cannot both
+// exist). The creates of both implementations check it against the topics
+// they create among, under the same guard as the create.
+func CheckTopicName(name string, existing []string) error {
+	if reservedTopics[name] {
+		return &TopicNameError{fmt.Sprintf("Topic '%s' is reserved for Kafka's internal use.", name)}
+	}
+	unify := func(s string) string { return strings.ReplaceAll(s, ".", "_") }
+	for _, e := range existing {
+		if e != name && unify(e) == unify(name) {
+			return &TopicNameError{fmt.Sprintf("Topic '%s' collides with existing topic: %s", name, e)}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"strata/engine/store"
@@ -81,6 +83,9 @@ func (n *Single) CreateTopic(ctx context.Context, topic string, partitions int32
 	}
 	if _, ok := topics[topic]; ok {
 		return ErrTopicExists
+	}
+	if err := CheckTopicName(topic, slices.Collect(maps.Keys(topics))); err != nil {
+		return err
 	}
 	// The configs first: the engine a partition is made in is one of them.
 	// A crash before the partitions leaves configs the next create replaces.

@@ -3,6 +3,7 @@ package metadata_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 
@@ -136,5 +137,26 @@ func TestBrokerAddr(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckTopicName(t *testing.T) {
+	existing := []string{"a.b", "orders", "x_y"}
+	for _, tc := range []struct {
+		name string
+		want string // "" when taken
+	}{
+		{"a_b", "Topic 'a_b' collides with existing topic: a.b"},
+		{"x.y", "Topic 'x.y' collides with existing topic: x_y"},
+		{"a.b", ""}, // the same name: the create says it exists
+		{"orders2", ""},
+		{"__consumer_offsets", "Topic '__consumer_offsets' is reserved for Kafka's internal use."},
+		{"__transaction_state", "Topic '__transaction_state' is reserved for Kafka's internal use."},
+		{"__mine", ""},
+	} {
+		err := metadata.CheckTopicName(tc.name, existing)
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("CheckTopicName(%q) = %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,10 +25,6 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	if err := store.ValidateTopic(topic); err != nil {
 		return kerr.InvalidTopicException.Code, nil
 	}
-	if msg := s.topicNameRefused(ctx, topic); msg != "" {
-		s.log.Warn("kafka: refusing a topic name", "topic", topic, "reason", msg)
-		return kerr.InvalidTopicException.Code, &msg
-	}
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
 	}
@@ -48,7 +43,11 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
 	var rerr *metadata.InvalidReplicationError
 	var lerr *metadata.PartitionLimitError
+	var nerr *metadata.TopicNameError
 	switch {
+	case errors.As(err, &nerr):
+		s.log.Warn("kafka: refusing a topic name", "topic", topic, "reason", nerr.Message)
+		return kerr.InvalidTopicException.Code, &nerr.Message
 	case errors.As(err, &lerr): // another node's create came first
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "err", err)
 		msg := lerr.Error()
@@ -70,33 +69,6 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf, "configs", configs)
 	return errNone, nil
-}
-
-// reservedTopics are Kafka's internal topics: clients (Kafka's own tools,
-// Connect, Streams) treat these names as the broker's, so strata keeps them
-// free for the day it has them.
-var reservedTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
-
-// topicNameRefused is Kafka's message for a name it refuses beyond its
-// characters: an internal topic's, or one that collides with an existing
-// topic's (Kafka's metrics replace '.' with '_', so "a.b" and "a_b" cannot
-// both exist). Two nodes creating colliding names at once can both pass
-// this check: it reads the topics as this node knows them.
-func (s *Server) topicNameRefused(ctx context.Context, topic string) string {
-	if reservedTopics[topic] {
-		return fmt.Sprintf("Topic '%s' is reserved for Kafka's internal use.", topic)
-	}
-	topics, err := s.topics(ctx)
-	if err != nil {
-		return ""
-	}
-	unify := func(name string) string { return strings.ReplaceAll(name, ".", "_") }
-	for name := range topics {
-		if name != topic && unify(name) == unify(topic) {
-			return fmt.Sprintf("Topic '%s' collides with existing topic: %s", topic, name)
-		}
-	}
-	return ""
 }
 
 // partitionCount is the partitions of the broker, or of the whole cluster.
