@@ -485,7 +485,10 @@ func (c *ColdScrubber) reupload(ctx context.Context, t coldTarget, s catalog.Seg
 // countingWriter counts what is written to it and keeps nothing.
 type countingWriter int64
 
-func (c *countingWriter) Write(p []byte) (int, error) { *c += countingWriter(len(p)); return len(p), nil }
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
 
 // lost reports an object no good copy here can replace.
 func (c *ColdScrubber) lost(t coldTarget, f *ColdFinding, why string) {

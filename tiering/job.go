@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -372,13 +373,12 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			}
 			// Expiry first: a local copy goes only once every older
 			// segment has left local disk.
-			for _, s := range plan.Expire {
-				if err := j.expire(gctx, shard, s); err != nil {
-					failed(StepExpire, shard, s.No, err)
-					return nil
-				}
-				record(func() { sum.Expired++ })
+			if n, no, err := j.expireAll(gctx, shard, plan.Expire); err != nil {
+				record(func() { sum.Expired += n })
+				failed(StepExpire, shard, no, err)
+				return nil
 			}
+			record(func() { sum.Expired += len(plan.Expire) })
 			if len(plan.Expire) > 0 && !replan() {
 				return nil
 			}
@@ -800,22 +800,48 @@ func (j *Job) dropLocal(ctx context.Context, shard string, s catalog.Segment) er
 // run (a failed table commit leaves the segment to expire again) or the
 // orphan sweep (the object).
 func (j *Job) expire(ctx context.Context, shard string, s catalog.Segment) error {
-	if err := j.Engine.DeleteBefore(ctx, shard, s.EndOffset+1); err != nil {
-		return err
+	_, _, err := j.expireAll(ctx, shard, []catalog.Segment{s})
+	return err
+}
+
+// expireAll expires the shard's segments segs (the oldest, in order): the
+// log start is raised past the last of them and the tables commit the
+// removal once, before any object goes; then each leaves the catalog, the
+// local disk and the bucket. It returns how many were expired and, on an
+// error, the segment it stopped at.
+func (j *Job) expireAll(ctx context.Context, shard string, segs []catalog.Segment) (int, uint64, error) {
+	if len(segs) == 0 {
+		return 0, 0, nil
+	}
+	last := segs[len(segs)-1]
+	if err := j.Engine.DeleteBefore(ctx, shard, last.EndOffset+1); err != nil {
+		return 0, segs[0].No, err
 	}
 	// A dead run's upload may have reached the manifest, and the tables
 	// take what the manifests list.
-	if j.Tables != nil && (s.State == catalog.Cold || s.State == catalog.Remote || s.State == catalog.Uploading) {
+	if j.Tables != nil && slices.ContainsFunc(segs, func(s catalog.Segment) bool {
+		return s.State == catalog.Cold || s.State == catalog.Remote || s.State == catalog.Uploading
+	}) {
 		// The log start itself, which DeleteRecords may have put past
-		// the segment: one commit removes what is below it.
+		// the segments: one commit removes what is below it.
 		start, _, err := j.Engine.Watermarks(ctx, shard)
 		if err != nil {
-			return err
+			return 0, segs[0].No, err
 		}
-		if err := j.Tables.RemoveBelow(ctx, shard, max(start, s.EndOffset+1)); err != nil {
-			return err
+		if err := j.Tables.RemoveBelow(ctx, shard, max(start, last.EndOffset+1)); err != nil {
+			return 0, segs[0].No, err
 		}
 	}
+	for i, s := range segs {
+		if err := j.expireOne(ctx, shard, s); err != nil {
+			return i, s.No, err
+		}
+	}
+	return len(segs), 0, nil
+}
+
+// expireOne removes one segment below the log start from every tier.
+func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) error {
 	if s.State == catalog.Uploading {
 		// A dead run's upload: what it left at its key goes first (its
 		// offsets are deleted in every tier, whoever uploaded there), so a
