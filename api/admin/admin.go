@@ -83,7 +83,7 @@ func Handler(ctx context.Context, c Config) http.Handler {
 		c.Routes(mux)
 	}
 	if c.Scrub != nil {
-		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Scrub.Report()) })
+		mux.HandleFunc("GET /v1/scrub", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, http.StatusOK, c.Scrub.Report()) })
 	}
 	if c.ColdScrub != nil {
 		mux.HandleFunc("POST /v1/scrub/cold/run", func(w http.ResponseWriter, r *http.Request) {
@@ -93,11 +93,11 @@ func Handler(ctx context.Context, c Config) http.Handler {
 			sum, err := c.ColdScrub(runCtx)
 			switch {
 			case errors.Is(err, tiering.ErrColdScrubRunning):
-				writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+				WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 			case err != nil:
-				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+				WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			default:
-				writeJSON(w, http.StatusOK, sum)
+				WriteJSON(w, http.StatusOK, sum)
 			}
 		})
 	}
@@ -117,7 +117,7 @@ func openOnly(next http.Handler) http.Handler {
 		case "/healthz", "/readyz", "/metrics":
 			next.ServeHTTP(w, r)
 		default:
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "kafka.sasl is on and admin_token is not set: " +
+			WriteJSON(w, http.StatusForbidden, map[string]string{"error": "kafka.sasl is on and admin_token is not set: " +
 				"the admin API serves only /healthz, /readyz and /metrics; set admin_token to use the rest"})
 		}
 	})
@@ -148,21 +148,23 @@ func (c Config) tiering(ctx context.Context, mux *http.ServeMux) {
 		defer context.AfterFunc(ctx, cancel)()
 		sum, err := c.Job.Run(runCtx)
 		if errors.Is(err, tiering.ErrRunning) {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 			return
 		}
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, sum)
+		WriteJSON(w, http.StatusOK, sum)
 	})
 	mux.HandleFunc("GET /v1/tiering/jobs", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.Job.History())
+		WriteJSON(w, http.StatusOK, c.Job.History())
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as indented JSON with status, as every admin route
+// does (cmd's own routes too).
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -195,12 +197,12 @@ type recordJSON struct {
 func (c Config) storage(mux *http.ServeMux) {
 	st, seg, cat := c.Store, c.Engine, c.Catalog
 	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, clusterInfo(r.Context(), c))
+		WriteJSON(w, http.StatusOK, clusterInfo(r.Context(), c))
 	})
 	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, r *http.Request) {
 		names, err := st.Shards(r.Context())
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
 		seg.SyncEvents()
@@ -226,16 +228,16 @@ func (c Config) storage(mux *http.ServeMux) {
 			}
 			out = append(out, info)
 		}
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/shards/{shard}/segments", func(w http.ResponseWriter, r *http.Request) {
 		seg.SyncEvents()
 		segs, err := cat.Segments(r.PathValue("shard"))
 		if err != nil || len(segs) == 0 {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no segments for shard " + strconv.Quote(r.PathValue("shard"))})
+			WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no segments for shard " + strconv.Quote(r.PathValue("shard"))})
 			return
 		}
-		writeJSON(w, http.StatusOK, segs)
+		WriteJSON(w, http.StatusOK, segs)
 	})
 	mux.HandleFunc("GET /v1/records", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -245,27 +247,27 @@ func (c Config) storage(mux *http.ServeMux) {
 			max, err2 = 100, nil
 		}
 		if q.Get("shard") == "" || err1 != nil || err2 != nil || max < 1 || max > 10000 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want shard=NAME&offset=N[&max_records=1..10000]"})
+			WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "want shard=NAME&offset=N[&max_records=1..10000]"})
 			return
 		}
 		recs, err := st.Read(r.Context(), q.Get("shard"), offset, store.Budget{MaxRecords: max, MaxBytes: 16 << 20})
 		var oor *store.OutOfRangeError
 		switch {
 		case errors.As(err, &oor):
-			writeJSON(w, http.StatusRequestedRangeNotSatisfiable, map[string]any{"error": err.Error(), "low": oor.Low, "high": oor.High})
+			WriteJSON(w, http.StatusRequestedRangeNotSatisfiable, map[string]any{"error": err.Error(), "low": oor.Low, "high": oor.High})
 			return
 		case errors.Is(err, store.ErrUnknownShard):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
 		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
 		out := make([]recordJSON, len(recs))
 		for i, rc := range recs {
 			out[i] = recordJSON{rc.Offset, rc.Timestamp, rc.Key, rc.Value, rc.Headers, rc.Tags, rc.ProtocolData}
 		}
-		writeJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, out)
 	})
 }
 

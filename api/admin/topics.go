@@ -65,7 +65,7 @@ func (c Config) topics(mux *http.ServeMux) {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		WriteJSON(w, http.StatusOK, v)
 	})
 	mux.HandleFunc("PATCH /v1/topics/{topic}/configs", func(w http.ResponseWriter, r *http.Request) {
 		topic := r.PathValue("topic")
@@ -73,7 +73,7 @@ func (c Config) topics(mux *http.ServeMux) {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ch); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"set": {"key": "value"}, "delete": ["key"]}: ` + err.Error()})
+			WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"set": {"key": "value"}, "delete": ["key"]}: ` + err.Error()})
 			return
 		}
 		if err := c.alterTopic(r.Context(), topic, ch); err != nil {
@@ -85,7 +85,7 @@ func (c Config) topics(mux *http.ServeMux) {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		WriteJSON(w, http.StatusOK, v)
 	})
 }
 
@@ -95,11 +95,11 @@ func writeError(w http.ResponseWriter, err error) {
 	var ce *topicconfig.Error
 	switch {
 	case errors.As(err, &ce): // its own words: a store's wrapping names no key
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": ce.Error()})
+		WriteJSON(w, http.StatusBadRequest, map[string]string{"error": ce.Error()})
 	case errors.Is(err, metadata.ErrUnknownTopic):
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	default:
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 	}
 }
 

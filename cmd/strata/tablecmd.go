@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"strata/api/admin"
 	"strata/engine/store"
 	"strata/icetable"
 )
@@ -43,7 +43,7 @@ func (a tableAPI) routes(mux *http.ServeMux) {
 			}
 			out = append(out, v)
 		}
-		writeTableJSON(w, http.StatusOK, out)
+		admin.WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/tables/{topic}", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.describe(r.Context(), r.PathValue("topic"))
@@ -51,7 +51,7 @@ func (a tableAPI) routes(mux *http.ServeMux) {
 			writeTableError(w, err)
 			return
 		}
-		writeTableJSON(w, http.StatusOK, v)
+		admin.WriteJSON(w, http.StatusOK, v)
 	})
 }
 
@@ -110,15 +110,7 @@ func writeTableError(w http.ResponseWriter, err error) {
 	if errors.Is(err, icetable.ErrNoTable) {
 		status = http.StatusNotFound
 	}
-	writeTableJSON(w, status, map[string]string{"error": err.Error()})
-}
-
-func writeTableJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	admin.WriteJSON(w, status, map[string]string{"error": err.Error()})
 }
 
 // tableLag is strata_iceberg_table_lag_records{topic,partition}: from the
