@@ -339,7 +339,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	}
 	if store.SegmentEngine() != nil && cfg.Tiering.ScrubSchedule != "off" {
 		report.cold = newColdScrubber(newColdScrub(cfg, job, member), reg, log.With("component", "scrub"))
-		if err := scheduleRuns(bg, cfg.Tiering.ScrubSchedule, "tiering.scrub_schedule", func(ctx context.Context) error {
+		if _, err := scheduleRuns(bg, cfg.Tiering.ScrubSchedule, "tiering.scrub_schedule", func(ctx context.Context) error {
 			_, err := report.cold.run(ctx)
 			return err
 		}, report.cold.log); err != nil {

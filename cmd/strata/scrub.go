@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 
 	"strata/cluster"
 	"strata/engine/integrity"
@@ -126,7 +124,8 @@ func (s *scrubber) settle() {
 
 // scheduleScrub runs s on spec until ctx ends; runs never overlap.
 func scheduleScrub(ctx context.Context, s *scrubber, spec string) error {
-	return scheduleRuns(ctx, spec, "engine.scrub_schedule", s.run, s.log)
+	_, err := scheduleRuns(ctx, spec, "engine.scrub_schedule", s.run, s.log)
+	return err
 }
 
 // coldScrubber runs tiering's cold scrub (tiering.ColdScrubber) on
@@ -264,21 +263,6 @@ func (r scrubReport) Report() any {
 		out.Cold = &c
 	}
 	return out
-}
-
-// scheduleRuns runs fn on spec until ctx ends; runs never overlap.
-func scheduleRuns(ctx context.Context, spec, knob string, fn func(context.Context) error, log *slog.Logger) error {
-	c := cron.New(cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	if _, err := c.AddFunc(spec, func() {
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			log.Error("scheduled run failed", "schedule", knob, "err", err)
-		}
-	}); err != nil {
-		return fmt.Errorf("%s %q: %w", knob, spec, err)
-	}
-	c.Start()
-	go func() { <-ctx.Done(); <-c.Stop().Done() }()
-	return nil
 }
 
 // newColdScrub is the cold scrub of this node's shards; in a cluster, of
