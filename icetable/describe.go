@@ -149,16 +149,3 @@ func (t *Tables) Describe(ctx context.Context, topic string) (TableView, error) 
 	}
 	return v, nil
 }
-
-// Topics lists the topics with a table under the prefix.
-func (t *Tables) Topics(ctx context.Context, candidates []string) ([]string, error) {
-	var out []string
-	for _, topic := range candidates {
-		if _, _, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic)); err == nil {
-			out = append(out, topic)
-		} else if !isNotFound(err) {
-			return nil, err
-		}
-	}
-	return out, nil
-}

@@ -57,7 +57,6 @@ type Tables struct {
 	cache committedCache
 }
 
-func isNotFound(err error) bool { return errors.Is(err, objstore.ErrNotFound) }
 
 func (t *Tables) maxSnapshotAge() time.Duration {
 	if t.MaxSnapshotAge > 0 {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,43 @@ func TestPyIcebergAndDuckDBHonourTheTablesDeletes(t *testing.T) {
 		if !strings.Contains(metrics.String(), m) {
 			t.Errorf("/metrics has no %s", m)
 		}
+	}
+
+	// GET /v1/tables lists the topics' tables; once the topic is deleted
+	// its table is no one's, there as in the REST catalog.
+	tableList := func() []string {
+		resp, err := http.Get("http://" + srv.Admin + "/v1/tables")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var views []struct {
+			Topic string `json:"topic"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&views); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/tables: %d %v", resp.StatusCode, err)
+		}
+		var topics []string
+		for _, v := range views {
+			topics = append(topics, v.Topic)
+		}
+		return topics
+	}
+	if got := tableList(); !slices.Equal(got, []string{"orders"}) {
+		t.Fatalf("GET /v1/tables lists %v, want [orders]", got)
+	}
+	if _, err := kadm.NewClient(c).DeleteTopics(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableList(); len(got) != 0 {
+		t.Errorf("GET /v1/tables after DeleteTopics lists %v, want none", got)
+	}
+	resp, err = http.Get("http://" + srv.Admin + "/v1/tables/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/tables/orders after DeleteTopics: %d, want 404", resp.StatusCode)
 	}
 }

@@ -322,7 +322,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	adminCfg := admin.Config{Store: store, Engine: store.SegmentEngine(), Catalog: md.cat, Cluster: member, Job: job,
 		Topics: meta, TopicDefaults: topics.broker, Token: cfg.AdminToken, Authenticated: sec.auth != nil, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})}
 	if tables != nil {
-		adminCfg.Routes = tableAPI{tables: tables, store: store}.routes
+		adminCfg.Routes = tableAPI{tables: tables, store: store, meta: meta}.routes
 		reg.MustRegister(newTableLag(tables, store))
 	}
 	var report scrubReport

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"strata/api/admin"
 	"strata/engine/store"
 	"strata/icetable"
+	"strata/metadata"
 )
 
 // tableAPI serves the topics' Iceberg tables to operators: GET /v1/tables
@@ -25,19 +27,23 @@ import (
 type tableAPI struct {
 	tables *icetable.Tables
 	store  store.Store
+	meta   metadata.Cluster // the topics: a table of a topic deleted since is no one's
 }
 
 func (a tableAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/tables", func(w http.ResponseWriter, r *http.Request) {
-		topics, err := a.topics(r.Context())
+		topics, err := a.meta.Topics(r.Context())
 		if err != nil {
 			writeTableError(w, err)
 			return
 		}
 		out := []icetable.TableView{}
-		for _, topic := range topics {
+		for _, topic := range slices.Sorted(maps.Keys(topics)) {
 			v, err := a.describe(r.Context(), topic)
-			if err != nil {
+			switch {
+			case errors.Is(err, icetable.ErrNoTable):
+				continue
+			case err != nil:
 				writeTableError(w, err)
 				return
 			}
@@ -55,26 +61,17 @@ func (a tableAPI) routes(mux *http.ServeMux) {
 	})
 }
 
-// topics are the topics of this node's shards that have a table.
-func (a tableAPI) topics(ctx context.Context) ([]string, error) {
-	shards, err := a.store.Shards(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var topics []string
-	for _, s := range shards {
-		if tp, ok := store.ParseShard(s); ok && !slices.Contains(topics, tp.Topic) {
-			topics = append(topics, tp.Topic)
-		}
-	}
-	slices.Sort(topics)
-	return a.tables.Topics(ctx, topics)
-}
-
 // describe is the table with each partition's lag: the records between
 // what the table holds and the high watermark, and the age of the first of
 // them (its timestamp), when this node has the partition's shard.
 func (a tableAPI) describe(ctx context.Context, topic string) (icetable.TableView, error) {
+	topics, err := a.meta.Topics(ctx)
+	if err != nil {
+		return icetable.TableView{}, err
+	}
+	if _, ok := topics[topic]; !ok {
+		return icetable.TableView{}, fmt.Errorf("no topic %s: %w", topic, icetable.ErrNoTable)
+	}
 	v, err := a.tables.Describe(ctx, topic)
 	if err != nil {
 		return v, err
