@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -214,10 +213,7 @@ func (c *ColdScrubber) targets(ctx context.Context, shard string) ([]coldTarget,
 		delete(byKey, e.Key)
 	}
 	for key, s := range byKey {
-		e := ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
-			MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
-			SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: s.ObjectSize}
-		out = append(out, coldTarget{shard: shard, key: key, entry: e, seg: s, loc: loc})
+		out = append(out, coldTarget{shard: shard, key: key, entry: entryOf(key, *s, s.ObjectSize), seg: s, loc: loc})
 	}
 	slices.SortFunc(out, func(a, b coldTarget) int { return strings.Compare(a.key, b.key) })
 	return out, nil
@@ -282,10 +278,7 @@ var errDescribesOther = errors.New("the object describes another segment")
 // limiter), decodes it, and checks that the records, encoded as the
 // segment stored them, have the sealed segment's size, count and CRC-32C.
 func (c *ColdScrubber) checkRecords(ctx context.Context, key string, pf *parquet.File, ends *endsReader, want catalog.Segment, limiter *rate.Limiter) (read int64, err error) {
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	var size int64
-	var n uint64
-	var enc []byte
+	var sum record.Sum
 	for gi, g := range pf.Groups() {
 		buf := make([]byte, g.End-g.Start)
 		for at := 0; at < len(buf); {
@@ -312,17 +305,14 @@ func (c *ColdScrubber) checkRecords(ctx context.Context, key string, pf *parquet
 			return read, fmt.Errorf("object %s row group %d: %w", key, gi, err)
 		}
 		for i := range recs {
-			if enc, err = record.Append(enc[:0], &recs[i]); err != nil {
+			if _, err := sum.Add(&recs[i]); err != nil {
 				return read, fmt.Errorf("object %s offset %d: %w", key, recs[i].Offset, err)
 			}
-			h.Write(enc)
-			size += int64(len(enc))
-			n++
 		}
 	}
-	if got := h.Sum32(); got != want.Checksum || size != want.Size || n != want.Records {
+	if sum.Checksum() != want.Checksum || sum.Bytes != want.Size || sum.Records != want.Records {
 		return read, fmt.Errorf("object %s holds %d records encoding to %d bytes with crc32c %08x; the segment was sealed with %d records, %d bytes, crc32c %08x: %w",
-			key, n, size, got, want.Records, want.Size, want.Checksum, record.ErrCorrupt)
+			key, sum.Records, sum.Bytes, sum.Checksum(), want.Records, want.Size, want.Checksum, record.ErrCorrupt)
 	}
 	return read, nil
 }
@@ -462,21 +452,8 @@ func (c *ColdScrubber) reupload(ctx context.Context, t coldTarget, s catalog.Seg
 	if cf, err = cp.Open(ctx); err != nil {
 		return err
 	}
-	pipe := newAheadPipe(convertAhead)
-	converted := make(chan struct{})
-	go func() {
-		defer close(converted)
-		pipe.CloseWithError(j.convert(t.shard, s, cf, false, pipe))
-	}()
-	var body io.Reader = pipe
-	if limiter != nil {
-		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
-	}
-	err = j.Bucket.Upload(ctx, t.key, body)
-	pipe.CloseReader(err)
-	<-converted
-	if err != nil {
-		return fmt.Errorf("upload %s: %w", t.key, err)
+	if err := j.put(ctx, t.shard, t.key, s, cf, false, limiter); err != nil {
+		return err
 	}
 	_, err = j.verify(ctx, t.key, s)
 	return err

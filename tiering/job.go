@@ -548,23 +548,8 @@ func (j *Job) upload(ctx context.Context, shard string, s catalog.Segment, limit
 		return UploadSummary{}, false, err
 	}
 
-	// The converter runs up to a part ahead of the upload, so it works
-	// while a part is on its way.
-	pipe := newAheadPipe(convertAhead)
-	converted := make(chan struct{})
-	go func() {
-		defer close(converted)
-		pipe.CloseWithError(j.convert(shard, s, f, cp.Remote, pipe))
-	}()
-	var body io.Reader = pipe
-	if limiter != nil {
-		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
-	}
-	err = j.Bucket.Upload(ctx, key, body)
-	pipe.CloseReader(err) // stops the converter if the upload gave up first
-	<-converted           // and lets it finish before its file may go (f.Remove)
-	if err != nil {
-		return abandon(fmt.Errorf("upload %s: %w", key, err))
+	if err := j.put(ctx, shard, key, s, f, cp.Remote, limiter); err != nil {
+		return abandon(err)
 	}
 	size, err := j.verify(ctx, key, s)
 	if err != nil {
@@ -658,6 +643,29 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 // convert streams the copy (its file, or its Scan) into Parquet, and fails
 // (so the upload publishes nothing) unless the bytes read match the sealed
 // checksum (s's, which for a remote copy is the cluster's).
+// put converts segment s from its copy cf and uploads it under key, the
+// converter running up to a part ahead of the upload so it works while a
+// part is on its way. It returns once the converter is done with cf.
+func (j *Job) put(ctx context.Context, shard, key string, s catalog.Segment, cf CopyFile, remote bool, limiter *rate.Limiter) error {
+	pipe := newAheadPipe(convertAhead)
+	converted := make(chan struct{})
+	go func() {
+		defer close(converted)
+		pipe.CloseWithError(j.convert(shard, s, cf, remote, pipe))
+	}()
+	var body io.Reader = pipe
+	if limiter != nil {
+		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
+	}
+	err := j.Bucket.Upload(ctx, key, body)
+	pipe.CloseReader(err) // stops the converter if the upload gave up first
+	<-converted           // and lets it finish before its file may go (cf.Remove)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", key, err)
+	}
+	return nil
+}
+
 func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool, out io.Writer) error {
 	opts := j.Parquet
 	if j.ParquetFor != nil {
@@ -732,12 +740,17 @@ func (j *Job) openVerified(ctx context.Context, key string, size int64, s catalo
 	return f, r, nil
 }
 
+// entryOf is the manifest entry of segment s's object at key, of size bytes.
+func entryOf(key string, s catalog.Segment, size int64) ManifestEntry {
+	return ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
+		MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
+		SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: size}
+}
+
 // addToManifest records the object in the shard's manifest, beside the
 // entries other nodes write at the same time (updateManifest).
 func (j *Job) addToManifest(ctx context.Context, shard string, loc Location, key string, s catalog.Segment, size int64) error {
-	e := ManifestEntry{Key: key, Segment: s.No, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
-		MinTimestamp: s.MinTimestamp, MaxTimestamp: s.MaxTimestamp, Records: s.Records,
-		SegmentBytes: s.Size, SegmentChecksum: s.Checksum, ObjectBytes: size}
+	e := entryOf(key, s, size)
 	return updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
 		m.Version, m.Shard, m.Topic, m.Partition = 1, shard, loc.Topic, loc.Partition
 		m.put(e)

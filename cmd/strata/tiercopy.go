@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -94,11 +93,8 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 		c.reads.WithLabelValues(result).Inc()
 		return tiering.CopyFile{}, fmt.Errorf("node %d's copy of %s offsets %d to %d: %w", src.Node, shard, s.StartOffset, s.EndOffset, err)
 	}
-	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	w := bufio.NewWriterSize(f, 1<<20)
-	var size int64
-	var n uint64
-	var buf []byte
+	var sum record.Sum
 	for next := s.StartOffset; next <= s.EndOffset; {
 		recs, err := c.peers.ReadCopy(ctx, src.Node, tp.Topic, tp.Partition, int64(next), copyReadBytes)
 		if err != nil {
@@ -115,13 +111,11 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 			if r.Offset < next {
 				return fail(fmt.Errorf("asked from %d, it answered a record at %d", next, r.Offset))
 			}
-			if buf, err = record.Append(buf[:0], r); err != nil {
+			enc, err := sum.Add(r)
+			if err != nil {
 				return fail(err)
 			}
-			w.Write(buf)
-			crc.Write(buf)
-			size += int64(len(buf))
-			n++
+			w.Write(enc)
 			next = r.Offset + 1
 		}
 		if recs[len(recs)-1].Offset >= s.EndOffset {
@@ -134,11 +128,11 @@ func (c *clusterReplicas) fetch(ctx context.Context, shard string, s catalog.Seg
 	if err := f.Close(); err != nil {
 		return fail(err)
 	}
-	if got := crc.Sum32(); got != src.CRC {
-		return fail(fmt.Errorf("rebuilt as %d bytes with crc32c %08x, the segment was sealed with %08x: refused: %w", size, got, src.CRC, record.ErrCorrupt))
+	if got := sum.Checksum(); got != src.CRC {
+		return fail(fmt.Errorf("rebuilt as %d bytes with crc32c %08x, the segment was sealed with %08x: refused: %w", sum.Bytes, got, src.CRC, record.ErrCorrupt))
 	}
 	c.reads.WithLabelValues("done").Inc()
 	c.log.Info("tiering a sealed segment from another replica's copy: this node's did not agree at the seal",
-		"shard", shard, "start_offset", s.StartOffset, "end_offset", s.EndOffset, "from_node", src.Node, "bytes", size, "records", n)
-	return tiering.CopyFile{Path: f.Name(), Size: size, Records: n, Remove: func() { os.Remove(f.Name()) }}, nil
+		"shard", shard, "start_offset", s.StartOffset, "end_offset", s.EndOffset, "from_node", src.Node, "bytes", sum.Bytes, "records", sum.Records)
+	return tiering.CopyFile{Path: f.Name(), Size: sum.Bytes, Records: sum.Records, Remove: func() { os.Remove(f.Name()) }}, nil
 }

@@ -188,3 +188,30 @@ func section(b []byte, what string) (sec, rest []byte, err error) {
 	}
 	return b[4 : 4+n], b[4+n:], nil
 }
+
+// Sum is what a sealed segment records of its records: their count, the
+// bytes of their encoding and its CRC-32C. A copy of a segment made from
+// decoded records (a cold object read back, a replica's copy) is that
+// segment when its Sum matches.
+type Sum struct {
+	Records uint64
+	Bytes   int64
+	crc     uint32
+	enc     []byte
+}
+
+// Add encodes r as a segment stores it, counts it, and returns the
+// encoding (valid until the next Add).
+func (s *Sum) Add(r *Record) ([]byte, error) {
+	var err error
+	if s.enc, err = Append(s.enc[:0], r); err != nil {
+		return nil, err
+	}
+	s.crc = crc32.Update(s.crc, castagnoli, s.enc)
+	s.Records++
+	s.Bytes += int64(len(s.enc))
+	return s.enc, nil
+}
+
+// Checksum is the CRC-32C of every encoding added.
+func (s *Sum) Checksum() uint32 { return s.crc }

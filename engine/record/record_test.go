@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"os"
 	"reflect"
 	"strings"
@@ -171,4 +172,23 @@ func FuzzDecodeVerified(f *testing.F) {
 			t.Fatalf("Decode and DecodeVerified disagree on %x", b[:n])
 		}
 	})
+}
+
+// A Sum is the count, bytes and CRC-32C of the records' encodings as a
+// segment stores them, one after another.
+func TestSumIsTheSegmentsEncoding(t *testing.T) {
+	recs := []Record{{Offset: 7, Timestamp: 1, Value: []byte("a")}, {Offset: 8, Key: []byte("k"), Headers: []Header{{Key: "h", Value: []byte("v")}}}, {Offset: 9}}
+	var sum Sum
+	var all []byte
+	for i := range recs {
+		enc, err := sum.Add(&recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, enc...)
+	}
+	if sum.Records != 3 || sum.Bytes != int64(len(all)) || sum.Checksum() != crc32.Checksum(all, crc32.MakeTable(crc32.Castagnoli)) {
+		t.Fatalf("sum %d records, %d bytes, crc32c %08x; the encodings are %d bytes with crc32c %08x",
+			sum.Records, sum.Bytes, sum.Checksum(), len(all), crc32.Checksum(all, crc32.MakeTable(crc32.Castagnoli)))
+	}
 }
