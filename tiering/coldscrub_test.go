@@ -11,6 +11,7 @@ import (
 
 	"strata/catalog"
 	"strata/engine/integrity"
+	"strata/engine/record"
 	"strata/engine/store"
 	"strata/engine/store/storetest"
 	"strata/parquet"
@@ -65,14 +66,22 @@ func TestColdScrubFindsAndRepairs(t *testing.T) {
 	}
 }
 
-func coldScrubFindsAndRepairs(t *testing.T, b objstore.Bucket) {
-	ctx := context.Background()
+// tieredKeepingLocal produces batches to orders-0 and tiers them (at least
+// minUploads objects), keeping the local copies: they are what repairs.
+func tieredKeepingLocal(t *testing.T, b objstore.Bucket, batches, minUploads int) (*rig, []record.Record) {
+	t.Helper()
 	r := newRig(t, b, t.TempDir())
-	r.job.Policy.LocalRetention = time.Hour // keep the local copies: they are what repairs
-	want := produce(t, r.engine, "orders-0", 60)
-	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 5 {
+	r.job.Policy.LocalRetention = time.Hour
+	want := produce(t, r.engine, "orders-0", batches)
+	if sum, err := r.job.Run(context.Background()); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < minUploads {
 		t.Fatalf("run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
 	}
+	return r, want
+}
+
+func coldScrubFindsAndRepairs(t *testing.T, b objstore.Bucket) {
+	ctx := context.Background()
+	r, want := tieredKeepingLocal(t, b, 60, 5)
 	segs, _ := r.catalog().Segments("orders-0")
 	// Segment 0 loses its local copy: nothing here can replace its object.
 	if err := r.job.dropLocal(ctx, "orders-0", segs[0]); err != nil {
@@ -213,12 +222,7 @@ func TestColdScrubBudgetResumes(t *testing.T) {
 func TestColdScrubSkipsWhatRetentionExpired(t *testing.T) {
 	ctx := context.Background()
 	b := backends["local"](t)
-	r := newRig(t, b, t.TempDir())
-	r.job.Policy.LocalRetention = time.Hour
-	produce(t, r.engine, "orders-0", 30)
-	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 2 {
-		t.Fatalf("run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
-	}
+	r, _ := tieredKeepingLocal(t, b, 30, 2)
 	scrub := &ColdScrubber{Job: r.job}
 	targets, err := scrub.targets(ctx, "orders-0")
 	if err != nil || len(targets) < 2 {
@@ -247,12 +251,7 @@ func TestColdScrubSkipsWhatRetentionExpired(t *testing.T) {
 func TestColdScrubNeverReplacesAnObjectByOneOfAnotherSize(t *testing.T) {
 	ctx := context.Background()
 	b := backends["local"](t)
-	r := newRig(t, b, t.TempDir())
-	r.job.Policy.LocalRetention = time.Hour
-	produce(t, r.engine, "orders-0", 30)
-	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Uploaded) < 2 {
-		t.Fatalf("run: %d uploaded, %v %v", len(sum.Uploaded), err, sum.Errors)
-	}
+	r, _ := tieredKeepingLocal(t, b, 30, 2)
 	segs, _ := r.catalog().Segments("orders-0")
 	key := segs[0].ObjectKey
 	coldFaults["flip"](t, b, key)
