@@ -252,9 +252,8 @@ type shard struct {
 	failed     error // a failed fsync: refuse writes until restart
 	dirty      bool  // written since the last fsync (interval policy)
 	dictated   bool  // a copy of a leader's log: rolls only by RollAt
-	// mark is the synced mark's file, opened at its first write (synced.go);
-	// markDirty: written since its last fsync.
-	mark      vfs.File
+	// markDirty: the synced mark (synced.go) was written since its last
+	// fsync.
 	markBuf   []byte
 	markDirty bool
 	// offsets is the offset-index group the next point joins; reset where

@@ -48,7 +48,7 @@ func Open(cfg Config) (*Engine, error) {
 		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, creating: map[string]struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	e.points.limit = cfg.IndexMemoryBytes
 	if cfg.Fsync == FsyncBatch {
-		e.marks = newMarkSyncer(cfg.Workers, cfg.Logger)
+		e.marks = newMarkSyncer(cfg.FS, cfg.Workers, cfg.Logger)
 	}
 	for i := 0; i < cfg.Workers; i++ {
 		w := newWorker(e, i)
@@ -208,7 +208,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	for _, sh := range e.shards {
-		errs = append(errs, sh.syncMark(), sh.closeMark())
+		errs = append(errs, e.syncMark(sh))
 	}
 	for _, w := range e.workers {
 		errs = append(errs, w.closeSharedMark())

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 
 	"strata/engine/index"
+	"strata/engine/store"
 )
 
 // The synced mark of a file-per-partition shard is how far its active
@@ -107,24 +108,28 @@ func (e *Engine) writeMark(sh *shard, pos int64, next uint64) error {
 }
 
 // writeMarkOf is writeMark for segment s, the active one (recovery's,
-// before the shard publishes it).
+// before the shard publishes it). The mark's file is opened for each
+// write and closed after it, as for each fsync (syncMark): kept open, a
+// node with 10,000 partitions held 20,000 descriptors, and a node's limit
+// (often 20,000 or less) refused every produce. An open and a close cost
+// microseconds beside the fsync each mark follows.
 func (e *Engine) writeMarkOf(sh *shard, s *segment, pos int64, next uint64) error {
-	if sh.mark == nil {
-		f, err := e.cfg.FS.OpenReadWrite(filepath.Join(sh.dir, syncedFile))
-		if err != nil {
-			return fmt.Errorf("shard %s: opening the synced mark: %w", sh.name, err)
-		}
-		sh.mark = f
+	f, err := e.cfg.FS.OpenReadWrite(sh.markPath())
+	if err != nil {
+		return fmt.Errorf("shard %s: opening the synced mark: %w: %w", sh.name, store.ErrStorage, err)
 	}
 	m := syncedMark{created: sh.created.UnixNano(), seg: s.no, pos: pos, next: next}
 	sh.markBuf = encodeMark(sh.markBuf, m)
-	if _, err := sh.mark.WriteAt(sh.markBuf, 0); err != nil {
-		return fmt.Errorf("shard %s: writing the synced mark: %w", sh.name, err)
+	_, err = f.WriteAt(sh.markBuf, 0)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return fmt.Errorf("shard %s: writing the synced mark: %w: %w", sh.name, store.ErrStorage, err)
 	}
 	sh.markDirty = true
 	s.marked = true
 	return nil
 }
+
+func (sh *shard) markPath() string { return filepath.Join(sh.dir, syncedFile) }
 
 // markBeforeFirstByte writes the mark of sh's active segment at byte 0
 // before anything is written to it, under every policy: then a segment
@@ -145,24 +150,25 @@ func (e *Engine) markBeforeFirstByte(sh *shard) error {
 }
 
 // syncMark fsyncs sh's mark file if written since its last fsync.
-func (sh *shard) syncMark() error {
-	if sh.mark == nil || !sh.markDirty {
+func (e *Engine) syncMark(sh *shard) error {
+	if !sh.markDirty {
 		return nil
 	}
-	if err := sh.mark.Sync(); err != nil {
+	if err := syncFile(e.cfg.FS, sh.markPath()); err != nil {
 		return fmt.Errorf("shard %s: fsync of the synced mark: %w", sh.name, err)
 	}
 	sh.markDirty = false
 	return nil
 }
 
-func (sh *shard) closeMark() error {
-	if sh.mark == nil {
-		return nil
+// syncFile fsyncs the file at path through a descriptor of its own: an
+// fsync writes back the file's pages whichever descriptor wrote them.
+func syncFile(fs vfs.FS, path string) error {
+	f, err := fs.Open(path)
+	if err != nil {
+		return err
 	}
-	err := sh.mark.Close()
-	sh.mark = nil
-	return err
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // lowerSynced lowers sh's mark to byte pos of its active segment, before
@@ -176,7 +182,7 @@ func (e *Engine) lowerSynced(sh *shard, b *pebble.Batch, pos int64, next uint64)
 	if err := e.writeMark(sh, pos, next); err != nil {
 		return err
 	}
-	if err := sh.syncMark(); err != nil {
+	if err := e.syncMark(sh); err != nil {
 		return err
 	}
 	return b.Delete(syncedKey(sh.name), nil)
@@ -294,7 +300,7 @@ func (e *Engine) remark(sh *shard, s *segment, key bool) error {
 	if err := e.writeMarkOf(sh, s, s.size, s.next); err != nil {
 		return err
 	}
-	if err := sh.syncMark(); err != nil {
+	if err := e.syncMark(sh); err != nil {
 		return err
 	}
 	if err := syncDir(e.cfg.FS, sh.dir); err != nil {
@@ -328,7 +334,7 @@ func (w *worker) commitSynced(synced []*shard) {
 	}
 	var due []*shard
 	for _, sh := range w.e.shardsOf(w) {
-		if sh.mark != nil && sh.markDirty {
+		if sh.markDirty {
 			due = append(due, sh)
 		}
 	}
@@ -341,14 +347,14 @@ func (w *worker) commitSynced(synced []*shard) {
 }
 
 // markSyncer fsyncs, apart from the workers, the synced marks their ticks
-// hand it. A mark's file stays the worker's: it may write the mark again
-// meanwhile (the fsync then takes the newer record, never an older one
-// over it, since both are the page cache's one page) or close it (a
-// deleted shard: os.File's Sync then answers os.ErrClosed, and the file
-// is not synced, which a deleted shard does not need). Close stops it
-// after the workers, so every mark handed over is fsynced before the
-// engine fsyncs and closes the rest.
+// hand it, each through a descriptor of its own (syncFile). A worker may
+// write a mark again meanwhile (the fsync then takes the newer record,
+// never an older one over it, since both are the page cache's one page)
+// or delete its shard (the mark is gone, and a deleted shard needs no
+// fsync). Close stops it after the workers, so every mark handed over is
+// fsynced before the engine fsyncs the rest.
 type markSyncer struct {
+	fs   vfs.FS
 	ch   chan []markFile
 	done chan struct{}
 	log  *slog.Logger
@@ -356,14 +362,13 @@ type markSyncer struct {
 
 // markFile is one mark to fsync, with its shard's name for the log.
 type markFile struct {
-	shard string
-	f     vfs.File
+	shard, path string
 }
 
-func newMarkSyncer(workers int, log *slog.Logger) *markSyncer {
+func newMarkSyncer(fs vfs.FS, workers int, log *slog.Logger) *markSyncer {
 	// One tick's list per worker in flight at most; a worker whose list
 	// does not fit keeps its marks dirty (take).
-	m := &markSyncer{ch: make(chan []markFile, workers), done: make(chan struct{}), log: log}
+	m := &markSyncer{fs: fs, ch: make(chan []markFile, workers), done: make(chan struct{}), log: log}
 	go m.run()
 	return m
 }
@@ -376,7 +381,7 @@ func (m *markSyncer) take(shards []*shard) bool {
 	}
 	list := make([]markFile, len(shards))
 	for i, sh := range shards {
-		list[i] = markFile{shard: sh.name, f: sh.mark}
+		list[i] = markFile{shard: sh.name, path: sh.markPath()}
 	}
 	select {
 	case m.ch <- list:
@@ -391,7 +396,7 @@ func (m *markSyncer) run() {
 	defer close(m.done)
 	for list := range m.ch {
 		for _, mf := range list {
-			if err := mf.f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			if err := syncFile(m.fs, mf.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				m.log.Warn("fsync of a synced mark failed; after a power cut recovery may treat more of a damaged tail as torn", "shard", mf.shard, "err", err)
 			}
 		}

@@ -270,6 +270,13 @@ func (r *recordingFS) OpenReadWrite(name string, opts ...vfs.OpenOption) (vfs.Fi
 	return r.wrap(f, name, false), err
 }
 
+// Open is not logged (reads are not ordered), but an fsync through what it
+// opens is: the synced marks are fsynced so (syncFile).
+func (r *recordingFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := r.FS.Open(name, opts...)
+	return r.wrap(f, name, false), err
+}
+
 func (r *recordingFS) OpenDir(name string) (vfs.File, error) {
 	f, err := r.FS.OpenDir(name)
 	return r.wrap(f, name, true), err

@@ -170,7 +170,6 @@ func (w *worker) process(batch []request) {
 					seg.wf = nil
 				}
 			}
-			req.shard.closeMark()
 			req.shard.failed = fmt.Errorf("shard %s: %w", req.shard.name, store.ErrUnknownShard)
 			delete(touched, req.shard)
 			req.done <- result{}

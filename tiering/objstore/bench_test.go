@@ -108,6 +108,8 @@ func BenchmarkObjstoreS3(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Closed, as every client here is, for goleak's check after the run.
+	b.Cleanup(func() { sb.Close() })
 	c := m.Client(b)
 	core := minio.Core{Client: c}
 	benchBackend(b, "s3", sb, plain{
@@ -137,12 +139,19 @@ func BenchmarkObjstoreHDFS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { hb.Close() })
 	c, err := hdfsclient.NewClient(hdfsclient.ClientOptions{Addresses: []string{nn}, User: "root"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	c.MkdirAll(root+"/bench", 0o755)
 	var reader *hdfsclient.FileReader // a plain single-goroutine user keeps one open
+	b.Cleanup(func() {
+		if reader != nil {
+			reader.Close()
+		}
+		c.Close()
+	})
 	benchBackend(b, "hdfs", hb, plain{
 		name: "plain colinmarc/hdfs",
 		upload: func(ctx context.Context, name string, r io.Reader) error {
