@@ -93,15 +93,19 @@ type TableView struct {
 	Metadata string `json:"metadata"`
 	// SnapshotID and SnapshotTime are the current snapshot's (none: 0,
 	// zero time, before the first commit).
-	SnapshotID   int64           `json:"snapshot_id"`
-	SnapshotTime time.Time       `json:"snapshot_time"`
-	Operation    string          `json:"operation,omitempty"`
-	Snapshots    int             `json:"snapshots"`
-	DataFiles    int64           `json:"data_files"`
-	DeleteFiles  int64           `json:"delete_files"`
-	Bytes        int64           `json:"bytes"`
-	Records      int64           `json:"records"`
-	Partitions   []PartitionView `json:"partitions"`
+	SnapshotID   int64     `json:"snapshot_id"`
+	SnapshotTime time.Time `json:"snapshot_time"`
+	Operation    string    `json:"operation,omitempty"`
+	Snapshots    int       `json:"snapshots"`
+	DataFiles    int64     `json:"data_files"`
+	DeleteFiles  int64     `json:"delete_files"`
+	Bytes        int64     `json:"bytes"`
+	// Records is what a reader of the current snapshot gets; HiddenRecords
+	// the rows of its data files that position deletes hide (below a log
+	// start inside a kept file).
+	Records       int64           `json:"records"`
+	HiddenRecords int64           `json:"hidden_records"`
+	Partitions    []PartitionView `json:"partitions"`
 }
 
 // PartitionView is what the table holds of one partition. Empty is true
@@ -137,11 +141,22 @@ func (t *Tables) Describe(ctx context.Context, topic string) (TableView, error) 
 	}
 	v.SnapshotID, v.SnapshotTime, v.Operation = s.SnapshotID, time.UnixMilli(s.TimestampMs).UTC(), string(s.Summary.Operation)
 	num := func(k string) int64 { n, _ := strconv.ParseInt(s.Summary.Properties[k], 10, 64); return n }
-	v.DataFiles, v.DeleteFiles, v.Bytes, v.Records = num("total-data-files"), num("total-delete-files"), num("total-files-size"), num("total-records")
+	v.DataFiles, v.DeleteFiles, v.Bytes = num("total-data-files"), num("total-delete-files"), num("total-files-size")
 	committed, err := Committed(s.Summary.Properties)
 	if err != nil {
 		return TableView{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
 	}
+	// What a reader gets is every offset of each partition's range (a log
+	// has no gaps, and a commit adds a partition's objects only in order,
+	// "Exactly once"); the data files' other rows are below a log start,
+	// hidden by position deletes. Iceberg's total-position-deletes cannot
+	// say it: a delete file outlives the data file whose rows it hid.
+	for _, r := range committed {
+		if !r.Empty() {
+			v.Records += int64(r.Last - r.First + 1)
+		}
+	}
+	v.HiddenRecords = num("total-records") - v.Records
 	t.cache.set(topic, committed)
 	for _, p := range slices.Sorted(maps.Keys(committed)) {
 		r := committed[p]

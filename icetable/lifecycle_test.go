@@ -125,6 +125,12 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 			sameRecords(t, what+": "+shard, rows[int32(p)], produced[shard][from[shard]:tiered[shard]])
 		}
 		everyFileExists(t, raw, probe, "orders")
+		// describe counts what a reader gets, not the rows the
+		// position deletes hide.
+		v, err := probe.Describe(ctx, "orders")
+		if err != nil || v.Records != int64(len(rows[0])+len(rows[1])) {
+			t.Fatalf("%s: describe says %d records (%v); a reader gets %d", what, v.Records, err, len(rows[0])+len(rows[1]))
+		}
 	}
 	check("tiered", map[string]uint64{})
 	objects := len(liveFiles(t, probe, "orders"))

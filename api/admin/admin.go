@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"strata/catalog"
 	"strata/cluster"
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/icetable/restcat"
 	"strata/metadata"
 	"strata/tiering"
 	"strata/topicconfig"
@@ -110,6 +112,10 @@ func Handler(ctx context.Context, c Config) http.Handler {
 	return requireToken(c.Token, mux)
 }
 
+// iceberg tells a request to the Iceberg REST catalog, whose refusals are
+// in the catalog's error model.
+func iceberg(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/iceberg/") }
+
 // openOnly serves the health checks and metrics and refuses the rest.
 func openOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -117,8 +123,13 @@ func openOnly(next http.Handler) http.Handler {
 		case "/healthz", "/readyz", "/metrics":
 			next.ServeHTTP(w, r)
 		default:
-			WriteJSON(w, http.StatusForbidden, map[string]string{"error": "kafka.sasl is on and admin_token is not set: " +
-				"the admin API serves only /healthz, /readyz and /metrics; set admin_token to use the rest"})
+			const msg = "kafka.sasl is on and admin_token is not set: " +
+				"the admin API serves only /healthz, /readyz and /metrics; set admin_token to use the rest"
+			if iceberg(r) {
+				restcat.Refuse(w, http.StatusForbidden, msg)
+				return
+			}
+			WriteJSON(w, http.StatusForbidden, map[string]string{"error": msg})
 		}
 	})
 }
@@ -134,7 +145,12 @@ func requireToken(token string, next http.Handler) http.Handler {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
 			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "a bearer token is required (admin_token)", http.StatusUnauthorized)
+			const msg = "a bearer token is required (admin_token)"
+			if iceberg(r) {
+				restcat.Refuse(w, http.StatusUnauthorized, msg)
+				return
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"strata/catalog"
@@ -90,6 +91,21 @@ func TestIcebergCatalogIsGuardedAsTheAPI(t *testing.T) {
 			Handler(context.Background(), tc.cfg).ServeHTTP(rec, req)
 			if rec.Code != tc.want {
 				t.Fatalf("GET /iceberg/v1/config: %d, want %d", rec.Code, tc.want)
+			}
+			if rec.Code == http.StatusTeapot {
+				return
+			}
+			// A refusal is in the catalog's error model, as Iceberg
+			// clients parse it (the REST spec's IcebergErrorResponse).
+			var body struct {
+				Error struct {
+					Message, Type string
+					Code          int
+				}
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error.Code != tc.want || body.Error.Message == "" ||
+				!strings.HasSuffix(body.Error.Type, "Exception") || rec.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("refusal %q (%s, %v): want the spec's error JSON with code %d", rec.Body, rec.Header().Get("Content-Type"), err, tc.want)
 			}
 		})
 	}

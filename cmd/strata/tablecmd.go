@@ -174,8 +174,8 @@ func printTable(out io.Writer, v icetable.TableView) {
 		fmt.Fprintln(out, "  snapshot  none yet")
 		return
 	}
-	fmt.Fprintf(out, "  snapshot  %d (%s, %s; %d kept)\n  files     %d data, %d delete; %d bytes, %d records\n\npartitions:\n",
-		v.SnapshotID, v.SnapshotTime.Format(time.RFC3339), v.Operation, v.Snapshots, v.DataFiles, v.DeleteFiles, v.Bytes, v.Records)
+	fmt.Fprintf(out, "  snapshot  %d (%s, %s; %d kept)\n  files     %d data, %d delete; %d bytes, %d records (%d more hidden by the deletes)\n\npartitions:\n",
+		v.SnapshotID, v.SnapshotTime.Format(time.RFC3339), v.Operation, v.Snapshots, v.DataFiles, v.DeleteFiles, v.Bytes, v.Records, v.HiddenRecords)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  PARTITION\tFIRST\tLAST\tLAG_RECORDS\tLAG_SECONDS")
 	for _, p := range v.Partitions {

@@ -325,6 +325,18 @@ type errorModel struct {
 	Code    int    `json:"code"`
 }
 
+// Refuse answers a request refused before it reaches the catalog (the
+// admin API's token) in the spec's error model, which Iceberg clients
+// parse and show: a plain-text body, pyiceberg and Spark reported only as
+// a response they could not read.
+func Refuse(w http.ResponseWriter, code int, msg string) {
+	typ := "NotAuthorizedException"
+	if code == http.StatusForbidden {
+		typ = "ForbiddenException"
+	}
+	writeJSON(w, code, errorResponse{errorModel{Message: msg, Type: typ, Code: code}})
+}
+
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, typ, msg string) int {
 	if code >= 500 {
 		s.log().Error("the Iceberg REST catalog failed a request", "method", r.Method, "path", r.URL.Path, "err", msg)
