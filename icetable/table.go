@@ -57,7 +57,6 @@ type Tables struct {
 	cache committedCache
 }
 
-
 func (t *Tables) maxSnapshotAge() time.Duration {
 	if t.MaxSnapshotAge > 0 {
 		return t.MaxSnapshotAge
