@@ -2,6 +2,9 @@ package icetable
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +197,42 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 		}
 	}
 	everyFileExists(t, raw, probe, "orders")
+}
+
+// A deleted topic leaves its table in one commit, every partition at once
+// (a cluster's controller, which clears the topic's objects for every
+// node), and a topic that never had a table gets none.
+func TestForgetTopicLeavesTheTableEmptyInOneCommit(t *testing.T) {
+	ctx := context.Background()
+	raw, dir := localBucket(t)
+	probe := &Tables{Bucket: raw, Prefix: "data", Location: dir, Log: quiet}
+	r := newRig(t, raw, dir)
+	produce(t, r.engine, "orders-0", 30, 0)
+	produce(t, r.engine, "orders-1", 14, 100)
+	r.run(t, map[string]uint64{})
+	tbl, _, err := probe.load(ctx, "orders")
+	if err != nil || len(liveFiles(t, probe, "orders")) == 0 {
+		t.Fatalf("after tiering: %v, %d files in the table; want some", err, len(liveFiles(t, probe, "orders")))
+	}
+	version := func(metadata string) (n int) {
+		fmt.Sscanf(path.Base(metadata), "%05d-", &n)
+		return n
+	}
+	before := version(tbl.MetadataLocation())
+	if err := probe.ForgetTopic(ctx, "orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	if live := liveFiles(t, probe, "orders"); len(live) != 0 {
+		t.Fatalf("the deleted topic's table still names %d files", len(live))
+	}
+	v, err := probe.Describe(ctx, "orders")
+	if err != nil || len(v.Partitions) != 0 || v.Records != 0 || version(v.Metadata) != before+1 {
+		t.Fatalf("describe after the topic's deletion: %+v, %v; want no partitions, no records, one commit after metadata version %d", v, err, before)
+	}
+	if err := probe.ForgetTopic(ctx, "never", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := probe.load(ctx, "never"); !errors.Is(err, errNoTable) {
+		t.Fatalf("forgetting a topic with no table: %v; want no table made", err)
+	}
 }

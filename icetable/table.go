@@ -170,11 +170,31 @@ func (t *Tables) Forget(ctx context.Context, shard string) error {
 	if !ok {
 		return nil
 	}
-	_, err := t.plan(ctx, tp.Topic, func(committed map[int32]Range) Plan {
-		return PlanForget(committed, []int32{tp.Partition})
+	return t.forget(ctx, tp.Topic, []int32{tp.Partition})
+}
+
+// ForgetTopic removes every partition of a deleted topic from its table in
+// one commit, before the topic's objects leave the bucket: in a cluster
+// the controller clears a deleted topic's objects once, for every node
+// (cluster.Config.ClearTopic), and no node's shard deletion forgets them.
+func (t *Tables) ForgetTopic(ctx context.Context, topic string, partitions int32) error {
+	all := make([]int32, partitions)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	return t.forget(ctx, topic, all)
+}
+
+func (t *Tables) forget(ctx context.Context, topic string, partitions []int32) error {
+	// A topic that never had a table gets none from its deletion.
+	if _, _, err := t.load(ctx, topic); errors.Is(err, errNoTable) {
+		return nil
+	}
+	_, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
+		return PlanForget(committed, partitions)
 	})
 	if err != nil {
-		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partition %d: %w", tp.Topic, tp.Partition, err)
+		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partitions %v: %w", topic, partitions, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"strata/icetable"
 	"strata/internal/testsvc"
+	"strata/tiering/objstore/local"
 )
 
 // tierRun asks node id for a tiering run and returns what it did.
@@ -47,12 +50,29 @@ func (c *cluster) tierRun(id int32) (summary struct {
 // waits, counted, without an error. Each node's orphan sweep, with no
 // grace, leaves the objects of the other's partitions, which its own
 // catalog does not know (the manifests name them), and every record reads
-// back from the cold tier through either node.
+// back from the cold tier through either node. The topic's Iceberg table
+// over the shared bucket holds every object; deleted, the topic leaves the
+// table before its objects leave the bucket, and made again, it starts a
+// new history in the table.
 func TestNodesShareTheColdTier(t *testing.T) {
 	shared := t.TempDir()
 	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
 		sets: []string{"tiering.enabled=true", "tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s",
-			"tiering.orphan_grace=1ms", "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "cold.local.dir=" + shared}}
+			"tiering.orphan_grace=1ms", "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "cold.local.dir=" + shared,
+			"iceberg.enabled=true"}}
+	bucket, err := local.New(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	tables := &icetable.Tables{Bucket: bucket, Location: shared, Log: slog.New(slog.DiscardHandler)}
+	describe := func(what string, files, records int) {
+		t.Helper()
+		v, err := tables.Describe(context.Background(), "orders")
+		if err != nil || v.DataFiles != int64(files) || v.Records != int64(records) {
+			t.Fatalf("%s: the table holds %d files and %d records (%v); want %d and %d", what, v.DataFiles, v.Records, err, files, records)
+		}
+	}
 	c.add(1)
 	c.add(2)
 	createTopic(t, c.client(1), "orders", 2)
@@ -132,6 +152,16 @@ func TestNodesShareTheColdTier(t *testing.T) {
 	if len(objects) != len(uploaded) {
 		t.Fatalf("%d objects in the shared folder, %d uploaded", len(objects), len(uploaded))
 	}
+	tieredRecords := 0
+	for p := range 2 {
+		raw, _ := os.ReadFile(filepath.Join(shared, "topic=orders", fmt.Sprintf("partition=%d", p), "_strata_manifest.json"))
+		var m struct{ Objects []struct{ Records int } }
+		json.Unmarshal(raw, &m)
+		for _, o := range m.Objects {
+			tieredRecords += o.Records
+		}
+	}
+	describe("tiered by both nodes", len(objects), tieredRecords)
 	for id := range c.nodes {
 		got := c.consume(id, "orders", 600)
 		for p := range int32(2) {
@@ -152,6 +182,9 @@ func TestNodesShareTheColdTier(t *testing.T) {
 	for {
 		var left []string
 		filepath.WalkDir(filepath.Join(shared, "topic=orders"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == "_iceberg" {
+				return filepath.SkipDir // the table stays, holding nothing
+			}
 			if err == nil && !d.IsDir() {
 				left = append(left, path)
 			}
@@ -165,6 +198,7 @@ func TestNodesShareTheColdTier(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	describe("after the topic's deletion", 0, 0)
 	recreate(t, c.client(2), "orders", 2)
 	c.leaders(1, "orders", func(brokers int, l []int32) bool { return allLed(brokers, l) })
 	again := map[int32][]string{}
@@ -179,6 +213,9 @@ func TestNodesShareTheColdTier(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("the topic made again tiered nothing: the test would prove nothing")
+	}
+	if v, err := tables.Describe(ctx, "orders"); err != nil || v.DataFiles != int64(n) || v.Records == 0 || v.Records > 300 {
+		t.Fatalf("the table of the topic made again: %d files, %d records (%v); want its %d objects and none of the old topic's records", v.DataFiles, v.Records, err, n)
 	}
 	if got := c.consume(1, "orders", 300); !equalParts(got, again) {
 		t.Fatalf("the topic made again reads %v records per partition, want only its own %v", counts(got), counts(again))

@@ -26,6 +26,7 @@ import (
 	"strata/cluster"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/icetable"
 	"strata/metadata"
 	"strata/partition"
 	"strata/tiering"
@@ -123,7 +124,7 @@ var (
 // joinCluster registers this node, listening for Kafka at kafkaAddr; the
 // member is the metadata both front ends answer from. Its handoffs fence
 // partitions through gates, which the append path holds.
-func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, gates *partition.Gates, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, error) {
+func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket, tables *icetable.Tables, broker topicconfig.Broker, kafkaAddr, adminAddr string, damaged []cluster.TopicPartition, gates *partition.Gates, reg prometheus.Registerer, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Node.AdvertisedKafkaAddr != "" {
 		kafkaAddr = cfg.Node.AdvertisedKafkaAddr
 	}
@@ -139,7 +140,14 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 		EtcdQuotaBytes: int64(cfg.Cluster.EtcdQuotaBytes), EtcdCheckInterval: time.Duration(cfg.Cluster.EtcdCheckInterval),
 		ClearTopic: func(ctx context.Context, topic string, partitions int32) error {
 			// The bucket is shared: a deleted topic's objects are every
-			// node's, so the controller clears them, once.
+			// node's, so the controller clears them, once; the table
+			// forgets them first, so no snapshot a reader loads names one
+			// gone.
+			if tables != nil {
+				if err := tables.ForgetTopic(ctx, topic, partitions); err != nil {
+					return err
+				}
+			}
 			forget := tiering.ForgetShard(cold, cfg.Tiering.Prefix, log.With("component", "tiering"))
 			for p := int32(0); p < partitions; p++ {
 				if err := forget(ctx, store.ShardName(topic, p)); err != nil {

@@ -269,7 +269,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		if peerSecret, err = cluster.PeerSecret(ctx, md.etcd, cfg.Cluster.EtcdPrefix); err != nil {
 			return err
 		}
-		if member, err = joinCluster(ctx, cfg, md, cold, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), gates, reg, log); err != nil {
+		if member, err = joinCluster(ctx, cfg, md, cold, tables, topics.broker, kln.Addr().String(), ln.Addr().String(), damagedCopies(ctx, store.SegmentEngine()), gates, reg, log); err != nil {
 			return err
 		}
 		meta = member
