@@ -53,6 +53,10 @@ type Tables struct {
 	OrphanGrace time.Duration
 	// Metrics, if set, counts the commits (NewMetrics).
 	Metrics *Metrics
+	// Lock, if set, is held around each commit of a topic's table: in a
+	// cluster one node at a time commits a table (cluster.Member's
+	// LockTable), instead of racing the pointer's swap.
+	Lock func(ctx context.Context, topic string) (release func(), err error)
 
 	cache committedCache
 }
@@ -245,6 +249,14 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]
 // first.
 func (t *Tables) plan(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
 	began := time.Now()
+	if t.Lock != nil {
+		release, err := t.Lock(ctx, topic)
+		if err != nil {
+			t.Metrics.done("failed", time.Since(began))
+			return Plan{}, err
+		}
+		defer release()
+	}
 	plan, err := t.planAttempts(ctx, topic, planner)
 	switch {
 	case err != nil:

@@ -221,3 +221,120 @@ func TestNodesShareTheColdTier(t *testing.T) {
 		t.Fatalf("the topic made again reads %v records per partition, want only its own %v", counts(got), counts(again))
 	}
 }
+
+// One node at a time commits a topic's table, under an etcd mutex held
+// with its lease; a node SIGKILLed while it waits for (or holds) that
+// mutex holds the others up only until its lease expires, and a commit
+// after it finishes the job: the table holds every tiered object once.
+// A dead node's lock key, put under a lease the test revokes, keeps both
+// nodes waiting first, so node 2 is killed in the mutex's queue ahead of
+// node 1.
+func TestTableCommitterKilled(t *testing.T) {
+	shared := t.TempDir()
+	c := &cluster{t: t, etcd: testsvc.StartEtcd(t), pfx: "/" + testsvc.UniquePrefix(t), nodes: map[int32]*testsvc.Process{},
+		sets: []string{"tiering.enabled=true", "tiering.schedule=@every 1h", "tiering.min_sealed_age=0s",
+			"segment.max_bytes=4KiB", "segment.roll_check_interval=5", "cold.local.dir=" + shared, "iceberg.enabled=true"}}
+	c.add(1)
+	c.add(2)
+	createTopic(t, c.client(1), "orders", 2)
+	c.leaders(1, "orders", func(brokers int, l []int32) bool { return brokers == 2 && allLed(brokers, l) && l[0] != l[1] })
+	for round := range 6 {
+		c.produce(2, "orders", []int32{0, 1}, 50, fmt.Sprintf("k%d", round))
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	lockKeys := func() int64 {
+		resp, err := cli.Get(ctx, c.pfx+"/tablecommits/orders/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	waitKeys := func(n int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for lockKeys() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d keys in the table's mutex, want %d", what, lockKeys(), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, c.pfx+"/tablecommits/orders/dead", "", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id int32) chan int {
+		done := make(chan int, 1)
+		go func() {
+			resp, err := http.Post("http://"+c.nodes[id].Admin+"/v1/tiering/run", "application/json", nil)
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		return done
+	}
+	killed := run(2)
+	waitKeys(2, "node 2's run, waiting for the dead node's commit")
+	survivor := run(1)
+	waitKeys(3, "node 1's run, queued behind node 2")
+	c.nodes[2].Kill()
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-killed
+	select {
+	case code := <-survivor:
+		if code != http.StatusOK {
+			t.Fatalf("node 1's run, after node 2 died in the table's mutex: %d", code)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("node 1's commit still waits a minute after node 2 died queued before it")
+	}
+	waitKeys(0, "after node 1's commit")
+
+	// Node 2 back: its objects, uploaded before it died, join the table.
+	c.restart(2)
+	c.leaders(1, "orders", func(brokers int, l []int32) bool { return brokers == 2 && allLed(brokers, l) })
+	for _, id := range []int32{2, 1} {
+		c.tierRun(id)
+	}
+	objects, records := 0, 0
+	for p := range 2 {
+		raw, err := os.ReadFile(filepath.Join(shared, "topic=orders", fmt.Sprintf("partition=%d", p), "_strata_manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct{ Objects []struct{ Records int } }
+		if err := json.Unmarshal(raw, &m); err != nil || len(m.Objects) == 0 {
+			t.Fatalf("partition %d's manifest: %v, %d objects; want some", p, err, len(m.Objects))
+		}
+		objects += len(m.Objects)
+		for _, o := range m.Objects {
+			records += o.Records
+		}
+	}
+	bucket, err := local.New(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	tables := &icetable.Tables{Bucket: bucket, Location: shared, Log: slog.New(slog.DiscardHandler)}
+	v, err := tables.Describe(ctx, "orders")
+	// A file added twice would count in the data files and in the rows
+	// past the partitions' ranges (hidden_records).
+	if err != nil || v.DataFiles != int64(objects) || v.Records != int64(records) || v.HiddenRecords != 0 {
+		t.Fatalf("the table: %d files, %d records, %d hidden (%v); want the manifests' %d objects and %d records, each once",
+			v.DataFiles, v.Records, v.HiddenRecords, err, objects, records)
+	}
+}

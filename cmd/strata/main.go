@@ -274,6 +274,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		}
 		meta = member
 		topics.member.Store(member)
+		if tables != nil { // before tiering starts, the tables' only committer
+			tables.Lock = member.LockTable
+		}
 		peers = peer.NewClient(peer.ClientConfig{Self: member.Self(), Opts: opts, Secret: peerSecret,
 			Addr: func(node int32) (string, bool) { return metadata.BrokerAddr(member, node) }})
 		defer peers.Close() // after ksrv.Shutdown too, on every way out
