@@ -37,7 +37,7 @@ type rig struct {
 	bucket objstore.Bucket
 }
 
-func newRig(t *testing.T, bucket objstore.Bucket, coldDir string) *rig {
+func newRig(t testing.TB, bucket objstore.Bucket, coldDir string) *rig {
 	dir := t.TempDir()
 	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
@@ -56,7 +56,7 @@ func newRig(t *testing.T, bucket objstore.Bucket, coldDir string) *rig {
 	return &rig{engine: e, job: job, tables: tables, bucket: bucket}
 }
 
-func localBucket(t *testing.T) (objstore.Bucket, string) {
+func localBucket(t testing.TB) (objstore.Bucket, string) {
 	dir := t.TempDir()
 	b, err := local.New(dir)
 	if err != nil {
@@ -67,7 +67,7 @@ func localBucket(t *testing.T) (objstore.Bucket, string) {
 
 // produce appends batches of 20 records to shard and returns them with
 // their offsets.
-func produce(t *testing.T, e *segment.Engine, shard string, batches, seed int) []record.Record {
+func produce(t testing.TB, e *segment.Engine, shard string, batches, seed int) []record.Record {
 	ctx := context.Background()
 	if err := e.CreateShard(ctx, shard); err != nil && !errors.Is(err, store.ErrShardExists) {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func produce(t *testing.T, e *segment.Engine, shard string, batches, seed int) [
 
 // run runs the tiering job and returns, by shard, how many records are
 // tiered in all.
-func (r *rig) run(t *testing.T, tiered map[string]uint64) {
+func (r *rig) run(t testing.TB, tiered map[string]uint64) {
 	t.Helper()
 	sum, err := r.job.Run(context.Background())
 	if err != nil || len(sum.Errors) > 0 {

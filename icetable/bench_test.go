@@ -1,0 +1,121 @@
+package icetable
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"strata/bench"
+	"strata/catalog"
+	"strata/engine/store"
+)
+
+// timedCatalog times the catalog's writes a tiering run makes for the
+// segments it tiers: what the table's commit adds to a run.
+type timedCatalog struct {
+	catalog.Catalog
+	mu   sync.Mutex
+	took time.Duration
+}
+
+func (c *timedCatalog) Transition(shard string, no uint64, from, to catalog.State, change func(*catalog.Segment)) (catalog.Segment, error) {
+	start := time.Now()
+	s, err := c.Catalog.Transition(shard, no, from, to, change)
+	c.mu.Lock()
+	c.took += time.Since(start)
+	c.mu.Unlock()
+	return s, err
+}
+
+func (c *timedCatalog) take() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.took
+	c.took = 0
+	return d
+}
+
+// timedTables times each run's commit of the tables.
+type timedTables struct {
+	*Tables
+	took time.Duration
+}
+
+func (t *timedTables) CommitTables(ctx context.Context, shards map[string]uint64) error {
+	start := time.Now()
+	err := t.Tables.CommitTables(ctx, shards)
+	t.took = time.Since(start)
+	return err
+}
+
+// The table's cost to tiering and to an analyst waiting for data, on a
+// local cold tier (docs/iceberg.md, "Operators"): the commit of each run
+// beside the catalog writes the same run makes for the segments it tiered
+// (every run tiers several segments of each of 4 partitions), and the
+// lag from a segment's seal to its being in the table beside the tiering
+// schedule's interval, with the job run every interval while records
+// arrive.
+func BenchmarkTableCommit(b *testing.B) {
+	bucket, dir := localBucket(b)
+	r := newRig(b, bucket, dir)
+	cat := &timedCatalog{Catalog: r.job.Catalog}
+	tables := &timedTables{Tables: r.tables}
+	r.job.Catalog, r.job.Tables = cat, tables
+	const partitions, runs = 4, 40
+	interval := 500 * time.Millisecond
+	shards := make([]string, partitions)
+	for p := range shards {
+		shards[p] = store.ShardName("orders", int32(p))
+	}
+	var commits, writes, lags []time.Duration
+	seen := map[string]map[uint64]bool{}
+	for run := 0; run < runs; run++ {
+		next := time.Now().Add(interval)
+		for p, shard := range shards {
+			produce(b, r.engine, shard, 14, run*partitions+p) // 16 KiB segments: several roll per run
+		}
+		time.Sleep(time.Until(next))
+		cat.take()
+		r.run(b, map[string]uint64{})
+		commits, writes = append(commits, tables.took), append(writes, cat.take())
+		now := time.Now()
+		committed := r.tables.LastCommitted()["orders"]
+		for p, shard := range shards {
+			segs, err := r.job.Catalog.Segments(shard)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if seen[shard] == nil {
+				seen[shard] = map[uint64]bool{}
+			}
+			for _, s := range segs {
+				rg, ok := committed[int32(p)]
+				if s.SealedAt.IsZero() || seen[shard][s.No] || !ok || rg.Empty() || s.EndOffset > rg.Last {
+					continue
+				}
+				seen[shard][s.No] = true
+				lags = append(lags, now.Sub(s.SealedAt))
+			}
+		}
+		if run%10 == 9 {
+			fmt.Fprintf(os.Stderr, "table bench: %d/%d runs, %d segments in the table\n", run+1, runs, len(lags))
+		}
+	}
+	if len(lags) < runs {
+		b.Fatalf("%d segments reached the table in %d runs; the bench wants about one per partition and run", len(lags), runs)
+	}
+	must := func(f bench.Figure) { bench.Must(b, "make bench (go test -bench TableCommit ./icetable)", f) }
+	for _, pct := range []float64{50, 99} {
+		must(bench.Figure{Name: fmt.Sprintf("iceberg table commit per tiering run p%d, %d partitions, local", int(pct), partitions),
+			Value: bench.Ms(bench.Percentile(commits, pct)), Unit: "ms",
+			Reference: "the run's catalog writes for its segments", ReferenceValue: bench.Ms(bench.Percentile(writes, pct)), Runs: runs})
+	}
+	for _, pct := range []float64{50, 99} {
+		must(bench.Figure{Name: fmt.Sprintf("iceberg table lag, seal to in the table p%d", int(pct)),
+			Value: bench.Ms(bench.Percentile(lags, pct)), Unit: "ms",
+			Reference: "the tiering schedule's interval", ReferenceValue: bench.Ms(interval), Runs: len(lags)})
+	}
+}
