@@ -3,6 +3,8 @@ package icetable
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -33,4 +35,37 @@ func (t *Tables) Exists(ctx context.Context, topic string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// Referenced is the bucket's objects that a kept snapshot of a topic's
+// table names as data files. tiering's retention leaves those in the
+// bucket (only the catalog and the shard's manifest let go of them), so a
+// reader of an older snapshot, or one that loaded the table just before a
+// delete commit, finds every file; the table's snapshot expiry deletes
+// each once no kept snapshot names it, and tiering's orphan sweep spares
+// them until then.
+func (t *Tables) Referenced(ctx context.Context, topics []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	base := strings.TrimSuffix(t.Location, "/") + "/"
+	for _, topic := range topics {
+		tbl, _, err := t.load(ctx, topic)
+		if errors.Is(err, errNoTable) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range tbl.Metadata().Snapshots() {
+			tasks, err := tbl.Scan(table.WithSnapshotID(s.SnapshotID)).PlanFiles(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("the files of snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
+			}
+			for _, task := range tasks {
+				if name, ok := strings.CutPrefix(task.File.FilePath(), base); ok {
+					out[name] = true
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -63,6 +66,22 @@ func liveFiles(t *testing.T, tables *Tables, topic string) map[string]bool {
 	return out
 }
 
+// everyKeptSnapshotReads fails unless each data file of every kept
+// snapshot is in the bucket: time travel to any of them reads, and so does
+// a reader that loaded the table before the last commit.
+func everyKeptSnapshotReads(t *testing.T, bucket objstore.Bucket, tables *Tables, topic string) {
+	t.Helper()
+	kept, err := tables.Referenced(context.Background(), []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range kept {
+		if _, err := bucket.Stat(context.Background(), name); err != nil {
+			t.Errorf("a kept snapshot names %s: %v", name, err)
+		}
+	}
+}
+
 // everyFileExists fails unless each data and delete file of the current
 // snapshot is in the bucket.
 func everyFileExists(t *testing.T, bucket objstore.Bucket, tables *Tables, topic string) {
@@ -108,6 +127,9 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	probe := &Tables{Bucket: raw, Prefix: "data", Location: dir, Log: quiet}
 	watch := &watchDeletes{Bucket: raw, t: t, tables: probe, topic: "orders"}
 	r := newRig(t, watch, dir)
+	// The orphan sweep would delete at once what no catalog entry,
+	// manifest or kept snapshot names.
+	r.job.OrphanGrace = time.Nanosecond
 	produced := map[string][]record.Record{
 		"orders-0": produce(t, r.engine, "orders-0", 30, 0),
 		"orders-1": produce(t, r.engine, "orders-1", 14, 100),
@@ -128,6 +150,7 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 			sameRecords(t, what+": "+shard, rows[int32(p)], produced[shard][from[shard]:tiered[shard]])
 		}
 		everyFileExists(t, raw, probe, "orders")
+		everyKeptSnapshotReads(t, raw, probe, "orders")
 		// describe counts what a reader gets, not the rows the
 		// position deletes hide.
 		v, err := probe.Describe(ctx, "orders")
@@ -153,8 +176,8 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	before := snapshots()
 	r.run(t, tiered)
 	check("after DeleteRecords", map[string]uint64{"orders-0": cut})
-	if watch.deleted != 1 {
-		t.Fatalf("%d objects removed; want the one wholly below the new log start", watch.deleted)
+	if watch.deleted != 0 {
+		t.Fatalf("%d objects removed; want none while the kept snapshots name the one wholly below the new log start", watch.deleted)
 	}
 	if n := snapshots(); n != before+1 {
 		t.Fatalf("%d snapshots after DeleteRecords, want %d: one delete", n, before+1)
@@ -187,6 +210,30 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	start0, _, _ := r.engine.Watermarks(ctx, "orders-0")
 	check("after retention", map[string]uint64{"orders-0": min(start0, tiered["orders-0"]), "orders-1": min(start1, tiered["orders-1"])})
 
+	// The history expires: the objects below the log starts, which only
+	// expired snapshots named, leave the bucket with it, and nothing else.
+	r.tables.MinSnapshots, r.tables.MaxSnapshotAge = 1, time.Nanosecond
+	produced["orders-0"] = append(produced["orders-0"], produce(t, r.engine, "orders-0", 14, 500)...)
+	r.run(t, tiered)
+	if n := snapshots(); n != 1 {
+		t.Fatalf("%d snapshots after the expiry; want the current one", n)
+	}
+	if watch.deleted == 0 {
+		t.Fatal("no object left the bucket when the snapshots naming them expired")
+	}
+	check("after the history expired", map[string]uint64{"orders-0": min(start0, tiered["orders-0"]), "orders-1": min(start1, tiered["orders-1"])})
+	listed := 0
+	for p := range 2 {
+		m, err := tiering.ReadManifest(ctx, raw, fmt.Sprintf("data/topic=orders/partition=%d/_strata_manifest.json", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(m.Objects)
+	}
+	if left := len(parquetObjects(t, dir)); left != listed {
+		t.Fatalf("%d objects in the bucket after the expiry, %d in the manifests; want no other", left, listed)
+	}
+
 	// DeleteTopics, one partition's shard at a time.
 	if err := r.engine.DeleteShard(ctx, "orders-1"); err != nil {
 		t.Fatal(err)
@@ -201,7 +248,7 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 
 // A deleted topic leaves its table in one commit, every partition at once
 // (a cluster's controller, which clears the topic's objects for every
-// node), and a topic that never had a table gets none.
+// node), with its history; a topic that never had a table gets none.
 func TestForgetTopicLeavesTheTableEmptyInOneCommit(t *testing.T) {
 	ctx := context.Background()
 	raw, dir := localBucket(t)
@@ -226,8 +273,11 @@ func TestForgetTopicLeavesTheTableEmptyInOneCommit(t *testing.T) {
 		t.Fatalf("the deleted topic's table still names %d files", len(live))
 	}
 	v, err := probe.Describe(ctx, "orders")
-	if err != nil || len(v.Partitions) != 0 || v.Records != 0 || version(v.Metadata) != before+1 {
-		t.Fatalf("describe after the topic's deletion: %+v, %v; want no partitions, no records, one commit after metadata version %d", v, err, before)
+	// One commit forgets every partition, and one expiry commit drops the
+	// history, so no older snapshot names a key the topic made again
+	// would upload to.
+	if err != nil || len(v.Partitions) != 0 || v.Records != 0 || version(v.Metadata) != before+2 || v.Snapshots != 1 || v.Operation != "delete" {
+		t.Fatalf("describe after the topic's deletion: %+v, %v; want no partitions, no records, one delete snapshot, two commits after metadata version %d", v, err, before)
 	}
 	if err := probe.ForgetTopic(ctx, "never", 3); err != nil {
 		t.Fatal(err)
@@ -235,4 +285,26 @@ func TestForgetTopicLeavesTheTableEmptyInOneCommit(t *testing.T) {
 	if _, _, err := probe.load(ctx, "never"); !errors.Is(err, errNoTable) {
 		t.Fatalf("forgetting a topic with no table: %v; want no table made", err)
 	}
+}
+
+// parquetObjects are the tiered objects of topic orders in the local
+// bucket at dir (the table's own files apart).
+func parquetObjects(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(dir, "data", "topic=orders"), func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "_iceberg":
+			return filepath.SkipDir
+		case strings.HasSuffix(path, ".parquet"):
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

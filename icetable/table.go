@@ -291,7 +291,15 @@ func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(co
 			t.cache.set(topic, plan.Offsets)
 			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
 				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
-			if err := t.expireSnapshots(ctx, next); err != nil {
+			keep, age := t.minSnapshots(), t.maxSnapshotAge()
+			if len(plan.Forget) > 0 {
+				// A deleted topic's objects leave the bucket now, and a
+				// topic made again under the name uploads to the same
+				// keys: no older snapshot may name them, or its expiry
+				// would delete the new topic's objects.
+				keep, age = 1, 0
+			}
+			if err := t.expireSnapshots(ctx, next, keep, age); err != nil {
 				// The commit stands; the next one expires again.
 				t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
 			}
@@ -357,12 +365,12 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*tabl
 // before it leaves the snapshots; one after it, before the deletes, leaves
 // unreferenced files for SweepOrphans). The current snapshot always
 // stays, so what the table holds and its summary do not change.
-func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table) error {
-	if len(tbl.Metadata().Snapshots()) <= t.minSnapshots() {
+func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table, keep int, age time.Duration) error {
+	if len(tbl.Metadata().Snapshots()) <= keep {
 		return nil
 	}
 	txn := tbl.NewTransaction()
-	if err := txn.ExpireSnapshots(table.WithRetainLast(t.minSnapshots()), table.WithOlderThan(t.maxSnapshotAge()),
+	if err := txn.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(age),
 		table.WithPostCommit(true)); err != nil {
 		return err
 	}

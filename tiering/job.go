@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,10 +116,15 @@ const (
 // (the process died) is committed by a later run. RemoveBelow is called
 // before the objects of segments below a new log start leave the bucket
 // (retention, DeleteRecords): the table stops naming them first, so no
-// reader of the table is handed a removed file.
+// reader of the table is handed a removed file. Retention then leaves the
+// objects themselves to the tables: an older snapshot a reader may still
+// load names them, and the tables' snapshot expiry deletes each once no
+// kept snapshot does; Referenced names them until then, for the orphan
+// sweep to spare.
 type TableCommitter interface {
 	CommitTables(ctx context.Context, shards map[string]uint64) error
 	RemoveBelow(ctx context.Context, shard string, logStart uint64) error
+	Referenced(ctx context.Context, topics []string) (map[string]bool, error)
 }
 
 // RunError is one failure of a run, with the shard and segment it concerns
@@ -864,7 +870,7 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 		if _, err := j.Bucket.AbortIncomplete(ctx, s.ObjectKey, 0); err != nil {
 			j.log().Warn("aborting an expired upload's parts", "shard", shard, "segment", s.No, "key", s.ObjectKey, "err", err)
 		}
-		if err := j.deleteObject(ctx, shard, s.ObjectKey); err != nil {
+		if err := j.releaseObject(ctx, shard, s.ObjectKey); err != nil {
 			return err
 		}
 		if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); err != nil {
@@ -880,7 +886,7 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 		}
 	}
 	if s.State == catalog.Cold || s.State == catalog.Remote {
-		if err := j.deleteObject(ctx, shard, s.ObjectKey); err != nil {
+		if err := j.releaseObject(ctx, shard, s.ObjectKey); err != nil {
 			return err
 		}
 	}
@@ -888,14 +894,19 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 	return nil
 }
 
-// deleteObject deletes an expired segment's object and its manifest entry
-// (an empty key: none).
-func (j *Job) deleteObject(ctx context.Context, shard, key string) error {
+// releaseObject lets go of an expired segment's object: its manifest
+// entry goes, and the object too unless the topics have tables, whose kept
+// snapshots may name it (TableCommitter): then the tables' expiry deletes
+// it, or the orphan sweep once no kept snapshot names it. An empty key:
+// none.
+func (j *Job) releaseObject(ctx context.Context, shard, key string) error {
 	if key == "" {
 		return nil
 	}
-	if err := j.Bucket.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-		return err
+	if j.Tables == nil {
+		if err := j.Bucket.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return err
+		}
 	}
 	loc, err := LocationOf(shard)
 	if err != nil {
@@ -904,6 +915,17 @@ func (j *Job) deleteObject(ctx context.Context, shard, key string) error {
 	return updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
 		return m.remove(key), nil
 	})
+}
+
+// topicOfKey is the topic of an object key under prefix
+// ({prefix}topic={topic}/partition={p}/...).
+func topicOfKey(key, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(key, prefix), "topic=")
+	if !ok {
+		return "", false
+	}
+	topic, _, ok := strings.Cut(rest, "/")
+	return topic, ok
 }
 
 // state is the catalog state expire moves s from: an upload is abandoned
@@ -976,10 +998,22 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 		}
 	}
 	var orphans []string
+	topics := map[string]bool{}
 	for _, c := range candidates {
 		if !known[c] {
 			orphans = append(orphans, c)
+			if topic, ok := topicOfKey(c, prefix); ok {
+				topics[topic] = true
+			}
 		}
+	}
+	if j.Tables != nil && len(orphans) > 0 {
+		// Retention's objects wait for the tables' snapshots to let go.
+		kept, err := j.Tables.Referenced(ctx, slices.Sorted(maps.Keys(topics)))
+		if err != nil {
+			return 0, fmt.Errorf("the objects the tables' kept snapshots name: %w", err)
+		}
+		orphans = slices.DeleteFunc(orphans, func(o string) bool { return kept[o] })
 	}
 	for _, o := range orphans {
 		if err := j.Bucket.Delete(ctx, o); err != nil {
