@@ -19,16 +19,20 @@ func TestOneNodeCommitsATableAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan func(), 1)
-	go func() {
-		release, err := b.LockTable(ctx, "orders")
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- release
-	}()
+	// lock takes m's lock of the table in the background: its release
+	// comes once held, nil after an error.
+	lock := func(m *Member) chan func() {
+		got := make(chan func(), 1)
+		go func() {
+			release, err := m.LockTable(ctx, "orders")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- release
+		}()
+		return got
+	}
+	got := lock(b)
 	select {
 	case <-got:
 		t.Fatal("node 2 took the table's lock while node 1 held it")
@@ -50,15 +54,7 @@ func TestOneNodeCommitsATableAtATime(t *testing.T) {
 		return
 	}
 	// Node 2 holds it and goes: node 1 takes it once node 2's lease does.
-	go func() {
-		release, err := a.LockTable(ctx, "orders")
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- release
-	}()
+	got = lock(a)
 	b.Close()
 	select {
 	case release := <-got:
