@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
-	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -165,22 +164,9 @@ func (partitionFiles) roll(w *worker, sh *shard) error {
 		return sh.failed
 	}
 	sh.dirty = false
-	now := w.e.cfg.Now().UTC()
-	s.sealedAt = now
-	sealed := s.meta(sh.name, SegmentSealed)
-	next := SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
-	b := w.e.manifest.NewBatch()
-	err := putSegment(b, sealed)
-	if err == nil {
-		err = putSegment(b, next)
-	}
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	b.Close()
+	sealed, next, err := w.commitRoll(sh, s)
 	if err != nil {
-		s.sealedAt = time.Time{}
-		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
+		return err
 	}
 	ns, err := w.e.openActive(sh, next, true)
 	if err != nil {

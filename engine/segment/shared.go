@@ -29,7 +29,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/cockroachdb/pebble"
 
@@ -453,24 +452,11 @@ func (w *worker) rollShared(sh *shard) error {
 		}
 	}
 	s := sh.active()
-	now := w.e.cfg.Now().UTC()
-	s.sealedAt = now
-	sealed := s.meta(sh.name, SegmentSealed)
-	next := SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
-	b := w.e.manifest.NewBatch()
-	err := putSegment(b, sealed)
-	if err == nil {
-		err = putSegment(b, next)
-	}
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	b.Close()
+	sealed, next, err := w.commitRoll(sh, s)
 	if err != nil {
-		s.sealedAt = time.Time{}
-		return fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
+		return err
 	}
-	ns := &segment{no: next.No, start: next.StartOffset, next: next.StartOffset, created: now}
+	ns := &segment{no: next.No, start: next.StartOffset, next: next.StartOffset, created: next.Created}
 	sh.mu.Lock()
 	s.sealed = true
 	sh.segments = append(sh.segments, ns)

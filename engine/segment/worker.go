@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -267,6 +268,31 @@ func (w *worker) bucket(ts int64) int64 {
 		b-- // floor, not truncation
 	}
 	return b
+}
+
+// commitRoll records a roll of sh's active segment s in one synced manifest
+// batch, both models': s sealed now, and the next segment, active from
+// s's next offset; it returns the two as recorded. A failed commit leaves
+// s unsealed.
+func (w *worker) commitRoll(sh *shard, s *segment) (sealed, next SegmentMeta, err error) {
+	now := w.e.cfg.Now().UTC()
+	s.sealedAt = now
+	sealed = s.meta(sh.name, SegmentSealed)
+	next = SegmentMeta{Shard: sh.name, No: s.no + 1, State: SegmentActive, StartOffset: s.next, Created: now}
+	b := w.e.manifest.NewBatch()
+	defer b.Close()
+	err = putSegment(b, sealed)
+	if err == nil {
+		err = putSegment(b, next)
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		s.sealedAt = time.Time{}
+		return SegmentMeta{}, SegmentMeta{}, fmt.Errorf("shard %s: roll segment %d: %w", sh.name, s.no, err)
+	}
+	return sealed, next, nil
 }
 
 // maybeRoll applies the design's two gates (docs/design.md) before an append of n records:
