@@ -239,19 +239,10 @@ func (partitionFiles) truncate(w *worker, sh *shard, end uint64) error {
 	defer sh.hwMu.Unlock()
 	sh.epochMu.Lock() // no AssignEpoch meanwhile: it checks its start against the end
 	defer sh.epochMu.Unlock()
-	s := sh.active()
-	switch {
-	case end < sh.high:
-		return store.TruncateCommittedError(sh.name, end, sh.high)
-	case end >= s.next:
-		return w.e.cutEpochs(sh, end)
-	case end < s.start:
-		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
-			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
-	}
-	if err := w.e.cutEpochs(sh, end); err != nil {
+	if cut, err := w.e.startTruncate(sh, end); !cut {
 		return err
 	}
+	s := sh.active()
 	// Scan the active file: the kept records give its new length, checksum
 	// and statistics; the cut ones, their index entries' time range.
 	f, err := os.Open(s.path)

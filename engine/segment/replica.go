@@ -201,3 +201,25 @@ func (e *Engine) SegmentStarts(ctx context.Context, name string) ([]uint64, erro
 	}
 	return starts, nil
 }
+
+// startTruncate decides a truncation of sh to offset end, both models',
+// under sh's hwMu and epochMu: refused below the high watermark or inside
+// a sealed segment; with nothing past end, only the leader epochs past it
+// go (cut is false). Otherwise the epochs are cut and the caller cuts the
+// active segment's records at end.
+func (e *Engine) startTruncate(sh *shard, end uint64) (cut bool, err error) {
+	s := sh.active()
+	switch {
+	case end < sh.high:
+		return false, store.TruncateCommittedError(sh.name, end, sh.high)
+	case end >= s.next:
+		return false, e.cutEpochs(sh, end)
+	case end < s.start:
+		return false, fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
+			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
+	}
+	if err := e.cutEpochs(sh, end); err != nil {
+		return false, err
+	}
+	return true, nil
+}

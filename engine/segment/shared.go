@@ -817,19 +817,10 @@ func (w *worker) truncateShared(sh *shard, sid, end uint64) error {
 	defer sh.hwMu.Unlock()
 	sh.epochMu.Lock()
 	defer sh.epochMu.Unlock()
-	s := sh.active()
-	switch {
-	case end < sh.high:
-		return store.TruncateCommittedError(sh.name, end, sh.high)
-	case end >= s.next:
-		return w.e.cutEpochs(sh, end)
-	case end < s.start:
-		return fmt.Errorf("shard %s: truncate to offset %d refused: it falls in sealed segment %d (the active segment %d starts at offset %d): %w",
-			sh.name, end, sh.segmentOf(end), s.no, s.start, store.ErrSealedSegment)
-	}
-	if err := w.e.cutEpochs(sh, end); err != nil {
+	if cut, err := w.e.startTruncate(sh, end); !cut {
 		return err
 	}
+	s := sh.active()
 	if w.pendingShared[sh] {
 		w.commitShared()
 		if sh.failed != nil {
