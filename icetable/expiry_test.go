@@ -57,7 +57,8 @@ func TestMetadataStaysBoundedUnderExpiry(t *testing.T) {
 	b, dir := localBucket(t)
 	// Every snapshot is older than the age limit at once: only the last
 	// MinSnapshots stay.
-	tables := &Tables{Bucket: b, Prefix: "data", Location: dir, Log: quiet, MaxSnapshotAge: time.Nanosecond, MinSnapshots: 5, OrphanGrace: time.Nanosecond}
+	tables := &Tables{Bucket: b, Prefix: "data", Location: dir, Log: quiet, MaxSnapshotAge: time.Nanosecond, MinSnapshots: 5, OrphanGrace: time.Nanosecond,
+		MaintainEvery: -1}
 	// The size is taken first once manifest merging has gone round.
 	const early0 = 120
 	var early int64
@@ -91,5 +92,32 @@ func TestMetadataStaysBoundedUnderExpiry(t *testing.T) {
 	}
 	if !strings.Contains(tbl.Properties()["write.metadata.delete-after-commit.enabled"], "true") {
 		t.Fatalf("properties: %v", tbl.Properties())
+	}
+}
+
+// A table's expiry and sweep follow its commits at most once per
+// MaintainEvery (the first commit in a process does them): between, the
+// snapshots pile up past the policy, and the next due commit expires them.
+func TestMaintenanceFollowsItsOwnCadence(t *testing.T) {
+	b, dir := localBucket(t)
+	tables := &Tables{Bucket: b, Prefix: "data", Location: dir, Log: quiet, MaxSnapshotAge: time.Nanosecond, MinSnapshots: 5, OrphanGrace: time.Nanosecond,
+		MaintainEvery: time.Hour}
+	snapshots := func() int {
+		tbl, _, err := tables.load(context.Background(), "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Metadata().Snapshots())
+	}
+	for range 12 {
+		commitOne(t, tables, "orders")
+	}
+	if n := snapshots(); n != 12 {
+		t.Fatalf("%d snapshots after 12 commits within the hour; want all 12 (the first commit's expiry had nothing to expire)", n)
+	}
+	tables.MaintainEvery = -1
+	commitOne(t, tables, "orders")
+	if n := snapshots(); n > 6 {
+		t.Fatalf("%d snapshots after a commit with its maintenance due; want the last 5 (and the expiry's parent)", n)
 	}
 }

@@ -212,7 +212,7 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 
 	// The history expires: the objects below the log starts, which only
 	// expired snapshots named, leave the bucket with it, and nothing else.
-	r.tables.MinSnapshots, r.tables.MaxSnapshotAge = 1, time.Nanosecond
+	r.tables.MinSnapshots, r.tables.MaxSnapshotAge, r.tables.MaintainEvery = 1, time.Nanosecond, -1
 	produced["orders-0"] = append(produced["orders-0"], produce(t, r.engine, "orders-0", 14, 500)...)
 	r.run(t, tiered)
 	if n := snapshots(); n != 1 {

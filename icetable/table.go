@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -51,6 +52,10 @@ type Tables struct {
 	// deleted once this old (1h; tiering.orphan_grace); younger ones may
 	// be another writer's commit in flight.
 	OrphanGrace time.Duration
+	// MaintainEvery: a table's expiry and sweep follow its commits at
+	// most this often (10m; iceberg.maintenance_interval; a deleted
+	// topic's forget always); a negative value, after every commit.
+	MaintainEvery time.Duration
 	// Metrics, if set, counts the commits (NewMetrics).
 	Metrics *Metrics
 	// Lock, if set, is held around each commit of a topic's table: in a
@@ -58,7 +63,8 @@ type Tables struct {
 	// LockTable), instead of racing the pointer's swap.
 	Lock func(ctx context.Context, topic string) (release func(), err error)
 
-	cache committedCache
+	cache      committedCache
+	maintained sync.Map // topic -> time.Time of its last expiry and sweep
 }
 
 func (t *Tables) maxSnapshotAge() time.Duration {
@@ -66,6 +72,25 @@ func (t *Tables) maxSnapshotAge() time.Duration {
 		return t.MaxSnapshotAge
 	}
 	return 24 * time.Hour
+}
+
+// maintenanceDue says whether the commit of topic's table just made is
+// to be followed by its expiry and sweep (expireSnapshots), and if so
+// marks it done now: at most once per MaintainEvery for each table in
+// this process, the first commit after a start included. Each expiry and
+// sweep reads every manifest and lists the table's folder, which after
+// every commit cost more than the commit once the history was full.
+func (t *Tables) maintenanceDue(topic string) bool {
+	every := t.MaintainEvery
+	if every == 0 {
+		every = 10 * time.Minute
+	}
+	now := time.Now()
+	if last, ok := t.maintained.Load(topic); ok && now.Sub(last.(time.Time)) < every {
+		return false
+	}
+	t.maintained.Store(topic, now)
+	return true
 }
 
 func (t *Tables) minSnapshots() int {
@@ -291,17 +316,21 @@ func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(co
 			t.cache.set(topic, plan.Offsets)
 			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
 				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
-			keep, age := t.minSnapshots(), t.maxSnapshotAge()
+			keep, age, due := t.minSnapshots(), t.maxSnapshotAge(), t.maintenanceDue(topic)
 			if len(plan.Forget) > 0 {
 				// A deleted topic's objects leave the bucket now, and a
 				// topic made again under the name uploads to the same
 				// keys: no older snapshot may name them, or its expiry
 				// would delete the new topic's objects.
-				keep, age = 1, 0
+				keep, age, due = 1, 0, true
+			}
+			if !due {
+				return plan, nil
 			}
 			if err := t.expireSnapshots(ctx, next, keep, age); err != nil {
 				// The commit stands; the next one expires again.
 				t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
+				t.maintained.Delete(topic)
 			}
 			return plan, nil
 		}

@@ -145,6 +145,9 @@ type IcebergConfig struct {
 	// policy: older snapshots expire, but the last SnapshotMinKeep stay.
 	SnapshotMaxAge  Duration `yaml:"snapshot_max_age"`
 	SnapshotMinKeep int      `yaml:"snapshot_min_keep"`
+	// MaintenanceInterval: a table's expiry and sweep follow its commits at
+	// most this often (icetable.Tables.MaintainEvery).
+	MaintenanceInterval Duration `yaml:"maintenance_interval"`
 	// REST is the Iceberg REST catalog on the admin listener (icerest.go).
 	REST IcebergREST `yaml:"rest"`
 }

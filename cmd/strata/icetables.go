@@ -18,7 +18,8 @@ func icebergTables(cfg *Config, cold objstore.Bucket, log *slog.Logger) *icetabl
 	}
 	return &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg"),
 		MaxSnapshotAge: time.Duration(cfg.Iceberg.SnapshotMaxAge), MinSnapshots: cfg.Iceberg.SnapshotMinKeep,
-		OrphanGrace: time.Duration(cfg.Tiering.OrphanGrace)}
+		MaintainEvery: time.Duration(cfg.Iceberg.MaintenanceInterval),
+		OrphanGrace:   time.Duration(cfg.Tiering.OrphanGrace)}
 }
 
 // icebergLocation is the URI readers open the cold tier's root by: the
