@@ -22,6 +22,7 @@ TITLES = {
     "history-size": "Catalog and bucket manifest size, by history kept",
     "history-rebuild": "Catalog rebuild from the bucket, by objects",
     "record-size": "Engine append and Parquet conversion, by record size",
+    "iceberg-metadata": "A topic's Iceberg table metadata, by commits (retention, expiry)",
 }
 
 

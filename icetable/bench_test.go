@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"strata/bench"
 	"strata/catalog"
 	"strata/engine/store"
+	"strata/tiering"
 )
 
 // timedCatalog times the catalog's writes a tiering run makes for the
@@ -117,5 +119,64 @@ func BenchmarkTableCommit(b *testing.B) {
 		must(bench.Figure{Name: fmt.Sprintf("iceberg table lag, seal to in the table p%d", int(pct)),
 			Value: bench.Ms(bench.Percentile(lags, pct)), Unit: "ms",
 			Reference: "the tiering schedule's interval", ReferenceValue: bench.Ms(interval), Runs: len(lags)})
+	}
+}
+
+// commitRolling adds one object of 10 offsets to partition 0 and raises
+// the log start so the table keeps the last `live` objects: a commit of
+// a topic under retention, in steady state.
+func commitRolling(b testing.TB, tables *Tables, topic string, live uint64) {
+	b.Helper()
+	_, err := tables.plan(context.Background(), topic, func(committed map[int32]Range) Plan {
+		next := uint64(0)
+		if r, ok := committed[0]; ok {
+			next = r.Last + 1
+		}
+		e := tiering.ManifestEntry{Key: fmt.Sprintf("data/topic=%s/partition=0/%020d-%020d.parquet", topic, next, next+9),
+			StartOffset: next, EndOffset: next + 9, Records: 10, ObjectBytes: 1000, MinTimestamp: 1, MaxTimestamp: 2}
+		var starts map[int32]uint64
+		if next >= live*10 {
+			starts = map[int32]uint64{0: next + 10 - live*10}
+		}
+		return PlanCommit(committed, map[int32][]tiering.ManifestEntry{0: {e}}, starts)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// The table's metadata (its folder: metadata files, manifest lists,
+// manifests, the pointer) after 10, 100 and 1,000 commits of a topic
+// under retention (100 objects live), with the expiry policy after every
+// commit (every snapshot past its age; the last 20 kept), beside the
+// same growth at the rate of the first 10 commits: flat, not linear.
+// STRATA_TABLE_COMMITS=10000 goes on to 10,000 (12 minutes here, at some
+// 0.07 s a commit and its expiry: too long for every make bench).
+func BenchmarkTableMetadata(b *testing.B) {
+	bucket, dir := localBucket(b)
+	tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet, MaxSnapshotAge: time.Nanosecond,
+		OrphanGrace: time.Nanosecond, MaintainEvery: -1}
+	last := 1000
+	if n, err := strconv.Atoi(os.Getenv("STRATA_TABLE_COMMITS")); err == nil && n > last {
+		last = n
+	}
+	var first int64
+	start := time.Now()
+	for n := 1; n <= last; n++ {
+		commitRolling(b, tables, "orders", 100)
+		if n != 10 && n != 100 && n != 1000 && n != last {
+			if n%1000 == 0 {
+				fmt.Fprintf(os.Stderr, "table metadata bench: %d/%d commits, %.1f s\n", n, last, time.Since(start).Seconds())
+			}
+			continue
+		}
+		bytes, files := metadataBytes(b, bucket, tables, "orders")
+		if n == 10 {
+			first = bytes
+		}
+		bench.Must(b, "make bench (go test -bench TableMetadata ./icetable)", bench.Figure{
+			Name: fmt.Sprintf("iceberg table metadata after %d commits (%d files)", n, files), Value: float64(bytes) / 1024, Unit: "KiB",
+			Reference: "linear from 10 commits", ReferenceValue: float64(first) * float64(n) / 10 / 1024, Runs: 1,
+			Curve: "iceberg-metadata", Series: "a topic under retention, 100 objects live, expiry after each commit", X: float64(n), XUnit: "commits"})
 	}
 }
