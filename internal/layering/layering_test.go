@@ -59,6 +59,13 @@ var rules = []rule{
 		from: []string{"strata/icetable"}, to: []string{"strata/engine/segment", "strata/catalog", "strata/api", "strata/cluster", "strata/replica", "strata/peer", "strata/metadata"}},
 	{why: "Iceberg's library (and the Arrow it brings) stays in icetable, behind the tables' own interface",
 		from: []string{"strata/"}, to: []string{"github.com/apache/iceberg-go", "github.com/apache/arrow-go"}, except: []string{"strata/icetable"}},
+	{why: "the schema registry stands beside the admin API: its decisions know no storage engine, tiering, cluster or front end; cmd wires it",
+		from: []string{"strata/registry"}, to: []string{"strata/api", "strata/engine", "strata/catalog", "strata/tiering", "strata/cluster",
+			"strata/metadata", "strata/partition", "strata/replica", "strata/peer", "strata/icetable", "strata/topicconfig"}},
+	{why: "the registry's decisions are pure: only its store backends reach a database",
+		from: []string{"strata/registry"}, to: []string{"github.com/cockroachdb/pebble", "go.etcd.io/etcd"}, except: []string{"strata/registry/pebblestore"}},
+	{why: "the registry's decisions are pure: only its REST API speaks HTTP",
+		from: []string{"strata/registry"}, to: []string{"net/http"}, except: []string{"strata/registry/httpapi"}},
 }
 
 // pending are edges a rule forbids that stay until the named work takes

@@ -1,0 +1,89 @@
+package registry
+
+import (
+	"maps"
+	"slices"
+)
+
+// SchemaByID is the schema an id names, while some version names it.
+func (s *State) SchemaByID(id int) (Schema, error) {
+	rec, ok := s.schemas[id]
+	if !ok {
+		return Schema{}, errSchemaIDNotFound(id)
+	}
+	return rec.Schema, nil
+}
+
+// VersionsByID are the subjects' versions that name an id, by subject.
+func (s *State) VersionsByID(id int, deleted bool) ([]SubjectVersion, error) {
+	if _, ok := s.schemas[id]; !ok {
+		return nil, errSchemaIDNotFound(id)
+	}
+	out := []SubjectVersion{}
+	for _, subject := range slices.Sorted(maps.Keys(s.subjects)) {
+		for _, v := range s.subjects[subject] {
+			if v.ID == id && (deleted || !v.Deleted) {
+				out = append(out, SubjectVersion{subject, v.Version})
+			}
+		}
+	}
+	return out, nil
+}
+
+// SubjectsByID are the subjects with a version that names an id.
+func (s *State) SubjectsByID(id int, deleted bool) ([]string, error) {
+	vs, err := s.VersionsByID(id, deleted)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, v := range vs {
+		if len(out) == 0 || out[len(out)-1] != v.Subject {
+			out = append(out, v.Subject)
+		}
+	}
+	return out, nil
+}
+
+// Subjects are the subjects with a live version (with deleted, a
+// soft-deleted one too), in name order.
+func (s *State) Subjects(deleted bool) []string {
+	out := []string{}
+	for _, subject := range slices.Sorted(maps.Keys(s.subjects)) {
+		if deleted || len(s.live(subject)) > 0 {
+			out = append(out, subject)
+		}
+	}
+	return out
+}
+
+// Versions are a subject's version numbers, in order.
+func (s *State) Versions(subject string, deleted bool) ([]int, error) {
+	vs, err := s.visible(subject, deleted)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(vs))
+	for i, v := range vs {
+		out[i] = v.Version
+	}
+	return out, nil
+}
+
+// Version is one version of a subject (Latest: its latest).
+func (s *State) Version(subject string, version int, deleted bool) (SubjectSchema, error) {
+	v, err := s.find(subject, version, deleted)
+	if err != nil {
+		return SubjectSchema{}, err
+	}
+	return s.subjectSchema(v), nil
+}
+
+// ReferencedBy are the ids of the schemas that reference a version.
+func (s *State) ReferencedBy(subject string, version int) ([]int, error) {
+	v, err := s.find(subject, version, false)
+	if err != nil {
+		return nil, err
+	}
+	return append([]int{}, s.referrers(subject, v.Version)...), nil
+}
