@@ -271,9 +271,10 @@ func (a *Auth) credential(user, mech string) (storedCred, bool) {
 	return c, ok
 }
 
-// checkPassword verifies a PLAIN login against the user's SCRAM
-// credential (SHA-256 first): the same password works for every mechanism.
-func (a *Auth) checkPassword(user, password string) bool {
+// CheckPassword verifies a PLAIN login against the user's SCRAM
+// credential (SHA-256 first): the same password works for every mechanism,
+// and for the schema registry's HTTP basic auth.
+func (a *Auth) CheckPassword(user, password string) bool {
 	for _, mech := range []string{MechScramSHA256, MechScramSHA512} {
 		c, ok := a.credential(user, mech)
 		if !ok {

@@ -152,7 +152,7 @@ func (s *Server) saslAuthenticate(ss *session, r *kmsg.SASLAuthenticateRequest) 
 		if len(parts[0]) > 0 && string(parts[0]) != user {
 			return failed(user, "authorization id differs from the user")
 		}
-		if !ss.auth.checkPassword(user, string(parts[2])) {
+		if !ss.auth.CheckPassword(user, string(parts[2])) {
 			return failed(user, "unknown user or wrong password")
 		}
 		return s.authenticated(ss, user, resp)

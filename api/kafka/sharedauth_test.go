@@ -32,7 +32,7 @@ func TestSharedCredentialsApplyByRevision(t *testing.T) {
 	}
 	works := func(step string, password string, want bool) {
 		t.Helper()
-		if got := a.checkPassword("u", password); got != want {
+		if got := a.CheckPassword("u", password); got != want {
 			t.Fatalf("%s: password %q works: %v; want %v", step, password, got, want)
 		}
 	}

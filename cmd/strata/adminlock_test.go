@@ -23,6 +23,7 @@ func TestAdminLockedUnderSASL(t *testing.T) {
 		testsvc.WriteFileAtomic(t, configFile, []byte(`data_dir: `+dir+`/data
 kafka_addr: 127.0.0.1:0
 admin_addr: 127.0.0.1:0
+schema_registry: {addr: 127.0.0.1:0}
 admin_token: "`+token+`"
 cold: {local: {dir: `+dir+`/cold}}
 tiering: {enabled: false}

@@ -36,6 +36,8 @@ type Config struct {
 	Iceberg    IcebergConfig   `yaml:"iceberg"`
 	Cluster    ClusterConfig   `yaml:"cluster"`
 	Node       NodeConfig      `yaml:"node"`
+	// SchemaRegistry is the built-in Schema Registry (schemaregistry.go).
+	SchemaRegistry SchemaRegistryConfig `yaml:"schema_registry"`
 
 	// AdminTLS, when set, serves the admin API over HTTPS only (security.go).
 	AdminTLS TLSConfig `yaml:"admin_tls"`
@@ -530,6 +532,11 @@ func (c *Config) validate() error {
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
 		return err
+	}
+	if c.SchemaRegistry.Addr != "" {
+		if err := checkAddr("schema_registry.addr", c.SchemaRegistry.Addr); err != nil {
+			return err
+		}
 	}
 	if c.Cluster.Enabled() {
 		if c.Node.ID < 1 || c.Node.ID > 1<<31-1 {

@@ -47,7 +47,7 @@ func serviceKilled(t *testing.T, model string, partitions int32) {
 	}
 	var acked []ack
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(bin, "serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		cmd := exec.Command(bin, "serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--schema-registry-addr", "127.0.0.1:0",
 			"--set", "cold.local.dir="+dir+"/cold", "--set", "segment.max_bytes=64KiB",
 			"--set", "segment.roll_check_interval=50", "--set", fmt.Sprintf("kafka.default_partitions=%d", partitions))
 		logs, _ := cmd.StdoutPipe() // the service logs to stdout
@@ -239,7 +239,7 @@ func killedThenCutOnce(t *testing.T, bin, model, mark string) {
 	var logMu sync.Mutex
 	var logs strings.Builder
 	start := func() (*exec.Cmd, string) {
-		cmd := exec.Command(bin, "serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		cmd := exec.Command(bin, "serve", "--data-dir", dir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--schema-registry-addr", "127.0.0.1:0",
 			"--set", "cold.local.dir="+dir+"/cold", "--set", "tiering.enabled=false", "--set", "kafka.default_partitions=1")
 		out, _ := cmd.StdoutPipe() // the service logs to stdout
 		if err := cmd.Start(); err != nil {

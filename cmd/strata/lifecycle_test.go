@@ -124,7 +124,7 @@ func countFiles(t *testing.T, dir string) int {
 // says so; the first keeps serving.
 func TestSecondServeOnALockedFolder(t *testing.T) {
 	s := startServe(t)
-	cfg, err := LoadConfig("", append(append([]string(nil), s.sets...), "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"))
+	cfg, err := LoadConfig("", append(append([]string(nil), s.sets...), "admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0", "schema_registry.addr=127.0.0.1:0"))
 	if err != nil {
 		t.Fatal(err)
 	}

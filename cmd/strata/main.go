@@ -40,7 +40,7 @@ import (
 const usage = `strata: a segment-log store that tiers sealed segments to Parquet in object storage.
 
 Usage:
-  strata serve [--config FILE] [--data-dir DIR] [--kafka-addr HOST:PORT] [--admin-addr HOST:PORT] [--set key=value ...]
+  strata serve [--config FILE] [--data-dir DIR] [--kafka-addr HOST:PORT] [--admin-addr HOST:PORT] [--schema-registry-addr HOST:PORT] [--set key=value ...]
   strata config [--config FILE] [--set key=value ...]   print the effective configuration
   strata catalog ls|rebuild [--config FILE]              list the catalog / rebuild it from the bucket (service stopped)
   strata catalog ddl --topic T --location URI            print a Hive CREATE EXTERNAL TABLE for a topic's objects
@@ -102,6 +102,7 @@ func configFlags(name string, args []string) (*Config, error) {
 	dataDir := fs.String("data-dir", "", "overrides data_dir")
 	adminAddr := fs.String("admin-addr", "", "overrides admin_addr")
 	kafkaAddr := fs.String("kafka-addr", "", "overrides kafka_addr")
+	registryAddr := fs.String("schema-registry-addr", "", "overrides schema_registry.addr")
 	var sets multiFlag
 	fs.Var(&sets, "set", "path.to.key=value; repeatable; overrides the file")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +119,9 @@ func configFlags(name string, args []string) (*Config, error) {
 	}
 	if *kafkaAddr != "" {
 		sets = append([]string{"kafka_addr=" + *kafkaAddr}, sets...)
+	}
+	if *registryAddr != "" {
+		sets = append([]string{"schema_registry.addr=" + *registryAddr}, sets...)
 	}
 	return LoadConfig(*file, sets)
 }
@@ -166,7 +170,7 @@ func serve(args []string, logOut io.Writer) error {
 }
 
 // Addrs are where a running service listens.
-type Addrs struct{ Admin, Kafka string }
+type Addrs struct{ Admin, Kafka, SchemaRegistry string }
 
 // run serves until ctx ends; ready, if set, learns the listening addresses.
 // It builds the service in dependency order: the cold tier and the
@@ -241,6 +245,11 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
 	defer kln.Close()
+	schemas, err := openSchemaRegistry(ctx, cfg, sec, reg, log)
+	if err != nil {
+		return err
+	}
+	defer schemas.close()
 
 	// One gate per partition, which appends, replication's changes of
 	// leadership and handoffs take (partition.Gates).
@@ -356,7 +365,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if adminCfg.Locked() {
 		log.Warn("kafka.sasl is on and admin_token is not set: the admin API serves only /healthz, /readyz and /metrics; set admin_token to read records, run tiering and change configs over it")
 	}
-	return serveUntil(ctx, admin.Handler(ctx, adminCfg), ksrv, peers, sec, ln, kln, cfg, log, ready)
+	return serveUntil(ctx, admin.Handler(ctx, adminCfg), ksrv, peers, schemas, sec, ln, kln, cfg, log, ready)
 }
 
 // openCheckedColdTier opens the cold tier and checks that it answers.
@@ -412,17 +421,21 @@ func runMember(ctx context.Context, m *cluster.Member, store *engine.Adapter, ro
 	go reportDamage(ctx, m, store.SegmentEngine(), time.Second, log)
 }
 
-// serveUntil serves the admin API and the Kafka front end until ctx ends or
-// one fails, then shuts them down, in-flight requests first, then this
-// node's own requests to the others (peers).
-func serveUntil(ctx context.Context, api http.Handler, ksrv *kafka.Server, peers *peer.Client, sec *security, ln, kln net.Listener, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
+// serveUntil serves the admin API, the Kafka front end and the schema
+// registry (when on) until ctx ends or one fails, then shuts them down,
+// in-flight requests first, then this node's own requests to the others
+// (peers).
+func serveUntil(ctx context.Context, api http.Handler, ksrv *kafka.Server, peers *peer.Client, schemas *schemaRegistry, sec *security, ln, kln net.Listener, cfg *Config, log *slog.Logger, ready func(Addrs)) error {
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 2)
+	served := make(chan error, 3)
 	go func() { served <- srv.Serve(sec.adminListener(ln)) }()
 	go func() { served <- ksrv.Serve(sec.kafkaListener(kln, log.With("component", "kafka"))) }()
-	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "data_dir", cfg.DataDir)
+	if schemas != nil {
+		go func() { served <- schemas.srv.Serve(schemas.ln) }()
+	}
+	log.Info("strata serving", "kafka_addr", kln.Addr().String(), "admin_addr", ln.Addr().String(), "schema_registry_addr", schemas.addr(), "data_dir", cfg.DataDir)
 	if ready != nil {
-		ready(Addrs{Admin: ln.Addr().String(), Kafka: kln.Addr().String()})
+		ready(Addrs{Admin: ln.Addr().String(), Kafka: kln.Addr().String(), SchemaRegistry: schemas.addr()})
 	}
 	select {
 	case <-ctx.Done():
@@ -434,6 +447,11 @@ func serveUntil(ctx context.Context, api http.Handler, ksrv *kafka.Server, peers
 	defer cancel()
 	ksrv.Shutdown(shutCtx) // finish in-flight requests before storage closes
 	peers.Close()          // then this node's own requests to the others
+	if schemas != nil {
+		if err := schemas.srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 
 	"strata/api/kafka"
 	"strata/cluster"
+	"strata/registry/httpapi"
 )
 
 // SASLConfig turns on authentication on the Kafka listener
@@ -66,9 +67,10 @@ type TLSConfig struct {
 
 func (c SASLConfig) enabled() bool { return len(c.Mechanisms) > 0 }
 
-// validateSecurity checks the kafka.sasl, kafka.tls and admin_tls keys.
+// validateSecurity checks the kafka.sasl, kafka.tls, admin_tls and
+// schema_registry.tls keys.
 func (c *Config) validateSecurity() error {
-	for name, t := range map[string]TLSConfig{"kafka.tls": c.Kafka.TLS, "admin_tls": c.AdminTLS} {
+	for name, t := range map[string]TLSConfig{"kafka.tls": c.Kafka.TLS, "admin_tls": c.AdminTLS, "schema_registry.tls": c.SchemaRegistry.TLS} {
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			return fmt.Errorf("%s: cert_file and key_file go together", name)
 		}
@@ -136,8 +138,8 @@ func (s SASLConfig) allUsers() ([]kafka.User, error) {
 // security is what run needs for authentication and TLS; every part is
 // nil when off.
 type security struct {
-	auth             *kafka.Auth
-	kafkaTLS, admTLS *certs
+	auth                     *kafka.Auth
+	kafkaTLS, admTLS, regTLS *certs
 }
 
 // openSecurity loads users and certificates, and reloads them on SIGHUP
@@ -152,6 +154,9 @@ func openSecurity(ctx context.Context, cfg *Config, etcd *clientv3.Client, log *
 	}
 	if sec.admTLS, err = loadCerts(cfg.AdminTLS); err != nil {
 		return nil, fmt.Errorf("admin_tls: %w", err)
+	}
+	if sec.regTLS, err = loadCerts(cfg.SchemaRegistry.TLS); err != nil {
+		return nil, fmt.Errorf("schema_registry.tls: %w", err)
 	}
 	if cfg.Kafka.SASL.enabled() {
 		users, err := cfg.Kafka.SASL.allUsers()
@@ -217,11 +222,11 @@ func openSecurity(ctx context.Context, cfg *Config, etcd *clientv3.Client, log *
 // reload re-reads certificates and the users file; a part that fails to
 // load keeps its previous value.
 func (sec *security) reload(cfg *Config, log *slog.Logger) {
-	if sec.kafkaTLS == nil && sec.admTLS == nil && cfg.Kafka.SASL.UsersFile == "" {
-		log.Info("SIGHUP: nothing to reload (no kafka.tls, admin_tls or kafka.sasl.users_file)")
+	if sec.kafkaTLS == nil && sec.admTLS == nil && sec.regTLS == nil && cfg.Kafka.SASL.UsersFile == "" {
+		log.Info("SIGHUP: nothing to reload (no kafka.tls, admin_tls, schema_registry.tls or kafka.sasl.users_file)")
 		return
 	}
-	for name, c := range map[string]*certs{"kafka.tls": sec.kafkaTLS, "admin_tls": sec.admTLS} {
+	for name, c := range map[string]*certs{"kafka.tls": sec.kafkaTLS, "admin_tls": sec.admTLS, "schema_registry.tls": sec.regTLS} {
 		if c == nil {
 			continue
 		}
@@ -309,6 +314,35 @@ func (sec *security) adminListener(ln net.Listener) net.Listener {
 		return ln
 	}
 	return tls.NewListener(ln, sec.admTLS.config())
+}
+
+// registryListener makes ln speak TLS when schema_registry.tls is set.
+func (sec *security) registryListener(ln net.Listener) net.Listener {
+	if sec.regTLS == nil {
+		return ln
+	}
+	return tls.NewListener(ln, sec.regTLS.config())
+}
+
+// registryGuard asks the schema registry's clients for HTTP basic auth
+// (what Confluent's clients send: basic.auth.user.info) when kafka.sasl is
+// on, checked against the Kafka listener's users and passwords; a user who
+// may sign in to Kafka may use the registry.
+func (sec *security) registryGuard(next http.Handler) http.Handler {
+	if sec.auth == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || !sec.auth.CheckPassword(user, pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="strata schema registry"`)
+			w.Header().Set("Content-Type", httpapi.ContentType)
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintln(w, `{"error_code":401,"message":"Unauthorized: the schema registry wants HTTP basic auth as a kafka.sasl user"}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 type handshakeLogger struct {

@@ -154,6 +154,7 @@ func TestSecureServe(t *testing.T) {
 	config := fmt.Sprintf(`data_dir: %[1]s/data
 kafka_addr: 127.0.0.1:0
 admin_addr: 127.0.0.1:0
+schema_registry: {addr: 127.0.0.1:0}
 log: {level: debug}
 cold: {local: {dir: %[1]s/cold}}
 tiering: {enabled: false}

@@ -25,7 +25,7 @@ func startServe(t *testing.T, extra ...string) served {
 	t.Helper()
 	dir := t.TempDir()
 	sets := append([]string{"data_dir=" + dir, "cold.local.dir=" + dir + "/cold",
-		"admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0"}, extra...)
+		"admin_addr=127.0.0.1:0", "kafka_addr=127.0.0.1:0", "schema_registry.addr=127.0.0.1:0"}, extra...)
 	cfg, err := LoadConfig("", sets)
 	if err != nil {
 		t.Fatal(err)

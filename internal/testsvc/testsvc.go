@@ -256,6 +256,7 @@ func (p *Process) start() {
 	// A restart listens where the process did before, as a restarted
 	// server does: clients that know only its old address reach it again.
 	args := []string{"serve", "--data-dir", p.dir, "--kafka-addr", cmp.Or(p.Kafka, "127.0.0.1:0"), "--admin-addr", cmp.Or(p.Admin, "127.0.0.1:0"),
+		"--schema-registry-addr", "127.0.0.1:0",
 		"--set", "cold.local.dir=" + p.dir + "/cold"}
 	for _, kv := range p.sets {
 		args = append(args, "--set", kv)

@@ -38,7 +38,7 @@ func startServer(bin, dataDir, logPath string, generation int, sets []string) (*
 		return nil, err
 	}
 	fmt.Fprintf(logFile, "=== workload: start %d of strata serve at %s\n", generation, time.Now().Format(time.RFC3339Nano))
-	args := []string{"serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}
+	args := []string{"serve", "--data-dir", dataDir, "--kafka-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--schema-registry-addr", "127.0.0.1:0"}
 	for _, kv := range sets {
 		args = append(args, "--set", kv)
 	}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"strata/registry"
+	"strata/registry/httpapi"
+	"strata/registry/pebblestore"
+)
+
+// SchemaRegistryConfig is the built-in Schema Registry (docs/registry.md).
+type SchemaRegistryConfig struct {
+	// Addr is where it listens, as Confluent's and Redpanda's do
+	// (127.0.0.1:8081); empty: no registry.
+	Addr string `yaml:"addr"`
+	// TLS, when set, serves it over HTTPS only.
+	TLS TLSConfig `yaml:"tls"`
+}
+
+// schemaRegistry is the registry and its listener; nil when off.
+type schemaRegistry struct {
+	reg *registry.Registry
+	srv *http.Server
+	ln  net.Listener // TLS when schema_registry.tls is set
+}
+
+// openSchemaRegistry opens the registry's store in {data_dir}/schema-registry
+// and its listener, guarded as the Kafka listener is: HTTP basic auth with
+// kafka.sasl's users when that is on, TLS with schema_registry.tls. A
+// cluster does not serve it yet: each node's own store would give ids the
+// others do not know, until the registry keeps them in etcd.
+func openSchemaRegistry(ctx context.Context, cfg *Config, sec *security, reg prometheus.Registerer, log *slog.Logger) (*schemaRegistry, error) {
+	if cfg.SchemaRegistry.Addr == "" {
+		return nil, nil
+	}
+	if cfg.Cluster.Enabled() {
+		log.Warn("schema_registry: not served in a cluster yet (its ids would differ from node to node until they are kept in etcd); set schema_registry.addr to \"\" to silence this")
+		return nil, nil
+	}
+	store, err := pebblestore.Open(filepath.Join(cfg.DataDir, "schema-registry"))
+	if err != nil {
+		return nil, err
+	}
+	r, err := registry.Open(ctx, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.SchemaRegistry.Addr)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("schema_registry.addr %s: %w", cfg.SchemaRegistry.Addr, err)
+	}
+	api := &httpapi.Server{Registry: r, Log: log.With("component", "schema-registry"), Registerer: reg}
+	return &schemaRegistry{reg: r, ln: sec.registryListener(ln),
+		srv: &http.Server{Handler: sec.registryGuard(api.Handler()), ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// addr is where the registry listens; "" when off.
+func (s *schemaRegistry) addr() string {
+	if s == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// close closes the listener (if serving never began) and the store,
+// once the server is shut down.
+func (s *schemaRegistry) close() {
+	if s == nil {
+		return
+	}
+	s.ln.Close()
+	s.reg.Close()
+}
