@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"strata/registry/format"
@@ -360,4 +361,56 @@ func TestLoadStateNamesABadKey(t *testing.T) {
 			t.Errorf("%q: loaded", kv)
 		}
 	}
+}
+
+// A value carries a schema when its wire header names an id a live version
+// of the subject has: not another subject's, not a soft-deleted one's.
+func TestCheckWireHeader(t *testing.T) {
+	s := newState(t)
+	s.register("orders-value", avroRecord(`{"name":"a","type":"int"}`))
+	s.register("other-value", avroRecord(`{"name":"b","type":"int"}`))
+	s.register("gone-value", avroRecord(`{"name":"c","type":"int"}`))
+	_, writes, err := s.DeleteSubject("gone-value", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(writes)
+	for _, tc := range []struct {
+		subject string
+		value   []byte
+		want    string // "" taken
+	}{
+		{"orders-value", []byte{0, 0, 0, 0, 1, 'x'}, ""},
+		{"orders-value", []byte{0, 0, 0, 0, 1}, ""},
+		{"orders-value", []byte{0, 0, 0, 0, 2, 'x'}, "schema id 2"},
+		{"gone-value", []byte{0, 0, 0, 0, 3}, "schema id 3"},
+		{"orders-value", []byte{1, 0, 0, 0, 1}, "wire header"},
+		{"orders-value", []byte{0, 0, 0, 1}, "wire header"},
+		{"orders-value", nil, "wire header"},
+		{"orders-value", []byte{0, 0xff, 0xff, 0xff, 0xff}, "schema id 4294967295"},
+	} {
+		err := s.CheckWireHeader(tc.subject, tc.value)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %x: %v, want %q", tc.subject, tc.value, err, tc.want)
+		}
+	}
+}
+
+// Whatever bytes a produced value holds, the check answers (no panic) and
+// takes only a header naming a registered id.
+func FuzzCheckWireHeader(f *testing.F) {
+	s := NewState()
+	sc, writes, err := s.Register(RegisterRequest{Subject: "t-value", Schema: Schema{Text: `"string"`}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, w := range writes {
+		s.apply(w)
+	}
+	f.Add([]byte{0, 0, 0, 0, 1, 's'})
+	f.Fuzz(func(t *testing.T, value []byte) {
+		if s.CheckWireHeader("t-value", value) == nil && (len(value) < 5 || value[0] != 0 || value[4] != byte(sc.ID) || value[1]|value[2]|value[3] != 0) {
+			t.Fatalf("%x taken", value)
+		}
+	})
 }

@@ -1,6 +1,9 @@
 package registry
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -86,4 +89,28 @@ func (s *State) ReferencedBy(subject string, version int) ([]int, error) {
 		return nil, err
 	}
 	return append([]int{}, s.referrers(subject, v.Version)...), nil
+}
+
+// HasID says whether a live version of the subject names the id: what a
+// produce with schema validation asks of a record's schema id.
+func (s *State) HasID(subject string, id int) bool {
+	return slices.ContainsFunc(s.live(subject), func(v versionRecord) bool { return v.ID == id })
+}
+
+// WireHeaderSize is the Confluent wire header's length: magic byte 0, then
+// the schema id, 4 bytes big-endian.
+const WireHeaderSize = 5
+
+// CheckWireHeader says why a record value does not start with the wire
+// header of a schema a live version of the subject names; nil when it
+// does. strata.value.schema.validation asks it of every produced value.
+func (s *State) CheckWireHeader(subject string, value []byte) error {
+	if len(value) < WireHeaderSize || value[0] != 0 {
+		return errors.New("its value does not start with the schema registry's wire header (magic byte 0, then a 4-byte schema id)")
+	}
+	id := binary.BigEndian.Uint32(value[1:WireHeaderSize])
+	if !s.HasID(subject, int(id)) {
+		return fmt.Errorf("its value names schema id %d, which is not registered under subject %s", id, subject)
+	}
+	return nil
 }

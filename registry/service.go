@@ -95,5 +95,12 @@ func storeError(ctx context.Context, err error) error {
 	return &Error{CodeStore, "Error in the backend data store: " + err.Error()}
 }
 
+// CheckWireHeader is State.CheckWireHeader on the current state.
+func (r *Registry) CheckWireHeader(subject string, value []byte) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.st.CheckWireHeader(subject, value)
+}
+
 // Close closes the store.
 func (r *Registry) Close() error { return r.store.Close() }

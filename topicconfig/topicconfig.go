@@ -145,6 +145,9 @@ var Keys = []Key{
 	{Name: "strata.parquet.row.group.bytes", Type: Long, Default: "1048576", Broker: "tiering.row_group_bytes", DefaultSynonym: true, min: 4096, max: 1 << 30,
 		Honoured: "the row-group size of the topic's Parquet objects, from the next upload",
 		Doc:      "The size of a row group in the topic's Parquet objects: larger groups read faster in bulk, smaller ones make a cold read of one offset cheaper."},
+	{Name: "strata.value.schema.validation", Type: Boolean, Default: "false",
+		Honoured: "true: a produce is refused (INVALID_RECORD, naming the record) unless every record's value starts with the wire header (magic byte 0, a 4-byte big-endian schema id) of a schema registered under the subject {topic}-value in strata's schema registry",
+		Doc:      "Whether each produced record's value must carry the schema registry's wire header (magic byte 0, a 4-byte schema id) naming a schema registered under the subject {topic}-value; a batch with one that does not is refused with INVALID_RECORD (Redpanda's redpanda.value.schema.id.validation). Off: values are not looked at."},
 	{Name: "unclean.leader.election.enable", Type: Boolean, Default: "false", Broker: "unclean.leader.election.enable", DefaultSynonym: true,
 		Honoured: "true: when no in-sync replica of a partition is live, the controller makes its first live replica leader (acknowledged records may be lost); false: the partition stays leaderless until an in-sync replica returns",
 		Doc:      "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."},
@@ -378,6 +381,8 @@ type Resolved struct {
 	AcksAll string
 	// UncleanLeaderElection is unclean.leader.election.enable.
 	UncleanLeaderElection bool
+	// ValueSchemaValidation is strata.value.schema.validation.
+	ValueSchemaValidation bool
 }
 
 // Resolve turns a topic's overrides over the broker's settings over the
@@ -415,6 +420,7 @@ func Resolve(o Overrides, b Broker) Resolved {
 		ParquetRowGroupBytes:  num("strata.parquet.row.group.bytes"),
 		AcksAll:               str("strata.acks.all"),
 		UncleanLeaderElection: parseBool(str("unclean.leader.election.enable")),
+		ValueSchemaValidation: parseBool(str("strata.value.schema.validation")),
 	}
 	if r.LocalRetentionMs == -2 {
 		r.LocalRetentionMs = r.RetentionMs

@@ -48,6 +48,13 @@ func (s *Server) produce(ctx context.Context, r *kmsg.ProduceRequest) kmsg.Respo
 				rp.ErrorCode = code
 				continue
 			}
+			if conf().ValueSchemaValidation {
+				if bad, why := s.unregisteredValue(in); why != "" {
+					rp.ErrorCode, rp.ErrorMessage = kerr.InvalidRecord.Code, &why
+					rp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: int32(bad), ErrorMessage: &why}}
+					continue
+				}
+			}
 			in.acks, in.timeout = r.Acks, time.Duration(r.TimeoutMillis)*time.Millisecond
 			wg.Add(1)
 			sem <- struct{}{}
@@ -162,6 +169,27 @@ func (s *Server) decodePartition(ctx context.Context, topic string, partition in
 		}
 	}
 	return in, errNone
+}
+
+// unregisteredValue is strata.value.schema.validation: the first record
+// whose value does not carry the wire header of a schema registered under
+// the subject {topic}-value, and why (none: "").
+func (s *Server) unregisteredValue(in produceInput) (int, string) {
+	subject := in.topic + "-value"
+	for i := range in.recs {
+		var err error
+		if s.cfg.Schemas == nil {
+			err = errors.New("this broker serves no schema registry (schema_registry.addr) to check it against")
+		} else {
+			err = s.cfg.Schemas.CheckWireHeader(subject, in.recs[i].Value)
+		}
+		if err != nil {
+			why := fmt.Sprintf("record %d: %v (strata.value.schema.validation is on for topic %s)", i, err, in.topic)
+			s.refusal("kafka: refusing a produce: a value without a registered schema", "shard", store.ShardName(in.topic, in.partition), "why", why)
+			return i, why
+		}
+	}
+	return 0, ""
 }
 
 // batchesOver reports whether any record batch in raw is longer than limit

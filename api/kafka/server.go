@@ -126,6 +126,17 @@ type Config struct {
 	// Auth, if set, requires SASL authentication and checks permissions
 	// (auth.go).
 	Auth *Auth
+	// Schemas, if set, is the schema registry a topic with
+	// strata.value.schema.validation checks its produced values against;
+	// nil: this broker serves none, and such a topic's produces are refused.
+	Schemas SchemaChecker
+}
+
+// SchemaChecker is the schema registry as produce validation asks it: why
+// a record value does not start with the wire header of a schema
+// registered under the subject (nil when it does).
+type SchemaChecker interface {
+	CheckWireHeader(subject string, value []byte) error
 }
 
 // Server answers Kafka clients from a store.

@@ -326,6 +326,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	kcfg := kafkaConfig(cfg, topics.broker, log)
 	kcfg.Metrics, kcfg.Offsets, kcfg.Cluster, kcfg.Auth, kcfg.Partitions = kafka.NewMetrics(reg), md.offsets, meta, sec.auth, parts
 	kcfg.Peers, kcfg.PeerFetches, kcfg.PeerUser, kcfg.PeerSecret = peers, peerFetches, cfg.Cluster.PeerUser, peerSecret
+	if schemas != nil {
+		kcfg.Schemas = schemas.reg
+	}
 	ksrv := kafka.New(store, kcfg)
 	if repl != nil {
 		rolled.replication.Store(repl)

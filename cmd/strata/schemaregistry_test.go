@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -10,7 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"strata/internal/testsvc"
@@ -156,6 +161,53 @@ func TestSchemaRegistryBasicAuth(t *testing.T) {
 func TestSchemaRegistryOff(t *testing.T) {
 	if s := startServe(t, "schema_registry.addr="); s.SchemaRegistry != "" {
 		t.Fatalf("schema_registry.addr \"\": the registry listens on %s", s.SchemaRegistry)
+	}
+}
+
+// strata.value.schema.validation takes a produce whose values carry the
+// wire header of a schema registered under {topic}-value, and refuses one
+// without, or naming another subject's schema, with INVALID_RECORD; a
+// topic without it takes any value.
+func TestSchemaRegistryValidatesProduce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := startServe(t)
+	reg, err := sr.NewClient(sr.URLs("http://" + s.SchemaRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := reg.CreateSchema(ctx, "orders-value", sr.Schema{Schema: `"string"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := reg.CreateSchema(ctx, "other-value", sr.Schema{Schema: `"long"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	on := "true"
+	if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"strata.value.schema.validation": &on}, "orders"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	header := func(id int) []byte { return binary.BigEndian.AppendUint32([]byte{0}, uint32(id)) }
+	for _, tc := range []struct {
+		topic string
+		value []byte
+		want  error
+	}{
+		{"orders", append(header(orders.ID), "\x06hello"...), nil},
+		{"orders", []byte("no header"), kerr.InvalidRecord},
+		{"orders", header(other.ID), kerr.InvalidRecord},
+		{"unchecked", []byte("no header"), nil},
+	} {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: tc.topic, Value: tc.value}).FirstErr()
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("produce %q to %s: %v, want %v", tc.value, tc.topic, err, tc.want)
+		}
 	}
 }
 
