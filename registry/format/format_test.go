@@ -49,6 +49,12 @@ func TestCheck(t *testing.T) {
 		{"json: property made required", JSON, `{"type":"object","properties":{"a":{"type":"string"}}}`, `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, false, true, "required", ""},
 		{"json: content model closed", JSON, `{"type":"object","properties":{"a":{"type":"string"}}}`, `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}`, false, true, "additionalProperties", ""},
 		{"json: enum value removed", JSON, `{"enum":["a","b"]}`, `{"enum":["a"]}`, false, true, "removed", ""},
+		{"json: minimum raised", JSON, `{"type":"integer","minimum":0}`, `{"type":"integer","minimum":1}`, false, true, "minimum raised to 1", ""},
+		{"json: maxLength lowered", JSON, `{"type":"string","maxLength":10}`, `{"type":"string","maxLength":5}`, false, true, "maxLength lowered to 5", ""},
+		{"json: minItems added", JSON, `{"type":"array"}`, `{"type":"array","minItems":2}`, false, true, "minItems raised to 2", ""},
+		{"json: pattern added", JSON, `{"type":"string"}`, `{"type":"string","pattern":"^a"}`, false, true, "pattern", ""},
+		{"json: const changed", JSON, `{"const":"a"}`, `{"const":"b"}`, false, false, "const b", "const a"},
+		{"json: multipleOf widened", JSON, `{"type":"integer","multipleOf":4}`, `{"type":"integer","multipleOf":2}`, true, false, "", "multipleOf 4"},
 		{"json: through a $ref", JSON, `{"$defs":{"s":{"type":"string"}},"type":"object","properties":{"a":{"$ref":"#/$defs/s"}}}`,
 			`{"$defs":{"s":{"type":"integer"}},"type":"object","properties":{"a":{"$ref":"#/$defs/s"}}}`, false, false, "type", "type"},
 	} {

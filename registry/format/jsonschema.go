@@ -3,6 +3,7 @@ package format
 import (
 	"fmt"
 	"maps"
+	"math/big"
 	"net/url"
 	"reflect"
 	"slices"
@@ -59,8 +60,9 @@ func jsonURL(name string) string {
 // model (additionalProperties false) where it was open or a property a
 // closed reader dropped, a property added to an open content model (old
 // data may carry it with any value), enum values removed, array items so
-// changed. Other keywords (bounds, patterns, formats, combinators,
-// conditionals) are not compared yet (docs/registry.md).
+// changed, bounds tightened (checkBounds). Other keywords (formats,
+// combinators, conditionals, pattern properties, dependencies) are not
+// compared yet (docs/registry.md).
 func checkJSON(reader, writer *jsonschema.Schema) []string {
 	c := jsonChecker{seen: map[[2]*jsonschema.Schema]bool{}}
 	c.check("#", reader, writer)
@@ -102,6 +104,7 @@ func (c *jsonChecker) check(at string, r, w *jsonschema.Schema) {
 	}
 	c.checkTypes(at, r, w)
 	c.checkEnum(at, r, w)
+	c.checkBounds(at, r, w)
 	c.checkObject(at, r, w)
 	if ri, ok := r.Items.(*jsonschema.Schema); ok {
 		if wi, ok := w.Items.(*jsonschema.Schema); ok {
@@ -149,6 +152,52 @@ func (c *jsonChecker) checkEnum(at string, r, w *jsonschema.Schema) {
 		if !slices.ContainsFunc(r.Enum.Values, func(x any) bool { return reflect.DeepEqual(x, v) }) {
 			c.add(at, "enum value %v removed", v)
 		}
+	}
+}
+
+// checkBounds finds the constraints the reader added or tightened: a
+// minimum (or length, items, properties) raised, a maximum lowered, a
+// pattern or const added or changed, a multipleOf the writer's is not a
+// multiple of.
+func (c *jsonChecker) checkBounds(at string, r, w *jsonschema.Schema) {
+	raised := func(name string, rv, wv *big.Rat) {
+		if rv != nil && (wv == nil || rv.Cmp(wv) > 0) {
+			c.add(at, "%s raised to %s", name, rv.RatString())
+		}
+	}
+	lowered := func(name string, rv, wv *big.Rat) {
+		if rv != nil && (wv == nil || rv.Cmp(wv) < 0) {
+			c.add(at, "%s lowered to %s", name, rv.RatString())
+		}
+	}
+	raised("minimum", r.Minimum, w.Minimum)
+	raised("exclusiveMinimum", r.ExclusiveMinimum, w.ExclusiveMinimum)
+	lowered("maximum", r.Maximum, w.Maximum)
+	lowered("exclusiveMaximum", r.ExclusiveMaximum, w.ExclusiveMaximum)
+	atLeast := func(name string, rv, wv *int) {
+		if rv != nil && *rv > 0 && (wv == nil || *rv > *wv) {
+			c.add(at, "%s raised to %d", name, *rv)
+		}
+	}
+	atMost := func(name string, rv, wv *int) {
+		if rv != nil && (wv == nil || *rv < *wv) {
+			c.add(at, "%s lowered to %d", name, *rv)
+		}
+	}
+	atLeast("minLength", r.MinLength, w.MinLength)
+	atLeast("minItems", r.MinItems, w.MinItems)
+	atLeast("minProperties", r.MinProperties, w.MinProperties)
+	atMost("maxLength", r.MaxLength, w.MaxLength)
+	atMost("maxItems", r.MaxItems, w.MaxItems)
+	atMost("maxProperties", r.MaxProperties, w.MaxProperties)
+	if r.Pattern != nil && (w.Pattern == nil || r.Pattern.String() != w.Pattern.String()) {
+		c.add(at, "pattern %q added or changed", r.Pattern.String())
+	}
+	if r.Const != nil && (w.Const == nil || !reflect.DeepEqual(*r.Const, *w.Const)) {
+		c.add(at, "const %v added or changed", *r.Const)
+	}
+	if r.MultipleOf != nil && (w.MultipleOf == nil || !new(big.Rat).Quo(w.MultipleOf, r.MultipleOf).IsInt()) {
+		c.add(at, "multipleOf %s added or changed", r.MultipleOf.RatString())
 	}
 }
 
