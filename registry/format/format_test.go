@@ -38,6 +38,10 @@ func TestCheck(t *testing.T) {
 		{"protobuf: numeric field made repeated", Protobuf, proto("message M { int32 a = 1; }"), proto("message M { repeated int32 a = 1; }"), false, false, "repeated", "repeated"},
 		{"protobuf: string field made repeated", Protobuf, proto("message M { string a = 1; }"), proto("message M { repeated string a = 1; }"), true, true, "", ""},
 		{"protobuf: field moved into a oneof with another", Protobuf, proto("message M { int32 a = 1; int32 b = 2; }"), proto("message M { oneof o { int32 a = 1; int32 b = 2; } }"), false, true, "oneof", ""},
+		{"protobuf: field removed from a oneof", Protobuf, proto("message M { oneof o { int32 a = 1; string b = 2; } }"), proto("message M { oneof o { int32 a = 1; } }"), false, true, "removed from oneof o", ""},
+		{"protobuf: nested message removed", Protobuf, proto("message M { message N {} N n = 1; }"), proto("message M {}"), false, true, "acme.M.N removed", ""},
+		{"protobuf: enum field read as int32", Protobuf, proto("enum E { A = 0; } message M { E e = 1; }"), proto("enum E { A = 0; } message M { int32 e = 1; }"), true, true, "", ""},
+		{"protobuf: map made a plain message field", Protobuf, proto("message V {} message M { map<string, V> m = 1; }"), proto("message V {} message M { V m = 1; }"), false, false, "changed type", "changed type"},
 		{"protobuf: required field added", Protobuf, proto2("message M { optional int32 a = 1; }"), proto2("message M { optional int32 a = 1; required int32 b = 2; }"), false, false, "required", "required"},
 
 		{"json: property added to a closed model", JSON, `{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}`,
