@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -249,5 +251,51 @@ func TestContentTypes(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("Content-Type %q: %d, want %d", tc.ct, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// Registrations at once: distinct schemas get distinct ids, one schema
+// sent by many clients at once gets one id and one version.
+func TestConcurrentRegistrations(t *testing.T) {
+	srv, _ := serve(t)
+	post := func(subject, schema string) int {
+		resp, err := http.Post(srv.URL+"/subjects/"+subject+"/versions", ContentType, strings.NewReader(`{"schema":`+q(schema)+`}`))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		defer resp.Body.Close()
+		var out struct{ ID int }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("register under %s: %d, %v", subject, resp.StatusCode, err)
+		}
+		return out.ID
+	}
+	const n = 8
+	distinct, same := make([]int, n), make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			distinct[i] = post("s"+strconv.Itoa(i), `{"type":"fixed","name":"F","size":`+strconv.Itoa(i+1)+`}`)
+		})
+		wg.Go(func() { same[i] = post("shared", `"bytes"`) })
+	}
+	wg.Wait()
+	slices.Sort(distinct)
+	if len(slices.Compact(slices.Clone(distinct))) != n || slices.Contains(distinct, 0) {
+		t.Fatalf("distinct schemas' ids: %v, want %d different ones", distinct, n)
+	}
+	slices.Sort(same)
+	if len(slices.Compact(slices.Clone(same))) != 1 || same[0] == 0 {
+		t.Fatalf("one schema's ids: %v, want one", same)
+	}
+	resp, err := http.Get(srv.URL + "/subjects/shared/versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var versions []int
+	if json.NewDecoder(resp.Body).Decode(&versions); !slices.Equal(versions, []int{1}) {
+		t.Fatalf("shared's versions: %v, want [1]", versions)
 	}
 }
