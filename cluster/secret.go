@@ -16,6 +16,16 @@ import (
 // and nothing else knows it.
 func PeerSecret(ctx context.Context, cli *clientv3.Client, prefix string) ([]byte, error) {
 	key := normalizePrefix(prefix) + "/peer_secret"
+	// Read first: a transaction that may put is refused while etcd's
+	// NOSPACE alarm is raised, and a node restarted then must still read
+	// the secret the cluster has.
+	got, err := cli.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the peer secret: %w", err)
+	}
+	if len(got.Kvs) == 1 {
+		return decodeSecret(key, got.Kvs[0].Value)
+	}
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	resp, err := cli.Txn(ctx).
@@ -33,7 +43,11 @@ func PeerSecret(ctx context.Context, cli *clientv3.Client, prefix string) ([]byt
 	if len(kvs) != 1 {
 		return nil, fmt.Errorf("cluster: the peer secret %s: not found after it existed", key)
 	}
-	secret, err := hex.DecodeString(string(kvs[0].Value))
+	return decodeSecret(key, kvs[0].Value)
+}
+
+func decodeSecret(key string, v []byte) ([]byte, error) {
+	secret, err := hex.DecodeString(string(v))
 	if err != nil || len(secret) < 16 {
 		return nil, fmt.Errorf("cluster: the peer secret %s is not 16 or more hex-encoded bytes", key)
 	}

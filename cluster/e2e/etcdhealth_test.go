@@ -115,8 +115,9 @@ func TestCommitsDoNotFillEtcd(t *testing.T) {
 // When etcd is full (its NOSPACE alarm raised, here by another writer),
 // CreateTopics and OffsetCommit answer KAFKA_STORAGE_ERROR, CreateTopics
 // with a message saying etcd is full, not UNKNOWN_SERVER_ERROR; the
-// metric shows the alarm. Once an operator frees space as docs/cluster.md
-// says (compact, defrag, alarm disarm), both work again.
+// metric shows the alarm; a node restarted meanwhile waits for its lease.
+// Once an operator frees space as docs/cluster.md says (compact, defrag,
+// alarm disarm), the node serves and both work again.
 func TestFullEtcdRefusedClearly(t *testing.T) {
 	const quota = 16 << 20
 	e := startEtcdWith(t, fmt.Sprintf("--quota-backend-bytes=%d", quota))
@@ -148,6 +149,25 @@ func TestFullEtcdRefusedClearly(t *testing.T) {
 	}
 	waitMetric(t, c, "strata_etcd_nospace_alarm", 1)
 
+	// A node restarted while etcd is full reads the cluster's peer secret
+	// and waits for its lease, saying why, instead of exiting; it joins
+	// once etcd takes writes again.
+	c.nodes[1].Kill()
+	restarted, serving := make(chan struct{}), false
+	go func() {
+		defer close(restarted) // also when Restart fails the test: the node exited
+		c.nodes[1].Restart()
+		serving = true
+	}()
+	select {
+	case <-restarted:
+		if serving {
+			t.Fatal("node 1 served while etcd was full: it could not have had a lease")
+		}
+		t.Fatal("node 1 did not start while etcd was full; it should wait for etcd")
+	case <-time.After(5 * time.Second):
+	}
+
 	// The recovery docs/cluster.md gives: what filled it deleted, then
 	// compact, defrag, disarm.
 	if _, err := cli.Delete(ctx, "/junk/", clientv3.WithPrefix()); err != nil {
@@ -166,6 +186,13 @@ func TestFullEtcdRefusedClearly(t *testing.T) {
 	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-restarted:
+	case <-time.After(time.Minute):
+		t.Fatal("node 1, restarted while etcd was full, did not serve within a minute of etcd's recovery")
+	}
+	cl = c.client(1)
+	adm = kadm.NewClient(cl)
 	waitMetric(t, c, "strata_etcd_nospace_alarm", 0)
 	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "after"); err != nil || resp.Err != nil {
 		t.Fatalf("CreateTopics once etcd has space again: %v %v", err, resp.Err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -159,15 +160,27 @@ func joinCluster(ctx context.Context, cfg *Config, m *meta, cold objstore.Bucket
 	// A node restarted within a session TTL of its crash finds its old
 	// registration still alive: wait for the lease to expire.
 	deadline := time.Now().Add(2*time.Duration(cfg.Cluster.SessionTTL) + 5*time.Second)
+	var fullSince time.Time
 	for {
 		member, err := cluster.Join(ctx, jc)
 		if err == nil {
 			return member, nil
 		}
-		if !errors.Is(err, cluster.ErrNodeIDTaken) || time.Now().After(deadline) {
+		switch {
+		case errors.Is(err, rpctypes.ErrNoSpace):
+			// etcd's NOSPACE alarm: no lease until an operator frees it.
+			// The node waits, as it would for etcd to come back, rather
+			// than exit and leave its partitions' copies out for longer.
+			if fullSince.IsZero() || time.Since(fullSince) > 30*time.Second {
+				fullSince = time.Now()
+				log.Error("cluster: etcd is full (its NOSPACE alarm is raised) and refuses this node's lease; waiting until it takes writes: "+
+					"etcdctl compact <current revision>, etcdctl defrag, etcdctl alarm disarm (docs/cluster.md, \"When etcd is full\")", "node", id)
+			}
+		case !errors.Is(err, cluster.ErrNodeIDTaken) || time.Now().After(deadline):
 			return nil, fmt.Errorf("joining the cluster as node %d: %w", id, err)
+		default:
+			log.Warn("node id still registered, by this node's previous run or another node; waiting for its lease to expire", "node", id, "err", err)
 		}
-		log.Warn("node id still registered, by this node's previous run or another node; waiting for its lease to expire", "node", id, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
