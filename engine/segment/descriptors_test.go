@@ -93,3 +93,46 @@ func TestShardsHoldOneDescriptorEach(t *testing.T) {
 		})
 	}
 }
+
+// A roll that cannot open its next segment (no descriptor to spare) fails
+// the shard with a storage error (KAFKA_STORAGE_ERROR, which clients
+// retry), not an error of no kind (UNKNOWN_SERVER_ERROR), and what the
+// shard held reads back after a restart.
+func TestARollWithoutADescriptorIsAStorageError(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxSegmentBytes = 64 // one append fills a segment: the next rolls
+	e := open(t, cfg)
+	const shard = "rolls-0"
+	if err := e.CreateShard(ctx, shard); err != nil {
+		t.Fatal(err)
+	}
+	recs := storetest.Records(10, 1)
+	if _, err := e.Append(ctx, shard, recs); err != nil {
+		t.Fatal(err)
+	}
+	appended := uint64(len(recs))
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	full := old
+	full.Cur = uint64(openFDs(t))
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &full); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Append(ctx, shard, recs)
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	if !errors.Is(err, store.ErrStorage) || !strings.Contains(err.Error(), "too many open files") {
+		t.Fatalf("an append whose roll has no descriptor: %v; want a storage error saying too many open files", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Log(err) // the failed shard's close may say so too
+	}
+	e = open(t, cfg)
+	if low, high, err := e.Watermarks(ctx, shard); err != nil || low != 0 || high != appended {
+		t.Fatalf("after a restart: watermarks %d-%d, %v; want 0-%d", low, high, err, appended)
+	}
+	if _, err := e.Append(ctx, shard, recs); err != nil {
+		t.Fatalf("an append after the restart: %v", err)
+	}
+}

@@ -171,7 +171,7 @@ func (partitionFiles) roll(w *worker, sh *shard) error {
 	ns, err := w.e.openActive(sh, next, true)
 	if err != nil {
 		w.fail(sh, err)
-		return err
+		return sh.failed // a storage error, which clients retry elsewhere
 	}
 	if err := s.wf.Close(); err != nil {
 		w.e.log.Warn("closing a sealed segment", "path", s.path, "err", err)
