@@ -308,3 +308,45 @@ func parquetObjects(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// A topic deleted and made again under its name starts a new table: the
+// old one's files leave the bucket with its last partition, its position
+// deletes too. Kept, they named the new topic's objects (which reuse the
+// old keys, by offsets) and DuckDB applied them, hiding new records.
+func TestATopicMadeAgainHasNoneOfTheOldTable(t *testing.T) {
+	ctx := context.Background()
+	raw, dir := localBucket(t)
+	r := newRig(t, raw, dir)
+	produce(t, r.engine, "orders-0", 30, 0)
+	r.run(t, map[string]uint64{})
+	m, err := tiering.ReadManifest(ctx, raw, "data/topic=orders/partition=0/_strata_manifest.json")
+	if err != nil || len(m.Objects) < 2 {
+		t.Fatalf("manifest: %v, %d objects; want several", err, len(m.Objects))
+	}
+	if err := r.engine.DeleteBefore(ctx, "orders-0", m.Objects[1].StartOffset+7); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, map[string]uint64{})
+	if v, err := r.tables.Describe(ctx, "orders"); err != nil || v.DeleteFiles == 0 {
+		t.Fatalf("after DeleteRecords inside an object: %+v, %v; want a position delete", v, err)
+	}
+	if err := r.engine.DeleteShard(ctx, "orders-0"); err != nil {
+		t.Fatal(err)
+	}
+	r.engine.SyncEvents()
+	if left := parquetObjects(t, dir); len(left) != 0 {
+		t.Fatalf("the deleted topic left %d objects", len(left))
+	}
+	if _, err := r.tables.Describe(ctx, "orders"); !errors.Is(err, ErrNoTable) {
+		t.Fatalf("the deleted topic's table: %v; want none", err)
+	}
+	produced := produce(t, r.engine, "orders-0", 30, 0)
+	tiered := map[string]uint64{}
+	r.run(t, tiered)
+	v, err := r.tables.Describe(ctx, "orders")
+	if err != nil || v.DeleteFiles != 0 || v.HiddenRecords != 0 || v.Records != int64(tiered["orders-0"]) {
+		t.Fatalf("the table of the topic made again: %+v, %v; want %d records and no delete file", v, err, tiered["orders-0"])
+	}
+	rows, _ := scan(t, r.tables, "orders", 0)
+	sameRecords(t, "the topic made again", rows[0], produced[:tiered["orders-0"]])
+}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path"
 	"strconv"
+	"strings"
 
 	"strata/engine/store"
 	"strata/tiering/objstore"
@@ -76,6 +77,36 @@ func ForgetShard(b objstore.Bucket, prefix string, log *slog.Logger) func(contex
 		if len(keys) > 0 {
 			log.Info("a deleted shard's cold objects removed", "shard", shard, "objects", len(keys))
 		}
+		return forgetTopicFolder(ctx, b, path.Dir(loc.Dir(prefix)), log)
+	}
+}
+
+// forgetTopicFolder removes what is left in a topic's folder once it holds
+// no partition's: its Iceberg table (_iceberg/), which a topic made again
+// under the name must not inherit, whether or not iceberg.enabled is on
+// now. Kept, its delete files named the new topic's objects, which share
+// the old ones' keys, and DuckDB applied them; and a table left by a topic
+// deleted with the tables off refused the new topic's objects.
+func forgetTopicFolder(ctx context.Context, b objstore.Bucket, dir string, log *slog.Logger) error {
+	var left []string
+	partitions := false
+	if err := b.List(ctx, dir+"/", func(a objstore.Attrs) error {
+		if strings.HasPrefix(strings.TrimPrefix(a.Name, dir+"/"), "partition=") {
+			partitions = true
+		}
+		left = append(left, a.Name)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("listing %s: %w", dir, err)
+	}
+	if partitions || len(left) == 0 {
 		return nil
 	}
+	for _, k := range left {
+		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("deleting %s: %w", k, err)
+		}
+	}
+	log.Info("a deleted topic's table removed from the bucket", "folder", dir, "files", len(left))
+	return nil
 }
