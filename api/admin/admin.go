@@ -114,7 +114,9 @@ func Handler(ctx context.Context, c Config) http.Handler {
 
 // iceberg tells a request to the Iceberg REST catalog, whose refusals are
 // in the catalog's error model.
-func iceberg(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/iceberg/") }
+func iceberg(r *http.Request) bool {
+	return r.URL.Path == "/iceberg" || strings.HasPrefix(r.URL.Path, "/iceberg/")
+}
 
 // openOnly serves the health checks and metrics and refuses the rest.
 func openOnly(next http.Handler) http.Handler {
@@ -140,10 +142,12 @@ func requireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The scheme is case-insensitive (RFC 7235), the token is not.
+		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			(!strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(given), want) != 1) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			const msg = "a bearer token is required (admin_token)"
 			if iceberg(r) {

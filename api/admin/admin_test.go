@@ -49,6 +49,9 @@ func TestToken(t *testing.T) {
 		{"/v1/shards", "", 401},
 		{"/v1/shards", "Bearer wrong", 401},
 		{"/v1/shards", "Bearer s3cret", 200},
+		{"/v1/shards", "bearer s3cret", 200}, // the scheme is case-insensitive
+		{"/v1/shards", "Bearer S3CRET", 401},
+		{"/v1/shards", "Bearer  s3cret", 401},
 	} {
 		req := httptest.NewRequest("GET", tc.path, nil)
 		if tc.auth != "" {
