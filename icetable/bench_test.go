@@ -123,8 +123,8 @@ func BenchmarkTableCommit(b *testing.B) {
 }
 
 // commitRolling adds one object of 10 offsets to partition 0 and raises
-// the log start so the table keeps the last `live` objects: a commit of
-// a topic under retention, in steady state.
+// the log start so the table keeps the last `live` objects (0: all): a
+// commit of a topic under retention, in steady state.
 func commitRolling(b testing.TB, tables *Tables, topic string, live uint64) {
 	b.Helper()
 	_, err := tables.plan(context.Background(), topic, func(committed map[int32]Range) Plan {
@@ -135,7 +135,7 @@ func commitRolling(b testing.TB, tables *Tables, topic string, live uint64) {
 		e := tiering.ManifestEntry{Key: fmt.Sprintf("data/topic=%s/partition=0/%020d-%020d.parquet", topic, next, next+9),
 			StartOffset: next, EndOffset: next + 9, Records: 10, ObjectBytes: 1000, MinTimestamp: 1, MaxTimestamp: 2}
 		var starts map[int32]uint64
-		if next >= live*10 {
+		if live > 0 && next >= live*10 {
 			starts = map[int32]uint64{0: next + 10 - live*10}
 		}
 		return PlanCommit(committed, map[int32][]tiering.ManifestEntry{0: {e}}, starts)

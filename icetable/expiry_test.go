@@ -2,12 +2,10 @@ package icetable
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"strata/tiering"
 	"strata/tiering/objstore"
 )
 
@@ -27,21 +25,7 @@ func metadataBytes(t testing.TB, b objstore.Bucket, tables *Tables, topic string
 
 // commitOne adds one small object of partition 0 right after what the
 // table holds: a commit as a tiering run of one small segment makes it.
-func commitOne(t testing.TB, tables *Tables, topic string) {
-	t.Helper()
-	_, err := tables.plan(context.Background(), topic, func(committed map[int32]Range) Plan {
-		next := uint64(0)
-		if r, ok := committed[0]; ok {
-			next = r.Last + 1
-		}
-		e := tiering.ManifestEntry{Key: fmt.Sprintf("data/topic=%s/partition=0/%020d-%020d.parquet", topic, next, next+9),
-			StartOffset: next, EndOffset: next + 9, Records: 10, ObjectBytes: 1000, MinTimestamp: 1, MaxTimestamp: 2}
-		return PlanCommit(committed, map[int32][]tiering.ManifestEntry{0: {e}}, nil)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+func commitOne(t testing.TB, tables *Tables, topic string) { commitRolling(t, tables, topic, 0) }
 
 // With the expiry policy the table's metadata stays bounded however many
 // commits: after the first few dozen commits its files do not grow in
