@@ -154,55 +154,61 @@ func TestEveryCommitStepRecovers(t *testing.T) {
 }
 
 // Another node commits the table between this commit's read of the
-// pointer and its swap: the swap fails its precondition, the commit plans
-// again from the table the other node left, and adds nothing twice.
+// pointer and its swap: the swap (the bucket's conditional write, or the
+// catalog row's compare-and-swap) fails, the commit plans again from the
+// table the other node left, and adds nothing twice.
 func TestACommitThatLosesTheRacePlansAgain(t *testing.T) {
-	ctx := context.Background()
-	bucket, dir := localBucket(t)
-	r := newRig(t, bucket, dir)
-	r.job.Tables = nil
-	produced := map[string][]record.Record{"orders-0": produce(t, r.engine, "orders-0", 14, 0)}
-	tiered := map[string]uint64{}
-	r.run(t, tiered)
-	other := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
-	if _, err := other.loadOrCreate(ctx, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	raced := false
-	slow := &raceAt{Bucket: bucket, before: func() {
-		if !raced {
-			raced = true
-			if _, err := other.Commit(ctx, "orders", map[int32]uint64{0: 0}); err != nil {
-				t.Errorf("the other node's commit: %v", err)
+	for _, p := range pointers(t) {
+		t.Run(p.name, func(t *testing.T) {
+			ctx := context.Background()
+			bucket, dir := localBucket(t)
+			r := newRig(t, bucket, dir)
+			r.job.Tables = nil
+			produced := map[string][]record.Record{"orders-0": produce(t, r.engine, "orders-0", 14, 0)}
+			tiered := map[string]uint64{}
+			r.run(t, tiered)
+			other := p.open(t, bucket, dir)
+			if _, err := other.loadOrCreate(ctx, "orders"); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}}
-	mine := &Tables{Bucket: slow, Prefix: "data", Location: dir, Log: quiet}
-	plan, err := mine.Commit(ctx, "orders", map[int32]uint64{0: 0})
-	if err != nil || !raced {
-		t.Fatalf("commit: %v (raced: %v)", err, raced)
-	}
-	if len(plan.Add) != 0 {
-		t.Fatalf("planned again after losing, it still adds %d files", len(plan.Add))
-	}
-	rows, tbl := scan(t, mine, "orders", 0)
-	sameRecords(t, "orders-0", rows[0], produced["orders-0"][:tiered["orders-0"]])
-	if n := len(tbl.Metadata().Snapshots()); n != 1 {
-		t.Fatalf("the table has %d snapshots, want the other node's one", n)
+			raced := false
+			slow := &raceAt{Bucket: bucket, before: func() {
+				if !raced {
+					raced = true
+					if _, err := other.Commit(ctx, "orders", map[int32]uint64{0: 0}); err != nil {
+						t.Errorf("the other node's commit: %v", err)
+					}
+				}
+			}}
+			mine := p.open(t, slow, dir)
+			plan, err := mine.Commit(ctx, "orders", map[int32]uint64{0: 0})
+			if err != nil || !raced {
+				t.Fatalf("commit: %v (raced: %v)", err, raced)
+			}
+			if len(plan.Add) != 0 {
+				t.Fatalf("planned again after losing, it still adds %d files", len(plan.Add))
+			}
+			rows, tbl := scan(t, mine, "orders", 0)
+			sameRecords(t, "orders-0", rows[0], produced["orders-0"][:tiered["orders-0"]])
+			if n := len(tbl.Metadata().Snapshots()); n != 1 {
+				t.Fatalf("the table has %d snapshots, want the other node's one", n)
+			}
+		})
 	}
 }
 
-// raceAt runs before just before each conditional write of a pointer.
+// raceAt runs before just before each commit's metadata file is written,
+// which is before the commit swaps the pointer.
 type raceAt struct {
 	objstore.Bucket
 	before func()
 }
 
-func (r *raceAt) UploadIf(ctx context.Context, name string, rd io.Reader, v objstore.Version) error {
-	if strings.HasSuffix(name, hintName) {
+func (r *raceAt) Upload(ctx context.Context, name string, rd io.Reader) error {
+	if b := path.Base(name); strings.HasSuffix(b, ".metadata.json") && !strings.HasPrefix(b, "00000-") {
 		r.before()
 	}
-	return r.Bucket.UploadIf(ctx, name, rd, v)
+	return r.Bucket.Upload(ctx, name, rd)
 }
 
 // A delete commit (a new log start inside a kept file, and files wholly

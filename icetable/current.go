@@ -30,6 +30,9 @@ func (t *Tables) Current(ctx context.Context, topic string) (table.Metadata, str
 
 // Exists says whether the topic has a table: whether its pointer is there.
 func (t *Tables) Exists(ctx context.Context, topic string) (bool, error) {
+	if t.external != nil {
+		return t.external.cat.CheckTableExists(ctx, t.external.ident(topic))
+	}
 	_, err := t.Bucket.Stat(ctx, t.hintKey(topic))
 	if errors.Is(err, objstore.ErrNotFound) {
 		return false, nil

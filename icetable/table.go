@@ -65,6 +65,9 @@ type Tables struct {
 
 	cache      committedCache
 	maintained sync.Map // topic -> time.Time of its last expiry and sweep
+	// external, if set (OpenCatalog), holds the tables' pointers in place
+	// of the bucket's version-hint.text.
+	external *external
 }
 
 func (t *Tables) maxSnapshotAge() time.Duration {
@@ -219,11 +222,19 @@ func (t *Tables) forget(ctx context.Context, topic string, partitions []int32) e
 	if _, _, err := t.load(ctx, topic); errors.Is(err, errNoTable) {
 		return nil
 	}
-	_, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
+	plan, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
 		return PlanForget(committed, partitions)
 	})
 	if err != nil {
 		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partitions %v: %w", topic, partitions, err)
+	}
+	if t.external != nil && len(plan.Offsets) == 0 {
+		// The table's folder goes with the topic's last partition (tiering);
+		// a row left in the catalog would name a metadata file that is gone,
+		// and a topic made again under the name could not make its table.
+		if err := t.external.drop(ctx, topic); err != nil {
+			return fmt.Errorf("the Iceberg table of topic %s, dropping it from the catalog: %w", topic, err)
+		}
 	}
 	return nil
 }
@@ -483,6 +494,10 @@ func (t *Tables) ident(topic string) table.Identifier { return table.Identifier{
 // load reads the topic's table as its pointer names it; errNoTable if
 // there is none yet.
 func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore.Version, error) {
+	if t.external != nil {
+		tbl, err := t.external.load(ctx, topic)
+		return tbl, "", err
+	}
 	raw, v, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic))
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, objstore.Absent, errNoTable
@@ -526,6 +541,16 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		table.CommitNumRetriesKey: "0",
 		"strata.topic":            topic,
 	})
+	if t.external != nil {
+		tbl, err := t.external.create(ctx, topic, t.TableLocation(topic), props)
+		if err != nil {
+			return nil, fmt.Errorf("creating the table in the catalog: %w", err)
+		}
+		if _, err := fieldIDs(tbl.Schema(), tbl.Spec()); err != nil {
+			return nil, err
+		}
+		return tbl, nil
+	}
 	meta, err := table.NewMetadata(Schema(), &spec, table.UnsortedSortOrder, t.TableLocation(topic), props)
 	if err != nil {
 		return nil, err

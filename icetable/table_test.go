@@ -38,12 +38,16 @@ type rig struct {
 }
 
 func newRig(t testing.TB, bucket objstore.Bucket, coldDir string) *rig {
+	return newRigOver(t, bucket, &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet})
+}
+
+// newRigOver is newRig committing to tables.
+func newRigOver(t testing.TB, bucket objstore.Bucket, tables *Tables) *rig {
 	dir := t.TempDir()
 	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables := &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet}
 	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
 		Events: tiering.ListenTables(cat, bucket, "data", quiet, tables)})
 	if err != nil {

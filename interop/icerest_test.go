@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -110,19 +111,45 @@ func TestPyIcebergAndDuckDBReadThroughTheRESTCatalog(t *testing.T) {
 	}
 }
 
+// sparkRead is what icespark_check.py reads of topic orders' table through
+// one catalog.
+type sparkRead struct {
+	Namespaces     []string `json:"namespaces"`
+	Tables         []string `json:"tables"`
+	Files          int      `json:"files"`
+	Scan           [][]any  `json:"scan"`
+	Point          [][]any  `json:"point"`
+	PointFiles     int      `json:"point_files"`
+	Range          [][]any  `json:"range"`
+	RangeFiles     int      `json:"range_files"`
+	PartitionFiles int      `json:"partition_files"`
+	Snapshots      []struct {
+		ID      int64             `json:"id"`
+		Offsets map[string]string `json:"offsets"`
+	} `json:"snapshots"`
+	First [][]any `json:"first"`
+}
+
 // Spark 4.1 (scripts/pyenv icespark: Maven Central's newest Iceberg runtime
 // is for Spark 4.1, and does not load on the 4.3 of the other Spark tests)
-// with Iceberg's Spark runtime, through strata's REST catalog
-// (its URI and the admin token) and Iceberg's S3FileIO on MinIO (the
-// endpoint, path style and region from the LoadTable answer, the keys the
-// reader's own), reads exactly the records tiered; a point and a range on
-// offset within one partition scan one data file, a partition its own
-// files only; VERSION AS OF the first snapshot reads what the first run
-// tiered; DROP TABLE is refused.
-func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
-	c := serveCatalog(t, 50)
+// with Iceberg's Spark runtime reads the table through strata's REST
+// catalog (its URI and the admin token; Iceberg's S3FileIO on MinIO with
+// the endpoint, path style and region from the LoadTable answer, the keys
+// the reader's own) and through the SQL catalog strata commits to
+// (iceberg.catalog on PostgreSQL; Iceberg's JdbcCatalog). Through each it
+// reads exactly the records tiered; a point and a range on offset within
+// one partition scan one data file, a partition its own files only;
+// VERSION AS OF the first snapshot reads what the first run tiered, whose
+// summary says so. DROP TABLE through the REST catalog is refused.
+func TestSparkReadsThroughTheRESTAndSQLCatalogs(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	c := serveCatalog(t, 50, "iceberg.catalog="+pg, "iceberg.catalog_name=jdbc")
+	u, err := url.Parse(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jdbcURI := fmt.Sprintf("jdbc:postgresql://%s%s?user=%s", u.Host, u.Path, u.User.Username())
 	part := 1
-	recs := c.all[fmt.Sprintf("orders-%d", part)]
 	// One object holds the point and the range (objects of about 100
 	// records here: 8KiB segments).
 	point, lo, hi := 5, 2, 12
@@ -130,28 +157,28 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 	defer cancel()
 	py := pyenv(t, "icespark")
 	cmd := exec.CommandContext(ctx, py, "icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
-		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi))
-	cmd.Env = append(cmd.Environ(), "PYSPARK_PYTHON="+py, "SPARK_LOCAL_IP=127.0.0.1")
+		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi), jdbcURI)
+	cmd.Env = append(cmd.Environ(), "PYSPARK_PYTHON="+py, "SPARK_LOCAL_IP=127.0.0.1", "S3_ENDPOINT=http://"+c.minio.Endpoint,
+		"S3_WAREHOUSE=s3://strata-interop/warehouse")
 	var got struct {
-		Namespaces     []string `json:"namespaces"`
-		Tables         []string `json:"tables"`
-		Files          int      `json:"files"`
-		Scan           [][]any  `json:"scan"`
-		Point          [][]any  `json:"point"`
-		PointFiles     int      `json:"point_files"`
-		Range          [][]any  `json:"range"`
-		RangeFiles     int      `json:"range_files"`
-		PartitionFiles int      `json:"partition_files"`
-		Snapshots      []struct {
-			ID      int64             `json:"id"`
-			Offsets map[string]string `json:"offsets"`
-		} `json:"snapshots"`
-		First [][]any `json:"first"`
-		Drop  string  `json:"drop"`
+		sparkRead
+		Drop string    `json:"drop"`
+		JDBC sparkRead `json:"jdbc"`
 	}
 	checkJSON(t, cmd, &got)
+	c.sameAsTiered(t, "Spark through the REST catalog", got.sparkRead, part, point, lo, hi)
+	c.sameAsTiered(t, "Spark through the SQL catalog", got.JDBC, part, point, lo, hi)
+	if got.Drop == "dropped" {
+		t.Fatal("Spark dropped the table through the catalog")
+	}
+	t.Logf("Spark's DROP TABLE: %s", got.Drop)
+}
+
+func (c catalogServed) sameAsTiered(t *testing.T, what string, got sparkRead, part, point, lo, hi int) {
+	t.Helper()
+	recs := c.all[fmt.Sprintf("orders-%d", part)]
 	if fmt.Sprint(got.Namespaces) != "[strata]" || fmt.Sprint(got.Tables) != "[orders]" {
-		t.Fatalf("Spark through the catalog: namespaces %v, tables %v; want [strata], [orders]", got.Namespaces, got.Tables)
+		t.Fatalf("%s: namespaces %v, tables %v; want [strata], [orders]", what, got.Namespaces, got.Tables)
 	}
 	for i, shard := range []string{"orders-0", "orders-1"} {
 		valueBytes := 0
@@ -159,8 +186,11 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 			valueBytes += len(r.Value)
 		}
 		n := len(c.all[shard])
+		if len(got.Scan) <= i {
+			t.Fatalf("%s: the aggregate has no partition %d: %v", what, i, got.Scan)
+		}
 		if g, w := fmt.Sprint(ints(got.Scan[i])), fmt.Sprint([]any{i, n, 0, n - 1, valueBytes}); g != w {
-			t.Fatalf("Spark's aggregate of %s through the catalog: %v, want %v", shard, g, w)
+			t.Fatalf("%s: the aggregate of %s: %v, want %v", what, shard, g, w)
 		}
 	}
 	rows := func(from, to int) [][]any {
@@ -170,24 +200,24 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 		}
 		return out
 	}
-	sameRows(t, fmt.Sprintf("Spark, partition %d offset %d", part, point), got.Point, rows(point, point))
-	sameRows(t, fmt.Sprintf("Spark, partition %d offsets %d-%d", part, lo, hi), got.Range, rows(lo, hi))
+	sameRows(t, fmt.Sprintf("%s, partition %d offset %d", what, part, point), got.Point, rows(point, point))
+	sameRows(t, fmt.Sprintf("%s, partition %d offsets %d-%d", what, part, lo, hi), got.Range, rows(lo, hi))
 	if got.PointFiles != 1 || got.RangeFiles != 1 {
-		t.Fatalf("Spark scanned %d data files for offset %d and %d for offsets %d-%d of partition %d; want the one holding them",
-			got.PointFiles, point, got.RangeFiles, lo, hi, part)
+		t.Fatalf("%s scanned %d data files for offset %d and %d for offsets %d-%d of partition %d; want the one holding them",
+			what, got.PointFiles, point, got.RangeFiles, lo, hi, part)
 	}
 	if got.PartitionFiles < 2 || got.PartitionFiles >= got.Files {
-		t.Fatalf("Spark scanned %d of the table's %d data files for partition %d; want its own only", got.PartitionFiles, got.Files, part)
+		t.Fatalf("%s scanned %d of the table's %d data files for partition %d; want its own only", what, got.PartitionFiles, got.Files, part)
 	}
 	if len(got.Snapshots) != 2 {
-		t.Fatalf("snapshots %+v; want one per tiering run", got.Snapshots)
+		t.Fatalf("%s: snapshots %+v; want one per tiering run", what, got.Snapshots)
 	}
 	var wantFirst []string
 	for i, shard := range []string{"orders-0", "orders-1"} {
 		n := len(c.first[shard])
 		wantFirst = append(wantFirst, fmt.Sprint([]any{i, n, n - 1}))
 		if w := fmt.Sprintf("0-%d", n-1); got.Snapshots[0].Offsets[fmt.Sprintf("strata.offsets.%d", i)] != w {
-			t.Fatalf("the first snapshot's offsets %v; want partition %d at %s", got.Snapshots[0].Offsets, i, w)
+			t.Fatalf("%s: the first snapshot's offsets %v; want partition %d at %s", what, got.Snapshots[0].Offsets, i, w)
 		}
 	}
 	var gotFirst []string
@@ -195,12 +225,8 @@ func TestSparkReadsThroughTheRESTCatalog(t *testing.T) {
 		gotFirst = append(gotFirst, fmt.Sprint(ints(r)))
 	}
 	if fmt.Sprint(gotFirst) != fmt.Sprint(wantFirst) {
-		t.Fatalf("Spark, VERSION AS OF %d (the first run's snapshot): %v; want %v", got.Snapshots[0].ID, gotFirst, wantFirst)
+		t.Fatalf("%s, VERSION AS OF %d (the first run's snapshot): %v; want %v", what, got.Snapshots[0].ID, gotFirst, wantFirst)
 	}
-	if got.Drop == "dropped" {
-		t.Fatal("Spark dropped the table through the catalog")
-	}
-	t.Logf("Spark's DROP TABLE: %s", got.Drop)
 }
 
 // pyenv is the Python environment `scripts/pyenv NAME` makes.

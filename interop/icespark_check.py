@@ -3,11 +3,18 @@ Spark (local mode) and Iceberg's Spark runtime, the files on MinIO through
 Iceberg's S3FileIO, and prints what it found as JSON (the last line) for
 icerest_test.go.
 
-usage: icespark_check.py URI TOKEN ACCESS SECRET JARS PARTITION POINT LO HI
+Then, given a JDBC URI, it reads the same table through the Iceberg SQL
+catalog strata commits to (Iceberg's JdbcCatalog, named "jdbc" here, as
+strata's iceberg.catalog_name), the files through S3FileIO too, and prints
+that catalog's answers under "jdbc".
+
+usage: icespark_check.py URI TOKEN ACCESS SECRET JARS PARTITION POINT LO HI [JDBC_URI]
   URI, TOKEN      the catalog (http://{admin_addr}/iceberg) and the admin token
   ACCESS, SECRET  the reader's own MinIO keys (the endpoint, path style and
                   region come from the catalog's LoadTable answer)
-  JARS            comma-separated: iceberg-spark-runtime, iceberg-aws-bundle
+  JARS            comma-separated: iceberg-spark-runtime, iceberg-aws-bundle, JDBC drivers
+  S3_ENDPOINT, S3_WAREHOUSE (env)  for the SQL catalog, which has no LoadTable
+                  answer to hand over the endpoint, and wants a warehouse
   PARTITION, POINT, LO, HI  the filters: offset POINT and offsets LO..HI of PARTITION
 """
 import json
@@ -17,12 +24,14 @@ from pyspark.sql import SparkSession
 
 uri, token, access, secret, jars = sys.argv[1:6]
 part, point, lo, hi = map(int, sys.argv[6:10])
+jdbc_uri = sys.argv[10] if len(sys.argv) > 10 else ""
 cat = "spark.sql.catalog.lake"
-spark = (
+builder = (
     SparkSession.builder.master("local[1]")
     .appName("strata-interop-iceberg")
     .config("spark.jars", jars)
     .config("spark.ui.enabled", "false")
+    .config("spark.ui.showConsoleProgress", "false")
     .config("spark.driver.host", "127.0.0.1")
     .config("spark.driver.bindAddress", "127.0.0.1")
     .config("spark.sql.session.timeZone", "UTC")
@@ -35,10 +44,29 @@ spark = (
     .config(cat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
     .config(cat + ".s3.access-key-id", access)
     .config(cat + ".s3.secret-access-key", secret)
-    .getOrCreate()
 )
+if jdbc_uri:
+    import os
+    jcat = "spark.sql.catalog.jdbc"
+    builder = (
+        builder
+        # java.sql.DriverManager finds a driver on the JVM's own class path only.
+        .config("spark.driver.extraClassPath", jars.replace(",", ":"))
+        .config(jcat, "org.apache.iceberg.spark.SparkCatalog")
+        .config(jcat + ".type", "jdbc")
+        .config(jcat + ".uri", jdbc_uri)
+        # Required, though strata's tables name their own locations.
+        .config(jcat + ".warehouse", os.environ["S3_WAREHOUSE"])
+        .config(jcat + ".jdbc.schema-version", "V1")
+        .config(jcat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
+        .config(jcat + ".s3.endpoint", os.environ["S3_ENDPOINT"])
+        .config(jcat + ".s3.path-style-access", "true")
+        .config(jcat + ".client.region", "us-east-1")
+        .config(jcat + ".s3.access-key-id", access)
+        .config(jcat + ".s3.secret-access-key", secret)
+    )
+spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
-out = {}
 
 
 def scanned_files(df):
@@ -58,27 +86,39 @@ def rows(df):
 
 
 cols = "partition, `offset`, unix_millis(timestamp) AS ts, lower(hex(key)) AS k, lower(hex(value)) AS v"
-out["namespaces"] = [r[0] for r in spark.sql("SHOW NAMESPACES IN lake").collect()]
-out["tables"] = [r.tableName for r in spark.sql("SHOW TABLES IN lake.strata").collect()]
-out["files"] = spark.sql("SELECT count(*) FROM lake.strata.orders.files").collect()[0][0]
-out["scan"] = [[r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in spark.sql(
-    "SELECT partition, count(*) AS n, min(`offset`) AS lo, max(`offset`) AS hi, sum(length(value)) AS value_bytes "
-    "FROM lake.strata.orders GROUP BY partition ORDER BY partition").collect()]
-df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part} AND `offset` = {point}")
-out["point"], out["point_files"] = rows(df), scanned_files(df)
-df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part} AND `offset` BETWEEN {lo} AND {hi} ORDER BY `offset`")
-out["range"], out["range_files"] = rows(df), scanned_files(df)
-# Rows, not a count: Iceberg answers count(*) from the manifests alone.
-df = spark.sql(f"SELECT {cols} FROM lake.strata.orders WHERE partition = {part}")
-df.collect()
-out["partition_files"] = scanned_files(df)
 
-snaps = spark.sql("SELECT snapshot_id, summary FROM lake.strata.orders.snapshots ORDER BY committed_at").collect()
-out["snapshots"] = [{"id": s.snapshot_id, "offsets": {k: v for k, v in s.summary.items() if k.startswith("strata.offsets.")}} for s in snaps]
-first = snaps[0].snapshot_id
-out["first"] = [[r.partition, r.n, r.hi] for r in spark.sql(
-    f"SELECT partition, count(*) AS n, max(`offset`) AS hi FROM lake.strata.orders VERSION AS OF {first} "
-    "GROUP BY partition ORDER BY partition").collect()]
+
+def check(c):
+    """What catalog c's table of topic orders reads."""
+    t = f"{c}.strata.orders"
+    out = {}
+    out["namespaces"] = [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {c}").collect()]
+    out["tables"] = [r.tableName for r in spark.sql(f"SHOW TABLES IN {c}.strata").collect()]
+    out["files"] = spark.sql(f"SELECT count(*) FROM {t}.files").collect()[0][0]
+    out["scan"] = [[r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in spark.sql(
+        "SELECT partition, count(*) AS n, min(`offset`) AS lo, max(`offset`) AS hi, sum(length(value)) AS value_bytes "
+        f"FROM {t} GROUP BY partition ORDER BY partition").collect()]
+    df = spark.sql(f"SELECT {cols} FROM {t} WHERE partition = {part} AND `offset` = {point}")
+    out["point"], out["point_files"] = rows(df), scanned_files(df)
+    df = spark.sql(f"SELECT {cols} FROM {t} WHERE partition = {part} AND `offset` BETWEEN {lo} AND {hi} ORDER BY `offset`")
+    out["range"], out["range_files"] = rows(df), scanned_files(df)
+    # Rows, not a count: Iceberg answers count(*) from the manifests alone.
+    df = spark.sql(f"SELECT {cols} FROM {t} WHERE partition = {part}")
+    df.collect()
+    out["partition_files"] = scanned_files(df)
+
+    snaps = spark.sql(f"SELECT snapshot_id, summary FROM {t}.snapshots ORDER BY committed_at").collect()
+    out["snapshots"] = [{"id": s.snapshot_id, "offsets": {k: v for k, v in s.summary.items() if k.startswith("strata.offsets.")}} for s in snaps]
+    first = snaps[0].snapshot_id
+    out["first"] = [[r.partition, r.n, r.hi] for r in spark.sql(
+        f"SELECT partition, count(*) AS n, max(`offset`) AS hi FROM {t} VERSION AS OF {first} "
+        "GROUP BY partition ORDER BY partition").collect()]
+    return out
+
+
+out = check("lake")
+if jdbc_uri:
+    out["jdbc"] = check("jdbc")
 try:
     spark.sql("DROP TABLE lake.strata.orders")
     out["drop"] = "dropped"

@@ -143,6 +143,12 @@ type IcebergConfig struct {
 	// cold tier's own (cold.local.dir made absolute, s3://{bucket}/{prefix},
 	// hdfs://{namenode}{root}).
 	Location string `yaml:"location"`
+	// Catalog is where the tables' pointers are: "" the bucket's
+	// version-hint.text, or an Iceberg SQL catalog's URI (sqlite:PATH,
+	// postgres://...; icetable.Tables.OpenCatalog) whose rows are named
+	// CatalogName.
+	Catalog     string `yaml:"catalog"`
+	CatalogName string `yaml:"catalog_name"`
 	// SnapshotMaxAge and SnapshotMinKeep are the tables' snapshot expiry
 	// policy: older snapshots expire, but the last SnapshotMinKeep stay.
 	SnapshotMaxAge  Duration `yaml:"snapshot_max_age"`
@@ -529,6 +535,14 @@ func (c *Config) validate() error {
 	}
 	if err := c.Iceberg.REST.validate(); err != nil {
 		return err
+	}
+	if cat := c.Iceberg.Catalog; cat != "" {
+		if strings.HasPrefix(cat, "sqlite:") && c.Cluster.Enabled() {
+			return errors.New("iceberg.catalog sqlite: is one node's file; a cluster's nodes share a postgres:// catalog")
+		}
+		if c.Iceberg.CatalogName == "" {
+			return errors.New("iceberg.catalog_name: empty (the SQL catalog's catalog_name)")
+		}
 	}
 	if err := checkAddr("kafka_addr", c.KafkaAddr); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,14 +13,20 @@ import (
 
 // icebergTables is what commits each tiering run's objects to the topics'
 // Iceberg tables, or nil when iceberg.enabled is off (docs/iceberg.md).
-func icebergTables(cfg *Config, cold objstore.Bucket, log *slog.Logger) *icetable.Tables {
+func icebergTables(ctx context.Context, cfg *Config, cold objstore.Bucket, log *slog.Logger) (*icetable.Tables, error) {
 	if !cfg.Iceberg.Enabled {
-		return nil
+		return nil, nil
 	}
-	return &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg"),
+	t := &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg"),
 		MaxSnapshotAge: time.Duration(cfg.Iceberg.SnapshotMaxAge), MinSnapshots: cfg.Iceberg.SnapshotMinKeep,
 		MaintainEvery: time.Duration(cfg.Iceberg.MaintenanceInterval),
 		OrphanGrace:   time.Duration(cfg.Tiering.OrphanGrace)}
+	if cfg.Iceberg.Catalog != "" {
+		if err := t.OpenCatalog(ctx, cfg.Iceberg.Catalog, cfg.Iceberg.CatalogName, cfg.Iceberg.REST.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // icebergLocation is the URI readers open the cold tier's root by: the

@@ -206,8 +206,12 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	rolled := &rolls{shards: make(chan string, 1024)} // in a cluster: shards the engine rolled
 	// One Tables for the listener, the tiering job, the admin API and the
 	// REST catalog, so every commit shows in its metrics and table lag.
-	tables := icebergTables(cfg, cold, log)
+	tables, err := icebergTables(ctx, cfg, cold, log)
+	if err != nil {
+		return err
+	}
 	if tables != nil {
+		defer tables.Close()
 		tables.Metrics = icetable.NewMetrics(reg)
 	}
 	store, err := openServedStorage(ctx, cfg, cold, tables, md.cat, topics, rolled, reg, log)

@@ -1,5 +1,5 @@
 // Package testsvc gives tests the real services they need (MinIO, HDFS,
-// etcd, and Apache Kafka as a benchmark peer) and the strata service itself. It reads their addresses from the environment that `make test`
+// etcd, PostgreSQL, and Apache Kafka as a benchmark peer) and the strata service itself. It reads their addresses from the environment that `make test`
 // sets, and otherwise starts them with scripts/services, so a single
 // `go test` works too. A service that cannot start fails the test with the
 // script's output: nothing is skipped.
@@ -10,8 +10,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -140,6 +143,34 @@ func StartHDFS(t testing.TB) string {
 // StartEtcd returns the client address of a running etcd.
 func StartEtcd(t testing.TB) string {
 	return env(t, "etcd", "STRATA_TEST_ETCD_ENDPOINT")["STRATA_TEST_ETCD_ENDPOINT"]
+}
+
+// StartPostgres returns the URL of a database of its own for the test, on
+// a running PostgreSQL (the Iceberg SQL catalog's), dropped at its end.
+func StartPostgres(t testing.TB) string {
+	t.Helper()
+	admin := env(t, "postgres", "STRATA_TEST_POSTGRES_URL")["STRATA_TEST_POSTGRES_URL"]
+	db, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatalf("testsvc: PostgreSQL at %s: %v", admin, err)
+	}
+	defer db.Close()
+	name := fmt.Sprintf("t%d", time.Now().UnixNano())
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("testsvc: creating a database on PostgreSQL at %s: %v", admin, err)
+	}
+	t.Cleanup(func() {
+		if db, err := sql.Open("pgx", admin); err == nil {
+			db.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+			db.Close()
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 // UniquePrefix names a fresh folder for one test, so tests sharing a

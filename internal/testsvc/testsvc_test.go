@@ -2,6 +2,7 @@ package testsvc
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +31,16 @@ func TestServicesAnswer(t *testing.T) {
 	} else {
 		conn.Close()
 	}
+
+	pg, err := sql.Open("pgx", StartPostgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if err := pg.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Errorf("PostgreSQL does not answer SELECT 1: %d, %v", one, err)
+	}
+	pg.Close()
 
 	etcd := StartEtcd(t)
 	resp, err := http.Get("http://" + etcd + "/health")
