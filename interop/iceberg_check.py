@@ -3,8 +3,11 @@ pyiceberg and with DuckDB's iceberg extension, straight from its metadata
 (no catalog), and prints what each found as JSON for iceberg_test.go.
 
 usage: iceberg_check.py local TABLE_DIR PARTITION LO HI FROM_MS TO_MS
+       iceberg_check.py sqlite CATALOG_FILE PARTITION LO HI FROM_MS TO_MS
        iceberg_check.py s3 ENDPOINT ACCESS SECRET TABLE_URI PARTITION LO HI FROM_MS TO_MS
   TABLE_DIR, TABLE_URI  the table's folder ({cold}/topic={topic}/_iceberg; s3://bucket/prefix/... on MinIO)
+  CATALOG_FILE  the Iceberg SQL catalog strata commits to (iceberg.catalog=sqlite:FILE,
+                iceberg.catalog_name=strata): pyiceberg's SqlCatalog finds the table there
   PARTITION, LO, HI  pyiceberg's row filter: that partition, offsets LO..HI
   FROM_MS, TO_MS     DuckDB's filter: timestamps FROM_MS..TO_MS (milliseconds)
 """
@@ -45,7 +48,13 @@ def extension(module, name):
 
 def main():
     props = {}
-    if sys.argv[1] == "local":
+    table_dir = None
+    if sys.argv[1] == "sqlite":
+        from pyiceberg.catalog.sql import SqlCatalog
+        cat = SqlCatalog("strata", uri="sqlite:///" + sys.argv[2])
+        current = cat.load_table("strata.orders").metadata_location
+        args = sys.argv[3:]
+    elif sys.argv[1] == "local":
         table_dir = sys.argv[2]
         args = sys.argv[3:]
         with open(os.path.join(table_dir, "metadata", "version-hint.text")) as f:
@@ -61,9 +70,10 @@ def main():
             stem = f.read().decode().strip()
     part, lo, hi, from_ms, to_ms = map(int, args)
     out = {}
-    # The pointer names the current metadata; a reader without a catalog
-    # opens that file.
-    current = table_dir + "/metadata/" + stem + ".metadata.json"
+    if table_dir is not None:
+        # The pointer names the current metadata; a reader without a
+        # catalog opens that file.
+        current = table_dir + "/metadata/" + stem + ".metadata.json"
     out["metadata"] = current
 
     t = StaticTable.from_metadata(current, properties=props)
@@ -82,10 +92,11 @@ def main():
         con.sql(f"""CREATE SECRET minio (TYPE S3, KEY_ID '{access}', SECRET '{secret}', ENDPOINT '{endpoint}',
                     URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')""")
     out["duckdb"] = records(con.sql(f"SELECT * FROM iceberg_scan('{current}')").to_arrow_table())
-    # The table's folder: DuckDB follows version-hint.text itself.
+    # The table's folder: DuckDB follows version-hint.text itself (the
+    # bucket's pointer; a SQL catalog's table has none).
     con.sql("SET TimeZone = 'UTC'")
     rows = con.sql(
-        f"""SELECT partition, "offset", epoch_ms(timestamp) FROM iceberg_scan('{table_dir}')
+        f"""SELECT partition, "offset", epoch_ms(timestamp) FROM iceberg_scan('{table_dir or current}')
             WHERE timestamp BETWEEN epoch_ms({from_ms})::TIMESTAMPTZ AND epoch_ms({to_ms})::TIMESTAMPTZ
             ORDER BY partition, "offset" """
     ).fetchall()

@@ -32,13 +32,14 @@ func icebergPython(t *testing.T) string {
 
 // With iceberg.enabled, a tiering run of `strata serve` leaves the topic an
 // Iceberg table in the cold tier, a local folder or a MinIO bucket: pyiceberg and DuckDB's iceberg extension,
-// given only its current metadata (no catalog), read exactly the records
+// given only its current metadata (no catalog; or, with iceberg.catalog on
+// SQLite, pyiceberg's SqlCatalog names it), read exactly the records
 // tiered, each offset once, with partition from the data files' partition
 // values; pyiceberg's filter on partition and offset plans only the one
 // object holding them, DuckDB's on timestamp returns exactly the records in
 // the range, and the snapshot's summary carries each partition's offsets.
 func TestPyIcebergAndDuckDBReadTheTable(t *testing.T) {
-	for _, backend := range []string{"local", "s3"} {
+	for _, backend := range []string{"local", "s3", "sqlite"} {
 		t.Run(backend, func(t *testing.T) { readTheTable(t, backend) })
 	}
 }
@@ -50,6 +51,11 @@ func readTheTable(t *testing.T, backend string) {
 		dir := t.TempDir()
 		cold = []string{"cold.local.dir=" + dir}
 		where = []string{"local", filepath.Join(dir, "topic=orders", "_iceberg")}
+	case "sqlite":
+		dir := t.TempDir()
+		file := filepath.Join(t.TempDir(), "catalog.db")
+		cold = []string{"cold.local.dir=" + dir, "iceberg.catalog=sqlite:" + file}
+		where = []string{"sqlite", file}
 	case "s3":
 		m := testsvc.StartMinIO(t)
 		bucket := m.Bucket(t, "strata-interop")
