@@ -29,6 +29,9 @@ type File struct {
 
 // Plan is what the next commit of a topic's table does.
 type Plan struct {
+	// Committed is what the table held before the commit (the current
+	// snapshot's summary the plan was made from).
+	Committed map[int32]Range
 	// Add lists the objects to add, by partition, then offset.
 	Add []File
 	// Offsets is what the table holds after the commit, for every
@@ -68,7 +71,7 @@ func (p Plan) Changes() bool { return len(p.Add) > 0 || len(p.Hide) > 0 || len(p
 // nothing: a commit retried after a failure, or after one whose result
 // was unknown (it may have landed), adds and removes nothing twice.
 func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEntry, logStart map[int32]uint64) Plan {
-	p := Plan{Offsets: maps.Clone(committed)}
+	p := Plan{Committed: maps.Clone(committed), Offsets: maps.Clone(committed)}
 	if p.Offsets == nil {
 		p.Offsets = map[int32]Range{}
 	}
@@ -142,7 +145,7 @@ func PlanCommit(committed map[int32]Range, tiered map[int32][]tiering.ManifestEn
 // theirs, and their offsets. A partition the table does not hold is
 // already forgotten, so a retried forget changes nothing.
 func PlanForget(committed map[int32]Range, partitions []int32) Plan {
-	p := Plan{Offsets: maps.Clone(committed)}
+	p := Plan{Committed: maps.Clone(committed), Offsets: maps.Clone(committed)}
 	if p.Offsets == nil {
 		p.Offsets = map[int32]Range{}
 	}
@@ -176,15 +179,117 @@ const (
 	SummarySegments = "strata.segments."
 )
 
-// Summary is the plan's snapshot summary: the offsets of every partition
-// and the segments added.
-func (p Plan) Summary() map[string]string {
+// Summary is the summary of the plan's append (or of its one snapshot):
+// the offsets of every partition after the commit and the segments added.
+func (p Plan) Summary() map[string]string { return summary(p.Offsets, p.Add) }
+
+// StepKind is what one snapshot of a commit does.
+type StepKind int
+
+const (
+	// StepHide removes the rows of Partition below Below: the files
+	// wholly below, and a position delete for the rows below it in a
+	// file that stays.
+	StepHide StepKind = iota
+	// StepForget removes every file of Partition.
+	StepForget
+	// StepAppend adds Plan.Add.
+	StepAppend
+)
+
+// Step is one snapshot a commit makes (iceberg-go makes one for each
+// append and each delete of a transaction; the pointer swap lands them
+// all or none).
+type Step struct {
+	Kind      StepKind
+	Partition int32  // StepHide, StepForget
+	Below     uint64 // StepHide
+	// Offsets is what the table holds after this step: its snapshot's
+	// summary says that, so time travel to any snapshot of the commit, or
+	// choosing one by its summary, gets what the summary says.
+	Offsets map[int32]Range
+}
+
+// Summary is the step's snapshot summary: its offsets, and the segments
+// it added (only an append adds any).
+func (s Step) Summary(p Plan) map[string]string {
+	if s.Kind == StepAppend {
+		return summary(s.Offsets, p.Add)
+	}
+	return summary(s.Offsets, nil)
+}
+
+// Steps orders the plan's snapshots so that each holds one contiguous
+// range of every partition, which its summary states: first the hides of
+// partitions the table already holds files of (the files below a new log
+// start go before any object is added past them), and the forgets; then
+// the append, whose summary carries, for a partition whose log start is
+// inside the first object added, the object's first offset, not the later
+// floor; then the hides of the rows below the log start in the objects
+// just added. The last step's offsets are the plan's.
+func (p Plan) Steps() []Step {
+	state := maps.Clone(p.Committed)
+	if state == nil {
+		state = map[int32]Range{}
+	}
+	adds := map[int32]bool{}
+	for _, f := range p.Add {
+		adds[f.Partition] = true
+	}
+	var steps []Step
+	step := func(kind StepKind, part int32, below uint64) {
+		steps = append(steps, Step{Kind: kind, Partition: part, Below: below, Offsets: maps.Clone(state)})
+	}
+	hides := slices.Sorted(maps.Keys(p.Hide))
+	for _, part := range hides {
+		r, held := state[part]
+		// A partition held with no file (only its floor) and objects to
+		// add: the hide after the append moves the floor.
+		if !held || (r.Empty() && adds[part]) {
+			continue
+		}
+		r.First = p.Hide[part]
+		if r.Last+1 < r.First {
+			r.Last = r.First - 1
+		}
+		state[part] = r
+		step(StepHide, part, p.Hide[part])
+	}
+	for _, part := range p.Forget {
+		delete(state, part)
+		step(StepForget, part, 0)
+	}
+	if len(p.Add) > 0 {
+		for _, f := range p.Add {
+			if r, ok := state[f.Partition]; ok && !r.Empty() {
+				r.Last = f.EndOffset
+				state[f.Partition] = r
+			} else {
+				state[f.Partition] = Range{First: f.StartOffset, Last: f.EndOffset}
+			}
+		}
+		step(StepAppend, 0, 0)
+	}
+	for _, part := range hides {
+		if r, ok := state[part]; ok && adds[part] && r.First < p.Hide[part] {
+			r.First = p.Hide[part]
+			if r.Last+1 < r.First {
+				r.Last = r.First - 1
+			}
+			state[part] = r
+			step(StepHide, part, p.Hide[part])
+		}
+	}
+	return steps
+}
+
+func summary(offsets map[int32]Range, add []File) map[string]string {
 	out := map[string]string{}
-	for part, r := range p.Offsets {
+	for part, r := range offsets {
 		out[SummaryOffsets+strconv.Itoa(int(part))] = fmt.Sprintf("%d-%d", r.First, r.Last)
 	}
 	added := map[int32][]string{}
-	for _, f := range p.Add {
+	for _, f := range add {
 		added[f.Partition] = append(added[f.Partition], fmt.Sprintf("%d-%d:%08x", f.StartOffset, f.EndOffset, f.SegmentChecksum))
 	}
 	for part, segs := range added {

@@ -151,6 +151,10 @@ func TestPlanCommit(t *testing.T) {
 			if err != nil || !maps.Equal(back, p.Offsets) {
 				t.Errorf("Committed(Summary()) = %v, %v; want %v", back, err, p.Offsets)
 			}
+			// The commit's last snapshot holds what the plan says.
+			if steps := p.Steps(); p.Changes() && (len(steps) == 0 || !maps.Equal(steps[len(steps)-1].Offsets, p.Offsets)) {
+				t.Errorf("the commit's snapshots %+v; want the last to hold the plan's offsets %v", steps, p.Offsets)
+			}
 			// Planning again from the result adds nothing: a retry is a no-op.
 			if again := PlanCommit(back, tc.tiered, tc.logStart); again.Changes() {
 				t.Errorf("planned again from its own summary, it adds %v and hides below %v", names(again.Add), again.Hide)
@@ -179,6 +183,64 @@ func TestPlanForget(t *testing.T) {
 	}
 	if len(committed) != 2 {
 		t.Fatalf("the plan changed its input: %v", committed)
+	}
+}
+
+// A commit's snapshots each say what they hold: an append's summary
+// carries the offsets of the files it has, a later hide's the floor.
+func TestStepsSayWhatEachSnapshotHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		committed map[int32]Range
+		tiered    map[int32][]tiering.ManifestEntry
+		logStart  map[int32]uint64
+		want      []string // each step: its kind, partition and offsets after
+	}{
+		{name: "a partition new to the table, its log start inside its first object",
+			tiered: map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}}, logStart: map[int32]uint64{0: 40},
+			want: []string{"append: map[0:{0 199}]", "hide 0 below 40: map[0:{40 199}]"}},
+		{name: "a log start past the table's files, inside an object added",
+			committed: map[int32]Range{0: {0, 99}, 1: {0, 9}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199), obj(200, 299)}},
+			logStart:  map[int32]uint64{0: 250},
+			want: []string{"hide 0 below 250: map[0:{250 249} 1:{0 9}]", "append: map[0:{200 299} 1:{0 9}]",
+				"hide 0 below 250: map[0:{250 299} 1:{0 9}]"}},
+		{name: "a log start inside a file the table holds, and an object added after",
+			committed: map[int32]Range{0: {0, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(0, 99), obj(100, 199)}},
+			logStart:  map[int32]uint64{0: 50},
+			want:      []string{"hide 0 below 50: map[0:{50 99}]", "append: map[0:{50 199}]"}},
+		{name: "a floor with no file, moved inside an object added",
+			committed: map[int32]Range{0: {100, 99}},
+			tiered:    map[int32][]tiering.ManifestEntry{0: {obj(150, 299)}},
+			logStart:  map[int32]uint64{0: 200},
+			want:      []string{"append: map[0:{150 299}]", "hide 0 below 200: map[0:{200 299}]"}},
+		{name: "two partitions' log starts, one delete each",
+			committed: map[int32]Range{0: {0, 99}, 1: {0, 99}},
+			logStart:  map[int32]uint64{0: 50, 1: 200},
+			want:      []string{"hide 0 below 50: map[0:{50 99} 1:{0 99}]", "hide 1 below 200: map[0:{50 99} 1:{200 199}]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := PlanCommit(tc.committed, tc.tiered, tc.logStart)
+			var got []string
+			for _, s := range p.Steps() {
+				switch s.Kind {
+				case StepAppend:
+					got = append(got, fmt.Sprintf("append: %v", s.Offsets))
+					if s.Summary(p)["strata.segments.0"] == "" {
+						t.Errorf("the append's summary %v names no segment", s.Summary(p))
+					}
+				case StepHide:
+					got = append(got, fmt.Sprintf("hide %d below %d: %v", s.Partition, s.Below, s.Offsets))
+					if seg := s.Summary(p)["strata.segments.0"]; seg != "" {
+						t.Errorf("a delete's summary names segments %s", seg)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("steps:\n%v\nwant\n%v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -353,16 +353,18 @@ func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(co
 	}
 }
 
-// commit makes plan's snapshot(s) in one transaction, so one pointer swap
-// lands them all or none: an append of plan's files, then a delete of the
-// rows below each new log start and of forgotten partitions' files. The
-// delete is iceberg-go's merge-on-read one: files wholly below a log start
-// (by their offset bounds) are removed, and rows below it in a file that
-// stays are hidden by a position-delete file. Every snapshot's summary
-// carries the offsets (Plan.Summary).
+// commit makes plan's snapshots in one transaction, so one pointer swap
+// lands them all or none, in Plan.Steps' order: the rows below each new
+// log start in the files the table holds, and forgotten partitions'
+// files, deleted; plan's files appended; the rows below a log start inside
+// an object just added deleted. The deletes are iceberg-go's merge-on-read
+// ones: files wholly below a log start (by their offset bounds) are
+// removed, and rows below it in a file that stays are hidden by a
+// position-delete file. Each snapshot's summary carries the offsets that
+// snapshot holds (Step.Offsets), so time travel to any of them reads what
+// its summary says; the last one's are the plan's.
 func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*table.Table, error) {
 	txn := tbl.NewTransaction()
-	summary := plan.Summary()
 	for k, v := range t.retention() {
 		if tbl.Properties().Get(k, "") != v {
 			// A table made before the expiry policy, or under another one.
@@ -372,29 +374,32 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*tabl
 			break
 		}
 	}
-	if len(plan.Add) > 0 {
-		files, err := t.dataFiles(tbl, plan.Add)
-		if err != nil {
-			return nil, err
+	mergeOnRead := false
+	for _, step := range plan.Steps() {
+		summary := step.Summary(plan)
+		if step.Kind == StepAppend {
+			files, err := t.dataFiles(tbl, plan.Add)
+			if err != nil {
+				return nil, err
+			}
+			// The plan is the duplicate check, from the summary: iceberg-go's own
+			// reads every manifest of the table at each commit.
+			if err := txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck()); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		// The plan is the duplicate check, from the summary: iceberg-go's own
-		// reads every manifest of the table at each commit.
-		if err := txn.AddDataFiles(ctx, files, summary, table.WithoutDuplicateCheck()); err != nil {
-			return nil, err
-		}
-	}
-	if filters := plan.deleteFilters(); len(filters) > 0 {
-		if tbl.Properties().Get(table.WriteDeleteModeKey, "") != table.WriteModeMergeOnRead {
+		if !mergeOnRead && tbl.Properties().Get(table.WriteDeleteModeKey, "") != table.WriteModeMergeOnRead {
 			// Position deletes, not a rewrite: the objects are tiering's,
 			// and the Kafka cold reads read them.
 			if err := txn.SetProperties(iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}); err != nil {
 				return nil, err
 			}
 		}
-		for _, filter := range filters {
-			if err := txn.Delete(ctx, filter, summary); err != nil {
-				return nil, fmt.Errorf("deleting %v: %w", filter, err)
-			}
+		mergeOnRead = true
+		filter := step.deleteFilter()
+		if err := txn.Delete(ctx, filter, summary); err != nil {
+			return nil, fmt.Errorf("deleting %v: %w", filter, err)
 		}
 	}
 	return txn.Commit(ctx)
@@ -441,25 +446,19 @@ func (t *Tables) sweepOrphans(ctx context.Context, tbl *table.Table) error {
 	return nil
 }
 
-// deleteFilters are the rows the plan removes, one filter per partition:
+// deleteFilter is the rows a delete step removes, of one partition:
 // iceberg-go evaluates a delete's filter on the rows of the files it
 // keeps, and those rows have no partition column (its value is the data
 // file's): there "partition IS NULL" stands for the file's own partition,
 // which the file's bounds and partition value select. One partition per
 // filter, so a file of one partition never takes another's log start.
-func (p Plan) deleteFilters() []iceberg.BooleanExpression {
+func (s Step) deleteFilter() iceberg.BooleanExpression {
 	part := iceberg.Reference(ColPartition)
-	ofPartition := func(n int32) iceberg.BooleanExpression {
-		return iceberg.NewOr(iceberg.EqualTo(part, n), iceberg.IsNull(part))
+	if s.Kind == StepForget {
+		return iceberg.EqualTo(part, s.Partition)
 	}
-	var out []iceberg.BooleanExpression
-	for _, n := range slices.Sorted(maps.Keys(p.Hide)) {
-		out = append(out, iceberg.NewAnd(ofPartition(n), iceberg.LessThan(iceberg.Reference(ColOffset), int64(p.Hide[n]))))
-	}
-	for _, n := range p.Forget {
-		out = append(out, iceberg.EqualTo(part, n))
-	}
-	return out
+	return iceberg.NewAnd(iceberg.NewOr(iceberg.EqualTo(part, s.Partition), iceberg.IsNull(part)),
+		iceberg.LessThan(iceberg.Reference(ColOffset), int64(s.Below)))
 }
 
 func (t *Tables) dataFiles(tbl *table.Table, add []File) ([]iceberg.DataFile, error) {

@@ -37,19 +37,23 @@ type rig struct {
 	bucket objstore.Bucket
 }
 
-func newRig(t testing.TB, bucket objstore.Bucket, coldDir string) *rig {
-	return newRigOver(t, bucket, &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet})
+func newRig(t testing.TB, bucket objstore.Bucket, coldDir string, configure ...func(*segment.Config)) *rig {
+	return newRigOver(t, bucket, &Tables{Bucket: bucket, Prefix: "data", Location: coldDir, Log: quiet}, configure...)
 }
 
 // newRigOver is newRig committing to tables.
-func newRigOver(t testing.TB, bucket objstore.Bucket, tables *Tables) *rig {
+func newRigOver(t testing.TB, bucket objstore.Bucket, tables *Tables, configure ...func(*segment.Config)) *rig {
 	dir := t.TempDir()
 	cat, err := pebblecat.Open(filepath.Join(dir, "catalog"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := segment.Open(segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
-		Events: tiering.ListenTables(cat, bucket, "data", quiet, tables)})
+	cfg := segment.Config{Dir: dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: tiering.ListenTables(cat, bucket, "data", quiet, tables)}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	e, err := segment.Open(cfg)
 	if err != nil {
 		cat.Close()
 		t.Fatal(err)

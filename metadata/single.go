@@ -99,6 +99,9 @@ func (n *Single) CreateTopic(ctx context.Context, topic string, partitions int32
 		names[p] = store.ShardName(topic, int32(p))
 	}
 	err = store.CreateShards(ctx, n.store, names)
+	if errors.Is(err, store.ErrShardDeleting) {
+		return n.deleting(topic, err)
+	}
 	if !errors.Is(err, store.ErrShardExists) {
 		return err
 	}
@@ -112,11 +115,23 @@ func (n *Single) CreateTopic(ctx context.Context, topic string, partitions int32
 			}
 			continue
 		}
+		if errors.Is(err, store.ErrShardDeleting) {
+			return n.deleting(topic, err)
+		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleting refuses a topic whose name an earlier topic's deletion still
+// holds (its objects or its table not yet gone from the bucket, retried
+// until they are: store.ErrShardDeleting), as Kafka refuses a topic marked
+// for deletion, and drops the configs the create stored.
+func (n *Single) deleting(topic string, err error) error {
+	n.configs.SetConfigs(topic, func(map[string]string) (map[string]string, error) { return nil, nil })
+	return fmt.Errorf("%w: %s: the deleted topic's objects are being removed from the bucket; try again shortly: %w", ErrTopicDeleting, topic, err)
 }
 
 func (n *Single) DeleteTopic(ctx context.Context, topic string) error {

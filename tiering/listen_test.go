@@ -10,6 +10,7 @@ import (
 	"strata/catalog"
 	"strata/catalog/pebblecat"
 	"strata/engine/segment"
+	"strata/engine/store"
 	"strata/tiering/objstore/local"
 )
 
@@ -86,9 +87,10 @@ func TestCatalogCatchesUpWithTheEngine(t *testing.T) {
 	}
 }
 
-// A deletion whose listener failed is told again at the next start; by then
-// the name may belong to a new shard, whose catalog entries and objects the
-// retry must leave alone.
+// A deletion whose listener failed is owed: its name is refused until the
+// listener succeeds (retried while the engine runs, and at the next start).
+// A retry that comes once the name belongs to a new shard (the deletion
+// told late) leaves the new shard's catalog entries and objects alone.
 func TestRetriedDeletionSparesTheNewShard(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -111,9 +113,18 @@ func TestRetriedDeletionSparesTheNewShard(t *testing.T) {
 	}
 	e := open(true)
 	produce(t, e, "again-0", 3)
+	old, _ := e.Shard("again-0")
 	if err := e.DeleteShard(ctx, "again-0"); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.CreateShard(ctx, "again-0"); !errors.Is(err, store.ErrShardDeleting) {
+		t.Fatalf("creating the name again while its deletion is owed: %v; want %v", err, store.ErrShardDeleting)
+	}
+	e.Close()
+
+	e = open(false) // the old deletion is told again, to a listener that works
+	defer e.Close()
+	e.SyncEvents()
 	time.Sleep(2 * time.Millisecond) // a new creation time
 	produce(t, e, "again-0", 30)
 	job := &Job{Engine: e, Catalog: cat, Bucket: lb, Prefix: "data", Log: quiet}
@@ -121,11 +132,10 @@ func TestRetriedDeletionSparesTheNewShard(t *testing.T) {
 		t.Fatalf("tiering the new shard: %+v, %v", sum, err)
 	}
 	tiered := countObjects(t, lb)
-	e.Close()
-
-	e = open(false) // the old deletion is told again, to a listener that works
-	defer e.Close()
-	e.SyncEvents()
+	// The old shard's deletion told late, to the new shard's listener.
+	if err := Listen(cat, lb, "data", quiet).ShardDeleted(ctx, "again-0", old.Created); err != nil {
+		t.Fatal(err)
+	}
 	live, _ := e.Shard("again-0")
 	got, err := cat.Shard("again-0")
 	if err != nil || !got.Created.Equal(live.Created) {

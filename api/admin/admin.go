@@ -124,6 +124,10 @@ func openOnly(next http.Handler) http.Handler {
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/metrics":
 			next.ServeHTTP(w, r)
+		case restcat.TokenPath:
+			restcat.RefuseOAuth(w, "kafka.sasl is on and admin_token is not set: the admin API, and so strata's Iceberg catalog, "+
+				"serves nothing but its health checks and metrics. The catalog issues no OAuth tokens: set admin_token, and give "+
+				"it to the client as token= (pyiceberg: load_catalog(..., token=ADMIN_TOKEN)), not credential=")
 		default:
 			const msg = "kafka.sasl is on and admin_token is not set: " +
 				"the admin API serves only /healthz, /readyz and /metrics; set admin_token to use the rest"
@@ -146,7 +150,9 @@ func requireToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme is case-insensitive (RFC 7235), the token is not.
 		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+		// The token endpoint is asked before the client has a token: the
+		// catalog answers it (it mints none) in OAuth's error model.
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && r.URL.Path != restcat.TokenPath &&
 			(!strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(given), want) != 1) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			const msg = "a bearer token is required (admin_token)"

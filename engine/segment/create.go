@@ -302,6 +302,9 @@ func (e *Engine) awaitCreatable(ctx context.Context, names []string) error {
 			if _, ok := e.creating[name]; ok {
 				return fmt.Errorf("shard %q (being created): %w", name, store.ErrShardExists)
 			}
+			if _, ok := e.owed[name]; ok {
+				return fmt.Errorf("shard %q: %w", name, store.ErrShardDeleting)
+			}
 			if g, deleting := e.deleting[name]; deleting && gone == nil {
 				gone = g
 			}

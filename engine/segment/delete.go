@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,17 +131,26 @@ func (e *Engine) forget(name, tomb string) error {
 }
 
 // finishForgotten tells the listeners a shard the manifest no longer has is
-// gone, then removes its tombstone. When a listener fails, the tombstone
-// keeps only the shard's name (its folder name keeps its creation time),
-// so the next start tells them again.
+// gone, then removes its tombstone. When a listener fails (the bucket
+// refused the table's forget or the objects' removal), the tombstone keeps
+// only the shard's name (its folder name keeps its creation time), the
+// deletion is owed: retried every DeleteRetryInterval, and at the next
+// start, and until it succeeds CreateShard refuses the name
+// (store.ErrShardDeleting), as a cluster's controller keeps a deleted
+// topic's name until the bucket is cleared. A shard made again before its
+// old objects left would find them at its keys.
 func (e *Engine) finishForgotten(name, tomb string, created time.Time) error {
 	if f := e.cfg.Events.ShardDeleted; f != nil {
 		e.events.sync() // what was queued about the shard goes first
 		if err := f(context.Background(), name, created); err != nil {
-			e.log.Error("a listener failed on a shard's deletion; the next start tries again", "shard", name, "err", err)
+			e.log.Error("a listener failed on a shard's deletion; retrying, and the name is taken till it succeeds",
+				"shard", name, "retry_every", e.cfg.DeleteRetryInterval, "err", err)
 			if err := e.removeAllBut(tomb, tombstoneFile); err != nil {
 				e.log.Error("removing a deleted shard's files", "dir", tomb, "err", err)
 			}
+			e.mu.Lock()
+			e.owed[name] = owedDeletion{tomb: tomb, created: created}
+			e.mu.Unlock()
 			return nil
 		}
 	}
@@ -177,6 +188,59 @@ func (e *Engine) writeTombstoneName(dir, name string) error {
 		return err
 	}
 	return syncDir(fs, dir)
+}
+
+// owedDeletion is a deleted shard whose listeners still owe its deletion:
+// its tombstone (the shard's name only) and the shard's creation time.
+type owedDeletion struct {
+	tomb    string
+	created time.Time
+}
+
+// retryDeletions tells the listeners again, every DeleteRetryInterval, of
+// the deletions they failed, until each succeeds; then its tombstone goes
+// and its name is free. It stops when the engine closes.
+func (e *Engine) retryDeletions() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-e.stop
+		cancel() // a listener waiting on the bucket gives up at Close
+	}()
+	t := time.NewTicker(e.cfg.DeleteRetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		e.mu.RLock()
+		todo := make(map[string]owedDeletion, len(e.owed))
+		for name, o := range e.owed {
+			todo[name] = o
+		}
+		e.mu.RUnlock()
+		for _, name := range slices.Sorted(maps.Keys(todo)) {
+			o := todo[name]
+			if err := e.cfg.Events.ShardDeleted(ctx, name, o.created); err != nil {
+				if ctx.Err() == nil {
+					e.log.Warn("a listener failed again on a shard's deletion; retrying", "shard", name, "retry_every", e.cfg.DeleteRetryInterval, "err", err)
+				}
+				continue
+			}
+			if err := e.cfg.FS.RemoveAll(o.tomb); err != nil {
+				// Only the name is left, which the next start tells again.
+				e.log.Error("removing a deleted shard's tombstone", "dir", o.tomb, "err", err)
+			}
+			e.mu.Lock()
+			if cur, ok := e.owed[name]; ok && cur.tomb == o.tomb {
+				delete(e.owed, name)
+			}
+			e.mu.Unlock()
+			e.log.Info("a shard's deletion finished after its listener failed; its name is free", "shard", name)
+		}
+	}
 }
 
 // tombCreated is the creation time of the shard a tombstone buried, from

@@ -90,8 +90,13 @@ type Config struct {
 	FS vfs.FS
 	// Events are told what happens to shards and segments.
 	Events EventListener
-	Logger *slog.Logger
-	Now    func() time.Time
+	// DeleteRetryInterval: a deleted shard whose ShardDeleted listener
+	// failed (the bucket refused the table's forget or the objects'
+	// removal) is told again this often (10s) until it succeeds, and its
+	// name is refused to CreateShard till then (store.ErrShardDeleting).
+	DeleteRetryInterval time.Duration
+	Logger              *slog.Logger
+	Now                 func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -115,6 +120,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxSegmentBytes <= 0 {
 		c.MaxSegmentBytes = 1 << 30
+	}
+	if c.DeleteRetryInterval <= 0 {
+		c.DeleteRetryInterval = 10 * time.Second
 	}
 	if c.RollCheckInterval == 0 {
 		c.RollCheckInterval = 10_000
@@ -166,6 +174,10 @@ type Engine struct {
 	mu       sync.RWMutex
 	shards   map[string]*shard
 	deleting map[string]chan struct{} // closed when the shard's deletion ends
+	// owed holds the deleted shards whose ShardDeleted listener failed:
+	// retried every DeleteRetryInterval (retryDeletions), their names
+	// refused to CreateShard till it succeeds.
+	owed map[string]owedDeletion
 	// creating holds the names of shards a create has recorded and not yet
 	// served; building counts those creates, which Close waits for.
 	creating map[string]struct{}

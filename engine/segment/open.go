@@ -45,7 +45,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, lock: lock, index: idx, manifest: man, events: newEvents(cfg.Logger),
-		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, creating: map[string]struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
+		shards: map[string]*shard{}, deleting: map[string]chan struct{}{}, owed: map[string]owedDeletion{}, creating: map[string]struct{}{}, stop: make(chan struct{}), indexKept: statErr == nil}
 	e.points.limit = cfg.IndexMemoryBytes
 	if cfg.Fsync == FsyncBatch {
 		e.marks = newMarkSyncer(cfg.FS, cfg.Workers, cfg.Logger)
@@ -97,6 +97,10 @@ func Open(cfg Config) (*Engine, error) {
 			m.LowWatermark = e.shards[m.Name].low
 			e.events.post("shard recovered", func() error { return f(m, segs) })
 		}
+	}
+	if cfg.Events.ShardDeleted != nil {
+		e.tick.Add(1)
+		go func() { defer e.tick.Done(); e.retryDeletions() }()
 	}
 	if cfg.MaxSegmentAge > 0 || cfg.Fsync == FsyncInterval || cfg.TopicSegments != nil {
 		e.tick.Add(1)

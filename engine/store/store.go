@@ -183,7 +183,11 @@ type Budget struct {
 var (
 	ErrUnknownShard = errors.New("unknown shard")
 	ErrShardExists  = errors.New("shard exists")
-	ErrClosed       = errors.New("store closed")
+	// ErrShardDeleting refuses a shard whose name an earlier shard's
+	// deletion still holds: its listeners (the cold tier's objects, the
+	// topic's table) have not finished, and are being retried.
+	ErrShardDeleting = errors.New("an earlier shard of the name is still being deleted")
+	ErrClosed        = errors.New("store closed")
 	// ErrCommitted refuses a TruncateTo below the high watermark.
 	ErrCommitted = errors.New("committed records cannot be truncated")
 	// ErrSealedSegment refuses a TruncateTo inside a sealed segment: the

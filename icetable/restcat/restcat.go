@@ -111,8 +111,18 @@ func (s *Server) Handler() http.Handler {
 					"and only its tiering commits to them (docs/iceberg.md)", w.what, s.namespace()))
 		})
 	}
-	// Anything else under the base (views, scan planning, metrics reports,
-	// OAuth tokens): not served.
+	// OAuth 2's token exchange (credential= in pyiceberg and Spark): the
+	// catalog mints no tokens, it takes the admin token as the bearer
+	// token, and says so in OAuth's error model, which the clients show.
+	handle(TokenPath, "oauth_tokens", func(w http.ResponseWriter, r *http.Request) int {
+		s.log().Debug("the Iceberg REST catalog refused an OAuth token request", "method", r.Method)
+		return RefuseOAuth(w, "strata's Iceberg catalog issues no OAuth tokens: it takes the admin API's token (admin_token) as "+
+			"the bearer token itself. Give that to the client as token= (pyiceberg: load_catalog(..., token=ADMIN_TOKEN); "+
+			"Spark: spark.sql.catalog.NAME.token; DuckDB: CREATE SECRET (TYPE iceberg, TOKEN ...)), not credential=; "+
+			"with no admin_token set, the catalog needs neither (docs/iceberg.md)")
+	})
+	// Anything else under the base (views, scan planning, metrics reports):
+	// not served.
 	handle(BasePath+"/", "other", func(w http.ResponseWriter, r *http.Request) int {
 		return s.fail(w, r, http.StatusNotFound, errNotFound, fmt.Sprintf(
 			"%s %s is not an endpoint of strata's Iceberg catalog, which serves config, namespaces and the loading of tables (GET /iceberg/v1/config lists them)",
@@ -335,6 +345,22 @@ func Refuse(w http.ResponseWriter, code int, msg string) {
 		typ = "ForbiddenException"
 	}
 	writeJSON(w, code, errorResponse{errorModel{Message: msg, Type: typ, Code: code}})
+}
+
+// TokenPath is the REST spec's OAuth token endpoint, which the admin API's
+// guard lets through: a client asks it for a token before it has one.
+const TokenPath = BasePath + "/v1/oauth/tokens"
+
+// RefuseOAuth answers a token request in OAuth 2's error model (RFC 6749
+// section 5.2): {"error": "invalid_client", "error_description": msg},
+// 401, not cached; pyiceberg shows it as "OAuthError: invalid_client: msg".
+func RefuseOAuth(w http.ResponseWriter, msg string) int {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	return writeJSON(w, http.StatusUnauthorized, struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}{"invalid_client", msg})
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, typ, msg string) int {
