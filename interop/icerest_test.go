@@ -26,13 +26,19 @@ type catalogServed struct {
 func serveCatalog(t *testing.T, rounds int, sets ...string) catalogServed {
 	m := testsvc.StartMinIO(t)
 	bucket := m.Bucket(t, "strata-interop")
+	c := serveCatalogOn(t, rounds, append(minioCold(m, bucket, testsvc.UniquePrefix(t)), sets...)...)
+	c.minio = m
+	return c
+}
+
+// serveCatalogOn is serveCatalog over the cold tier that sets name.
+func serveCatalogOn(t *testing.T, rounds int, sets ...string) catalogServed {
 	token := "interop-s3cret"
-	srv := serveForExport(t, append(append(minioCold(m, bucket, testsvc.UniquePrefix(t)),
-		"iceberg.enabled=true", "admin_token="+token), sets...)...)
+	srv := serveForExport(t, append(sets, "iceberg.enabled=true", "admin_token="+token)...)
 	e := &exporter{srv: srv, token: token}
 	first := e.export(t, rounds)
 	all := e.export(t, rounds)
-	return catalogServed{uri: "http://" + srv.Admin + "/iceberg", token: token, minio: m, first: first, all: all}
+	return catalogServed{uri: "http://" + srv.Admin + "/iceberg", token: token, first: first, all: all}
 }
 
 // Through strata's REST catalog alone (its URI and the admin token; the
@@ -133,17 +139,40 @@ type sparkRead struct {
 // Spark 4.1 (scripts/pyenv icespark: Maven Central's newest Iceberg runtime
 // is for Spark 4.1, and does not load on the 4.3 of the other Spark tests)
 // with Iceberg's Spark runtime reads the table through strata's REST
-// catalog (its URI and the admin token; Iceberg's S3FileIO on MinIO with
-// the endpoint, path style and region from the LoadTable answer, the keys
-// the reader's own) and through the SQL catalog strata commits to
-// (iceberg.catalog on PostgreSQL; Iceberg's JdbcCatalog). Through each it
-// reads exactly the records tiered; a point and a range on offset within
-// one partition scan one data file, a partition its own files only;
+// catalog (its URI and the admin token) and through the SQL catalog
+// strata commits to (iceberg.catalog on PostgreSQL; Iceberg's
+// JdbcCatalog), on MinIO (Iceberg's S3FileIO: the endpoint, path style and
+// region from the LoadTable answer, the keys the reader's own) and on
+// HDFS (Iceberg's HadoopFileIO, as the files' hdfs:// URIs say). Through
+// each it reads exactly the records tiered; a point and a range on offset
+// within one partition scan one data file, a partition its own files only;
 // VERSION AS OF the first snapshot reads what the first run tiered, whose
 // summary says so. DROP TABLE through the REST catalog is refused.
 func TestSparkReadsThroughTheRESTAndSQLCatalogs(t *testing.T) {
-	pg := testsvc.StartPostgres(t)
-	c := serveCatalog(t, 50, "iceberg.catalog="+pg, "iceberg.catalog_name=jdbc")
+	for _, backend := range []string{"s3", "hdfs"} {
+		t.Run(backend, func(t *testing.T) {
+			pg := testsvc.StartPostgres(t)
+			sets := []string{"iceberg.catalog=" + pg, "iceberg.catalog_name=jdbc"}
+			var c catalogServed
+			env := []string{"PYSPARK_PYTHON=" + pyenv(t, "icespark"), "SPARK_LOCAL_IP=127.0.0.1"}
+			switch backend {
+			case "s3":
+				c = serveCatalog(t, 50, sets...)
+				env = append(env, "S3_ENDPOINT=http://"+c.minio.Endpoint, "WAREHOUSE=s3://strata-interop/warehouse")
+			case "hdfs":
+				nn := testsvc.StartHDFS(t)
+				root := "/" + testsvc.UniquePrefix(t)
+				c = serveCatalogOn(t, 50, append(sets, "cold.backend=hdfs", "cold.hdfs.namenodes=["+nn+"]", "cold.hdfs.root="+root)...)
+				env = append(env, "WAREHOUSE=hdfs://"+nn+root+"/warehouse")
+			}
+			sparkReads(t, c, pg, env)
+		})
+	}
+}
+
+// sparkReads runs icespark_check.py on c's table, through strata's REST
+// catalog and the SQL catalog on PostgreSQL at pg, and checks both.
+func sparkReads(t *testing.T, c catalogServed, pg string, env []string) {
 	u, err := url.Parse(pg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +184,9 @@ func TestSparkReadsThroughTheRESTAndSQLCatalogs(t *testing.T) {
 	point, lo, hi := 5, 2, 12
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	py := pyenv(t, "icespark")
-	cmd := exec.CommandContext(ctx, py, "icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
+	cmd := exec.CommandContext(ctx, pyenv(t, "icespark"), "icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
 		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi), jdbcURI)
-	cmd.Env = append(cmd.Environ(), "PYSPARK_PYTHON="+py, "SPARK_LOCAL_IP=127.0.0.1", "S3_ENDPOINT=http://"+c.minio.Endpoint,
-		"S3_WAREHOUSE=s3://strata-interop/warehouse")
+	cmd.Env = append(cmd.Environ(), env...)
 	var got struct {
 		sparkRead
 		Drop string    `json:"drop"`

@@ -13,11 +13,13 @@ usage: icespark_check.py URI TOKEN ACCESS SECRET JARS PARTITION POINT LO HI [JDB
   ACCESS, SECRET  the reader's own MinIO keys (the endpoint, path style and
                   region come from the catalog's LoadTable answer)
   JARS            comma-separated: iceberg-spark-runtime, iceberg-aws-bundle, JDBC drivers
-  S3_ENDPOINT, S3_WAREHOUSE (env)  for the SQL catalog, which has no LoadTable
-                  answer to hand over the endpoint, and wants a warehouse
+  S3_ENDPOINT (env)  MinIO's, for the SQL catalog, which has no LoadTable answer
+                  to hand it over; unset, the files are on HDFS
+  WAREHOUSE (env)   the SQL catalog's warehouse, which it wants though unused
   PARTITION, POINT, LO, HI  the filters: offset POINT and offsets LO..HI of PARTITION
 """
 import json
+import os
 import sys
 
 from pyspark.sql import SparkSession
@@ -25,6 +27,28 @@ from pyspark.sql import SparkSession
 uri, token, access, secret, jars = sys.argv[1:6]
 part, point, lo, hi = map(int, sys.argv[6:10])
 jdbc_uri = sys.argv[10] if len(sys.argv) > 10 else ""
+# On MinIO the files are read with S3FileIO; without S3_ENDPOINT they are
+# on HDFS, which Iceberg's default file IO (HadoopFileIO) reads as it is.
+s3 = "S3_ENDPOINT" in os.environ
+
+
+def s3_conf(builder, cat, endpoint=True):
+    if not s3:
+        return builder
+    builder = (
+        builder.config(cat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
+        .config(cat + ".s3.access-key-id", access)
+        .config(cat + ".s3.secret-access-key", secret)
+    )
+    if endpoint:  # the REST catalog's LoadTable answer hands these over
+        builder = (
+            builder.config(cat + ".s3.endpoint", os.environ["S3_ENDPOINT"])
+            .config(cat + ".s3.path-style-access", "true")
+            .config(cat + ".client.region", "us-east-1")
+        )
+    return builder
+
+
 cat = "spark.sql.catalog.lake"
 builder = (
     SparkSession.builder.master("local[1]")
@@ -41,12 +65,9 @@ builder = (
     .config(cat + ".type", "rest")
     .config(cat + ".uri", uri)
     .config(cat + ".token", token)
-    .config(cat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
-    .config(cat + ".s3.access-key-id", access)
-    .config(cat + ".s3.secret-access-key", secret)
 )
+builder = s3_conf(builder, cat, endpoint=False)
 if jdbc_uri:
-    import os
     jcat = "spark.sql.catalog.jdbc"
     builder = (
         builder
@@ -56,15 +77,10 @@ if jdbc_uri:
         .config(jcat + ".type", "jdbc")
         .config(jcat + ".uri", jdbc_uri)
         # Required, though strata's tables name their own locations.
-        .config(jcat + ".warehouse", os.environ["S3_WAREHOUSE"])
+        .config(jcat + ".warehouse", os.environ["WAREHOUSE"])
         .config(jcat + ".jdbc.schema-version", "V1")
-        .config(jcat + ".io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
-        .config(jcat + ".s3.endpoint", os.environ["S3_ENDPOINT"])
-        .config(jcat + ".s3.path-style-access", "true")
-        .config(jcat + ".client.region", "us-east-1")
-        .config(jcat + ".s3.access-key-id", access)
-        .config(jcat + ".s3.secret-access-key", secret)
     )
+    builder = s3_conf(builder, jcat)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 

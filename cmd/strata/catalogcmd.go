@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,8 +18,10 @@ import (
 	"strata/catalog"
 	"strata/catalog/pebblecat"
 	"strata/engine/segment"
+	"strata/engine/store"
 	"strata/parquet"
 	"strata/tiering"
+	"strata/tiering/objstore"
 )
 
 // catalogCmd: "ls" prints shards and segments; "rebuild" restores a lost
@@ -81,15 +84,41 @@ func catalogCmd(args []string, out io.Writer) error {
 			return err
 		}
 		defer e.Close()
-		sum, err := tiering.Rebuild(context.Background(), cold, cfg.Tiering.Prefix, cat, e, time.Now())
+		ctx := context.Background()
+		sum, err := tiering.Rebuild(ctx, cold, cfg.Tiering.Prefix, cat, e, time.Now())
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "restored %d shards with %d tiered segments; %d shards were already in the catalog\n",
 			len(sum.Shards), sum.Segments, len(sum.Skipped))
-		return nil
+		return rebuildTables(ctx, cfg, cold, append(sum.Shards, sum.Skipped...), log, out)
 	}
 	return fmt.Errorf("strata catalog: unknown command %q (want ls or rebuild)", args[0])
+}
+
+// rebuildTables commits every tiered shard's objects to its topic's
+// Iceberg table, with iceberg.enabled: a table whose pointer was lost (a
+// SQL catalog's database, a damaged version-hint.text) is made again from
+// the shards' manifests, holding every tiered object once; a table that is
+// there gets what it lacks, and nothing twice.
+func rebuildTables(ctx context.Context, cfg *Config, cold objstore.Bucket, shards []string, log *slog.Logger, out io.Writer) error {
+	tables, err := icebergTables(ctx, cfg, cold, log)
+	if err != nil || tables == nil {
+		return err
+	}
+	defer tables.Close()
+	all := map[string]uint64{}
+	topics := map[string]bool{}
+	for _, s := range shards {
+		if tp, ok := store.ParseShard(s); ok {
+			all[s], topics[tp.Topic] = 0, true
+		}
+	}
+	if err := tables.CommitTables(ctx, all); err != nil {
+		return fmt.Errorf("rebuilding the Iceberg tables: %w", err)
+	}
+	fmt.Fprintf(out, "committed the tiered objects of %d topics to their Iceberg tables\n", len(topics))
+	return nil
 }
 
 func listCatalog(cat catalog.Catalog, out io.Writer) error {

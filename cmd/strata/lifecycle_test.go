@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -139,5 +142,77 @@ func TestSecondServeOnALockedFolder(t *testing.T) {
 	defer c.Close()
 	if err := c.ProduceSync(context.Background(), kgo.StringRecord("alive")).FirstErr(); err != nil {
 		t.Fatalf("the first service after the refused second one: %v", err)
+	}
+}
+
+// The SQL catalog that held a topic's table is lost (its SQLite file
+// deleted with the service stopped): `strata catalog rebuild` makes the
+// table again from the bucket's manifests, holding every tiered record
+// once, and a second rebuild adds nothing.
+func TestCatalogRebuildRemakesTheTables(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tables.db")
+	s := startServe(t, "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "tiering.enabled=false",
+		"tiering.min_sealed_age=0s", "iceberg.enabled=true", "iceberg.catalog=sqlite:"+file)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka), kgo.DefaultProduceTopic("orders"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 200; i++ {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("order-%03d %s", i, strings.Repeat("p", 40)))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	if err := tierCmd([]string{"run", "--admin-addr", s.Admin}, &out); err != nil || strings.Contains(out.String(), "uploaded 0 segments") {
+		t.Fatalf("strata tier run: %v\n%s", err, out.String())
+	}
+	cfg, err := LoadConfig("", s.sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := func() int64 {
+		t.Helper()
+		cold, err := openColdTier(cfg.Cold, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cold.Close()
+		tables, err := icebergTables(ctx, cfg, cold, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tables.Close()
+		v, err := tables.Describe(ctx, "orders")
+		if err != nil {
+			t.Fatalf("the table of orders: %v", err)
+		}
+		return v.Records
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	tiered := records()
+	if tiered == 0 {
+		t.Fatal("nothing in the table: the test would prove nothing")
+	}
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		out.Reset()
+		if err := catalogCmd(append([]string{"rebuild"}, setFlags(s.sets)...), &out); err != nil {
+			t.Fatalf("strata catalog rebuild: %v\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "committed the tiered objects of 1 topics") {
+			t.Fatalf("strata catalog rebuild said:\n%s", out.String())
+		}
+		if got := records(); got != tiered {
+			t.Fatalf("after the rebuild the table of orders holds %d records, %d were tiered", got, tiered)
+		}
 	}
 }
