@@ -257,7 +257,7 @@ func (c catalogServed) sameAsTiered(t *testing.T, what string, got sparkRead, pa
 }
 
 // pyenv is the Python environment `scripts/pyenv NAME` makes.
-func pyenv(t *testing.T, name string) string {
+func pyenv(t testing.TB, name string) string {
 	root, _ := filepath.Abs("..")
 	out, err := exec.Command(filepath.Join(root, "scripts", "pyenv"), name).Output()
 	if err != nil {

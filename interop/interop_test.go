@@ -55,7 +55,7 @@ func python(t *testing.T) string {
 
 // jars resolves scripts/NAME/pom.xml with Maven and returns its jars,
 // comma-separated, the way spark.jars wants them.
-func jars(t *testing.T, name string) string {
+func jars(t testing.TB, name string) string {
 	root, _ := filepath.Abs("..")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // the first run downloads the AWS SDK
 	defer cancel()
@@ -98,7 +98,7 @@ func exportServed(t *testing.T, rounds int, cold ...string) (map[string][]record
 
 // serveForExport serves strata as export does, with settings in cold over
 // its own.
-func serveForExport(t *testing.T, cold ...string) testsvc.Strata {
+func serveForExport(t testing.TB, cold ...string) testsvc.Strata {
 	return testsvc.ServeStrata(t, strataBin, append([]string{"kafka.default_partitions=2",
 		"segment.max_bytes=8KiB", "segment.roll_check_interval=10",
 		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s"}, cold...)...)
@@ -117,7 +117,7 @@ type exporter struct {
 // export produces the rounds given after those of earlier calls and runs
 // tiering through the admin API. It returns every record tiered so far, by
 // shard: all but the active segment.
-func (e *exporter) export(t *testing.T, rounds int) map[string][]record.Record {
+func (e *exporter) export(t testing.TB, rounds int) map[string][]record.Record {
 	if e.produced == nil {
 		e.produced, e.tiered = map[string][]record.Record{}, map[string]uint64{}
 	}
@@ -237,7 +237,7 @@ func run(t *testing.T, args ...string) report {
 // checkJSON runs a reader's check script and decodes the last line it
 // prints (readers such as Spark may print their own lines before it) into
 // got; a failed run fails the test with the script's stderr.
-func checkJSON(t *testing.T, cmd *exec.Cmd, got any) {
+func checkJSON(t testing.TB, cmd *exec.Cmd, got any) {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
