@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -14,7 +19,8 @@ import (
 // etcd: a schema registered on node 1 is found by id on node 2; nodes
 // registering different schemas at once give them distinct ids, each
 // found on the other node; the same schema registered on both at once
-// gets one id.
+// gets one id. Produce validation on either node takes a schema
+// registered a moment before on the other.
 func TestSchemaRegistryAcrossNodes(t *testing.T) {
 	c := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -104,4 +110,38 @@ func TestSchemaRegistryAcrossNodes(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("produce validation on the other node", func(t *testing.T) {
+		on := "true"
+		cl := c.client(1, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if resp, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, map[string]*string{"strata.value.schema.validation": &on}, "validated"); err != nil || resp.Err != nil {
+			t.Fatalf("create topic validated: %v, %v", err, resp.Err)
+		}
+		leaders := c.leaders(1, "validated", allLed)
+		// Each node registers its own version: none is checked against
+		// the other's.
+		if r := reg[1].SetCompatibility(ctx, sr.SetCompatibility{Level: sr.CompatNone}, "validated-value"); r[0].Err != nil {
+			t.Fatal(r[0].Err)
+		}
+		for _, via := range []int32{1, 2} {
+			// Registered on one node, then at once produced to every
+			// partition: registering on each node in turn, each leader
+			// is once the node that did not register it.
+			ss, err := reg[via].CreateSchema(ctx, "validated-value", sr.Schema{Type: sr.TypeJSON, Schema: fmt.Sprintf(`{"type":"string","minLength":%d}`, via)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := binary.BigEndian.AppendUint32([]byte{0}, uint32(ss.ID))
+			for p, leader := range leaders {
+				r := &kgo.Record{Topic: "validated", Partition: int32(p), Value: append(value, `"x"`...)}
+				if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+					t.Errorf("schema %d registered on node %d, produced to partition %d led by node %d: %v", ss.ID, via, p, leader, err)
+				}
+			}
+		}
+		bad := &kgo.Record{Topic: "validated", Partition: 0, Value: binary.BigEndian.AppendUint32([]byte{0}, 9999)}
+		if err := cl.ProduceSync(ctx, bad).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+			t.Errorf("a value naming no schema: %v, want INVALID_RECORD", err)
+		}
+	})
 }
