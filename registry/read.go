@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"strata/registry/format"
 )
 
 // SchemaByID is the schema an id names, while some version names it.
@@ -113,4 +115,25 @@ func (s *State) CheckWireHeader(subject string, value []byte) error {
 		return fmt.Errorf("its value names schema id %d, which is not registered under subject %s", id, subject)
 	}
 	return nil
+}
+
+// Serialized is sc with its text in the form the REST API's
+// ?format=serialized asks for: a Protobuf schema's text becomes its
+// compiled descriptor, base64-encoded (format.Schema.Serialized), which
+// confluent-kafka-python's deserializers read; other types keep their
+// text.
+func (s *State) Serialized(sc Schema) (Schema, error) {
+	if sc.Type != format.Protobuf {
+		return sc, nil
+	}
+	p, err := s.parse(sc)
+	if err != nil {
+		return Schema{}, err
+	}
+	text, err := p.Serialized()
+	if err != nil {
+		return Schema{}, &Error{CodeInvalidSchema, err.Error()}
+	}
+	sc.Text = text
+	return sc, nil
 }

@@ -30,3 +30,11 @@ type Write struct {
 
 // ErrConflict: the store moved on from the revision a batch was built at.
 var ErrConflict = errors.New("the schema registry's store changed underneath")
+
+// Revisioner is a Store that other processes write too (registry/etcdstore,
+// shared by a cluster's nodes): it tells its revision alone, cheaply, so a
+// registry learns that another writer moved the store on without reading
+// every key (Registry.Sync).
+type Revisioner interface {
+	Revision(ctx context.Context) (uint64, error)
+}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/xdg-go/scram"
 )
@@ -152,6 +154,10 @@ type Auth struct {
 	// (or their removal) were written at, so a watched change older than
 	// one this node saved itself is not applied over it.
 	revs map[string]int64
+	// verified spares CheckPassword the key derivation for a password it
+	// verified before; derivations counts those it did make (tests).
+	verified    passwordCache
+	derivations atomic.Int64
 }
 
 // NewAuth checks cfg, derives the configured users' credentials and reads
@@ -273,21 +279,86 @@ func (a *Auth) credential(user, mech string) (storedCred, bool) {
 
 // CheckPassword verifies a PLAIN login against the user's SCRAM
 // credential (SHA-256 first): the same password works for every mechanism,
-// and for the schema registry's HTTP basic auth.
+// and for the schema registry's HTTP basic auth. Deriving the key costs
+// PBKDF2 (4096 rounds or more), which an HTTP client paying it on every
+// request feels; so a password that passed is remembered (verified) and
+// a later check of it costs none, while the credential it passed against
+// is still the user's. A wrong password is never remembered: it always
+// costs the derivation.
 func (a *Auth) CheckPassword(user, password string) bool {
 	for _, mech := range []string{MechScramSHA256, MechScramSHA512} {
 		c, ok := a.credential(user, mech)
 		if !ok {
 			continue
 		}
+		if a.verified.holds(user, mech, c, password) {
+			return true
+		}
+		a.derivations.Add(1)
 		cl, err := scramHash(mech).NewClientUnprepped(user, password, "")
 		if err != nil {
 			return false
 		}
 		sc, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations})
-		return err == nil && hmac.Equal(sc.StoredKey, c.StoredKey)
+		if err != nil || !hmac.Equal(sc.StoredKey, c.StoredKey) {
+			return false
+		}
+		a.verified.remember(user, mech, c, password)
+		return true
 	}
 	return false
+}
+
+// passwordCache remembers, per user, the last password CheckPassword
+// verified and the credential it verified it against. An entry holds only
+// while that credential is still the user's: a password changed in the
+// users file (SetUsers derives it with a fresh salt), through
+// AlterUserScramCredentials or on another node (shared), or removed, is a
+// new stored key or none, so the old password is derived again and
+// refused; nothing needs to invalidate the cache by hand. The password is
+// kept only as an HMAC under a random key of this process's, never as
+// itself. The price: someone who reads the process's memory gets that key
+// too and could test guesses at HMAC speed instead of PBKDF2's.
+type passwordCache struct {
+	once sync.Once
+	key  []byte
+	mu   sync.Mutex
+	m    map[string]verifiedPassword
+}
+
+type verifiedPassword struct {
+	mech      string
+	storedKey []byte
+	mac       []byte
+}
+
+func (p *passwordCache) mac(password string) []byte {
+	p.once.Do(func() {
+		p.key = make([]byte, 32)
+		rand.Read(p.key)
+	})
+	h := hmac.New(sha256.New, p.key)
+	h.Write([]byte(password))
+	return h.Sum(nil)
+}
+
+func (p *passwordCache) holds(user, mech string, c storedCred, password string) bool {
+	p.mu.Lock()
+	v, ok := p.m[user]
+	p.mu.Unlock()
+	return ok && v.mech == mech && hmac.Equal(v.storedKey, c.StoredKey) && hmac.Equal(v.mac, p.mac(password))
+}
+
+// remember keeps one entry per user (its last good password), so the
+// cache is bounded by the users configured.
+func (p *passwordCache) remember(user, mech string, c storedCred, password string) {
+	v := verifiedPassword{mech: mech, storedKey: slices.Clone(c.StoredKey), mac: p.mac(password)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]verifiedPassword{}
+	}
+	p.m[user] = v
 }
 
 func (a *Auth) permissions(user string) perms {

@@ -249,7 +249,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return fmt.Errorf("kafka_addr %s: %w", cfg.KafkaAddr, err)
 	}
 	defer kln.Close()
-	schemas, err := openSchemaRegistry(ctx, cfg, sec, reg, log)
+	schemas, err := openSchemaRegistry(ctx, cfg, sec, md.etcd, reg, log)
 	if err != nil {
 		return err
 	}

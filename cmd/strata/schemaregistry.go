@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"strata/registry"
+	"strata/registry/etcdstore"
 	"strata/registry/httpapi"
 	"strata/registry/pebblestore"
 )
@@ -32,22 +34,29 @@ type schemaRegistry struct {
 	ln  net.Listener // TLS when schema_registry.tls is set
 }
 
-// openSchemaRegistry opens the registry's store in {data_dir}/schema-registry
-// and its listener, guarded as the Kafka listener is: HTTP basic auth with
-// kafka.sasl's users when that is on, TLS with schema_registry.tls. A
-// cluster does not serve it yet: each node's own store would give ids the
-// others do not know, until the registry keeps them in etcd.
-func openSchemaRegistry(ctx context.Context, cfg *Config, sec *security, reg prometheus.Registerer, log *slog.Logger) (*schemaRegistry, error) {
+// openSchemaRegistry opens the registry's store and its listener, guarded
+// as the Kafka listener is: HTTP basic auth with kafka.sasl's users when
+// that is on, TLS with schema_registry.tls. One node keeps it in
+// {data_dir}/schema-registry; a cluster's nodes all keep it in etcd under
+// cluster.etcd_prefix (etcd, the client md opened), so every node serves
+// the same subjects and gives out ids none of the others has.
+func openSchemaRegistry(ctx context.Context, cfg *Config, sec *security, etcd *clientv3.Client, reg prometheus.Registerer, log *slog.Logger) (*schemaRegistry, error) {
 	if cfg.SchemaRegistry.Addr == "" {
 		return nil, nil
 	}
+	var store registry.Store
 	if cfg.Cluster.Enabled() {
-		log.Warn("schema_registry: not served in a cluster yet (its ids would differ from node to node until they are kept in etcd); set schema_registry.addr to \"\" to silence this")
-		return nil, nil
-	}
-	store, err := pebblestore.Open(filepath.Join(cfg.DataDir, "schema-registry"))
-	if err != nil {
-		return nil, err
+		s, err := etcdstore.Open(ctx, etcdstore.Config{Client: etcd, Prefix: cfg.Cluster.EtcdPrefix})
+		if err != nil {
+			return nil, fmt.Errorf("schema_registry: its store in etcd (%v): %w", cfg.Cluster.EtcdEndpoints, err)
+		}
+		store = s
+	} else {
+		s, err := pebblestore.Open(filepath.Join(cfg.DataDir, "schema-registry"))
+		if err != nil {
+			return nil, err
+		}
+		store = s
 	}
 	r, err := registry.Open(ctx, store)
 	if err != nil {

@@ -239,7 +239,11 @@ func buildStrata(dir string) (string, error) {
 }
 
 // Strata is a running `strata serve`.
-type Strata struct{ Kafka, Admin string }
+type Strata struct {
+	Kafka, Admin string
+	// SchemaRegistry is the registry's listener; "" when it is off.
+	SchemaRegistry string
+}
 
 // ServeStrata starts `bin serve` on a fresh data folder with the settings
 // given as key=value (--set), and stops it with SIGTERM at cleanup, failing
@@ -287,7 +291,7 @@ func (p *Process) start() {
 	// A restart listens where the process did before, as a restarted
 	// server does: clients that know only its old address reach it again.
 	args := []string{"serve", "--data-dir", p.dir, "--kafka-addr", cmp.Or(p.Kafka, "127.0.0.1:0"), "--admin-addr", cmp.Or(p.Admin, "127.0.0.1:0"),
-		"--schema-registry-addr", "127.0.0.1:0",
+		"--schema-registry-addr", cmp.Or(p.SchemaRegistry, "127.0.0.1:0"),
 		"--set", "cold.local.dir=" + p.dir + "/cold"}
 	for _, kv := range p.sets {
 		args = append(args, "--set", kv)
@@ -313,6 +317,9 @@ func (p *Process) start() {
 		}
 		s.Kafka, _ = logField(sc.Text(), "kafka_addr")
 		s.Admin, _ = logField(sc.Text(), "admin_addr")
+		if a, _ := logField(sc.Text(), "schema_registry_addr"); a != `""` { // slog's empty value
+			s.SchemaRegistry = a
+		}
 		break
 	}
 	// STRATA_TEST_LOGS=dir keeps each process's log there, for a failing

@@ -2,11 +2,16 @@ package format
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/bufbuild/protocompile"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // protoRoot is the file name the schema itself compiles under; a
@@ -15,7 +20,10 @@ const protoRoot = "schema.proto"
 
 // parseProtobuf compiles the schema with its references as the files it
 // imports, and the well-known types (google/protobuf/*.proto) as protoc
-// has them. Nothing is read from disk.
+// has them. Nothing is read from disk. The schema and each reference may
+// be .proto text or a FileDescriptorProto, serialized and base64-encoded:
+// the form confluent-kafka-python's ProtobufSerializer registers (it has
+// a message's descriptor, not its source), as Confluent's registry takes.
 func parseProtobuf(text string, refs []Ref) (protoreflect.FileDescriptor, error) {
 	srcs := map[string]string{protoRoot: text}
 	for _, r := range refs {
@@ -24,8 +32,18 @@ func parseProtobuf(text string, refs []Ref) (protoreflect.FileDescriptor, error)
 		}
 		srcs[r.Name] = r.Text
 	}
+	text2source := &protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}
+	resolver := protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+		if fdp, ok := descriptorProto(srcs[path]); ok {
+			// Named as the importer names it, whatever name the
+			// client's descriptor had.
+			fdp.Name = proto.String(path)
+			return protocompile.SearchResult{Proto: fdp}, nil
+		}
+		return text2source.FindFileByPath(path)
+	})
 	c := protocompile.Compiler{
-		Resolver:       protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+		Resolver:       protocompile.WithStandardImports(resolver),
 		MaxParallelism: 1,
 	}
 	files, err := c.Compile(context.Background(), protoRoot)
@@ -36,6 +54,83 @@ func parseProtobuf(text string, refs []Ref) (protoreflect.FileDescriptor, error)
 		return nil, fmt.Errorf("%s: defines no message", protoRoot)
 	}
 	return files[0], nil
+}
+
+// descriptorProto reads text as a base64-encoded FileDescriptorProto. A
+// .proto file is never valid base64 (its spaces, quotes and semicolons
+// are not in the alphabet), so the two forms cannot be taken for each
+// other.
+func descriptorProto(text string) (*descriptorpb.FileDescriptorProto, bool) {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+	if err != nil || len(raw) == 0 {
+		return nil, false
+	}
+	fdp := &descriptorpb.FileDescriptorProto{}
+	if err := proto.Unmarshal(raw, fdp); err != nil {
+		return nil, false
+	}
+	// protoc writes every field's json_name into the descriptors it
+	// makes; one built otherwise (protobuf's Python API at run time) may
+	// leave it out, which the compiler then reads as a custom name "" on
+	// every field, all in conflict. Fill in protoc's default.
+	for _, m := range fdp.MessageType {
+		defaultJSONNames(m)
+	}
+	for _, f := range fdp.Extension {
+		if f.JsonName == nil {
+			f.JsonName = proto.String(jsonName(f.GetName()))
+		}
+	}
+	return fdp, true
+}
+
+func defaultJSONNames(m *descriptorpb.DescriptorProto) {
+	for _, fs := range [][]*descriptorpb.FieldDescriptorProto{m.Field, m.Extension} {
+		for _, f := range fs {
+			if f.JsonName == nil {
+				f.JsonName = proto.String(jsonName(f.GetName()))
+			}
+		}
+	}
+	for _, n := range m.NestedType {
+		defaultJSONNames(n)
+	}
+}
+
+// jsonName is protoc's default JSON name of a field: its name with each
+// underscore dropped and the letter after it upper-cased.
+func jsonName(name string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			up = true
+		case up && 'a' <= r && r <= 'z':
+			b.WriteRune(r - 'a' + 'A')
+			up = false
+		default:
+			b.WriteRune(r)
+			up = false
+		}
+	}
+	return b.String()
+}
+
+// Serialized is the schema as ?format=serialized asks for it: for
+// Protobuf the compiled file's FileDescriptorProto, serialized and
+// base64-encoded (what confluent-kafka-python's deserializers parse, and
+// what its serializers registered); "" for the other types, whose text is
+// their only form.
+func (s *Schema) Serialized() (string, error) {
+	if s.Type != Protobuf {
+		return "", nil
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(protodesc.ToFileDescriptorProto(s.proto))
+	if err != nil {
+		return "", fmt.Errorf("serializing the Protobuf schema's descriptor: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(raw), nil
 }
 
 // checkProtobuf follows Confluent's Protobuf rules, from what the wire

@@ -24,6 +24,17 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, fn func(*registry.
 	return answer(w, out)
 }
 
+// asked is sc in the form the request's ?format= names: "serialized"
+// makes a Protobuf schema its base64-encoded descriptor (what
+// confluent-kafka-python's Protobuf deserializer asks for); any other
+// format, or none, leaves the text as registered.
+func asked(r *http.Request, st *registry.State, sc registry.Schema) (registry.Schema, error) {
+	if r.URL.Query().Get("format") != "serialized" {
+		return sc, nil
+	}
+	return st.Serialized(sc)
+}
+
 // rawSchema is an answer that is a schema's text itself (the /schema
 // routes), not JSON of it.
 type rawSchema string
@@ -35,6 +46,9 @@ func (s *Server) schemaByID(w http.ResponseWriter, r *http.Request) int {
 	}
 	return s.read(w, r, func(st *registry.State) (any, error) {
 		sc, err := st.SchemaByID(id)
+		if err == nil {
+			sc, err = asked(r, st, sc)
+		}
 		out := toJSON(registry.SubjectSchema{Schema: sc})
 		return out, err
 	})
@@ -84,6 +98,9 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) int {
 	}
 	return s.read(w, r, func(st *registry.State) (any, error) {
 		ss, err := st.Version(r.PathValue("subject"), v, flag(r, "deleted"))
+		if err == nil {
+			ss.Schema, err = asked(r, st, ss.Schema)
+		}
 		return toJSON(ss), err
 	})
 }
