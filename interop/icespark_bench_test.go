@@ -22,7 +22,7 @@ func BenchmarkSparkScan(b *testing.B) {
 	// 1MiB segments: objects of the size tiering makes of a busy topic's.
 	srv := serveForExport(b, "cold.local.dir="+dir, "segment.max_bytes=1MiB", "iceberg.enabled=true", "admin_token="+token)
 	e := &exporter{srv: srv, token: token}
-	recs := e.export(b, 4000)
+	recs := e.export(b, 12000) // 288,000 records
 	n := len(recs["orders-0"]) + len(recs["orders-1"])
 	point := len(recs["orders-1"]) / 2
 	const runs = 5
@@ -53,7 +53,7 @@ func BenchmarkSparkScan(b *testing.B) {
 	if got.IcebergFiles < 0 || got.HiveFiles < 0 {
 		b.Fatalf("the point query's file counts are not in the scans' metrics: Iceberg %v, Hive layout %v", got.IcebergMetrics, got.HiveMetrics)
 	}
-	const cmdline = "make bench BENCH=BenchmarkSparkScan"
+	const cmdline = "make bench (go test -bench SparkScan ./interop)"
 	mrecs := float64(got.Records) / 1e6
 	bench.Must(b, cmdline, bench.Figure{Name: "Spark scan of the Iceberg table", Value: mrecs / got.IcebergSeconds, Unit: "Mrec/s",
 		Reference: "the same scan of the Hive layout", ReferenceValue: mrecs / got.HiveSeconds, Target: ">= 0.95", Runs: runs})

@@ -123,7 +123,7 @@ func (e *exporter) export(t testing.TB, rounds int) map[string][]record.Record {
 	}
 	srv, token, first, produced := e.srv, e.token, e.rounds, e.produced
 	e.rounds += rounds
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := kgo.NewClient(kgo.SeedBrokers(srv.Kafka), kgo.AllowAutoTopicCreation(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
