@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,14 +124,32 @@ func parseCatalogURI(uri string) (driver string, dialect sqlcat.SupportedDialect
 	return "", "", "", fmt.Errorf("iceberg.catalog %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE", redact(uri))
 }
 
-// redact is uri without its password, for errors and logs.
-func redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil || u.User == nil {
-		return uri
+// RedactCatalogURI is an iceberg.catalog value without its secrets, for
+// errors, logs and `strata config`: a password in the URI's user info or
+// in its query (password=, sslpassword=), or in a key=value connection
+// string, reads REDACTED.
+func RedactCatalogURI(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.Scheme != "" {
+		if u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "REDACTED")
+			}
+		}
+		q := u.Query()
+		for k := range q {
+			if strings.Contains(strings.ToLower(k), "password") {
+				q.Set(k, "REDACTED")
+			}
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
 	}
-	return u.Redacted()
+	return passwordKV.ReplaceAllString(uri, "${1}REDACTED")
 }
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+func redact(uri string) string { return RedactCatalogURI(uri) }
 
 func (e *external) ident(topic string) table.Identifier { return table.Identifier{e.namespace, topic} }
 

@@ -215,6 +215,35 @@ func TestCatalogURIs(t *testing.T) {
 	}
 }
 
+// No password of an iceberg.catalog value reaches an error, a log or
+// `strata config`, however it is written (an outside tester found the
+// query's and a connection string's).
+func TestCatalogURIsAreRedacted(t *testing.T) {
+	for _, uri := range []string{
+		"postgres://strata:s3cr3t@127.0.0.1:5432/lake",
+		"postgres://strata@127.0.0.1:1/x?sslmode=disable&password=s3cr3t",
+		"postgresql://strata@h/x?sslpassword=s3cr3t",
+		"host=127.0.0.1 user=strata password=s3cr3t dbname=lake",
+		"host=h password='s3cr3t' dbname=lake",
+		"mysql://u:s3cr3t@h/db",
+	} {
+		got := RedactCatalogURI(uri)
+		if strings.Contains(got, "s3cr3t") || !strings.Contains(got, "REDACTED") {
+			t.Errorf("RedactCatalogURI(%q) = %q", uri, got)
+		}
+		if _, _, _, err := parseCatalogURI(uri); err != nil && strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("parseCatalogURI(%q): %v", uri, err)
+		}
+		err := (&Tables{}).OpenCatalog(context.Background(), uri, "strata", "strata")
+		if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("OpenCatalog(%q) = %v, want an error without the password", uri, err)
+		}
+	}
+	if got := RedactCatalogURI("sqlite:/var/lib/c.db"); got != "sqlite:/var/lib/c.db" {
+		t.Errorf("a URI without a password changed: %q", got)
+	}
+}
+
 // dyingDriver registers a database/sql driver: SQLite, but for the first
 // statement starting with verb on the catalog's iceberg_tables, which
 // fails before it runs, or with landed fails its transaction's commit

@@ -2,12 +2,14 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"strata/engine/store"
+	"strata/metadata"
 )
 
 func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
@@ -38,7 +40,11 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 		t.Topic = &n
 		parts, ok := topics[name]
 		if !ok && r.Topics != nil && r.AllowAutoTopicCreation && s.cfg.AutoCreateTopics {
-			if code, _ := s.createTopic(ctx, name, 0, -1, nil); code == errNone || code == kerr.TopicAlreadyExists.Code {
+			// A name whose deleted topic is still leaving the bucket is no
+			// topic yet: UNKNOWN_TOPIC_OR_PARTITION, which producers retry,
+			// not partitions that refuse every produce.
+			code, _, err := s.createTopicErr(ctx, name, 0, -1, nil)
+			if !errors.Is(err, metadata.ErrTopicDeleting) && (code == errNone || code == kerr.TopicAlreadyExists.Code) {
 				parts, ok = s.cfg.DefaultPartitions, true
 				if again, _ := s.topics(ctx); again[name] > 0 {
 					parts = again[name]

@@ -22,8 +22,14 @@ func (s *Server) topics(ctx context.Context) (map[string]int32, error) {
 // through the cluster; rf -1 takes the default. The message, when there is
 // one, is Kafka's for the same refusal: Kafka's CLI prints it.
 func (s *Server) createTopic(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) (int16, *string) {
+	code, msg, _ := s.createTopicErr(ctx, topic, partitions, rf, configs)
+	return code, msg
+}
+
+// createTopicErr is createTopic, also returning the cluster's error.
+func (s *Server) createTopicErr(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) (int16, *string, error) {
 	if err := store.ValidateTopic(topic); err != nil {
-		return kerr.InvalidTopicException.Code, nil
+		return kerr.InvalidTopicException.Code, nil, nil
 	}
 	if partitions <= 0 {
 		partitions = s.cfg.DefaultPartitions
@@ -33,12 +39,12 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	}
 	if partitions > s.cfg.MaxPartitionsPerTopic {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions_per_topic", "topic", topic, "partitions", partitions, "max", s.cfg.MaxPartitionsPerTopic)
-		return kerr.InvalidPartitions.Code, nil
+		return kerr.InvalidPartitions.Code, nil, nil
 	}
 	if has, err := s.partitionCount(ctx); err == nil && has+int(partitions) > s.cfg.MaxPartitions {
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "partitions", partitions, "broker_partitions", has, "max", s.cfg.MaxPartitions)
 		msg := (&metadata.PartitionLimitError{Max: s.cfg.MaxPartitions, Has: has, More: int(partitions)}).Error()
-		return kerr.PolicyViolation.Code, &msg
+		return kerr.PolicyViolation.Code, &msg, nil
 	}
 	err := s.cluster.CreateTopic(ctx, topic, partitions, rf, configs)
 	var rerr *metadata.InvalidReplicationError
@@ -47,28 +53,29 @@ func (s *Server) createTopic(ctx context.Context, topic string, partitions int32
 	switch {
 	case errors.As(err, &nerr):
 		s.log.Warn("kafka: refusing a topic name", "topic", topic, "reason", nerr.Message)
-		return kerr.InvalidTopicException.Code, &nerr.Message
+		return kerr.InvalidTopicException.Code, &nerr.Message, err
 	case errors.As(err, &lerr): // another node's create came first
 		s.log.Warn("kafka: refusing a topic over kafka.max_partitions", "topic", topic, "err", err)
 		msg := lerr.Error()
-		return kerr.PolicyViolation.Code, &msg
+		return kerr.PolicyViolation.Code, &msg, err
 	case errors.Is(err, catalog.ErrMetadataFull):
-		return s.metadataFull("create topic "+topic, err)
+		code, msg := s.metadataFull("create topic "+topic, err)
+		return code, msg, err
 	case errors.Is(err, metadata.ErrTopicDeleting):
 		msg := fmt.Sprintf("Topic '%s' is marked for deletion: its objects are being removed from the bucket; try again shortly.", topic)
-		return kerr.TopicAlreadyExists.Code, &msg
+		return kerr.TopicAlreadyExists.Code, &msg, err
 	case errors.Is(err, metadata.ErrTopicExists):
 		msg := fmt.Sprintf("Topic '%s' already exists.", topic)
-		return kerr.TopicAlreadyExists.Code, &msg
+		return kerr.TopicAlreadyExists.Code, &msg, err
 	case errors.As(err, &rerr):
 		s.log.Warn("kafka: refusing a topic", "topic", topic, "err", err)
-		return kerr.InvalidReplicationFactor.Code, nil
+		return kerr.InvalidReplicationFactor.Code, nil, err
 	case err != nil:
 		s.log.Error("kafka: create topic", "topic", topic, "err", err)
-		return kerr.UnknownServerError.Code, nil
+		return kerr.UnknownServerError.Code, nil, err
 	}
 	s.log.Info("topic created", "topic", topic, "partitions", partitions, "replication_factor", rf, "configs", configs)
-	return errNone, nil
+	return errNone, nil, nil
 }
 
 // partitionCount is the partitions of the broker, or of the whole cluster.

@@ -133,6 +133,7 @@ func printConfig(args []string, out io.Writer) error {
 	}
 	cfg.Cold.S3.SecretKey = redact(cfg.Cold.S3.SecretKey)
 	cfg.AdminToken = redact(cfg.AdminToken)
+	cfg.Iceberg.Catalog = icetable.RedactCatalogURI(cfg.Iceberg.Catalog)
 	for i := range cfg.Kafka.SASL.Users {
 		cfg.Kafka.SASL.Users[i].Password = redact(cfg.Kafka.SASL.Users[i].Password)
 	}
