@@ -137,6 +137,9 @@ func (r *Registry) try(ctx context.Context, fn func(*State) ([]Write, error)) (d
 		}
 		return false, nil
 	}
+	if errors.Is(err, ErrTooLarge) {
+		return true, &Error{CodeOperationNotPermitted, err.Error()}
+	}
 	if err != nil {
 		return true, storeError(ctx, err)
 	}

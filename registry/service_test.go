@@ -2,6 +2,8 @@ package registry_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -143,5 +145,43 @@ func TestWritersOverOneStoreNeverShareAnID(t *testing.T) {
 	}
 	if s := snap(t, r2); len(s.Schemas) != 2 || len(s.Subjects) != 2 {
 		t.Fatalf("the second registry after its reload: %+v", s)
+	}
+}
+
+// bounded is a real store that refuses, as etcd's does, a change of more
+// than max keys.
+type bounded struct {
+	*pebblestore.Store
+	max int
+}
+
+func (b bounded) Commit(ctx context.Context, rev uint64, writes []registry.Write) (uint64, error) {
+	if len(writes) > b.max {
+		return 0, fmt.Errorf("%d keys: %w", len(writes), registry.ErrTooLarge)
+	}
+	return b.Store.Commit(ctx, rev, writes)
+}
+
+// A change the store can never take is refused as not permitted (42205,
+// HTTP 422), which clients do not retry, not as a store failure (50001,
+// 500, which they do); nothing is written.
+func TestAChangeTooLargeForTheStoreIsNotPermitted(t *testing.T) {
+	ctx := context.Background()
+	r, err := registry.Open(ctx, bounded{openStore(t, t.TempDir()), 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Write(ctx, func(st *registry.State) ([]registry.Write, error) { return st.SetConfig("", registry.Full), nil })
+	var e *registry.Error
+	if !errors.As(err, &e) || e.Code != registry.CodeOperationNotPermitted || e.Status() != 422 {
+		t.Fatalf("a change too large for the store: %v, want 42205", err)
+	}
+	if err := r.Read(func(st *registry.State) error {
+		if c, err := st.Config("", false); err == nil && c == registry.Full {
+			return fmt.Errorf("the refused change was applied: %v", c)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

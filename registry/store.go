@@ -28,6 +28,11 @@ type Write struct {
 	Value []byte
 }
 
+// ErrTooLarge: a change is more than the store takes in one commit (an
+// etcd transaction's operations or request bytes); it can never succeed
+// as it is, so the API answers 42205, not a 500 a client would retry.
+var ErrTooLarge = errors.New("the change is larger than the schema registry's store takes at once")
+
 // ErrConflict: the store moved on from the revision a batch was built at.
 var ErrConflict = errors.New("the schema registry's store changed underneath")
 

@@ -126,7 +126,7 @@ func (s *Store) Load(ctx context.Context) (map[string][]byte, uint64, error) {
 // the revision key still holds rev (is absent, for 0).
 func (s *Store) Commit(ctx context.Context, rev uint64, writes []registry.Write) (uint64, error) {
 	if n := len(writes) + 1; n > MaxTxnOps {
-		return 0, fmt.Errorf("schema registry etcd store: a change of %d keys is more than one etcd transaction holds (%d operations with the revision key, etcd's default --max-txn-ops is %d): delete the versions a few at a time", len(writes), n, MaxTxnOps)
+		return 0, fmt.Errorf("schema registry etcd store: a change of %d keys is more than one etcd transaction holds (%d operations with the revision key, etcd's default --max-txn-ops is %d): delete the versions a few at a time: %w", len(writes), n, MaxTxnOps, registry.ErrTooLarge)
 	}
 	cmp := clientv3.Compare(clientv3.Value(s.rev), "=", strconv.FormatUint(rev, 10))
 	if rev == 0 {
@@ -146,14 +146,14 @@ func (s *Store) Commit(ctx context.Context, rev uint64, writes []registry.Write)
 	resp, err := s.cli.Txn(ctx).If(cmp).Then(ops...).Else(clientv3.OpGet(s.rev)).Commit()
 	switch {
 	case errors.Is(err, rpctypes.ErrTooManyOps):
-		return 0, fmt.Errorf("schema registry etcd store: a change of %d keys: etcd's --max-txn-ops is below %d: %w", len(writes), len(ops), err)
+		return 0, fmt.Errorf("schema registry etcd store: a change of %d keys: etcd's --max-txn-ops is below %d: %w: %w", len(writes), len(ops), registry.ErrTooLarge, err)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted:
 		// etcd's own limit, or the client's (2 MiB) before it.
 		size := 0
 		for _, w := range writes {
 			size += len(w.Key) + len(w.Value)
 		}
-		return 0, fmt.Errorf("schema registry etcd store: a change of %d bytes is larger than one etcd request takes (--max-request-bytes, 1.5 MiB by default): %w", size, err)
+		return 0, fmt.Errorf("schema registry etcd store: a change of %d bytes is larger than one etcd request takes (--max-request-bytes, 1.5 MiB by default): %w: %w", size, registry.ErrTooLarge, err)
 	case err != nil:
 		return 0, fmt.Errorf("schema registry etcd store: committing %d keys over revision %d: %w", len(writes), rev, err)
 	case !resp.Succeeded:

@@ -83,8 +83,8 @@ func TestLimitsNamed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Commit(ctx, 0, tc.writes)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, registry.ErrConflict) {
-				t.Fatalf("commit: %v; want an error naming %s", err, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, registry.ErrConflict) || !errors.Is(err, registry.ErrTooLarge) {
+				t.Fatalf("commit: %v; want ErrTooLarge naming %s", err, tc.want)
 			}
 			if kv, rev, err := s.Load(ctx); err != nil || len(kv) != 0 || rev != 0 {
 				t.Fatalf("after the refused commit: %d keys at %d, %v; want none at 0", len(kv), rev, err)
