@@ -59,7 +59,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 		{"died after marking uploading", func(t *testing.T, r *rig, f *faulty.Bucket) {
 			s := firstSegment(t, r)
 			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
-				c.UploadStarted = time.Now().Add(-time.Hour)
+				c.UploadStarted = time.Now().Add(-time.Second) // a killed process's, a moment ago
 			})
 		}, catalog.Uploading, 0, true, 0},
 		{"died after the upload, before the commit", func(t *testing.T, r *rig, f *faulty.Bucket) {
@@ -74,7 +74,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
-				c.UploadStarted = time.Now().Add(-time.Hour)
+				c.UploadStarted = time.Now().Add(-time.Second) // a killed process's, a moment ago
 			})
 		}, catalog.Uploading, 1, true, 0},
 		{"died after the manifest write, before the commit", func(t *testing.T, r *rig, f *faulty.Bucket) {
@@ -96,7 +96,7 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.catalog().Transition("orders-0", s.No, catalog.Sealed, catalog.Uploading, func(c *catalog.Segment) {
-				c.UploadStarted = time.Now().Add(-time.Hour)
+				c.UploadStarted = time.Now().Add(-time.Second) // a killed process's, a moment ago
 			})
 		}, catalog.Uploading, 1, true, 1},
 	} {
@@ -123,8 +123,10 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			}
 			storetest.Equal(t, storetest.ReadAll(t, r.engine, "orders-0", 0), want)
 
+			// The next run resumes a killed process's upload at once (one
+			// node: no upload recorded before the run is still going), not
+			// only once StaleUpload (10m) has passed.
 			r.job.Policy.LocalRetention = 0
-			r.job.Policy.StaleUpload = time.Nanosecond
 			if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 || len(sum.Adopted) != tc.adopted {
 				t.Fatalf("clean run: %d adopted (want %d), %v %v", len(sum.Adopted), tc.adopted, err, sum.Errors)
 			}

@@ -336,6 +336,11 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			if j.PolicyFor != nil {
 				policy = j.PolicyFor(shard)
 			}
+			if j.Claims == nil {
+				// One node: runs do not overlap, so no upload recorded
+				// before this one began is still going.
+				policy.StaleBefore = sum.Started
+			}
 			if policy.LogStart, _, err = j.Engine.Watermarks(gctx, shard); err != nil {
 				failed(StepPlan, shard, 0, err)
 				return nil

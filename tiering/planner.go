@@ -19,6 +19,12 @@ type Policy struct {
 	// StaleUpload: an upload recorded as started longer ago than this, by a
 	// run that crashed, is started again (default 10m).
 	StaleUpload time.Duration
+	// StaleBefore, if set: an upload recorded as started before it is
+	// started again at once. On one node, where runs do not overlap and no
+	// one else uploads, that is every upload recorded before the run began
+	// (a killed process's), which would otherwise hold the shard's later
+	// segments and its table back for StaleUpload.
+	StaleBefore time.Time
 	// RemoteRetention: a remote segment whose newest record is older than
 	// this is deleted from the bucket and its offsets from the shard
 	// (0: kept forever).
@@ -91,7 +97,7 @@ func PlanShard(now time.Time, segs []catalog.Segment, p Policy) Plan {
 				untiered -= s.Size
 			}
 		case catalog.Uploading:
-			if now.Sub(s.UploadStarted) >= p.StaleUpload {
+			if now.Sub(s.UploadStarted) >= p.StaleUpload || s.UploadStarted.Before(p.StaleBefore) {
 				plan.Upload = append(plan.Upload, s)
 			}
 		}
