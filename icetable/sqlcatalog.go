@@ -47,7 +47,7 @@ func (t *Tables) OpenCatalog(ctx context.Context, uri, name, namespace string) e
 	if err != nil {
 		return err
 	}
-	return t.openCatalog(ctx, driver, dialect, dsn, redact(uri), name, namespace)
+	return t.openCatalog(ctx, driver, dialect, dsn, RedactCatalogURI(uri), name, namespace)
 }
 
 func (t *Tables) openCatalog(ctx context.Context, driver string, dialect sqlcat.SupportedDialect, dsn, uri, name, namespace string) error {
@@ -121,7 +121,7 @@ func parseCatalogURI(uri string) (driver string, dialect sqlcat.SupportedDialect
 		}
 		return "pgx", sqlcat.Postgres, uri, nil
 	}
-	return "", "", "", fmt.Errorf("iceberg.catalog %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE", redact(uri))
+	return "", "", "", fmt.Errorf("iceberg.catalog %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE", RedactCatalogURI(uri))
 }
 
 // RedactCatalogURI is an iceberg.catalog value without its secrets, for
@@ -149,7 +149,6 @@ func RedactCatalogURI(uri string) string {
 
 var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
 
-func redact(uri string) string { return RedactCatalogURI(uri) }
 
 func (e *external) ident(topic string) table.Identifier { return table.Identifier{e.namespace, topic} }
 
