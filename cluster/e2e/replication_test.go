@@ -31,6 +31,9 @@ func newClusterWith(t *testing.T, n int, sets ...string) *cluster {
 // createReplicated creates topic with replication factor rf and configs.
 func createReplicated(t *testing.T, c *cluster, topic string, partitions int32, rf int16, configs map[string]*string) {
 	t.Helper()
+	// A node that has just started may not have registered yet, and the
+	// placement (rightly) refuses a factor above the live brokers.
+	c.waitBrokers(int(rf))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := kadm.NewClient(c.client(1)).CreateTopic(ctx, partitions, rf, configs, topic)
@@ -39,6 +42,23 @@ func createReplicated(t *testing.T, c *cluster, topic string, partitions int32, 
 	}
 	if err != nil {
 		t.Fatalf("create topic %s with replication factor %d: %v", topic, rf, err)
+	}
+}
+
+// waitBrokers waits until node 1's Metadata lists at least n brokers.
+func (c *cluster) waitBrokers(n int) {
+	c.t.Helper()
+	cl := c.client(1)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := c.metadata(cl)
+		if err == nil && len(md.Brokers) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node 1 never listed %d brokers: %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
