@@ -33,6 +33,13 @@ func (t *Tables) Exists(ctx context.Context, topic string) (bool, error) {
 	if t.external != nil {
 		return t.external.cat.CheckTableExists(ctx, t.external.ident(topic))
 	}
+	if t.Hadoop { // the hint may be missing
+		_, _, err := t.load(ctx, topic)
+		if errors.Is(err, errNoTable) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	_, err := t.Bucket.Stat(ctx, t.hintKey(topic))
 	if errors.Is(err, objstore.ErrNotFound) {
 		return false, nil

@@ -121,7 +121,7 @@ func parseCatalogURI(uri string) (driver string, dialect sqlcat.SupportedDialect
 		}
 		return "pgx", sqlcat.Postgres, uri, nil
 	}
-	return "", "", "", fmt.Errorf("iceberg.catalog %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE", RedactCatalogURI(uri))
+	return "", "", "", fmt.Errorf("iceberg.catalog %q: want sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (or hadoop, or empty: the bucket holds the pointer)", RedactCatalogURI(uri))
 }
 
 // RedactCatalogURI is an iceberg.catalog value without its secrets, for
@@ -148,7 +148,6 @@ func RedactCatalogURI(uri string) string {
 }
 
 var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
-
 
 func (e *external) ident(topic string) table.Identifier { return table.Identifier{e.namespace, topic} }
 

@@ -47,6 +47,9 @@ func pointers(t *testing.T) []pointer {
 		{"bucket", func(t *testing.T, bucket objstore.Bucket, dir string) *Tables {
 			return &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
 		}},
+		{"hadoop", func(t *testing.T, bucket objstore.Bucket, dir string) *Tables {
+			return &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet, Hadoop: true}
+		}},
 		{"sqlite", withCatalog(func() string { return "sqlite:" + sqliteFile })},
 		{"postgres", withCatalog(func() string {
 			pgOnce.Do(func() { pgURL = testsvc.StartPostgres(t) })

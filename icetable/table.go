@@ -39,6 +39,11 @@ type Tables struct {
 	Location string
 	Log      *slog.Logger
 
+	// Hadoop names the metadata files as Iceberg's Hadoop tables do
+	// (iceberg.catalog: hadoop; hadoop.go), for Spark's HadoopCatalog and
+	// path-based tables.
+	Hadoop bool
+
 	// The snapshot expiry policy (iceberg.snapshot_max_age,
 	// iceberg.snapshot_min_keep): after each commit, snapshots older than
 	// MaxSnapshotAge (24h) expire, but the last MinSnapshots (20) stay
@@ -498,14 +503,22 @@ func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore
 		return tbl, "", err
 	}
 	raw, v, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic))
-	if errors.Is(err, objstore.ErrNotFound) {
+	switch {
+	case errors.Is(err, objstore.ErrNotFound) && t.Hadoop:
+		raw, v = nil, objstore.Absent // the folder's listing says
+	case errors.Is(err, objstore.ErrNotFound):
 		return nil, objstore.Absent, errNoTable
-	}
-	if err != nil {
+	case err != nil:
 		return nil, "", err
 	}
 	stem := strings.TrimSpace(string(raw))
-	if _, err := metadataVersion(stem); err != nil {
+	if _, err := strconv.Atoi(stem); err == nil || t.Hadoop {
+		// A Hadoop-style table's, or one that was before iceberg.catalog
+		// changed: the next commit carries on from its version.
+		if stem, err = t.hadoopCurrent(ctx, topic, stem); err != nil {
+			return nil, "", err
+		}
+	} else if _, err := metadataVersion(stem); err != nil {
 		return nil, "", fmt.Errorf("%s: %w", t.hintKey(topic), err)
 	}
 	name := t.Dir(topic) + "/metadata/" + stem + ".metadata.json"
@@ -557,11 +570,18 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 	if _, err := fieldIDs(meta.CurrentSchema(), meta.PartitionSpec()); err != nil {
 		return nil, err
 	}
-	stem := fmt.Sprintf("%05d-%s", 0, meta.TableUUID())
-	if err := t.writeMetadata(ctx, topic, stem, meta); err != nil {
-		return nil, err
+	if t.Hadoop {
+		_, err = t.hadoopCommit(ctx, topic, 1, meta)
+		if errors.Is(err, table.ErrCommitFailed) {
+			err = objstore.ErrPreconditionFailed // another node made it
+		}
+	} else {
+		stem := fmt.Sprintf("%05d-%s", 0, meta.TableUUID())
+		if err := t.writeMetadata(ctx, topic, stem, meta); err != nil {
+			return nil, err
+		}
+		err = t.Bucket.UploadIf(ctx, t.hintKey(topic), strings.NewReader(stem), objstore.Absent)
 	}
-	err = t.Bucket.UploadIf(ctx, t.hintKey(topic), strings.NewReader(stem), objstore.Absent)
 	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
 		return nil, fmt.Errorf("creating the table: %w", err)
 	}
@@ -587,6 +607,9 @@ func (t *Tables) writeMetadata(ctx context.Context, topic, stem string, meta tab
 // metadataVersion is the version a metadata file's stem starts with
 // ("00003-{uuid}": 3).
 func metadataVersion(stem string) (int, error) {
+	if m := hadoopName.FindStringSubmatch(stem + ".metadata.json"); m != nil {
+		return strconv.Atoi(m[1]) // v{N}: a Hadoop-style table's
+	}
 	n, _, ok := strings.Cut(stem, "-")
 	v, err := strconv.Atoi(n)
 	if !ok || err != nil || v < 0 {
@@ -627,6 +650,13 @@ func (c *bucketCatalog) CommitTable(ctx context.Context, _ table.Identifier, req
 	version, err := metadataVersion(strings.TrimSuffix(path.Base(cur.MetadataLocation()), ".metadata.json"))
 	if err != nil {
 		return nil, "", err
+	}
+	if c.t.Hadoop {
+		stem, err := c.t.hadoopCommit(ctx, c.topic, version+1, updated)
+		if err != nil {
+			return nil, "", err
+		}
+		return updated, c.t.uri(c.t.Dir(c.topic) + "/metadata/" + stem + ".metadata.json"), nil
 	}
 	// A new name every time: a commit that loses the pointer race leaves
 	// its file unreferenced rather than over the winner's.

@@ -149,21 +149,28 @@ type sparkRead struct {
 // VERSION AS OF the first snapshot reads what the first run tiered, whose
 // summary says so. DROP TABLE through the REST catalog is refused.
 func TestSparkReadsThroughTheRESTAndSQLCatalogs(t *testing.T) {
-	for _, backend := range []string{"s3", "hdfs"} {
+	for _, backend := range []string{"s3", "hdfs", "hdfs-hadoop"} {
 		t.Run(backend, func(t *testing.T) {
-			pg := testsvc.StartPostgres(t)
-			sets := []string{"iceberg.catalog=" + pg, "iceberg.catalog_name=jdbc"}
+			var pg string
+			sets := []string{"iceberg.catalog=hadoop"}
+			if backend != "hdfs-hadoop" {
+				pg = testsvc.StartPostgres(t)
+				sets = []string{"iceberg.catalog=" + pg, "iceberg.catalog_name=jdbc"}
+			}
 			var c catalogServed
 			env := []string{"PYSPARK_PYTHON=" + pyenv(t, "icespark"), "SPARK_LOCAL_IP=127.0.0.1"}
 			switch backend {
 			case "s3":
 				c = serveCatalog(t, 50, sets...)
 				env = append(env, "S3_ENDPOINT=http://"+c.minio.Endpoint, "WAREHOUSE=s3://strata-interop/warehouse")
-			case "hdfs":
+			default:
 				nn := testsvc.StartHDFS(t)
 				root := "/" + testsvc.UniquePrefix(t)
 				c = serveCatalogOn(t, 50, append(sets, "cold.backend=hdfs", "cold.hdfs.namenodes=["+nn+"]", "cold.hdfs.root="+root)...)
 				env = append(env, "WAREHOUSE=hdfs://"+nn+root+"/warehouse")
+				if pg == "" { // the table by path too, as Iceberg's HadoopTables read it
+					env = append(env, "HADOOP_TABLE=hdfs://"+nn+root+"/topic=orders/_iceberg")
+				}
 			}
 			sparkReads(t, c, pg, env)
 		})
@@ -171,30 +178,49 @@ func TestSparkReadsThroughTheRESTAndSQLCatalogs(t *testing.T) {
 }
 
 // sparkReads runs icespark_check.py on c's table, through strata's REST
-// catalog and the SQL catalog on PostgreSQL at pg, and checks both.
+// catalog and, given pg, the SQL catalog on PostgreSQL at pg, or without
+// it, the Hadoop-style table by its path, and checks each.
 func sparkReads(t *testing.T, c catalogServed, pg string, env []string) {
-	u, err := url.Parse(pg)
-	if err != nil {
-		t.Fatal(err)
+	var jdbcURI string
+	if pg != "" {
+		u, err := url.Parse(pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jdbcURI = fmt.Sprintf("jdbc:postgresql://%s%s?user=%s", u.Host, u.Path, u.User.Username())
 	}
-	jdbcURI := fmt.Sprintf("jdbc:postgresql://%s%s?user=%s", u.Host, u.Path, u.User.Username())
 	part := 1
 	// One object holds the point and the range (objects of about 100
 	// records here: 8KiB segments).
 	point, lo, hi := 5, 2, 12
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pyenv(t, "icespark"), "icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
-		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi), jdbcURI)
+	args := []string{"icespark_check.py", c.uri, c.token, c.minio.AccessKey, c.minio.SecretKey,
+		jars(t, "icespark"), fmt.Sprint(part), fmt.Sprint(point), fmt.Sprint(lo), fmt.Sprint(hi)}
+	if jdbcURI != "" {
+		args = append(args, jdbcURI)
+	}
+	cmd := exec.CommandContext(ctx, pyenv(t, "icespark"), args...)
 	cmd.Env = append(cmd.Environ(), env...)
 	var got struct {
 		sparkRead
 		Drop string    `json:"drop"`
 		JDBC sparkRead `json:"jdbc"`
+		Path sparkRead `json:"path"`
+		// HadoopCatalog: the same table as hadoop.`topic=orders`._iceberg
+		HadoopCatalog sparkRead `json:"hadoop_catalog"`
 	}
 	checkJSON(t, cmd, &got)
 	c.sameAsTiered(t, "Spark through the REST catalog", got.sparkRead, part, point, lo, hi)
-	c.sameAsTiered(t, "Spark through the SQL catalog", got.JDBC, part, point, lo, hi)
+	if jdbcURI != "" {
+		c.sameAsTiered(t, "Spark through the SQL catalog", got.JDBC, part, point, lo, hi)
+	} else {
+		// A path lists no namespace or table: the catalog's answers stand in.
+		got.Path.Namespaces, got.Path.Tables = got.Namespaces, got.Tables
+		c.sameAsTiered(t, "Spark reading the Hadoop-style table by its path", got.Path, part, point, lo, hi)
+		got.HadoopCatalog.Namespaces, got.HadoopCatalog.Tables = got.Namespaces, got.Tables
+		c.sameAsTiered(t, "Spark through Iceberg's HadoopCatalog", got.HadoopCatalog, part, point, lo, hi)
+	}
 	if got.Drop == "dropped" {
 		t.Fatal("Spark dropped the table through the catalog")
 	}

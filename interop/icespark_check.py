@@ -16,6 +16,8 @@ usage: icespark_check.py URI TOKEN ACCESS SECRET JARS PARTITION POINT LO HI [JDB
   S3_ENDPOINT (env)  MinIO's, for the SQL catalog, which has no LoadTable answer
                   to hand it over; unset, the files are on HDFS
   WAREHOUSE (env)   the SQL catalog's warehouse, which it wants though unused
+  HADOOP_TABLE (env)  the table's folder (iceberg.catalog: hadoop): read by path
+                  too, as Iceberg's Hadoop tables, and printed under "path"
   PARTITION, POINT, LO, HI  the filters: offset POINT and offsets LO..HI of PARTITION
 """
 import json
@@ -110,7 +112,30 @@ def check(c):
     out = {}
     out["namespaces"] = [r[0] for r in spark.sql(f"SHOW NAMESPACES IN {c}").collect()]
     out["tables"] = [r.tableName for r in spark.sql(f"SHOW TABLES IN {c}.strata").collect()]
-    out["files"] = spark.sql(f"SELECT count(*) FROM {t}.files").collect()[0][0]
+    return reads(out, t, lambda m: f"{t}.{m}", lambda snap: f"{t} VERSION AS OF {snap}")
+
+
+def check_path(loc):
+    """What the Hadoop-style table at loc reads, by path (Iceberg's HadoopTables)."""
+    def src():  # a reader's options stay with it: a new one each time
+        return spark.read.format("iceberg")
+
+    src().load(loc).createOrReplaceTempView("by_path")
+
+    def meta(m):
+        src().load(f"{loc}#{m}").createOrReplaceTempView(f"by_path_{m}")
+        return f"by_path_{m}"
+
+    def as_of(snap):
+        src().option("versionAsOf", snap).load(loc).createOrReplaceTempView("by_path_as_of")
+        return "by_path_as_of"
+
+    return reads({}, "by_path", meta, as_of)
+
+
+def reads(out, t, meta, as_of):
+    """The scans and filters of table t (SQL), its metadata table m as meta(m), snapshot s as as_of(s)."""
+    out["files"] = spark.sql(f"SELECT count(*) FROM {meta('files')}").collect()[0][0]
     out["scan"] = [[r.partition, r.n, r.lo, r.hi, r.value_bytes] for r in spark.sql(
         "SELECT partition, count(*) AS n, min(`offset`) AS lo, max(`offset`) AS hi, sum(length(value)) AS value_bytes "
         f"FROM {t} GROUP BY partition ORDER BY partition").collect()]
@@ -123,11 +148,11 @@ def check(c):
     df.collect()
     out["partition_files"] = scanned_files(df)
 
-    snaps = spark.sql(f"SELECT snapshot_id, summary FROM {t}.snapshots ORDER BY committed_at").collect()
+    snaps = spark.sql(f"SELECT snapshot_id, summary FROM {meta('snapshots')} ORDER BY committed_at").collect()
     out["snapshots"] = [{"id": s.snapshot_id, "offsets": {k: v for k, v in s.summary.items() if k.startswith("strata.offsets.")}} for s in snaps]
     first = snaps[0].snapshot_id
     out["first"] = [[r.partition, r.n, r.hi] for r in spark.sql(
-        f"SELECT partition, count(*) AS n, max(`offset`) AS hi FROM {t} VERSION AS OF {first} "
+        f"SELECT partition, count(*) AS n, max(`offset`) AS hi FROM {as_of(first)} "
         "GROUP BY partition ORDER BY partition").collect()]
     return out
 
@@ -135,6 +160,16 @@ def check(c):
 out = check("lake")
 if jdbc_uri:
     out["jdbc"] = check("jdbc")
+if "HADOOP_TABLE" in os.environ:
+    out["path"] = check_path(os.environ["HADOOP_TABLE"])
+    # The same table through Iceberg's HadoopCatalog over the cold tier's
+    # root: a namespace per topic folder, the table its _iceberg folder.
+    hcat = "spark.sql.catalog.hadoop"
+    spark.conf.set(hcat, "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set(hcat + ".type", "hadoop")
+    spark.conf.set(hcat + ".warehouse", os.environ["HADOOP_TABLE"].removesuffix("/topic=orders/_iceberg"))
+    t = "hadoop.`topic=orders`._iceberg"
+    out["hadoop_catalog"] = reads({}, t, lambda m: f"{t}.{m}", lambda snap: f"{t} VERSION AS OF {snap}")
 try:
     spark.sql("DROP TABLE lake.strata.orders")
     out["drop"] = "dropped"

@@ -144,7 +144,8 @@ type IcebergConfig struct {
 	// hdfs://{namenode}{root}).
 	Location string `yaml:"location"`
 	// Catalog is where the tables' pointers are: "" the bucket's
-	// version-hint.text, or an Iceberg SQL catalog's URI (sqlite:PATH,
+	// version-hint.text, "hadoop" the bucket's too but as Iceberg's Hadoop
+	// tables name it (v{N}.metadata.json), or an Iceberg SQL catalog's URI (sqlite:PATH,
 	// postgres://...; icetable.Tables.OpenCatalog) whose rows are named
 	// CatalogName.
 	Catalog     string `yaml:"catalog"`
@@ -536,7 +537,7 @@ func (c *Config) validate() error {
 	if err := c.Iceberg.REST.validate(); err != nil {
 		return err
 	}
-	if cat := c.Iceberg.Catalog; cat != "" {
+	if cat := c.Iceberg.Catalog; cat != "" && cat != "hadoop" {
 		if strings.HasPrefix(cat, "sqlite:") && c.Cluster.Enabled() {
 			return errors.New("iceberg.catalog sqlite: is one node's file; a cluster's nodes share a postgres:// catalog")
 		}

@@ -21,7 +21,11 @@ func icebergTables(ctx context.Context, cfg *Config, cold objstore.Bucket, log *
 		MaxSnapshotAge: time.Duration(cfg.Iceberg.SnapshotMaxAge), MinSnapshots: cfg.Iceberg.SnapshotMinKeep,
 		MaintainEvery: time.Duration(cfg.Iceberg.MaintenanceInterval),
 		OrphanGrace:   time.Duration(cfg.Tiering.OrphanGrace)}
-	if cfg.Iceberg.Catalog != "" {
+	switch cfg.Iceberg.Catalog {
+	case "":
+	case "hadoop":
+		t.Hadoop = true
+	default:
 		if err := t.OpenCatalog(ctx, cfg.Iceberg.Catalog, cfg.Iceberg.CatalogName, cfg.Iceberg.REST.Namespace); err != nil {
 			return nil, err
 		}

@@ -208,8 +208,10 @@ func (b *Bucket) rename(name, tmp string) error {
 // content. The NameNode has no "rename if the target is still inode X", and
 // colinmarc/hdfs's Rename always overwrites, so the compare and the rename
 // are made one step by a lock the NameNode itself arbitrates: the write
-// lease on a small lock file per object name (TempDir/locks/{hash of the
-// name}). Appending to a file takes its lease; while one client holds it,
+// lease on a small lock file (TempDir/locks/s{xx}: one of 256 stripes, by
+// the name's hash, so that names written once each, such as a Hadoop-style
+// table's v{N}.metadata.json, do not leave a lock file apiece behind; two
+// names on one stripe wait for each other for a stat and a rename). Appending to a file takes its lease; while one client holds it,
 // every other Append (also from the same client) fails with
 // AlreadyBeingCreatedException, and closing the file gives it back. A holder
 // that dies stops renewing the lease, and the NameNode lets the next Append
@@ -344,7 +346,7 @@ func (b *Bucket) lock(ctx context.Context, name string) (unlock func(), err erro
 		return nil, b.wrap("lock", name, err)
 	}
 	sum := sha256.Sum256([]byte(name))
-	file := dir + "/" + hex.EncodeToString(sum[:16])
+	file := fmt.Sprintf("%s/s%02x", dir, sum[0])
 	deadline := time.Now().Add(lockWait)
 	delay := 10 * time.Millisecond
 	for {
