@@ -118,6 +118,14 @@ func (e *Engine) sharedStartOf(cs ShardMeta, segs []SegmentMeta) (sharedStart, e
 			return nil
 		})
 		if rerr == nil {
+			// The entries after this one may have been lost with the
+			// index's unsynced writes while the manifest, synced, moved on:
+			// an entry below the first local segment is of a segment
+			// tiered and dropped since, whose files may be gone. The
+			// segments say where to start then.
+			if seg := sharedStartOfSegments(cs, segs, cuts); last.End() < seg.end {
+				return seg, nil
+			}
 			return sharedStart{from: sharedfile.Ref{File: last.File, Pos: last.Pos}, end: last.End(), cuts: cuts}, nil
 		}
 		if derr := e.damageAt(last.File, last.Pos); derr != nil {

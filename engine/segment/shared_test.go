@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble"
+
+	"strata/engine/index"
 	"strata/engine/record"
 	"strata/engine/sharedfile"
 	"strata/engine/store"
@@ -573,5 +576,96 @@ func TestRestoreKeepsTheFileModel(t *testing.T) {
 	})
 	if m, serr := e.Shard("s-4"); err == nil && (serr != nil || m.Model == ModelShared) {
 		t.Fatalf("restore of s-4 with a sealed local segment: %v; file model %q, %v", err, m.Model, serr)
+	}
+}
+
+// A crash loses the chunk entries written since the index's last sync,
+// while the manifest (synced) has moved on: here every sealed segment was
+// tiered and dropped (another shard's segments keep the shared files),
+// and the index kept only the shard's first entry. The shard starts where its manifest says its
+// active segment does, with nothing acknowledged since lost (the
+// workload found a start refused: "the shared files hold its offsets up
+// to 6, but its active segment starts at 64").
+func TestSharedStartIgnoresEntriesOfSegmentsGone(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sharedConfig(dir)
+	cfg.MaxSegmentBytes, cfg.RollCheckInterval, cfg.SharedFileBytes = 4<<10, 5, 4<<10
+	cfg.Workers = 1 // one writer: both shards' chunks in every file
+	e := open(t, cfg)
+	for _, s := range []string{"a-0", "b-0"} {
+		if err := e.CreateShard(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b's one sealed segment keeps the file of a's first chunk; a's later
+	// chunks are in files of a's alone.
+	for i := range 30 {
+		for _, s := range []string{"a-0", "b-0"} {
+			if s == "b-0" && i > 0 {
+				continue
+			}
+			if _, err := e.Append(ctx, s, storetest.Records(10, 5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 0 {
+			must(t, e.RollAt(ctx, "b-0", 10))
+		}
+	}
+	var first index.ChunkEntry
+	if err := index.ChunksFrom(e.index, "a-0", 0, func(c index.ChunkEntry) bool { first = c; return false }); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		no, sealed, err := e.OldestLocal("a-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sealed {
+			break
+		}
+		if err := e.DropLocal(ctx, "a-0", no); err != nil {
+			t.Fatal(err)
+		}
+	}
+	low := mustLow(t, e, "a-0")
+	if low <= first.End() {
+		t.Fatalf("the active segment starts at %d; want it past the first chunk (%d)", low, first.End())
+	}
+	if _, err := e.Append(ctx, "a-0", storetest.Records(3, 7)); err != nil {
+		t.Fatal(err)
+	}
+	want := normalize(readAll(t, e, "a-0", low))
+	e.Close()
+
+	// What the crash left: the index as of its first entry, no clean mark.
+	idx, err := pebble.Open(filepath.Join(dir, "index"), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, idx.DeleteRange(index.ChunkKey("a-0", 0), index.ChunkKey("a-0", 1<<62), pebble.Sync))
+	must(t, idx.Set(index.ChunkKey("a-0", first.First), index.ChunkValue(first), pebble.Sync))
+	must(t, idx.Close())
+	man, err := pebble.Open(filepath.Join(dir, "manifest"), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, man.Delete(counterKey("clean"), pebble.Sync))
+	must(t, man.Close())
+
+	e = open(t, cfg)
+	defer e.Close()
+	if got := normalize(readAll(t, e, "a-0", low)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the crash the active segment reads %d records, want the %d acknowledged", len(got), len(want))
+	}
+	if _, err := e.Append(ctx, "a-0", storetest.Records(1, 8)); err != nil {
+		t.Fatalf("a write after the restart: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
