@@ -223,8 +223,14 @@ func (t *Tables) ForgetTopic(ctx context.Context, topic string, partitions int32
 }
 
 func (t *Tables) forget(ctx context.Context, topic string, partitions []int32) error {
-	// A topic that never had a table gets none from its deletion.
+	// A topic that never had a table gets none from its deletion. One
+	// whose pointer names a metadata file that is gone was being removed
+	// when a crash came (an older strata removed the pointer last): what
+	// is left goes with the topic's folder, and no retry would load it.
 	if _, _, err := t.load(ctx, topic); errors.Is(err, errNoTable) {
+		return nil
+	} else if errors.Is(err, objstore.ErrNotFound) && t.external == nil {
+		t.log().Warn("a deleted topic's table names a metadata file that is gone: left to the folder's removal", "topic", topic, "err", err)
 		return nil
 	}
 	plan, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {

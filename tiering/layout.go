@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -102,6 +103,28 @@ func forgetTopicFolder(ctx context.Context, b objstore.Bucket, dir string, log *
 	if partitions || len(left) == 0 {
 		return nil
 	}
+	// The table's pointer first, then its metadata files, newest first: a
+	// crash midway leaves no pointer naming a file that is gone (which
+	// would fail the table's load, and so this deletion's retries, for
+	// good), and a Hadoop-style table's highest version left is whole.
+	rank := func(k string) int {
+		switch {
+		case path.Base(k) == "version-hint.text":
+			return 0
+		case strings.HasSuffix(k, ".metadata.json"):
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(left, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		if rank(a) == 1 {
+			return metadataOrder(b, a)
+		}
+		return 0
+	})
 	for _, k := range left {
 		if err := b.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
 			return fmt.Errorf("deleting %s: %w", k, err)
@@ -109,4 +132,16 @@ func forgetTopicFolder(ctx context.Context, b objstore.Bucket, dir string, log *
 	}
 	log.Info("a deleted topic's table removed from the bucket", "folder", dir, "files", len(left))
 	return nil
+}
+
+// metadataOrder orders metadata file names by version: "v10" after "v9",
+// "00010-{uuid}" after "00009-{uuid}".
+func metadataOrder(a, b string) int {
+	version := func(k string) int {
+		n := strings.TrimPrefix(path.Base(k), "v")
+		n, _, _ = strings.Cut(n, "-")
+		v, _ := strconv.Atoi(strings.TrimSuffix(n, ".metadata.json"))
+		return v
+	}
+	return version(a) - version(b)
 }

@@ -106,13 +106,16 @@ type run struct {
 
 	mu         sync.Mutex
 	violations []workload.Violation
-	seen       map[string]bool // violations already recorded
-	kinds      map[string]bool // kinds whose history is in context
-	context    []string
-	notes      []string
-	ops        map[workload.Kind]int
-	restarts   int
-	checks     int
+	// deleting: when each name was first answered "marked for deletion";
+	// a name held so past deletionBound is a finding: its deletion is stuck.
+	deleting map[string]time.Time
+	seen     map[string]bool // violations already recorded
+	kinds    map[string]bool // kinds whose history is in context
+	context  []string
+	notes    []string
+	ops      map[workload.Kind]int
+	restarts int
+	checks   int
 }
 
 // Run runs the workload and returns what it found; an error means the
@@ -128,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &run{cfg: cfg, m: workload.NewModel(Retention), dataDir: filepath.Join(cfg.Dir, "data"),
-		logPath: filepath.Join(cfg.Dir, "server.log"), names: map[string]*sync.Mutex{}, ops: map[workload.Kind]int{}, kinds: map[string]bool{}}
+		logPath: filepath.Join(cfg.Dir, "server.log"), names: map[string]*sync.Mutex{}, deleting: map[string]time.Time{}, ops: map[workload.Kind]int{}, kinds: map[string]bool{}}
 	for _, n := range workload.Names {
 		r.names[n] = &sync.Mutex{}
 	}
@@ -346,6 +349,21 @@ func (r *run) restart(w int, kill bool, why string) {
 	r.fullCheck(w, "after "+why)
 }
 
+// deletionBound is how long a deleted topic's name may stay taken: its
+// removal is retried every 10s (engine), so past this it is stuck.
+const deletionBound = time.Minute
+
+// createOutcome is a CreateTopics answer's outcome: TOPIC_ALREADY_EXISTS
+// saying the name's earlier topic is marked for deletion (as Kafka answers
+// while a deleted topic's data is removed; here its objects and Iceberg
+// table) made nothing.
+func createOutcome(err error) workload.Outcome {
+	if errors.Is(err, kerr.TopicAlreadyExists) && strings.Contains(err.Error(), "marked for deletion") {
+		return workload.Refused
+	}
+	return outcome(err)
+}
+
 // outcome classifies an error of an admin request: a Kafka error code is an
 // answer, anything else (timeout, lost connection) leaves it unknown.
 func outcome(err error) workload.Outcome {
@@ -380,7 +398,20 @@ func (r *run) lifecycle(w int, inst *instance, op workload.Op) {
 		if err == nil {
 			err = resp.Err
 		}
-		vs = r.m.EndCreate(l, op.Partitions, outcome(err))
+		if errors.Is(err, kerr.TopicAlreadyExists) && strings.Contains(resp.ErrMessage, "marked for deletion") {
+			err = fmt.Errorf("%w: %s", err, resp.ErrMessage)
+		}
+		vs = r.m.EndCreate(l, op.Partitions, createOutcome(err))
+		r.mu.Lock()
+		if createOutcome(err) != workload.Refused || !errors.Is(err, kerr.TopicAlreadyExists) {
+			delete(r.deleting, op.Topic)
+		} else if since, ok := r.deleting[op.Topic]; !ok {
+			r.deleting[op.Topic] = time.Now()
+		} else if held := time.Since(since); held > deletionBound {
+			vs = append(vs, workload.Violation{Kind: workload.KindTopic, Topic: op.Topic, Partition: -1, Offset: -1,
+				Detail: fmt.Sprintf("the topic has been marked for deletion for %s: its deletion is stuck", held.Round(time.Second))})
+		}
+		r.mu.Unlock()
 	} else {
 		var resp kadm.DeleteTopicResponse
 		resp, err = inst.adm.DeleteTopic(ctx, op.Topic)
@@ -389,9 +420,13 @@ func (r *run) lifecycle(w int, inst *instance, op workload.Op) {
 		}
 		vs = r.m.EndDelete(l, outcome(err))
 	}
-	r.m.Logf(w, op.Topic, "%s -> %s%s", op, outcome(err), errText(err))
+	o := outcome(err)
+	if op.Kind == workload.Create {
+		o = createOutcome(err)
+	}
+	r.m.Logf(w, op.Topic, "%s -> %s%s", op, o, errText(err))
 	r.violate(w, op.String(), vs...)
-	if outcome(err) == workload.Unknown {
+	if o == workload.Unknown {
 		r.settleName(w, inst, op.Topic)
 	}
 }
