@@ -67,6 +67,11 @@ func serverSets(dataDir string) []string {
 		"tiering.page_bytes=4KiB",
 		"retention.max_age=" + Retention.String(),
 		"retention.interval=1s",
+		// Each run commits the topics' Iceberg tables too: a crash inside a
+		// commit, a table forgotten with its topic, retention's delete
+		// commits (two start-and-deletion bugs were found so).
+		"iceberg.enabled=true",
+		"iceberg.maintenance_interval=2s",
 	}
 }
 
