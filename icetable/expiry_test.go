@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
 	"strata/tiering/objstore"
 )
 
@@ -103,5 +106,44 @@ func TestMaintenanceFollowsItsOwnCadence(t *testing.T) {
 	commitOne(t, tables, "orders")
 	if n := snapshots(); n > 6 {
 		t.Fatalf("%d snapshots after a commit with its maintenance due; want the last 5 (and the expiry's parent)", n)
+	}
+}
+
+// The snapshots a table keeps reach back to its newest removal of data
+// files that is at least the delay old; a history with none, or whose
+// removal is its oldest snapshot, expires nothing by it.
+func TestRetentionFloor(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	snap := func(agoMs int64, removed string) table.Snapshot {
+		props := iceberg.Properties{}
+		if removed != "" {
+			props[deletedDataFiles] = removed
+		}
+		return table.Snapshot{TimestampMs: now.UnixMilli() - agoMs, Summary: &table.Summary{Properties: props}}
+	}
+	for _, tc := range []struct {
+		name    string
+		history []table.Snapshot // the current one first
+		delay   time.Duration
+		n       int
+		ok      bool
+	}{
+		{"no snapshot", nil, 0, 0, false},
+		{"appends only", []table.Snapshot{snap(0, ""), snap(10, ""), snap(20, "")}, 0, 0, false},
+		{"the current one removed files", []table.Snapshot{snap(0, "2"), snap(10, ""), snap(20, "")}, 0, 1, true},
+		{"a removal, then appends", []table.Snapshot{snap(0, ""), snap(10, "1"), snap(20, "")}, 0, 2, true},
+		{"the newest removal counts", []table.Snapshot{snap(0, ""), snap(10, "1"), snap(20, "3"), snap(30, "")}, 0, 2, true},
+		{"the oldest snapshot's removal", []table.Snapshot{snap(0, ""), snap(10, "1")}, 0, 0, false},
+		{"deleted-data-files 0", []table.Snapshot{snap(0, "0"), snap(10, "")}, 0, 0, false},
+		{"within the delay", []table.Snapshot{snap(0, ""), snap(10, "1"), snap(20, "")}, time.Second, 0, false},
+		{"an older removal past the delay", []table.Snapshot{snap(0, "1"), snap(2000, "1"), snap(3000, "")}, time.Second, 2, true},
+		{"exactly the delay old", []table.Snapshot{snap(1000, "1"), snap(2000, "")}, time.Second, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ok := retentionFloor(tc.history, now, tc.delay)
+			if n != tc.n || ok != tc.ok {
+				t.Fatalf("retentionFloor = %d, %v; want %d, %v", n, ok, tc.n, tc.ok)
+			}
+		})
 	}
 }

@@ -39,7 +39,7 @@ func hadoopStem(version int) string { return "v" + strconv.Itoa(version) }
 // hint's version on, or from the folder's listing without a usable hint.
 // A hint naming a bucket pointer's file ({version}-{uuid}: the table made
 // before iceberg.catalog said hadoop) is current unless a v{N} above its
-// version exists.
+// version exists, or the file does not.
 func (t *Tables) hadoopCurrent(ctx context.Context, topic, hint string) (string, error) {
 	dir := t.Dir(topic) + "/metadata/"
 	exists := func(stem string) (bool, error) {
@@ -59,7 +59,13 @@ func (t *Tables) hadoopCurrent(ctx context.Context, topic, hint string) (string,
 			stem, version = hadoopStem(n), n
 		}
 	} else if v, err := metadataVersion(hint); err == nil {
-		stem, version = hint, v
+		ok, err := exists(hint)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			stem, version = hint, v
+		}
 	}
 	if stem == "" { // no hint, or one naming a file that expired
 		err := t.Bucket.List(ctx, dir, func(a objstore.Attrs) error {

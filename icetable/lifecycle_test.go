@@ -29,7 +29,8 @@ type watchDeletes struct {
 	topic  string
 
 	mu      sync.Mutex
-	deleted int
+	deleted int // distinct objects
+	gone    map[string]bool
 }
 
 func (w *watchDeletes) Delete(ctx context.Context, name string) error {
@@ -38,7 +39,15 @@ func (w *watchDeletes) Delete(ctx context.Context, name string) error {
 			w.t.Errorf("%s is removed from the bucket while the table's current snapshot names it", name)
 		}
 		w.mu.Lock()
-		w.deleted++
+		if !w.gone[name] {
+			// The table's expiry deletes a retention's object, and then
+			// tiering lets go of it (a second delete, of nothing).
+			w.deleted++
+		}
+		if w.gone == nil {
+			w.gone = map[string]bool{}
+		}
+		w.gone[name] = true
 		w.mu.Unlock()
 	}
 	return w.Bucket.Delete(ctx, name)
@@ -82,6 +91,33 @@ func everyKeptSnapshotReads(t *testing.T, bucket objstore.Bucket, tables *Tables
 	}
 }
 
+// onlyListedObjects fails unless the bucket's objects are the ones the
+// partitions' manifests list: none lingers after it left the log.
+func onlyListedObjects(t *testing.T, bucket objstore.Bucket, dir, what string) {
+	t.Helper()
+	listed := 0
+	for p := range 2 {
+		m, err := tiering.ReadManifest(context.Background(), bucket, fmt.Sprintf("data/topic=orders/partition=%d/_strata_manifest.json", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(m.Objects)
+	}
+	if left := len(parquetObjects(t, dir)); left != listed {
+		t.Fatalf("%s: %d objects in the bucket, %d in the manifests; want no other", what, left, listed)
+	}
+}
+
+// tableOf is the topic's table as it stands.
+func tableOf(t *testing.T, tables *Tables, topic string) *table.Table {
+	t.Helper()
+	tbl, _, err := tables.load(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
 // everyFileExists fails unless each data and delete file of the current
 // snapshot is in the bucket.
 func everyFileExists(t *testing.T, bucket objstore.Bucket, tables *Tables, topic string) {
@@ -120,7 +156,10 @@ func deletePaths(task table.FileScanTask) []string {
 // the rows below the new log start (a position delete), retention removes
 // whole files, and a deleted topic's partition leaves the table. After
 // each, iceberg-go's reader gets exactly the records the log still holds
-// of what was tiered, and a run with nothing new commits nothing.
+// of what was tiered, and a run with nothing new commits nothing. The
+// objects a removal takes from the table leave the bucket with the
+// snapshots that named them (retentionFloor; here with no delay):
+// retention bounds the bucket's bytes as it does without a table.
 func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	ctx := context.Background()
 	raw, dir := localBucket(t)
@@ -130,6 +169,7 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	// The orphan sweep would delete at once what no catalog entry,
 	// manifest or kept snapshot names.
 	r.job.OrphanGrace = time.Nanosecond
+	r.tables.FileDeleteDelay = -1 // TestRemovedFilesStayForTheDelay
 	produced := map[string][]record.Record{
 		"orders-0": produce(t, r.engine, "orders-0", 30, 0),
 		"orders-1": produce(t, r.engine, "orders-1", 14, 100),
@@ -173,25 +213,27 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	if err := r.engine.DeleteBefore(ctx, "orders-0", cut); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshots()
 	r.run(t, tiered)
 	check("after DeleteRecords", map[string]uint64{"orders-0": cut})
-	if watch.deleted != 0 {
-		t.Fatalf("%d objects removed; want none while the kept snapshots name the one wholly below the new log start", watch.deleted)
+	if watch.deleted != 1 {
+		t.Fatalf("%d objects removed; want the one wholly below the new log start", watch.deleted)
 	}
-	if n := snapshots(); n != before+1 {
-		t.Fatalf("%d snapshots after DeleteRecords, want %d: one delete", n, before+1)
+	if _, err := raw.Stat(ctx, m.Objects[0].Key); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the object below the new log start: %v, want it gone from the bucket", err)
+	}
+	if n := snapshots(); n != 1 {
+		t.Fatalf("%d snapshots after DeleteRecords, want 1: the delete, the history before it gone with the file it removed", n)
 	}
 	r.run(t, tiered)
-	if n := snapshots(); n != before+1 {
-		t.Fatalf("a run with nothing new: %d snapshots, want %d", n, before+1)
+	if n := snapshots(); n != 1 {
+		t.Fatalf("a run with nothing new: %d snapshots, want 1", n)
 	}
 
 	// Retention by bytes: partition 1 keeps little. However many segments
 	// a shard's retention expires in a run, the table gets one delete
 	// snapshot for the shard, not one each.
 	r.job.Policy.RetentionMaxBytes = 1
-	before = snapshots()
+	deleted := watch.deleted
 	sum, err := r.job.Run(ctx)
 	if err != nil || len(sum.Errors) > 0 {
 		t.Fatalf("tiering run: %v %+v", err, sum.Errors)
@@ -199,9 +241,13 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	for _, u := range append(sum.Uploaded, sum.Adopted...) {
 		tiered[u.Shard] += u.Records
 	}
-	if n := snapshots() - before; sum.Expired <= 2 || n > 2 {
+	if n := len(removals(tableOf(t, probe, "orders"))); sum.Expired <= 2 || n > 2 {
 		t.Fatalf("retention expired %d segments of 2 shards in %d snapshots; want more than 2 segments in at most 2 snapshots", sum.Expired, n)
 	}
+	if watch.deleted == deleted {
+		t.Fatal("retention removed no object from the bucket")
+	}
+	onlyListedObjects(t, raw, dir, "after retention")
 	r.job.Policy.RetentionMaxBytes = 0
 	start1, _, err := r.engine.Watermarks(ctx, "orders-1")
 	if err != nil || start1 == 0 {
@@ -210,29 +256,15 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 	start0, _, _ := r.engine.Watermarks(ctx, "orders-0")
 	check("after retention", map[string]uint64{"orders-0": min(start0, tiered["orders-0"]), "orders-1": min(start1, tiered["orders-1"])})
 
-	// The history expires: the objects below the log starts, which only
-	// expired snapshots named, leave the bucket with it, and nothing else.
+	// The history expires by age too, and takes nothing the table holds.
 	r.tables.MinSnapshots, r.tables.MaxSnapshotAge, r.tables.MaintainEvery = 1, time.Nanosecond, -1
 	produced["orders-0"] = append(produced["orders-0"], produce(t, r.engine, "orders-0", 14, 500)...)
 	r.run(t, tiered)
 	if n := snapshots(); n != 1 {
 		t.Fatalf("%d snapshots after the expiry; want the current one", n)
 	}
-	if watch.deleted == 0 {
-		t.Fatal("no object left the bucket when the snapshots naming them expired")
-	}
 	check("after the history expired", map[string]uint64{"orders-0": min(start0, tiered["orders-0"]), "orders-1": min(start1, tiered["orders-1"])})
-	listed := 0
-	for p := range 2 {
-		m, err := tiering.ReadManifest(ctx, raw, fmt.Sprintf("data/topic=orders/partition=%d/_strata_manifest.json", p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed += len(m.Objects)
-	}
-	if left := len(parquetObjects(t, dir)); left != listed {
-		t.Fatalf("%d objects in the bucket after the expiry, %d in the manifests; want no other", left, listed)
-	}
+	onlyListedObjects(t, raw, dir, "after the expiry")
 
 	// DeleteTopics, one partition's shard at a time.
 	if err := r.engine.DeleteShard(ctx, "orders-1"); err != nil {
@@ -244,6 +276,51 @@ func TestTheLifecycleShowsInTheTable(t *testing.T) {
 		}
 	}
 	everyFileExists(t, raw, probe, "orders")
+}
+
+// The objects retention takes from the table stay in the bucket, with the
+// snapshots that name them, for iceberg.file_delete_delay after the
+// removal, so a scan begun before it finishes; the first run after the
+// delay, with nothing new to commit, lets them go.
+func TestRemovedFilesStayForTheDelay(t *testing.T) {
+	ctx := context.Background()
+	raw, dir := localBucket(t)
+	r := newRig(t, raw, dir)
+	r.tables.FileDeleteDelay = 2 * time.Second
+	produce(t, r.engine, "orders-0", 30, 0)
+	tiered := map[string]uint64{}
+	r.run(t, tiered)
+	m, err := tiering.ReadManifest(ctx, raw, "data/topic=orders/partition=0/_strata_manifest.json")
+	if err != nil || len(m.Objects) < 3 {
+		t.Fatalf("manifest: %v, %d objects; want 3 or more", err, len(m.Objects))
+	}
+	first := m.Objects[0].Key
+	held := tableOf(t, r.tables, "orders") // a scan that began before
+
+	if err := r.engine.DeleteBefore(ctx, "orders-0", m.Objects[1].StartOffset); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, tiered)
+	if live := liveFiles(t, r.tables, "orders"); live[r.tables.uri(first)] {
+		t.Fatalf("the table still names %s below the new log start", first)
+	}
+	if _, err := raw.Stat(ctx, first); err != nil {
+		t.Fatalf("within the delay, %s left the bucket: %v", first, err)
+	}
+	if _, err := readOffsets(ctx, held, held.CurrentSnapshot()); err != nil {
+		t.Fatalf("the scan begun before the removal: %v", err)
+	}
+
+	time.Sleep(r.tables.FileDeleteDelay)
+	r.run(t, tiered)
+	if _, err := raw.Stat(ctx, first); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("after the delay, %s: %v; want it gone from the bucket", first, err)
+	}
+	tbl := tableOf(t, r.tables, "orders")
+	if n := len(tbl.Metadata().Snapshots()); n != 1 {
+		t.Fatalf("%d snapshots after the delay; want 1, the removal", n)
+	}
+	everyFileExists(t, raw, r.tables, "orders")
 }
 
 // A deleted topic leaves its table in one commit, every partition at once

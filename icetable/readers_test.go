@@ -65,13 +65,16 @@ func readOffsets(ctx context.Context, tbl *table.Table, s *table.Snapshot) (map[
 // committed offset once and nothing else, with every file there; and a
 // snapshot a reader loaded earlier reads whole as long as the table
 // keeps it, commits and retention since notwithstanding (its objects stay
-// till it expires).
+// till it expires, at least the file delete delay after a removal).
 func TestReadsWhileTieringAndRetentionRun(t *testing.T) {
 	ctx := context.Background()
 	raw, dir := localBucket(t)
 	r := newRig(t, raw, dir)
 	r.job.OrphanGrace = time.Nanosecond
 	r.tables.MinSnapshots, r.tables.MaxSnapshotAge, r.tables.MaintainEvery = 3, time.Nanosecond, -1
+	// Longer than a read; shorter than the runs, so removed files go
+	// while the reads go on.
+	r.tables.FileDeleteDelay = 2 * time.Second
 	reader := &Tables{Bucket: raw, Prefix: "data", Location: dir, Log: quiet}
 	shards := []string{store.ShardName("orders", 0), store.ShardName("orders", 1)}
 	produce(t, r.engine, shards[0], 14, 0)

@@ -57,6 +57,12 @@ type Tables struct {
 	// deleted once this old (1h; tiering.orphan_grace); younger ones may
 	// be another writer's commit in flight.
 	OrphanGrace time.Duration
+	// FileDeleteDelay: the files a removal (retention, DeleteRecords)
+	// takes from a table stay in the bucket this long after it, with the
+	// snapshots that name them, for the scans begun before it (1m;
+	// iceberg.file_delete_delay; negative: none); then they go
+	// (retentionFloor).
+	FileDeleteDelay time.Duration
 	// MaintainEvery: a table's expiry and sweep follow its commits at
 	// most this often (10m; iceberg.maintenance_interval; a deleted
 	// topic's forget always); a negative value, after every commit.
@@ -99,6 +105,13 @@ func (t *Tables) maintenanceDue(topic string) bool {
 	}
 	t.maintained.Store(topic, now)
 	return true
+}
+
+func (t *Tables) fileDeleteDelay() time.Duration {
+	if t.FileDeleteDelay == 0 {
+		return time.Minute
+	}
+	return max(t.FileDeleteDelay, 0)
 }
 
 func (t *Tables) minSnapshots() int {
@@ -318,42 +331,38 @@ func (t *Tables) plan(ctx context.Context, topic string, planner func(committed 
 
 func (t *Tables) planAttempts(ctx context.Context, topic string, planner func(committed map[int32]Range) Plan) (Plan, error) {
 	for attempt := 1; ; attempt++ {
-		tbl, err := t.loadOrCreate(ctx, topic)
-		if err != nil {
+		tbl, _, err := t.load(ctx, topic)
+		if err != nil && !errors.Is(err, errNoTable) {
 			return Plan{}, err
 		}
 		committed := map[int32]Range{}
-		if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
-			if committed, err = Committed(s.Summary.Properties); err != nil {
-				return Plan{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
+		if tbl != nil {
+			if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
+				if committed, err = Committed(s.Summary.Properties); err != nil {
+					return Plan{}, fmt.Errorf("the current snapshot %d of %s: %w", s.SnapshotID, tbl.MetadataLocation(), err)
+				}
 			}
 		}
 		plan := planner(committed)
 		if !plan.Changes() {
+			// A topic gets its table with its first tiered object.
 			t.cache.set(topic, committed)
+			if tbl != nil {
+				t.maintain(ctx, topic, tbl, false, false)
+			}
 			return plan, nil
+		}
+		if tbl == nil {
+			if tbl, err = t.loadOrCreate(ctx, topic); err != nil {
+				return Plan{}, err
+			}
 		}
 		next, err := t.commit(ctx, tbl, plan)
 		if err == nil {
 			t.cache.set(topic, plan.Offsets)
 			t.log().Info("the topic's table committed", "topic", topic, "files_added", len(plan.Add),
 				"log_starts", fmt.Sprint(plan.Hide), "forgotten", fmt.Sprint(plan.Forget), "waiting", fmt.Sprint(plan.Waiting))
-			keep, age, due := t.minSnapshots(), t.maxSnapshotAge(), t.maintenanceDue(topic)
-			if len(plan.Forget) > 0 {
-				// A deleted topic's objects leave the bucket now, and a
-				// topic made again under the name uploads to the same
-				// keys: no older snapshot may name them, or its expiry
-				// would delete the new topic's objects.
-				keep, age, due = 1, 0, true
-			}
-			if !due {
-				return plan, nil
-			}
-			if err := t.expireSnapshots(ctx, next, keep, age); err != nil {
-				// The commit stands; the next one expires again.
-				t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
-				t.maintained.Delete(topic)
-			}
+			t.maintain(ctx, topic, next, true, len(plan.Forget) > 0)
 			return plan, nil
 		}
 		if !errors.Is(err, table.ErrCommitFailed) || attempt == commitAttempts {
@@ -416,12 +425,40 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*tabl
 	return txn.Commit(ctx)
 }
 
+// maintain follows a commit of the topic's table (committed), or a run
+// that found nothing to commit, with the table's expiry and sweep when
+// they are due: after a commit at most once per MaintainEvery; at once
+// after a deleted partition's (forgot), with the whole history, since a
+// deleted topic's objects leave the bucket now and a topic made again
+// under the name uploads to the same keys, which no older snapshot's
+// expiry may delete; and once a removal's FileDeleteDelay has passed
+// (retentionFloor). An expiry that fails is left to the next call.
+func (t *Tables) maintain(ctx context.Context, topic string, tbl *table.Table, committed, forgot bool) {
+	keep, age := t.minSnapshots(), t.maxSnapshotAge()
+	_, floor := retentionFloor(history(tbl), time.Now(), t.fileDeleteDelay())
+	switch {
+	case forgot:
+		keep, age = 1, 0
+	case floor: // expireSnapshots applies it
+	case committed && t.maintenanceDue(topic):
+	default:
+		return
+	}
+	if err := t.expireSnapshots(ctx, tbl, keep, age); err != nil {
+		t.log().Warn("expiring the topic's table's snapshots", "topic", topic, "err", err)
+		t.maintained.Delete(topic)
+	}
+}
+
 // expireSnapshots applies the expiry policy to the table as a commit
 // left it: a commit of its own, whose pointer swap is the expiry (a crash
 // before it leaves the snapshots; one after it, before the deletes, leaves
 // unreferenced files for SweepOrphans). The current snapshot always
 // stays, so what the table holds and its summary do not change.
 func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table, keep int, age time.Duration) error {
+	if n, ok := retentionFloor(history(tbl), time.Now(), t.fileDeleteDelay()); ok && (age > 0 || n < keep) {
+		keep, age = n, 0
+	}
 	if len(tbl.Metadata().Snapshots()) <= keep {
 		return nil
 	}
@@ -436,6 +473,43 @@ func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table, keep int
 	}
 	return t.sweepOrphans(ctx, next)
 }
+
+// retentionFloor is how many snapshots of a table's history (history:
+// the current one first) reach back to the newest that removed data files
+// (retention, DeleteRecords, a deleted partition) at least delay ago: the
+// table keeps no snapshot older than that one. So retention's objects
+// leave the bucket with the retention, delay later (the scans begun
+// before it finish, as Kafka's file.delete.delay.ms lets a fetch finish),
+// and retention.ms and retention.bytes bound the bucket's bytes as they do
+// without a table: time travel reaches back to the last removal, as a
+// Kafka consumer's reach does. ok is false when there is nothing older to
+// expire.
+func retentionFloor(history []table.Snapshot, now time.Time, delay time.Duration) (n int, ok bool) {
+	for i, s := range history[:max(len(history)-1, 0)] {
+		if s.Summary == nil || now.Sub(time.UnixMilli(s.TimestampMs)) < delay {
+			continue
+		}
+		if d, _ := strconv.Atoi(s.Summary.Properties[deletedDataFiles]); d > 0 {
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// history is the table's snapshots from the current one back through its
+// parents.
+func history(tbl *table.Table) []table.Snapshot {
+	cur := tbl.CurrentSnapshot()
+	if cur == nil {
+		return nil
+	}
+	meta := tbl.Metadata()
+	return table.AncestorsOf(cur.SnapshotID, func(id int64) *table.Snapshot { return meta.SnapshotByID(id) })
+}
+
+// deletedDataFiles is the snapshot summary's count of the data files a
+// snapshot removed (Iceberg's spec names it).
+const deletedDataFiles = "deleted-data-files"
 
 // sweepOrphans deletes the files in the table's folder that no metadata
 // names, once older than the grace: what a crashed commit or expiry left,
@@ -536,10 +610,18 @@ func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
+	if of := meta.Properties().Get(propTopic, topic); of != topic {
+		// Another topic's metadata file, copied or restored into this
+		// folder: its files are not this topic's records.
+		return nil, "", fmt.Errorf("%s is the table of topic %q, not %q", name, of, topic)
+	}
 	return table.New(t.ident(topic), meta, t.uri(name), t.fsF(), &bucketCatalog{t, topic}), v, nil
 }
 
 var errNoTable = errors.New("no table yet")
+
+// propTopic is the table property naming the topic it is the table of.
+const propTopic = "strata.topic"
 
 // loadOrCreate loads the topic's table, creating it (with no snapshot) if
 // there is none: its first metadata file, then the pointer, written only
@@ -557,7 +639,7 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		// winner's snapshot without asking the planner, which could add an
 		// object twice: Commit plans again instead.
 		table.CommitNumRetriesKey: "0",
-		"strata.topic":            topic,
+		propTopic:                 topic,
 	})
 	if t.external != nil {
 		tbl, err := t.external.create(ctx, topic, t.TableLocation(topic), props)

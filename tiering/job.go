@@ -116,11 +116,10 @@ const (
 // (the process died) is committed by a later run. RemoveBelow is called
 // before the objects of segments below a new log start leave the bucket
 // (retention, DeleteRecords): the table stops naming them first, so no
-// reader of the table is handed a removed file. Retention then leaves the
-// objects themselves to the tables: an older snapshot a reader may still
-// load names them, and the tables' snapshot expiry deletes each once no
-// kept snapshot does; Referenced names them until then, for the orphan
-// sweep to spare.
+// reader of the table's current snapshot is handed a removed file, and
+// its history drops the snapshots that name them (deleting those it
+// can). Referenced names the objects a kept snapshot still names, which
+// retention and the orphan sweep spare until the tables let go.
 type TableCommitter interface {
 	CommitTables(ctx context.Context, shards map[string]uint64) error
 	RemoveBelow(ctx context.Context, shard string, logStart uint64) error
@@ -843,7 +842,8 @@ func (j *Job) expireAll(ctx context.Context, shard string, segs []catalog.Segmen
 	}
 	// A dead run's upload may have reached the manifest, and the tables
 	// take what the manifests list.
-	if j.Tables != nil && slices.ContainsFunc(segs, func(s catalog.Segment) bool {
+	var kept map[string]bool
+	if loc, err := LocationOf(shard); err == nil && j.Tables != nil && slices.ContainsFunc(segs, func(s catalog.Segment) bool {
 		return s.State == catalog.Cold || s.State == catalog.Remote || s.State == catalog.Uploading
 	}) {
 		// The log start itself, which DeleteRecords may have put past
@@ -855,9 +855,12 @@ func (j *Job) expireAll(ctx context.Context, shard string, segs []catalog.Segmen
 		if err := j.Tables.RemoveBelow(ctx, shard, max(start, last.EndOffset+1)); err != nil {
 			return 0, segs[0].No, err
 		}
+		if kept, err = j.Tables.Referenced(ctx, []string{loc.Topic}); err != nil {
+			return 0, segs[0].No, fmt.Errorf("the objects the table's kept snapshots name: %w", err)
+		}
 	}
 	for i, s := range segs {
-		if err := j.expireOne(ctx, shard, s); err != nil {
+		if err := j.expireOne(ctx, shard, s, kept); err != nil {
 			return i, s.No, err
 		}
 	}
@@ -865,7 +868,7 @@ func (j *Job) expireAll(ctx context.Context, shard string, segs []catalog.Segmen
 }
 
 // expireOne removes one segment below the log start from every tier.
-func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) error {
+func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment, kept map[string]bool) error {
 	if s.State == catalog.Uploading {
 		// A dead run's upload: what it left at its key goes first (its
 		// offsets are deleted in every tier, whoever uploaded there), so a
@@ -875,7 +878,7 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 		if _, err := j.Bucket.AbortIncomplete(ctx, s.ObjectKey, 0); err != nil {
 			j.log().Warn("aborting an expired upload's parts", "shard", shard, "segment", s.No, "key", s.ObjectKey, "err", err)
 		}
-		if err := j.releaseObject(ctx, shard, s.ObjectKey); err != nil {
+		if err := j.releaseObject(ctx, shard, s.ObjectKey, kept); err != nil {
 			return err
 		}
 		if _, err := j.Catalog.Transition(shard, s.No, catalog.Uploading, catalog.Sealed, nil); err != nil {
@@ -891,7 +894,7 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 		}
 	}
 	if s.State == catalog.Cold || s.State == catalog.Remote {
-		if err := j.releaseObject(ctx, shard, s.ObjectKey); err != nil {
+		if err := j.releaseObject(ctx, shard, s.ObjectKey, kept); err != nil {
 			return err
 		}
 	}
@@ -899,16 +902,16 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment) er
 	return nil
 }
 
-// releaseObject lets go of an expired segment's object: its manifest
-// entry goes, and the object too unless the topics have tables, whose kept
-// snapshots may name it (TableCommitter): then the tables' expiry deletes
-// it, or the orphan sweep once no kept snapshot names it. An empty key:
-// none.
-func (j *Job) releaseObject(ctx context.Context, shard, key string) error {
+// releaseObject lets go of an expired segment's object: the object goes,
+// unless a kept snapshot of its topic's table still names it (kept, from
+// TableCommitter.Referenced: an expiry that failed), and its manifest
+// entry goes; a kept object waits for the table's next expiry, or the
+// orphan sweep once no kept snapshot names it. An empty key: none.
+func (j *Job) releaseObject(ctx context.Context, shard, key string, kept map[string]bool) error {
 	if key == "" {
 		return nil
 	}
-	if j.Tables == nil {
+	if !kept[key] {
 		if err := j.Bucket.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
 			return err
 		}

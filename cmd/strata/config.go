@@ -157,6 +157,10 @@ type IcebergConfig struct {
 	// MaintenanceInterval: a table's expiry and sweep follow its commits at
 	// most this often (icetable.Tables.MaintainEvery).
 	MaintenanceInterval Duration `yaml:"maintenance_interval"`
+	// FileDeleteDelay: the objects retention and DeleteRecords take from a
+	// table leave the bucket this long after (0: at once;
+	// icetable.Tables.FileDeleteDelay).
+	FileDeleteDelay Duration `yaml:"file_delete_delay"`
 	// REST is the Iceberg REST catalog on the admin listener (icerest.go).
 	REST IcebergREST `yaml:"rest"`
 }

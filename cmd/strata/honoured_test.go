@@ -297,8 +297,10 @@ func states(segs []catalog.Segment) string {
 // the low watermark rises to the first offset kept. What is kept reads
 // back through Kafka; what went answers OFFSET_OUT_OF_RANGE.
 func TestRetentionBytesHonoured(t *testing.T) {
+	// The objects leave the bucket with the retention, not a delay later
+	// (icetable's TestRemovedFilesStayForTheDelay).
 	h := newHonourHarness(t, "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "tiering.enabled=false",
-		"tiering.min_sealed_age=0s", "tiering.local_retention=0s")
+		"tiering.min_sealed_age=0s", "tiering.local_retention=0s", "iceberg.file_delete_delay=0s")
 	ts := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	h.create("bounded")
 	h.create("unbounded")

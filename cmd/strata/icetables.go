@@ -20,7 +20,10 @@ func icebergTables(ctx context.Context, cfg *Config, cold objstore.Bucket, log *
 	t := &icetable.Tables{Bucket: cold, Prefix: cfg.Tiering.Prefix, Location: icebergLocation(cfg), Log: log.With("component", "iceberg"),
 		MaxSnapshotAge: time.Duration(cfg.Iceberg.SnapshotMaxAge), MinSnapshots: cfg.Iceberg.SnapshotMinKeep,
 		MaintainEvery: time.Duration(cfg.Iceberg.MaintenanceInterval),
-		OrphanGrace:   time.Duration(cfg.Tiering.OrphanGrace)}
+		OrphanGrace:   time.Duration(cfg.Tiering.OrphanGrace), FileDeleteDelay: time.Duration(cfg.Iceberg.FileDeleteDelay)}
+	if t.FileDeleteDelay == 0 {
+		t.FileDeleteDelay = -1 // at once
+	}
 	switch cfg.Iceberg.Catalog {
 	case "":
 	case "hadoop":

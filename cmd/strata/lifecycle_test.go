@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,10 +112,13 @@ func deleteTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic stri
 	}
 }
 
-func countFiles(t *testing.T, dir string) int {
+func countFiles(t *testing.T, dir string, skip ...string) int {
 	t.Helper()
 	n := 0
 	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && slices.Contains(skip, d.Name()) {
+			return filepath.SkipDir
+		}
 		if err == nil && !d.IsDir() {
 			n++
 		}

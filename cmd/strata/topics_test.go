@@ -28,7 +28,7 @@ import (
 //   - segment.bytes: the topic's segments roll at its own size.
 func TestTopicConfigsHonoured(t *testing.T) {
 	sets := []string{"segment.max_bytes=4KiB", "segment.roll_check_interval=5", "tiering.enabled=false",
-		"tiering.min_sealed_age=0s", "tiering.local_retention=1h"}
+		"tiering.min_sealed_age=0s", "tiering.local_retention=1h", "iceberg.file_delete_delay=0s"}
 	s := startServe(t, sets...)
 	dir := strings.TrimPrefix(s.sets[0], "data_dir=")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -111,7 +111,8 @@ func TestTopicConfigsHonoured(t *testing.T) {
 	if after.ColdSegments != 0 || int64(after.LowWatermark) <= before.TieredUpTo || after.LowWatermark == 0 {
 		t.Errorf("expiring after retention.ms=1h on records 2h old: %+v: want no cold segment left and the low watermark past them (tiered up to %d)", after, before.TieredUpTo)
 	}
-	if n := countFiles(t, filepath.Join(dir, "cold", "topic=expiring")); n > 1 { // the manifest stays
+	// The manifest stays, and the topic's table (in _iceberg/), empty.
+	if n := countFiles(t, filepath.Join(dir, "cold", "topic=expiring"), "_iceberg"); n > 1 {
 		t.Errorf("expiring: %d files left in the bucket", n)
 	}
 
