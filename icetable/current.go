@@ -35,8 +35,11 @@ func (t *Tables) Exists(ctx context.Context, topic string) (bool, error) {
 	}
 	if t.Hadoop { // the hint may be missing
 		_, _, err := t.load(ctx, topic)
-		if errors.Is(err, errNoTable) {
+		switch {
+		case errors.Is(err, errNoTable):
 			return false, nil
+		case errors.Is(err, errBadMetadata):
+			return true, nil // there, if unreadable: loading it says why
 		}
 		return err == nil, err
 	}

@@ -106,6 +106,9 @@ type TableView struct {
 	Records       int64           `json:"records"`
 	HiddenRecords int64           `json:"hidden_records"`
 	Partitions    []PartitionView `json:"partitions"`
+	// Error, in a listing of every table, is why this one could not be
+	// read (the others are listed all the same).
+	Error string `json:"error,omitempty"`
 }
 
 // PartitionView is what the table holds of one partition. Empty is true

@@ -23,6 +23,9 @@ type fileIO struct {
 	ctx    context.Context
 	bucket objstore.Bucket
 	base   string
+	// within, if set, is the folder (an object-name prefix) every file
+	// must be in: a table's topic's.
+	within string
 }
 
 var (
@@ -35,6 +38,9 @@ func (f fileIO) objectName(op, uri string) (string, error) {
 	name, ok := strings.CutPrefix(uri, f.base+"/")
 	if !ok || objstore.ValidateName(name) != nil {
 		return "", &fs.PathError{Op: op, Path: uri, Err: fmt.Errorf("%w: not an object under %s", fs.ErrInvalid, f.base)}
+	}
+	if !strings.HasPrefix(name, f.within) {
+		return "", &fs.PathError{Op: op, Path: uri, Err: fmt.Errorf("%w: not in the table's topic's folder %s", fs.ErrPermission, f.within)}
 	}
 	return name, nil
 }

@@ -92,30 +92,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
-// Another topic's metadata file copied into a table's folder (a restore
-// gone wrong) is refused, naming it, rather than read as this topic's
-// table: its files hold the other topic's records.
-func TestAnotherTopicsMetadataIsRefused(t *testing.T) {
-	ctx := context.Background()
-	bucket, dir := localBucket(t)
-	tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet, Hadoop: true}
-	r := newRigOver(t, bucket, tables)
-	produce(t, r.engine, "orders-0", 12, 0)
-	produce(t, r.engine, "clicks-0", 12, 100)
-	r.run(t, map[string]uint64{})
-	_, loc, err := tables.Current(ctx, "clicks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := objstore.ReadAll(ctx, bucket, strings.TrimPrefix(loc, dir+"/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	copied := tables.Dir("orders") + "/metadata/v3.metadata.json"
-	must(t, bucket.Upload(ctx, copied, strings.NewReader(string(raw))))
-	_, _, err = tables.Current(ctx, "orders")
-	if err == nil || !strings.Contains(err.Error(), copied) || !strings.Contains(err.Error(), `topic "clicks", not "orders"`) {
-		t.Fatalf("loading orders with clicks' metadata as its v3: %v; want a refusal naming the file and both topics", err)
-	}
-}

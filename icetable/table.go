@@ -158,9 +158,13 @@ func (t *Tables) TableLocation(topic string) string { return t.uri(t.Dir(topic))
 
 func (t *Tables) uri(name string) string { return strings.TrimSuffix(t.Location, "/") + "/" + name }
 
-func (t *Tables) fsF() table.FSysF {
+// fsF is the file system of topic's table: the bucket, within the
+// topic's folder, so nothing a table's metadata names outside it is read,
+// written or deleted.
+func (t *Tables) fsF(topic string) table.FSysF {
 	return func(ctx context.Context) (icebergio.IO, error) {
-		return fileIO{ctx: ctx, bucket: t.Bucket, base: strings.TrimSuffix(t.Location, "/")}, nil
+		return fileIO{ctx: ctx, bucket: t.Bucket, base: strings.TrimSuffix(t.Location, "/"),
+			within: path.Join(t.Prefix, "topic="+topic) + "/"}, nil
 	}
 }
 
@@ -242,8 +246,9 @@ func (t *Tables) forget(ctx context.Context, topic string, partitions []int32) e
 	// is left goes with the topic's folder, and no retry would load it.
 	if _, _, err := t.load(ctx, topic); errors.Is(err, errNoTable) {
 		return nil
-	} else if errors.Is(err, objstore.ErrNotFound) && t.external == nil {
-		t.log().Warn("a deleted topic's table names a metadata file that is gone: left to the folder's removal", "topic", topic, "err", err)
+	} else if (errors.Is(err, objstore.ErrNotFound) && t.external == nil) || errors.Is(err, errBadMetadata) {
+		// Nothing it names is deleted: it may be another topic's.
+		t.log().Warn("a deleted topic's table names metadata that is gone or not its own: left to the folder's removal", "topic", topic, "err", err)
 		return nil
 	}
 	plan, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
@@ -293,7 +298,7 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]
 			starts[p] = s
 		}
 	}
-	return t.plan(ctx, topic, func(committed map[int32]Range) Plan {
+	plan, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
 		plan := PlanCommit(committed, tiered, starts)
 		for _, f := range plan.Overlaps {
 			t.log().Error("a tiered object overlaps the offsets the topic's table holds; it is not added",
@@ -302,6 +307,13 @@ func (t *Tables) Commit(ctx context.Context, topic string, partitions map[int32]
 		}
 		return plan
 	})
+	if err == nil && len(plan.Overlaps) > 0 {
+		// The rest is committed; the run says the table is stuck there.
+		f := plan.Overlaps[0]
+		err = fmt.Errorf("%d tiered objects overlap the offsets the table holds and are not added, the first %s (offsets %d-%d of partition %d)",
+			len(plan.Overlaps), f.Key, f.StartOffset, f.EndOffset, f.Partition)
+	}
+	return plan, err
 }
 
 // plan commits what planner makes of the table's current snapshot,
@@ -580,6 +592,11 @@ func (t *Tables) ident(topic string) table.Identifier { return table.Identifier{
 func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore.Version, error) {
 	if t.external != nil {
 		tbl, err := t.external.load(ctx, topic)
+		if err == nil {
+			if err = t.own(topic, tbl.MetadataLocation(), tbl.Metadata()); err != nil {
+				tbl = nil
+			}
+		}
 		return tbl, "", err
 	}
 	raw, v, err := t.Bucket.ReadVersioned(ctx, t.hintKey(topic))
@@ -599,7 +616,7 @@ func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore
 			return nil, "", err
 		}
 	} else if _, err := metadataVersion(stem); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", t.hintKey(topic), err)
+		return nil, "", fmt.Errorf("%s: %w: %w", t.hintKey(topic), errBadMetadata, err)
 	}
 	name := t.Dir(topic) + "/metadata/" + stem + ".metadata.json"
 	b, err := objstore.ReadAll(ctx, t.Bucket, name)
@@ -608,17 +625,37 @@ func (t *Tables) load(ctx context.Context, topic string) (*table.Table, objstore
 	}
 	meta, err := table.ParseMetadataBytes(b)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", name, err)
+		return nil, "", fmt.Errorf("%s: %w: %w", name, errBadMetadata, err)
 	}
-	if of := meta.Properties().Get(propTopic, topic); of != topic {
-		// Another topic's metadata file, copied or restored into this
-		// folder: its files are not this topic's records.
-		return nil, "", fmt.Errorf("%s is the table of topic %q, not %q", name, of, topic)
+	if err := t.own(topic, name, meta); err != nil {
+		return nil, "", err
 	}
-	return table.New(t.ident(topic), meta, t.uri(name), t.fsF(), &bucketCatalog{t, topic}), v, nil
+	return table.New(t.ident(topic), meta, t.uri(name), t.fsF(topic), &bucketCatalog{t, topic}), v, nil
 }
 
 var errNoTable = errors.New("no table yet")
+
+// errBadMetadata is wrapped when a table's pointer names metadata strata
+// cannot take for the topic's table: not Iceberg metadata (a torn or
+// foreign file: strata's own commits write each file whole), or another
+// topic's table. Nothing is committed over it, and nothing it names is
+// deleted; moving the file aside lets the next commit carry on from the
+// one before.
+var errBadMetadata = errors.New("unusable as this topic's table (strata commits over none of it: move the file aside)")
+
+// own refuses metadata that is not the topic's table: another topic's
+// (copied, restored or registered in its place), whose files hold that
+// topic's records and whose expiry would delete them, or a table located
+// outside the topic's folder.
+func (t *Tables) own(topic, name string, meta table.Metadata) error {
+	if of := meta.Properties().Get(propTopic, topic); of != topic {
+		return fmt.Errorf("%s is the table of topic %q, not %q: %w", name, of, topic, errBadMetadata)
+	}
+	if loc := strings.TrimSuffix(meta.Location(), "/"); !strings.HasSuffix(loc, "/"+t.Dir(topic)) {
+		return fmt.Errorf("%s is a table at %s, not in topic %s's folder (%s): %w", name, loc, topic, t.Dir(topic), errBadMetadata)
+	}
+	return nil
+}
 
 // propTopic is the table property naming the topic it is the table of.
 const propTopic = "strata.topic"

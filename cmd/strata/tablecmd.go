@@ -44,8 +44,8 @@ func (a tableAPI) routes(mux *http.ServeMux) {
 			case errors.Is(err, icetable.ErrNoTable):
 				continue
 			case err != nil:
-				writeTableError(w, err)
-				return
+				// One unreadable table hides none of the others.
+				v = icetable.TableView{Topic: topic, Error: err.Error(), Partitions: []icetable.PartitionView{}}
 			}
 			out = append(out, v)
 		}
