@@ -66,6 +66,12 @@ var rules = []rule{
 		from: []string{"strata/registry"}, to: []string{"github.com/cockroachdb/pebble", "go.etcd.io/etcd"}, except: []string{"strata/registry/pebblestore", "strata/registry/etcdstore"}},
 	{why: "the registry's decisions are pure: only its REST API speaks HTTP",
 		from: []string{"strata/registry"}, to: []string{"net/http"}, except: []string{"strata/registry/httpapi"}},
+	{why: "typed columns are pure mapping: a schema in, column types and values out; no store, HTTP, engine, tiering or registry service",
+		from: []string{"strata/typed"}, to: []string{"strata/api", "strata/engine", "strata/catalog", "strata/tiering", "strata/cluster",
+			"strata/icetable", "strata/registry/pebblestore", "strata/registry/etcdstore", "strata/registry/httpapi", "net/http",
+			"github.com/cockroachdb/pebble", "go.etcd.io/etcd"}},
+	{why: "the registry knows nothing of the columns made from its schemas",
+		from: []string{"strata/registry"}, to: []string{"strata/typed"}},
 }
 
 // pending are edges a rule forbids that stay until the named work takes

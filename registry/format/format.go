@@ -123,3 +123,7 @@ func contain(t Type, what string, err *error) {
 		*err = fmt.Errorf("the %s %s failed on this schema: %v", t, what, r)
 	}
 }
+
+// Avro is the parsed Avro schema (nil unless Type is Avro): what typed
+// columns are mapped from.
+func (s *Schema) Avro() avro.Schema { return s.avro }

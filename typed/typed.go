@@ -1,0 +1,216 @@
+// Package typed maps a record's value to typed columns: a registered
+// schema becomes a column type (Type), and a payload in the Schema
+// Registry's wire format decodes to a value of that type, shaped for a
+// Parquet writer (parquet-go's Schema.Deconstruct). It is pure: the schema
+// comes from the registry, the bytes from a segment, and nothing here
+// does I/O. docs/typed.md has the mapping table.
+package typed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	pq "github.com/parquet-go/parquet-go"
+)
+
+// Kind is a column type's kind: Iceberg's primitive types, and its three
+// nested ones.
+type Kind int
+
+const (
+	Bool Kind = iota
+	Int32
+	Int64
+	Float32
+	Float64
+	String
+	Binary
+	Fixed     // Size bytes
+	Decimal   // Precision, Scale: int32 to 9 digits, int64 to 18, else Size bytes
+	Date      // days since 1970-01-01, int32
+	Time      // microseconds since midnight, int64
+	Timestamp // microseconds since 1970-01-01 UTC, int64
+	// LocalTimestamp is microseconds since 1970-01-01 on a clock of no
+	// zone (Iceberg's timestamp, Parquet's isAdjustedToUTC false).
+	LocalTimestamp
+	UUID // 16 bytes
+	Struct
+	List
+	Map // string keys (Avro's maps have no other)
+)
+
+// Type is one column's type, nested ones with their parts. ID is the
+// Iceberg field id of the column, of a list's element or of a map's value
+// (Number assigns them); KeyID is a map's key's.
+type Type struct {
+	Kind     Kind
+	Optional bool
+	ID       int
+	// Fields of a Struct, in order.
+	Fields []Field
+	// Elem is a List's element or a Map's value.
+	Elem  *Type
+	KeyID int
+	// Size is a Fixed's bytes, and a Decimal's beyond 18 digits.
+	Size             int
+	Precision, Scale int
+}
+
+// Field is a named part of a Struct.
+type Field struct {
+	Name string
+	Type Type
+}
+
+// Number gives every column of t an Iceberg field id, from next on, in
+// the order a reader walks the schema (a struct's fields, then each
+// field's parts), and returns the next free id.
+func Number(t *Type, next int) int {
+	switch t.Kind {
+	case Struct:
+		for i := range t.Fields {
+			t.Fields[i].Type.ID = next
+			next++
+		}
+		for i := range t.Fields {
+			next = Number(&t.Fields[i].Type, next)
+		}
+	case List:
+		t.Elem.ID = next
+		next = Number(t.Elem, next+1)
+	case Map:
+		t.KeyID, t.Elem.ID = next, next+1
+		next = Number(t.Elem, next+2)
+	}
+	return next
+}
+
+// Node is t as a Parquet schema node, with its field ids.
+func Node(t Type) pq.Node {
+	var n pq.Node
+	switch t.Kind {
+	case Bool:
+		n = pq.Leaf(pq.BooleanType)
+	case Int32:
+		n = pq.Int(32)
+	case Int64:
+		n = pq.Int(64)
+	case Float32:
+		n = pq.Leaf(pq.FloatType)
+	case Float64:
+		n = pq.Leaf(pq.DoubleType)
+	case String:
+		n = pq.String()
+	case Binary:
+		n = pq.Leaf(pq.ByteArrayType)
+	case Fixed:
+		n = pq.Leaf(pq.FixedLenByteArrayType(t.Size))
+	case Decimal:
+		n = pq.Decimal(t.Scale, t.Precision, decimalPhysical(t))
+	case Date:
+		n = pq.Date()
+	case Time:
+		n = pq.Time(pq.Microsecond)
+	case Timestamp:
+		n = pq.Timestamp(pq.Microsecond)
+	case LocalTimestamp:
+		n = pq.TimestampAdjusted(pq.Microsecond, false)
+	case UUID:
+		n = pq.UUID()
+	case Struct:
+		g := pq.Group{}
+		for _, f := range t.Fields {
+			g[f.Name] = Node(f.Type)
+		}
+		// parquet-go orders a group's columns by name; readers find
+		// them by field id (Iceberg) or name, and the table's schema
+		// keeps the declared order.
+		n = g
+	case List:
+		n = pq.List(Node(*t.Elem))
+	case Map:
+		n = pq.Map(pq.FieldID(pq.String(), t.KeyID), Node(*t.Elem))
+	}
+	if t.Optional {
+		n = pq.Optional(n)
+	} else {
+		n = pq.Required(n)
+	}
+	if t.ID > 0 {
+		n = pq.FieldID(n, t.ID)
+	}
+	return n
+}
+
+// decimalPhysical is the Parquet type a decimal of t's precision is
+// stored as, the one Iceberg's spec names for it.
+func decimalPhysical(t Type) pq.Type {
+	switch {
+	case t.Precision <= 9:
+		return pq.Int32Type
+	case t.Precision <= 18:
+		return pq.Int64Type
+	}
+	return pq.FixedLenByteArrayType(t.Size)
+}
+
+// Confluent's wire format: a zero byte, the schema's id (4 bytes, big
+// endian), the payload (for Protobuf, message indexes first).
+const headerLen = 5
+
+// ErrNoHeader says a value does not start with the wire format's header.
+var ErrNoHeader = errors.New("not in the Schema Registry's wire format (a zero byte, then a 4-byte schema id)")
+
+// Header splits a value in the wire format into its schema id and payload.
+func Header(v []byte) (id int32, payload []byte, err error) {
+	if len(v) < headerLen || v[0] != 0 {
+		return 0, nil, ErrNoHeader
+	}
+	return int32(binary.BigEndian.Uint32(v[1:headerLen])), v[headerLen:], nil
+}
+
+// Decoder decodes payloads of one schema to values of its Type.
+type Decoder interface {
+	Type() Type
+	// Decode returns the payload's value, shaped as Node(Type()) takes
+	// it: a Struct a map[string]any by field name, a List a []any, a Map a
+	// map[string]any, every primitive its Parquet physical value (int32,
+	// int64, float32, float64, bool, string, []byte), nil for null. The
+	// error names what could not be decoded.
+	Decode(payload []byte) (any, error)
+}
+
+// unsupported says a schema has a part no column type expresses.
+func unsupported(at, why string) error {
+	return fmt.Errorf("%s: %s", at, why)
+}
+
+// String is t as Iceberg writes types (struct<name: type, ...>, list<...>,
+// map<string, ...>, decimal(P, S), fixed[N]), optional parts marked so.
+func (t Type) String() string {
+	var s string
+	switch t.Kind {
+	case Struct:
+		parts := make([]string, len(t.Fields))
+		for i, f := range t.Fields {
+			parts[i] = f.Name + ": " + f.Type.String()
+		}
+		s = "struct<" + strings.Join(parts, ", ") + ">"
+	case List:
+		s = "list<" + t.Elem.String() + ">"
+	case Map:
+		s = "map<string, " + t.Elem.String() + ">"
+	case Fixed:
+		s = fmt.Sprintf("fixed[%d]", t.Size)
+	case Decimal:
+		s = fmt.Sprintf("decimal(%d, %d)", t.Precision, t.Scale)
+	default:
+		s = kindName(t.Kind)
+	}
+	if t.Optional {
+		return "optional " + s
+	}
+	return s
+}
