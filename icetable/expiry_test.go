@@ -147,3 +147,31 @@ func TestRetentionFloor(t *testing.T) {
 		})
 	}
 }
+
+// Within the delay, a removal's parent and every snapshot since stay,
+// however few the policy keeps: they name the files it took.
+func TestRemovedSince(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	snap := func(agoMs int64, removed string) table.Snapshot {
+		props := iceberg.Properties{}
+		if removed != "" {
+			props[deletedDataFiles] = removed
+		}
+		return table.Snapshot{TimestampMs: now.UnixMilli() - agoMs, Summary: &table.Summary{Properties: props}}
+	}
+	for _, tc := range []struct {
+		name    string
+		history []table.Snapshot
+		want    int
+	}{
+		{"no removal", []table.Snapshot{snap(0, ""), snap(10, "")}, 0},
+		{"the current one removed files", []table.Snapshot{snap(0, "1"), snap(10, ""), snap(20, "")}, 2},
+		{"the oldest recent removal counts", []table.Snapshot{snap(0, "1"), snap(10, ""), snap(20, "2"), snap(30, ""), snap(40, "")}, 4},
+		{"a removal past the delay", []table.Snapshot{snap(0, ""), snap(5000, "1"), snap(6000, "")}, 0},
+		{"the oldest snapshot removed files", []table.Snapshot{snap(0, ""), snap(10, "1")}, 2},
+	} {
+		if got := removedSince(tc.history, now, time.Second); got != tc.want {
+			t.Errorf("%s: removedSince = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

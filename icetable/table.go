@@ -468,8 +468,13 @@ func (t *Tables) maintain(ctx context.Context, topic string, tbl *table.Table, c
 // unreferenced files for SweepOrphans). The current snapshot always
 // stays, so what the table holds and its summary do not change.
 func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table, keep int, age time.Duration) error {
-	if n, ok := retentionFloor(history(tbl), time.Now(), t.fileDeleteDelay()); ok && (age > 0 || n < keep) {
-		keep, age = n, 0
+	if age > 0 { // the policy's expiry, not a deleted topic's whole history
+		h, now, delay := history(tbl), time.Now(), t.fileDeleteDelay()
+		if n, ok := retentionFloor(h, now, delay); ok {
+			keep, age = n, 0
+		} else if n := removedSince(h, now, delay); n > keep {
+			keep = n
+		}
 	}
 	if len(tbl.Metadata().Snapshots()) <= keep {
 		return nil
@@ -506,6 +511,23 @@ func retentionFloor(history []table.Snapshot, now time.Time, delay time.Duration
 		}
 	}
 	return 0, false
+}
+
+// removedSince is how many snapshots of a table's history (the current
+// one first) reach back to the parent of its oldest removal of data files
+// less than delay ago: those name the files the removal took, which stay
+// for the delay whatever the expiry policy's count (0: no such removal).
+func removedSince(history []table.Snapshot, now time.Time, delay time.Duration) int {
+	n := 0
+	for i, s := range history {
+		if s.Summary == nil || now.Sub(time.UnixMilli(s.TimestampMs)) >= delay {
+			continue
+		}
+		if d, _ := strconv.Atoi(s.Summary.Properties[deletedDataFiles]); d > 0 {
+			n = min(i+2, len(history))
+		}
+	}
+	return n
 }
 
 // history is the table's snapshots from the current one back through its
