@@ -58,7 +58,7 @@ func fromAvro(s avro.Schema, at string, expanding map[string]bool) (Type, error)
 		if err != nil {
 			return Type{}, err
 		}
-		return Type{Kind: Map, Elem: &elem}, nil
+		return Type{Kind: Map, Key: &Type{Kind: String}, Elem: &elem}, nil
 	case *avro.FixedSchema:
 		if l := s.Logical(); l != nil {
 			switch l.Type() {
@@ -268,13 +268,13 @@ func shapeAvro(s avro.Schema, t Type, raw any, at string) (any, error) {
 		if !ok {
 			return bad()
 		}
-		out := make(map[string]any, len(m))
-		for k, e := range m {
-			v, err := shapeAvro(s.Values(), *t.Elem, e, at+"{"+k+"}")
+		out := stringMap(m)
+		for i, e := range out {
+			v, err := shapeAvro(s.Values(), *t.Elem, e.Value, at+"{"+e.Key.(string)+"}")
 			if err != nil {
 				return nil, err
 			}
-			out[k] = v
+			out[i].Value = v
 		}
 		return out, nil
 	}

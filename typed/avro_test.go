@@ -140,7 +140,7 @@ func TestAvroValuesWriteToParquet(t *testing.T) {
 		"day": int32(placed.Unix() / 86400), "price": int32(1999),
 		"big": append(bytes.Repeat([]byte{0xff}, 15), 0xfb), "ref": []byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8},
 		"lines":  []any{map[string]any{"sku": "a", "qty": int32(2)}, map[string]any{"sku": "b", "qty": int32(1)}},
-		"attrs":  map[string]any{"k": "v"},
+		"attrs":  Entries{{"k", "v"}},
 		"either": map[string]any{"string": "s"},
 		"hash":   []byte{1, 2, 3, 4},
 		"took":   map[string]any{"months": int64(1), "days": int64(2), "milliseconds": int64(3)},
@@ -217,6 +217,34 @@ func TestHeader(t *testing.T) {
 // schema, and reads it back with parquet-go.
 func writeAndRead(t *testing.T, schema *pq.Schema, typ Type, v any) map[string]any {
 	t.Helper()
+	back := map[string]any{}
+	if err := schema.Reconstruct(&back, writeRow(t, schema, typ, v)); err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
+// readInt64s writes v as writeAndRead does and returns the int64 values of one
+// leaf column parquet-go reads back.
+func readInt64s(t *testing.T, schema *pq.Schema, typ Type, v any, path ...string) []any {
+	t.Helper()
+	leaf, ok := schema.Lookup(path...)
+	if !ok {
+		t.Fatalf("no column %v", path)
+	}
+	var out []any
+	for _, pv := range writeRow(t, schema, typ, v) {
+		if pv.Column() == leaf.ColumnIndex && !pv.IsNull() {
+			out = append(out, pv.Int64())
+		}
+	}
+	return out
+}
+
+// writeRow writes v, shredded, as the one row of a Parquet file and
+// returns the row parquet-go reads back.
+func writeRow(t *testing.T, schema *pq.Schema, typ Type, v any) pq.Row {
+	t.Helper()
 	cols := schema.Columns()
 	var values []LeafValue
 	if err := Shred(typ, v, func(lv LeafValue) { values = append(values, lv) }); err != nil {
@@ -268,9 +296,5 @@ func writeAndRead(t *testing.T, schema *pq.Schema, typ Type, v any) map[string]a
 	if n, _ := r.ReadRows(rows); n != 1 {
 		t.Fatalf("read %d rows", n)
 	}
-	back := map[string]any{}
-	if err := schema.Reconstruct(&back, rows[0]); err != nil {
-		t.Fatal(err)
-	}
-	return back
+	return rows[0]
 }

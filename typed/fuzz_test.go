@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
+
+	"strata/registry/format"
 )
 
 // Decoding untrusted bytes never panics, and what it returns either is an
@@ -24,6 +26,43 @@ func FuzzAvroDecode(f *testing.F) {
 		}
 		if _, ok := v.(map[string]any); !ok {
 			t.Fatalf("a record decoded to %T", v)
+		}
+		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
+			t.Fatalf("a decoded value does not stripe: %v", err)
+		}
+	})
+}
+
+// The wire format's message indexes and a Protobuf payload, from
+// untrusted bytes: never a panic, and what decodes has the message's
+// shape.
+func FuzzProtobufDecode(f *testing.F) {
+	s, err := format.Parse(format.Protobuf, shopProto, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fd := s.Protobuf()
+	f.Add([]byte{0, 0x08, 0x2a})
+	f.Add([]byte{4, 0, 4, 0x0a, 0x01, 'a'})
+	f.Add([]byte{2, 4})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		md, payload, err := MessageIndexes(fd, b)
+		if err != nil {
+			return
+		}
+		d, err := NewProtobufDecoder(md)
+		if err != nil {
+			return // a message no column type expresses (shop.Node)
+		}
+		v, err := d.Decode(payload)
+		if err != nil {
+			return
+		}
+		if _, ok := v.(map[string]any); !ok {
+			t.Fatalf("a message decoded to %T", v)
+		}
+		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
+			t.Fatalf("a decoded value does not stripe: %v", err)
 		}
 	})
 }

@@ -78,30 +78,25 @@ func (s shredder) walk(t Type, v any, leaf, rep, def, depth int, at string) (int
 		}
 		return next, nil
 	case Map:
-		m, ok := v.(map[string]any)
+		entries, ok := v.(Entries)
 		if !ok {
-			return 0, fmt.Errorf("%s: %T is not a map", at, v)
+			return 0, fmt.Errorf("%s: %T is not a map's entries", at, v)
 		}
-		if len(m) == 0 {
-			s.emit(LeafValue{Leaf: leaf, Rep: rep, Def: def})
-			return s.nulls(*t.Elem, leaf+1, rep, def), nil
+		if len(entries) == 0 {
+			return s.nulls(t, leaf, rep, def), nil
 		}
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range m {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		next := leaf + 1
-		for i, k := range keys {
+		next := leaf
+		for i, e := range entries {
 			r := rep
 			if i > 0 {
 				r = depth + 1
 			}
-			s.emit(LeafValue{Leaf: leaf, Rep: r, Def: def + 1, Value: k})
+			if e.Key == nil {
+				return 0, fmt.Errorf("%s: a null map key", at)
+			}
+			s.emit(LeafValue{Leaf: leaf, Rep: r, Def: def + 1, Value: e.Key})
 			var err error
-			if next, err = s.walk(*t.Elem, m[k], leaf+1, r, def+1, depth+1, at+"{"+k+"}"); err != nil {
+			if next, err = s.walk(*t.Elem, e.Value, leaf+1, r, def+1, depth+1, fmt.Sprintf("%s{%v}", at, e.Key)); err != nil {
 				return 0, err
 			}
 		}

@@ -7,9 +7,13 @@
 package typed
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -38,21 +42,21 @@ const (
 	UUID // 16 bytes
 	Struct
 	List
-	Map // string keys (Avro's maps have no other)
+	Map // Key to Elem
 )
 
 // Type is one column's type, nested ones with their parts. ID is the
-// Iceberg field id of the column, of a list's element or of a map's value
-// (Number assigns them); KeyID is a map's key's.
+// Iceberg field id of the column, of a list's element or of a map's key
+// or value (Number assigns them).
 type Type struct {
 	Kind     Kind
 	Optional bool
 	ID       int
 	// Fields of a Struct, in order.
 	Fields []Field
-	// Elem is a List's element or a Map's value.
-	Elem  *Type
-	KeyID int
+	// Elem is a List's element or a Map's value; Key a Map's key (a
+	// required primitive).
+	Elem, Key *Type
 	// Size is a Fixed's bytes, and a Decimal's beyond 18 digits.
 	Size             int
 	Precision, Scale int
@@ -81,7 +85,7 @@ func Number(t *Type, next int) int {
 		t.Elem.ID = next
 		next = Number(t.Elem, next+1)
 	case Map:
-		t.KeyID, t.Elem.ID = next, next+1
+		t.Key.ID, t.Elem.ID = next, next+1
 		next = Number(t.Elem, next+2)
 	}
 	return next
@@ -131,7 +135,7 @@ func Node(t Type) pq.Node {
 	case List:
 		n = pq.List(Node(*t.Elem))
 	case Map:
-		n = pq.Map(pq.FieldID(pq.String(), t.KeyID), Node(*t.Elem))
+		n = pq.Map(Node(*t.Key), Node(*t.Elem))
 	}
 	if t.Optional {
 		n = pq.Optional(n)
@@ -175,11 +179,26 @@ func Header(v []byte) (id int32, payload []byte, err error) {
 type Decoder interface {
 	Type() Type
 	// Decode returns the payload's value, shaped as Node(Type()) takes
-	// it: a Struct a map[string]any by field name, a List a []any, a Map a
-	// map[string]any, every primitive its Parquet physical value (int32,
-	// int64, float32, float64, bool, string, []byte), nil for null. The
-	// error names what could not be decoded.
+	// it: a Struct a map[string]any by field name, a List a []any, a Map
+	// its Entries in key order, every primitive its Parquet physical value
+	// (int32, int64, float32, float64, bool, string, []byte), nil for
+	// null. The error names what could not be decoded.
 	Decode(payload []byte) (any, error)
+}
+
+// Entries is a Map's value: its entries, in key order.
+type Entries []Entry
+
+// Entry is one key and value of a Map.
+type Entry struct{ Key, Value any }
+
+// stringMap is m's entries in key order.
+func stringMap(m map[string]any) Entries {
+	out := make(Entries, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, Entry{k, m[k]})
+	}
+	return out
 }
 
 // unsupported says a schema has a part no column type expresses.
@@ -201,7 +220,7 @@ func (t Type) String() string {
 	case List:
 		s = "list<" + t.Elem.String() + ">"
 	case Map:
-		s = "map<string, " + t.Elem.String() + ">"
+		s = "map<" + t.Key.String() + ", " + t.Elem.String() + ">"
 	case Fixed:
 		s = fmt.Sprintf("fixed[%d]", t.Size)
 	case Decimal:
@@ -213,4 +232,31 @@ func (t Type) String() string {
 		return "optional " + s
 	}
 	return s
+}
+
+// sortEntries orders a map's entries by key (strings, integers, booleans
+// or a uint64's decimal bytes: the keys Protobuf allows).
+func sortEntries(e Entries) {
+	slices.SortFunc(e, func(a, b Entry) int {
+		switch ka := a.Key.(type) {
+		case string:
+			return strings.Compare(ka, b.Key.(string))
+		case int32:
+			return cmp.Compare(ka, b.Key.(int32))
+		case int64:
+			return cmp.Compare(ka, b.Key.(int64))
+		case []byte:
+			return bytes.Compare(ka, b.Key.([]byte))
+		case bool:
+			return cmp.Compare(boolInt(ka), boolInt(b.Key.(bool)))
+		}
+		return 0
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

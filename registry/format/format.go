@@ -127,3 +127,7 @@ func contain(t Type, what string, err *error) {
 // Avro is the parsed Avro schema (nil unless Type is Avro): what typed
 // columns are mapped from.
 func (s *Schema) Avro() avro.Schema { return s.avro }
+
+// Protobuf is the parsed Protobuf schema's file (nil unless Type is
+// Protobuf): what typed columns are mapped from.
+func (s *Schema) Protobuf() protoreflect.FileDescriptor { return s.proto }
