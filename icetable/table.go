@@ -240,22 +240,25 @@ func (t *Tables) ForgetTopic(ctx context.Context, topic string, partitions int32
 }
 
 func (t *Tables) forget(ctx context.Context, topic string, partitions []int32) error {
-	// A topic that never had a table gets none from its deletion. One
-	// whose pointer names a metadata file that is gone was being removed
-	// when a crash came (an older strata removed the pointer last): what
-	// is left goes with the topic's folder, and no retry would load it.
 	if _, _, err := t.load(ctx, topic); errors.Is(err, errNoTable) {
-		return nil
-	} else if (errors.Is(err, objstore.ErrNotFound) && t.external == nil) || errors.Is(err, errBadMetadata) {
-		// Nothing it names is deleted: it may be another topic's.
-		t.log().Warn("a deleted topic's table names metadata that is gone or not its own: left to the folder's removal", "topic", topic, "err", err)
-		return nil
+		return nil // a topic that never had a table gets none from its deletion
 	}
 	plan, err := t.plan(ctx, topic, func(committed map[int32]Range) Plan {
 		return PlanForget(committed, partitions)
 	})
 	if err != nil {
-		return fmt.Errorf("the Iceberg table of topic %s, forgetting deleted partitions %v: %w", topic, partitions, err)
+		if ctx.Err() != nil {
+			return err
+		}
+		// A table that cannot be read or committed (a file of it torn,
+		// missing or outside the topic's folder, another topic's table in
+		// its place, the bucket failing) must not keep a deleted topic's
+		// name taken: every retry would fail alike. It goes with the
+		// topic's folder (tiering), which removes the pointer first, and
+		// nothing it names outside the folder is touched.
+		t.log().Warn("a deleted topic's table could not commit its partitions' removal; it is left to the folder's removal",
+			"topic", topic, "partitions", fmt.Sprint(partitions), "err", err)
+		plan = Plan{}
 	}
 	if t.external != nil && len(plan.Offsets) == 0 {
 		// The table's folder goes with the topic's last partition (tiering);
@@ -663,7 +666,7 @@ var errNoTable = errors.New("no table yet")
 // topic's table. Nothing is committed over it, and nothing it names is
 // deleted; moving the file aside lets the next commit carry on from the
 // one before.
-var errBadMetadata = errors.New("unusable as this topic's table (strata commits over none of it: move the file aside)")
+var errBadMetadata = errors.New("unusable as this topic's table: strata commits over none of it (move the file aside, or point the catalog's row back)")
 
 // own refuses metadata that is not the topic's table: another topic's
 // (copied, restored or registered in its place), whose files hold that
