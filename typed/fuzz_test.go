@@ -66,3 +66,31 @@ func FuzzProtobufDecode(f *testing.F) {
 		}
 	})
 }
+
+// A JSON payload from untrusted bytes: never a panic, and what decodes has
+// the schema's shape and stripes.
+func FuzzJSONDecode(f *testing.F) {
+	s, err := format.Parse(format.JSON, eventSchema, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	d, err := NewJSONDecoder(s.JSON())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"id": 1, "at": "2026-12-03T10:30:00Z", "tags": ["a"], "counts": {"x": 1}, "extra": [1, {"k": null}]}`))
+	f.Add([]byte(`{"id": 1e400}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		v, err := d.Decode(payload)
+		if err != nil {
+			return
+		}
+		if _, ok := v.(map[string]any); !ok {
+			t.Fatalf("an object decoded to %T", v)
+		}
+		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
+			t.Fatalf("a decoded value does not stripe: %v", err)
+		}
+	})
+}

@@ -60,6 +60,9 @@ type Type struct {
 	// Size is a Fixed's bytes, and a Decimal's beyond 18 digits.
 	Size             int
 	Precision, Scale int
+	// json marks a String that holds a value's JSON text: what a JSON
+	// Schema without one type allows.
+	json bool
 }
 
 // Field is a named part of a Struct.

@@ -131,3 +131,7 @@ func (s *Schema) Avro() avro.Schema { return s.avro }
 // Protobuf is the parsed Protobuf schema's file (nil unless Type is
 // Protobuf): what typed columns are mapped from.
 func (s *Schema) Protobuf() protoreflect.FileDescriptor { return s.proto }
+
+// JSON is the compiled JSON Schema (nil unless Type is JSON): what typed
+// columns are mapped from.
+func (s *Schema) JSON() *jsonschema.Schema { return s.json }

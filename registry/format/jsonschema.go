@@ -27,6 +27,9 @@ func (noLoader) Load(u string) (any, error) {
 func parseJSON(text string, refs []Ref) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
+	// The compiled schema keeps its formats (date-time, uuid, ...) only
+	// when they are asserted: typed columns map them (typed.FromJSONSchema).
+	c.AssertFormat()
 	add := func(name, text string) error {
 		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 		if err != nil {
