@@ -51,12 +51,12 @@ func (t *Tables) Exists(ctx context.Context, topic string) (bool, error) {
 }
 
 // Referenced is the bucket's objects that a kept snapshot of a topic's
-// table names as data files. tiering's retention leaves those in the
-// bucket (only the catalog and the shard's manifest let go of them), so a
-// reader of an older snapshot, or one that loaded the table just before a
-// delete commit, finds every file; the table's snapshot expiry deletes
-// each once no kept snapshot names it, and tiering's orphan sweep spares
-// them until then.
+// table names as data files. tiering's retention and orphan sweep leave
+// those in the bucket (only the catalog and the shard's manifest let go of
+// them), so a reader of a kept snapshot, or one that loaded the table just
+// before a delete commit, finds every file; the table's expiry deletes
+// each once no kept snapshot names it (iceberg.file_delete_delay after a
+// removal, retentionFloor).
 func (t *Tables) Referenced(ctx context.Context, topics []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	base := strings.TrimSuffix(t.Location, "/") + "/"
