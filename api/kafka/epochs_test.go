@@ -270,3 +270,44 @@ func batchEpochs(t *testing.T, raw []byte) []string {
 }
 
 func (c epochNode) ProducerID(ctx context.Context) (int64, error) { return fakePIDs.Next(ctx) }
+
+// A new leader whose high watermark is short of its epoch's start does not
+// know yet what its predecessor committed: ListOffsets answers
+// OFFSET_NOT_AVAILABLE (KIP-207, retriable) rather than a log end short of
+// acknowledged records, and the offset once the high watermark catches up.
+func TestListOffsetsWaitsForANewLeadersHighWatermark(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	epoch := &atomic.Int32{}
+	addr, e := serveShards(t, []string{"ep-0"}, func(addr string) metadata.Cluster { return epochNode{addr: addr, epoch: epoch} })
+	// Managed from an empty log: the high watermark no longer follows the
+	// log end, as on a replica.
+	if err := e.SetHighWatermark(ctx, "ep-0", 0); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, addr, kgo.DefaultProduceTopic("ep"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	epoch.Store(3)
+	for i := range 5 {
+		if err := c.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, off, _ := rawListOffsets(ctx, t, c, 3, -1); code != 0 || off != 0 {
+		t.Fatalf("the epoch-3 leader, high watermark 0: %v, offset %d; want the high watermark, 0", kerr.ErrorForCode(code), off)
+	}
+	epoch.Store(5) // elected with the log at 5, the high watermark at 0
+	for _, ts := range []int64{-1, -2} {
+		if code, off, _ := rawListOffsets(ctx, t, c, 5, ts); code != kerr.OffsetNotAvailable.Code || off != -1 {
+			t.Errorf("the new leader, its high watermark not caught up within %v, ListOffsets(%d): %v, offset %d; want OFFSET_NOT_AVAILABLE",
+				offsetsWait, ts, kerr.ErrorForCode(code), off)
+		}
+	}
+	// Caught up while the answer waits: the offset, no error.
+	go func() {
+		time.Sleep(offsetsWait / 4)
+		e.SetHighWatermark(ctx, "ep-0", 5)
+	}()
+	if code, off, _ := rawListOffsets(ctx, t, c, 5, -1); code != 0 || off != 5 {
+		t.Fatalf("the high watermark reaching the epoch's start during the wait: %v, offset %d; want 5", kerr.ErrorForCode(code), off)
+	}
+}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,6 +28,10 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 				rp.Offset = -1
 				return rp
 			}
+			if rp.ErrorCode = s.offsetsKnown(ctx, topic, p.Partition); rp.ErrorCode != errNone {
+				rp.Offset = -1
+				return rp
+			}
 		}
 		local := func() kmsg.ListOffsetsResponseTopicPartition { return s.listLocal(ctx, topic, p, rp) }
 		if parts := s.parts(topic, p.Partition); !replica && len(parts) > 1 && p.Timestamp != -1 {
@@ -36,6 +41,43 @@ func (s *Server) listOffsets(ctx context.Context, r *kmsg.ListOffsetsRequest) km
 	})
 	return resp
 }
+
+// offsetsKnown is OFFSET_NOT_AVAILABLE while a new leader's high
+// watermark is below the start of its epoch (KIP-207): until then it does
+// not know what the last leader committed, and the log end a client asked
+// for could be short of records already acknowledged (a consumer reading
+// "to the end" would stop early, one starting at "latest" would re-read).
+// The high watermark catches up within a fetch round (at once with no
+// follower), so the answer waits for it up to offsetsWait first: Kafka
+// answers the error at once, and clients that list offsets through an
+// admin client (kadm) see it as a partition error to retry. A single node
+// has no epochs, and nothing to wait for.
+func (s *Server) offsetsKnown(ctx context.Context, topic string, partition int32) int16 {
+	info, ok := s.cluster.Partition(topic, partition)
+	if !ok || info.LeaderEpoch < 0 {
+		return errNone
+	}
+	deadline := time.Now().Add(offsetsWait)
+	for {
+		h, _, err := s.leaderEpochs(ctx, topic, partition)
+		if err != nil {
+			return errNone // listLocal answers the shard's error
+		}
+		_, high, err := s.store.Watermarks(ctx, store.ShardName(topic, partition))
+		last, ok := h.Latest()
+		if err != nil || !ok || last.Epoch != info.LeaderEpoch || last.Start <= high {
+			return errNone
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return kerr.OffsetNotAvailable.Code
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// offsetsWait bounds how long ListOffsets waits for a new leader's high
+// watermark (offsetsKnown).
+var offsetsWait = time.Second
 
 // listLocal answers one partition of a ListOffsets from this node's log.
 func (s *Server) listLocal(ctx context.Context, topic string, p kmsg.ListOffsetsRequestTopicPartition, rp kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
