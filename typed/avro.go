@@ -208,7 +208,7 @@ func (d *AvroDecoder) Decode(payload []byte) (v any, err error) {
 			v, err = nil, fmt.Errorf("avro: decoding: %v", p)
 		}
 	}()
-	r := avro.NewReader(nil, 0).Reset(payload)
+	r := avro.NewReader(nil, 0, avro.WithReaderConfig(avroLimits)).Reset(payload)
 	var raw any
 	r.ReadVal(d.schema, &raw)
 	if r.Error != nil {
@@ -219,6 +219,15 @@ func (d *AvroDecoder) Decode(payload []byte) (v any, err error) {
 	}
 	return shapeAvro(d.schema, d.typ, raw, "value")
 }
+
+// avroLimits bounds what one payload makes hamba/avro allocate: an
+// array's block count is the payload's word, and an untrusted one of
+// billions ran the process out of memory (FuzzAvroDecode found it). More
+// items than maxAvroItems in one array is an error (the record keeps its
+// bytes); strings and bytes keep hamba/avro's bound, 1 MiB each.
+var avroLimits = avro.Config{MaxSliceAllocSize: maxAvroItems}.Freeze()
+
+const maxAvroItems = 1 << 20
 
 // shapeAvro turns hamba/avro's generic value of schema s into t's shape.
 func shapeAvro(s avro.Schema, t Type, raw any, at string) (any, error) {

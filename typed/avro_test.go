@@ -2,6 +2,7 @@ package typed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -198,6 +199,20 @@ func TestAvroDecodeErrors(t *testing.T) {
 		if _, err := d.Decode(tc.payload); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// An array's block count is the payload's word: one of a trillion items
+// in a few bytes is an error, not an allocation that runs the process out
+// of memory.
+func TestAvroArrayCountIsBounded(t *testing.T) {
+	d, err := NewAvroDecoder(avro.MustParse(`{"type": "array", "items": "long"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := binary.AppendVarint(nil, 1<<40) // Avro's longs are zigzag varints, as Go's
+	if _, err := d.Decode(payload); err == nil || !strings.Contains(err.Error(), "MaxSliceAllocSize") {
+		t.Fatalf("an array of 2^40 items in %d bytes: %v, want an error", len(payload), err)
 	}
 }
 
