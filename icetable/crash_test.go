@@ -328,7 +328,7 @@ func TestEveryDeleteCommitStepRecovers(t *testing.T) {
 func removals(tbl *table.Table) []int64 {
 	var out []int64
 	for _, s := range tbl.Metadata().Snapshots() {
-		if s.Summary != nil && s.Summary.Properties[deletedDataFiles] != "" && s.Summary.Properties[deletedDataFiles] != "0" {
+		if removesFiles(s) {
 			out = append(out, s.SnapshotID)
 		}
 	}

@@ -109,18 +109,22 @@ func TestMaintenanceFollowsItsOwnCadence(t *testing.T) {
 	}
 }
 
+// snapshotAt is a snapshot agoMs before now whose summary says it removed
+// that many data files ("": none said).
+func snapshotAt(now time.Time, agoMs int64, removed string) table.Snapshot {
+	props := iceberg.Properties{}
+	if removed != "" {
+		props["deleted-data-files"] = removed
+	}
+	return table.Snapshot{TimestampMs: now.UnixMilli() - agoMs, Summary: &table.Summary{Properties: props}}
+}
+
 // The snapshots a table keeps reach back to its newest removal of data
 // files that is at least the delay old; a history with none, or whose
 // removal is its oldest snapshot, expires nothing by it.
 func TestRetentionFloor(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	snap := func(agoMs int64, removed string) table.Snapshot {
-		props := iceberg.Properties{}
-		if removed != "" {
-			props[deletedDataFiles] = removed
-		}
-		return table.Snapshot{TimestampMs: now.UnixMilli() - agoMs, Summary: &table.Summary{Properties: props}}
-	}
+	snap := func(agoMs int64, removed string) table.Snapshot { return snapshotAt(now, agoMs, removed) }
 	for _, tc := range []struct {
 		name    string
 		history []table.Snapshot // the current one first
@@ -152,13 +156,7 @@ func TestRetentionFloor(t *testing.T) {
 // however few the policy keeps: they name the files it took.
 func TestRemovedSince(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	snap := func(agoMs int64, removed string) table.Snapshot {
-		props := iceberg.Properties{}
-		if removed != "" {
-			props[deletedDataFiles] = removed
-		}
-		return table.Snapshot{TimestampMs: now.UnixMilli() - agoMs, Summary: &table.Summary{Properties: props}}
-	}
+	snap := func(agoMs int64, removed string) table.Snapshot { return snapshotAt(now, agoMs, removed) }
 	for _, tc := range []struct {
 		name    string
 		history []table.Snapshot

@@ -506,10 +506,7 @@ func (t *Tables) expireSnapshots(ctx context.Context, tbl *table.Table, keep int
 // expire.
 func retentionFloor(history []table.Snapshot, now time.Time, delay time.Duration) (n int, ok bool) {
 	for i, s := range history[:max(len(history)-1, 0)] {
-		if s.Summary == nil || now.Sub(time.UnixMilli(s.TimestampMs)) < delay {
-			continue
-		}
-		if d, _ := strconv.Atoi(s.Summary.Properties[deletedDataFiles]); d > 0 {
+		if removesFiles(s) && now.Sub(time.UnixMilli(s.TimestampMs)) >= delay {
 			return i + 1, true
 		}
 	}
@@ -523,10 +520,7 @@ func retentionFloor(history []table.Snapshot, now time.Time, delay time.Duration
 func removedSince(history []table.Snapshot, now time.Time, delay time.Duration) int {
 	n := 0
 	for i, s := range history {
-		if s.Summary == nil || now.Sub(time.UnixMilli(s.TimestampMs)) >= delay {
-			continue
-		}
-		if d, _ := strconv.Atoi(s.Summary.Properties[deletedDataFiles]); d > 0 {
+		if removesFiles(s) && now.Sub(time.UnixMilli(s.TimestampMs)) < delay {
 			n = min(i+2, len(history))
 		}
 	}
@@ -544,9 +538,15 @@ func history(tbl *table.Table) []table.Snapshot {
 	return table.AncestorsOf(cur.SnapshotID, func(id int64) *table.Snapshot { return meta.SnapshotByID(id) })
 }
 
-// deletedDataFiles is the snapshot summary's count of the data files a
-// snapshot removed (Iceberg's spec names it).
-const deletedDataFiles = "deleted-data-files"
+// removesFiles says whether snapshot s removed data files: its summary's
+// deleted-data-files, as Iceberg's spec names the count.
+func removesFiles(s table.Snapshot) bool {
+	if s.Summary == nil {
+		return false
+	}
+	n, _ := strconv.Atoi(s.Summary.Properties["deleted-data-files"])
+	return n > 0
+}
 
 // sweepOrphans deletes the files in the table's folder that no metadata
 // names, once older than the grace: what a crashed commit or expiry left,

@@ -159,17 +159,13 @@ func TestAvroValuesWriteToParquet(t *testing.T) {
 	schema := pq.NewSchema("row", pq.Group{"value": Node(typ)})
 	back := writeAndRead(t, schema, typ, got)["value"].(map[string]any)
 	// As parquet-go's reader gives them back: its decimals are scaled.
-	for field, want := range map[string]string{
+	sameFields(t, "read back", back, map[string]string{
 		"id": "42", "note": "gift", "status": "PAID", "placed": fmt.Sprint(placed.UnixMicro()), "day": "20790",
 		"price": "19.99", "big": "-5", "lines": "[map[qty:2 sku:a] map[qty:1 sku:b]]", "attrs": "map[k:[118]]",
 		"either": "map[int:<nil> string:s]", "hash": "[1 2 3 4]",
 		"ref":  "[107 167 184 16 157 173 17 209 128 180 0 192 79 212 48 200]",
 		"took": "map[days:2 milliseconds:3 months:1]", "at": "5400000000", "local": fmt.Sprint(placed.UnixMicro()),
-	} {
-		if g := fmt.Sprint(back[field]); g != want {
-			t.Errorf("read back %s = %s, want %s", field, g, want)
-		}
-	}
+	})
 }
 
 // A payload that is not of the schema is an error naming why, never a
@@ -312,4 +308,14 @@ func writeRow(t *testing.T, schema *pq.Schema, typ Type, v any) pq.Row {
 		t.Fatalf("read %d rows", n)
 	}
 	return rows[0]
+}
+
+// sameFields checks each named field of a struct value as fmt prints it.
+func sameFields(t *testing.T, what string, got map[string]any, want map[string]string) {
+	t.Helper()
+	for field, w := range want {
+		if g := fmt.Sprint(got[field]); g != w {
+			t.Errorf("%s %s = %s, want %s", what, field, g, w)
+		}
+	}
 }

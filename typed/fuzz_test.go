@@ -20,16 +20,7 @@ func FuzzAvroDecode(f *testing.F) {
 	f.Add([]byte{0x54, 0x00, 0x02})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		v, err := d.Decode(payload)
-		if err != nil {
-			return
-		}
-		if _, ok := v.(map[string]any); !ok {
-			t.Fatalf("a record decoded to %T", v)
-		}
-		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
-			t.Fatalf("a decoded value does not stripe: %v", err)
-		}
+		checkDecoded(t, d, payload)
 	})
 }
 
@@ -54,16 +45,7 @@ func FuzzProtobufDecode(f *testing.F) {
 		if err != nil {
 			return // a message no column type expresses (shop.Node)
 		}
-		v, err := d.Decode(payload)
-		if err != nil {
-			return
-		}
-		if _, ok := v.(map[string]any); !ok {
-			t.Fatalf("a message decoded to %T", v)
-		}
-		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
-			t.Fatalf("a decoded value does not stripe: %v", err)
-		}
+		checkDecoded(t, d, payload)
 	})
 }
 
@@ -82,15 +64,21 @@ func FuzzJSONDecode(f *testing.F) {
 	f.Add([]byte(`{"id": 1e400}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		v, err := d.Decode(payload)
-		if err != nil {
-			return
-		}
-		if _, ok := v.(map[string]any); !ok {
-			t.Fatalf("an object decoded to %T", v)
-		}
-		if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
-			t.Fatalf("a decoded value does not stripe: %v", err)
-		}
+		checkDecoded(t, d, payload)
 	})
+}
+
+// checkDecoded fails when a payload decodes to something that is not a
+// struct value or does not stripe into the type's columns.
+func checkDecoded(t *testing.T, d Decoder, payload []byte) {
+	v, err := d.Decode(payload)
+	if err != nil {
+		return
+	}
+	if _, ok := v.(map[string]any); !ok {
+		t.Fatalf("a struct decoded to %T", v)
+	}
+	if err := Shred(d.Type(), v, func(LeafValue) {}); err != nil {
+		t.Fatalf("a decoded value does not stripe: %v", err)
+	}
 }

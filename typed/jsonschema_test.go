@@ -1,7 +1,6 @@
 package typed
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -94,25 +93,17 @@ func TestJSONValuesWriteToParquet(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := got.(map[string]any)
-	for field, want := range map[string]string{
+	sameFields(t, "decoded", v, map[string]string{
 		"id": "9007199254740993", "at": "1796293800123456", "day": "20790", "score": "1.5", "tags": "[a b]",
 		"counts": "[{x 1} {y 2}]", "user": "map[admin:<nil> name:ann]", "extra": `{"k":[1,2]}`,
-	} {
-		if g := fmt.Sprint(v[field]); g != want {
-			t.Errorf("decoded %s = %s, want %s", field, g, want)
-		}
-	}
+	})
 	typ := d.Type()
 	Number(&typ, 1)
 	schema := pq.NewSchema("row", pq.Group{"value": Node(typ)})
 	back := writeAndRead(t, schema, typ, got)["value"].(map[string]any)
-	for field, want := range map[string]string{
+	sameFields(t, "read back", back, map[string]string{
 		"id": "9007199254740993", "tags": "[a b]", "counts": "map[x:1 y:2]", "user": "map[admin:<nil> name:ann]", "extra": `{"k":[1,2]}`,
-	} {
-		if g := fmt.Sprint(back[field]); g != want {
-			t.Errorf("read back %s = %s, want %s", field, g, want)
-		}
-	}
+	})
 }
 
 // A value of another shape is an error naming where, never a wrong value.
