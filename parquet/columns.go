@@ -84,11 +84,12 @@ func (f *File) checkColumnWise() error {
 		}
 	}
 	walk(leaves)
-	if len(flat) != numLeaves {
-		return fmt.Errorf("%d leaf columns: %w", len(flat), ErrNoFastPath)
-	}
+	f.width = len(flat)
 	found := 0
 	for i, c := range flat {
+		if isTyped(c.Path()[0]) {
+			continue
+		}
 		path := strings.Join(c.Path(), ".")
 		l := slices.IndexFunc(wantLeaves, func(w leafSpec) bool { return w.path == path })
 		if l < 0 || found&(1<<l) != 0 {
@@ -101,14 +102,17 @@ func (f *File) checkColumnWise() error {
 		found |= 1 << l
 		f.leaf[l] = i
 	}
+	if found != 1<<numLeaves-1 {
+		return fmt.Errorf("%d leaf columns: %w", len(flat), ErrNoFastPath)
+	}
 	idx := f.pf.OffsetIndexes()
-	if len(idx) != len(f.groups)*numLeaves {
+	if len(idx) != len(f.groups)*f.width {
 		return fmt.Errorf("no offset index: %w", ErrNoFastPath)
 	}
 	md := f.pf.Metadata()
 	for gi, g := range f.groups {
 		for c := 0; c < numLeaves; c++ {
-			locs := idx[gi*numLeaves+f.leaf[c]].PageLocations
+			locs := idx[gi*f.width+f.leaf[c]].PageLocations
 			if len(locs) == 0 {
 				if g.Rows == 0 {
 					continue
@@ -175,7 +179,7 @@ func (f *File) PageSpans(i int, from, n int64) ([]Span, error) {
 			continue
 		}
 		fc := f.leaf[c]
-		locs := f.pf.OffsetIndexes()[i*numLeaves+fc].PageLocations
+		locs := f.pf.OffsetIndexes()[i*f.width+fc].PageLocations
 		p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 		spans = append(spans, Span{locs[p0].Offset, locs[p1].Offset + int64(locs[p1].CompressedPageSize)})
 		if d := md.RowGroups[i].Columns[fc].MetaData.DictionaryPageOffset; d > 0 {
@@ -399,7 +403,7 @@ func ownBytes(recs []record.Record) []record.Record {
 
 func (col *column) decode(f *File, gi, c int, m *format.ColumnMetaData, from, n int64, bytes Bytes) error {
 	w := wantLeaves[c]
-	locs := f.pf.OffsetIndexes()[gi*numLeaves+f.leaf[c]].PageLocations
+	locs := f.pf.OffsetIndexes()[gi*f.width+f.leaf[c]].PageLocations
 	p0, p1 := pageOf(locs, from), pageOf(locs, from+n-1)
 	col.firstRow = locs[p0].FirstRowIndex
 	col.from, col.to, col.lrow, col.vlo = from, from+n, col.firstRow-1, -1

@@ -9,7 +9,9 @@ package parquet
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go/compress"
@@ -17,9 +19,11 @@ import (
 	"github.com/parquet-go/parquet-go/compress/snappy"
 	"github.com/parquet-go/parquet-go/compress/uncompressed"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"strata/engine/integrity"
 	"strata/engine/record"
+	"strata/typed"
 )
 
 // Row is one record as a Parquet row. topic and partition are not columns:
@@ -117,7 +121,37 @@ type Options struct {
 	PageBytes int
 	// Metadata is added to the footer's key-value metadata.
 	Metadata map[string]string
+	// Typed are the columns decoded from each record's value or key
+	// (docs/typed.md), after value: none by default.
+	Typed []TypedColumn
 }
+
+// The typed columns' names (docs/typed.md): the value's, the key's, and
+// the suffix of the column beside each that says why a record's bytes
+// did not decode.
+const (
+	ValueTyped  = "value_typed"
+	KeyTyped    = "key_typed"
+	ErrorSuffix = "_error"
+)
+
+// A TypedColumn is decoded from every record's value (or key): Name
+// (ValueTyped or KeyTyped) holds what Decode gives, of Type, whose field
+// ids the caller numbers (typed.Number; Type.ID the column's own);
+// Name+ErrorSuffix, of field id ErrorID, is null, or the reason the bytes
+// did not decode, where the typed value is null. A null value (or key)
+// has both null. The lossless columns keep the bytes either way.
+type TypedColumn struct {
+	Name    string
+	Key     bool // decode the key, not the value
+	Type    typed.Type
+	ErrorID int
+	Decode  func(raw []byte) (any, error)
+}
+
+// maxErrorBytes bounds a typed column's error text: a decoder's message
+// names what was wrong, and must not make the column a copy of the value.
+const maxErrorBytes = 512
 
 func codec(name string) (compress.Codec, error) {
 	switch name {
@@ -139,6 +173,9 @@ type Summary struct {
 	FirstOffset, LastOffset    uint64
 	MinTimestamp, MaxTimestamp int64
 	RowGroups                  int
+	// TypedErrors counts, per Options.Typed column, the records whose
+	// bytes did not decode.
+	TypedErrors []int64
 }
 
 // Writer streams records into a Parquet file with memory bounded by one
@@ -151,10 +188,19 @@ type Summary struct {
 type Writer struct {
 	fileWriter
 	opts    Options
-	leaves  [numLeaves]leafWriter
+	schema  *format.FileMetaData
+	leaves  []leafWriter
+	typed   []typedLeaves
+	shred   []typed.LeafValue
 	inGroup int
 	sum     Summary
 	meta    map[string]string
+}
+
+// typedLeaves are where a typed column's leaves are among the writer's.
+type typedLeaves struct {
+	first, errLeaf int
+	typ            typed.Type
 }
 
 // NewWriter starts a file on out.
@@ -169,11 +215,20 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = DefaultPageBytes
 	}
-	schema, err := fileSchema()
+	for i, c := range opts.Typed {
+		if c.Name != ValueTyped && c.Name != KeyTyped || slices.ContainsFunc(opts.Typed[:i], func(o TypedColumn) bool { return o.Name == c.Name }) {
+			return nil, fmt.Errorf("parquet: typed column %q: want one %s and one %s at most", c.Name, ValueTyped, KeyTyped)
+		}
+		if c.Decode == nil {
+			return nil, fmt.Errorf("parquet: typed column %s has no decoder", c.Name)
+		}
+	}
+	schema, err := schemaWith(opts.Typed)
 	if err != nil {
 		return nil, fmt.Errorf("parquet: the schema of Row: %w", err)
 	}
-	w := &Writer{opts: opts, meta: map[string]string{MetaVersion: FormatVersion}}
+	w := &Writer{opts: opts, schema: schema, meta: map[string]string{MetaVersion: FormatVersion}}
+	w.sum.TypedErrors = make([]int64, len(opts.Typed))
 	w.out.out = out
 	w.codec = c
 	w.hdrEnc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&w.hdr))
@@ -182,6 +237,13 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 	}
 	if w.leaves, err = newLeaves(schema); err != nil {
 		return nil, err
+	}
+	for _, c := range opts.Typed {
+		first := slices.IndexFunc(w.leaves, func(l leafWriter) bool { return l.path[0] == c.Name })
+		errLeaf := slices.IndexFunc(w.leaves, func(l leafWriter) bool { return l.path[0] == c.Name+ErrorSuffix })
+		t := c.Type
+		t.Optional = true
+		w.typed = append(w.typed, typedLeaves{first: first, errLeaf: errLeaf, typ: t})
 	}
 	return w, nil
 }
@@ -193,6 +255,9 @@ func (w *Writer) Write(r *record.Record) error {
 		return fmt.Errorf("parquet: offset %d follows %d; a file holds contiguous offsets", r.Offset, w.sum.LastOffset)
 	}
 	w.writeColumns(r)
+	for k := range w.typed {
+		w.writeTyped(k, r)
+	}
 	if w.sum.Rows == 0 {
 		w.sum.FirstOffset, w.sum.MinTimestamp, w.sum.MaxTimestamp = r.Offset, r.Timestamp, r.Timestamp
 	}
@@ -211,7 +276,7 @@ func (w *Writer) Write(r *record.Record) error {
 		return nil
 	}
 	for i := range w.leaves {
-		if c := &w.leaves[i]; c.size() >= w.opts.PageBytes {
+		if c := &w.leaves[i]; c.pageSize() >= w.opts.PageBytes {
 			if err := c.flushPage(w); err != nil {
 				return err
 			}
@@ -227,7 +292,7 @@ func (w *Writer) Write(r *record.Record) error {
 // an element of a list, 0 for an empty list), and a header's value is
 // optional inside it (definition 2 present, 1 null).
 func (w *Writer) writeColumns(r *record.Record) {
-	c := &w.leaves
+	c := w.leaves
 	c[colOffset].int64v(int64(r.Offset))
 	c[colTimestamp].int64v(r.Timestamp)
 	c[colKey].optional(r.Key)
@@ -253,6 +318,59 @@ func (w *Writer) writeColumns(r *record.Record) {
 	for i := range r.Tags {
 		c[colTag].bytes(uint8(min(i, 1)), 1, stringBytes(r.Tags[i]))
 	}
+}
+
+// writeTyped adds the record's value of typed column k: decoded and
+// shredded into its leaves, or null with the reason in its error column.
+// Nothing reaches a leaf before the whole value has shredded and fits.
+func (w *Writer) writeTyped(k int, r *record.Record) {
+	c, at := &w.opts.Typed[k], &w.typed[k]
+	raw := r.Value
+	if c.Key {
+		raw = r.Key
+	}
+	var why error
+	w.shred = w.shred[:0]
+	if raw != nil {
+		v, err := decode(c.Decode, raw)
+		if err == nil {
+			err = typed.Shred(at.typ, v, func(l typed.LeafValue) { w.shred = append(w.shred, l) })
+		}
+		for _, l := range w.shred {
+			if err == nil && (at.first+l.Leaf >= at.errLeaf || !w.leaves[at.first+l.Leaf].fits(l.Value)) {
+				err = fmt.Errorf("%s: a %T does not fit its column %v", c.Name, l.Value, w.leaves[min(at.first+l.Leaf, at.errLeaf)].path)
+			}
+		}
+		why = err
+	}
+	if raw == nil || why != nil {
+		w.shred = w.shred[:0]
+		_ = typed.Shred(at.typ, nil, func(l typed.LeafValue) { w.shred = append(w.shred, l) })
+	}
+	for _, l := range w.shred {
+		w.leaves[at.first+l.Leaf].value(uint8(l.Rep), uint8(l.Def), l.Value)
+	}
+	if why == nil {
+		w.leaves[at.errLeaf].null(0, 0)
+		return
+	}
+	w.sum.TypedErrors[k]++
+	msg := why.Error()
+	if len(msg) > maxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "…"
+	}
+	w.leaves[at.errLeaf].bytes(0, 1, []byte(msg))
+}
+
+// decode runs a typed column's decoder: a panic in it is that record's
+// error, never the run's.
+func decode(fn func([]byte) (any, error), raw []byte) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("the decoder panicked: %v", p)
+		}
+	}()
+	return fn(raw)
 }
 
 // stringBytes views s as bytes without a copy: the page copies them, and

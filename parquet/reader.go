@@ -32,6 +32,9 @@ type File struct {
 	// leaf[c] is the file's column index of wantLeaves[c]: format 1 and 2
 	// order the columns differently.
 	leaf [numLeaves]int
+	// width is the file's leaf columns: strata's, and its typed columns'
+	// after them, which records do not read (docs/typed.md).
+	width int
 	// offsetsKnown[g]: row group g's offsets follow from its position
 	// (offsetStatistics); only set when the file reads column-wise.
 	offsetsKnown []bool
@@ -58,8 +61,8 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 	for _, f := range pf.Schema().Fields() {
 		names = append(names, f.Name())
 	}
-	if !slices.ContainsFunc(columnOrders, func(o []string) bool { return slices.Equal(o, names) }) {
-		return nil, fmt.Errorf("top-level columns %v, want %v (or format 1's %v): %w", names, columnOrders[0], columnOrders[1], ErrNotStrata)
+	if !slices.ContainsFunc(columnOrders, func(o []string) bool { return slices.Equal(o, names) }) && !withTyped(names) {
+		return nil, fmt.Errorf("top-level columns %v, want %v (or format 1's %v), then typed columns: %w", names, columnOrders[0], columnOrders[1], ErrNotStrata)
 	}
 	f = &File{pf: pf, rows: pf.NumRows()}
 	if v, ok := pf.Lookup(MetaFirstOffset); ok {
@@ -107,6 +110,28 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 	}
 	f.slow = f.checkColumnWise()
 	return f, nil
+}
+
+// withTyped says whether names are format 2's columns, then typed
+// columns, each with its error column, each once.
+func withTyped(names []string) bool {
+	base := columnOrders[0]
+	if len(names) <= len(base) || !slices.Equal(names[:len(base)], base) {
+		return false
+	}
+	rest := names[len(base):]
+	for i := 0; i < len(rest); i += 2 {
+		n := rest[i]
+		if n != ValueTyped && n != KeyTyped || i+1 >= len(rest) || rest[i+1] != n+ErrorSuffix || slices.Contains(rest[:i], n) {
+			return false
+		}
+	}
+	return true
+}
+
+// isTyped says whether a top-level column is a typed one or its error.
+func isTyped(name string) bool {
+	return slices.Contains([]string{ValueTyped, KeyTyped, ValueTyped + ErrorSuffix, KeyTyped + ErrorSuffix}, name)
 }
 
 // Rows is the number of records in the file.

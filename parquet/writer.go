@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"strata/typed"
 )
 
 // strata's own page writer. Every record's bytes are copied once, into the
@@ -35,12 +38,17 @@ import (
 // leafWriter builds one leaf column: its current page, and the pages of
 // the row group so far (compressed, with their headers).
 type leafWriter struct {
-	path       []string
-	typ        format.Type // Int64 or ByteArray
-	maxDef     uint8
-	maxRep     uint8
-	pageStats  bool // min and max in every page header
-	utf8       bool // logical type STRING: bounds are cut between characters
+	path      []string
+	typ       format.Type // Int64 or ByteArray; a typed column's any
+	size      int         // a FixedLenByteArray's bytes
+	maxDef    uint8
+	maxRep    uint8
+	pageStats bool // min and max in every page header
+	utf8      bool // logical type STRING: bounds are cut between characters
+	// noIndex: no bounds at all (a typed column of floats, booleans or
+	// fixed bytes, whose orders are not plain): null counts only, and
+	// no column index, which a file may leave out per column.
+	noIndex    bool
 	repEnc     rle.Encoding
 	defEnc     rle.Encoding
 	unencoded  int64 // the byte array values' bytes in the row group
@@ -60,6 +68,7 @@ type leafWriter struct {
 	// The page being built. lo and hi view vals.
 	rep, def   []uint8
 	vals       []byte
+	bits       int // booleans in vals (PLAIN packs them a bit each)
 	pnv, pnull int
 	prows      int
 	lo, hi     []byte
@@ -67,7 +76,7 @@ type leafWriter struct {
 	has        bool
 }
 
-func (c *leafWriter) size() int { return len(c.vals) + len(c.def) + len(c.rep) }
+func (c *leafWriter) pageSize() int { return len(c.vals) + len(c.def) + len(c.rep) }
 
 func (c *leafWriter) level(rep, def uint8) {
 	if c.maxRep > 0 {
@@ -85,6 +94,10 @@ func (c *leafWriter) level(rep, def uint8) {
 func (c *leafWriter) int64v(v int64) {
 	c.level(0, 0)
 	c.vals = binary.LittleEndian.AppendUint64(c.vals, uint64(v))
+	c.bound(v)
+}
+
+func (c *leafWriter) bound(v int64) {
 	if !c.has || v < c.loI {
 		c.loI = v
 	}
@@ -125,9 +138,83 @@ func (c *leafWriter) optional(b []byte) {
 	c.bytes(0, 1, b)
 }
 
+// value adds a typed column's value, as typed.Shred gives it: the Go
+// type of the leaf's physical type (fits said so).
+func (c *leafWriter) value(rep, def uint8, v any) {
+	if v == nil {
+		c.null(rep, def)
+		return
+	}
+	switch v := v.(type) {
+	case []byte:
+		if c.typ == format.FixedLenByteArray {
+			c.level(rep, def)
+			c.vals = append(c.vals, v...)
+			c.has = true
+			return
+		}
+		c.bytes(rep, def, v)
+	case string:
+		c.bytes(rep, def, stringBytes(v))
+	case int64:
+		c.level(rep, def)
+		c.vals = binary.LittleEndian.AppendUint64(c.vals, uint64(v))
+		c.bound(v)
+	case int32:
+		c.level(rep, def)
+		c.vals = binary.LittleEndian.AppendUint32(c.vals, uint32(v))
+		c.bound(int64(v))
+	case float32:
+		c.level(rep, def)
+		c.vals = binary.LittleEndian.AppendUint32(c.vals, math.Float32bits(v))
+		c.has = true
+	case float64:
+		c.level(rep, def)
+		c.vals = binary.LittleEndian.AppendUint64(c.vals, math.Float64bits(v))
+		c.has = true
+	case bool:
+		c.level(rep, def)
+		if c.bits%8 == 0 {
+			c.vals = append(c.vals, 0)
+		}
+		if v {
+			c.vals[len(c.vals)-1] |= 1 << (c.bits % 8)
+		}
+		c.bits++
+		c.has = true
+	}
+}
+
+// fits says whether v is a value of the leaf's physical type, as value
+// takes it.
+func (c *leafWriter) fits(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case []byte:
+		return c.typ == format.ByteArray || c.typ == format.FixedLenByteArray && len(v) == c.size
+	case string:
+		return c.typ == format.ByteArray
+	case int64:
+		return c.typ == format.Int64
+	case int32:
+		return c.typ == format.Int32
+	case float32:
+		return c.typ == format.Float
+	case float64:
+		return c.typ == format.Double
+	case bool:
+		return c.typ == format.Boolean
+	}
+	return false
+}
+
 func (c *leafWriter) bounds() (lo, hi []byte) {
-	if c.typ == format.Int64 {
+	switch c.typ {
+	case format.Int64:
 		return binary.LittleEndian.AppendUint64(nil, uint64(c.loI)), binary.LittleEndian.AppendUint64(nil, uint64(c.hiI))
+	case format.Int32:
+		return binary.LittleEndian.AppendUint32(nil, uint32(c.loI)), binary.LittleEndian.AppendUint32(nil, uint32(c.hiI))
 	}
 	return c.lo, c.hi
 }
@@ -222,7 +309,7 @@ func (c *leafWriter) flushPage(w *Writer) error {
 		body = w.zbuf
 	}
 	lo, hi := c.bounds()
-	if !c.has {
+	if !c.has || c.noIndex {
 		lo, hi = []byte{}, []byte{}
 	}
 	// The null count always: thrift writes the field even when zero, and
@@ -259,6 +346,16 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	c.uncomp += int64(w.hdr.Len()) + int64(h.UncompressedPageSize)
 
 	// The column index, and the row group's statistics.
+	c.numValues += int64(c.pnv)
+	c.nulls += int64(c.pnull)
+	c.rows += int64(c.prows)
+	c.pages++
+	defer c.resetPage()
+	if c.noIndex {
+		histogram(c.repHist, c.rep)
+		histogram(c.defHist, c.def)
+		return nil
+	}
 	c.ci.NullPages = append(c.ci.NullPages, !c.has)
 	c.ci.NullCounts = append(c.ci.NullCounts, int64(c.pnull))
 	if c.typ == format.ByteArray {
@@ -283,13 +380,12 @@ func (c *leafWriter) flushPage(w *Writer) error {
 	if c.maxDef > 0 {
 		c.ci.DefinitionLevelHistogram = appendHistogram(c.ci.DefinitionLevelHistogram, c.defHist, c.def)
 	}
-	c.numValues += int64(c.pnv)
-	c.nulls += int64(c.pnull)
-	c.rows += int64(c.prows)
-	c.pages++
-	c.rep, c.def, c.vals = c.rep[:0], c.def[:0], c.vals[:0]
-	c.pnv, c.pnull, c.prows, c.has, c.lo, c.hi = 0, 0, 0, false, nil, nil
 	return nil
+}
+
+func (c *leafWriter) resetPage() {
+	c.rep, c.def, c.vals, c.bits = c.rep[:0], c.def[:0], c.vals[:0], 0
+	c.pnv, c.pnull, c.prows, c.has, c.lo, c.hi = 0, 0, 0, false, nil, nil
 }
 
 // appendHistogram appends the page's histogram of levels to h (the column
@@ -305,8 +401,12 @@ func appendHistogram(h, chunk []int64, levels []uint8) []int64 {
 }
 
 func (c *leafWriter) compare(a, b []byte) int {
-	if c.typ == format.Int64 {
+	switch c.typ {
+	case format.Int64:
 		x, y := int64(binary.LittleEndian.Uint64(a)), int64(binary.LittleEndian.Uint64(b))
+		return cmp.Compare(x, y)
+	case format.Int32:
+		x, y := int32(binary.LittleEndian.Uint32(a)), int32(binary.LittleEndian.Uint32(b))
 		return cmp.Compare(x, y)
 	}
 	return bytes.Compare(a, b)
@@ -352,7 +452,7 @@ func (c *leafWriter) chunkMeta(codec format.CompressionCodec, offset int64) form
 		Statistics:     format.Statistics{NullCount: c.nulls},
 		EncodingStats:  []format.PageEncodingStats{{PageType: format.DataPageV2, Encoding: format.Plain, Count: c.pages}},
 	}
-	if c.chas && (c.typ == format.Int64 || max(len(c.cmin), len(c.cmax)) <= maxStatisticsBytes) {
+	if c.chas && (c.typ == format.Int64 || c.typ == format.Int32 || max(len(c.cmin), len(c.cmax)) <= maxStatisticsBytes) {
 		// Never nil: an empty bound (an empty key) is a bound, nil none.
 		m.Statistics.MinValue, m.Statistics.MaxValue = append([]byte{}, c.cmin...), append([]byte{}, c.cmax...)
 	}
@@ -370,7 +470,7 @@ func (c *leafWriter) chunkMeta(codec format.CompressionCodec, offset int64) form
 
 // resetChunk starts the next row group; the buffers stay.
 func (c *leafWriter) resetChunk() {
-	*c = leafWriter{path: c.path, typ: c.typ, maxDef: c.maxDef, maxRep: c.maxRep, pageStats: c.pageStats, utf8: c.utf8,
+	*c = leafWriter{path: c.path, typ: c.typ, size: c.size, maxDef: c.maxDef, maxRep: c.maxRep, pageStats: c.pageStats, utf8: c.utf8, noIndex: c.noIndex,
 		repEnc: c.repEnc, defEnc: c.defEnc, chunk: c.chunk[:0], cmin: c.cmin[:0], cmax: c.cmax[:0],
 		defHist: c.defHist, repHist: c.repHist, rep: c.rep[:0], def: c.def[:0], vals: c.vals[:0]}
 	clear(c.defHist)
@@ -380,9 +480,15 @@ func (c *leafWriter) resetChunk() {
 // fileSchema is what parquet-go writes for Row: the schema elements,
 // the column orders and created_by of an empty file, taken from it once.
 var fileSchema = sync.OnceValues(func() (*format.FileMetaData, error) {
+	return emptyFooter(func(w io.Writer) error {
+		return pq.NewGenericWriter[Row](w, pq.CreatedBy("strata", FormatVersion, "")).Close()
+	})
+})
+
+// emptyFooter is the footer of the empty file write writes.
+func emptyFooter(write func(io.Writer) error) (*format.FileMetaData, error) {
 	var buf bytes.Buffer
-	w := pq.NewGenericWriter[Row](&buf, pq.CreatedBy("strata", FormatVersion, ""))
-	if err := w.Close(); err != nil {
+	if err := write(&buf); err != nil {
 		return nil, err
 	}
 	data := buf.Bytes()
@@ -392,14 +498,41 @@ var fileSchema = sync.OnceValues(func() (*format.FileMetaData, error) {
 		return nil, err
 	}
 	return md, nil
-})
+}
 
-// newLeaves are the leaf writers of format 2's columns, in file order
-// (wantLeaves), checked against parquet-go's schema of Row.
-func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
-	var ls [numLeaves]leafWriter
+// schemaWith is Row's schema with the typed columns after value, each
+// followed by its error column: parquet-go's nodes for them (typed.Node),
+// spliced into Row's elements so that Row's columns keep their place.
+func schemaWith(cols []TypedColumn) (*format.FileMetaData, error) {
+	base, err := fileSchema()
+	if err != nil || len(cols) == 0 {
+		return base, err
+	}
+	md := *base
+	md.Schema, md.ColumnOrders = slices.Clone(base.Schema), slices.Clone(base.ColumnOrders)
+	for _, c := range cols {
+		t := c.Type
+		t.Optional = true
+		// parquet-go orders a group by name: NAME before NAME_error.
+		g := pq.Group{c.Name: typed.Node(t), c.Name + ErrorSuffix: pq.FieldID(pq.Optional(pq.String()), c.ErrorID)}
+		sub, err := emptyFooter(func(w io.Writer) error { return pq.NewWriter(w, pq.NewSchema("typed", g)).Close() })
+		if err != nil {
+			return nil, fmt.Errorf("parquet: the schema of %s: %w", c.Name, err)
+		}
+		md.Schema = append(md.Schema, sub.Schema[1:]...)
+		md.Schema[0].NumChildren.V += sub.Schema[0].NumChildren.V
+		md.ColumnOrders = append(md.ColumnOrders, sub.ColumnOrders...)
+	}
+	return &md, nil
+}
+
+// newLeaves are the leaf writers of the file's columns, in file order:
+// format 2's (wantLeaves), checked against parquet-go's schema of Row,
+// then the typed columns' as their schema says.
+func newLeaves(md *format.FileMetaData) ([]leafWriter, error) {
+	var ls []leafWriter
 	// Walk the schema depth first, tracking the levels of each leaf.
-	var i, leaf int
+	var i int
 	var walk func(path []string, def, rep uint8) error
 	walk = func(path []string, def, rep uint8) error {
 		e := md.Schema[i]
@@ -415,18 +548,19 @@ func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
 			path = append(slices.Clip(path), e.Name)
 		}
 		if e.NumChildren.V == 0 {
-			if leaf >= numLeaves {
-				return fmt.Errorf("parquet: more than %d leaf columns in Row's schema", numLeaves)
-			}
-			w := wantLeaves[leaf]
-			if got := fmt.Sprint(path); got != fmt.Sprint(strings.Split(w.path, ".")) || e.Type.V != w.typ || int(def) != w.maxDef || int(rep) != w.maxRep {
-				return fmt.Errorf("parquet: Row's leaf %d is %v (def %d, rep %d), want %s", leaf, path, def, rep, w.path)
+			leaf := len(ls)
+			typ := e.Type.V
+			if leaf < numLeaves {
+				w := wantLeaves[leaf]
+				if got := fmt.Sprint(path); got != fmt.Sprint(strings.Split(w.path, ".")) || typ != w.typ || int(def) != w.maxDef || int(rep) != w.maxRep {
+					return fmt.Errorf("parquet: Row's leaf %d is %v (def %d, rep %d), want %s", leaf, path, def, rep, w.path)
+				}
 			}
 			_, str := e.LogicalType.Value.(*format.StringType)
-			ls[leaf] = leafWriter{path: path, typ: w.typ, maxDef: def, maxRep: rep, utf8: str,
-				repEnc: rle.Encoding{BitWidth: bits.Len8(rep)}, defEnc: rle.Encoding{BitWidth: bits.Len8(def)},
-				defHist: make([]int64, def+1), repHist: make([]int64, rep+1)}
-			leaf++
+			ls = append(ls, leafWriter{path: path, typ: typ, size: int(e.TypeLength.V), maxDef: def, maxRep: rep, utf8: str,
+				noIndex: typ != format.Int64 && typ != format.Int32 && typ != format.ByteArray,
+				repEnc:  rle.Encoding{BitWidth: bits.Len8(rep)}, defEnc: rle.Encoding{BitWidth: bits.Len8(def)},
+				defHist: make([]int64, def+1), repHist: make([]int64, rep+1)})
 			return nil
 		}
 		for range e.NumChildren.V {
@@ -437,10 +571,10 @@ func newLeaves(md *format.FileMetaData) ([numLeaves]leafWriter, error) {
 		return nil
 	}
 	if err := walk(nil, 0, 0); err != nil {
-		return ls, err
+		return nil, err
 	}
-	if leaf != numLeaves {
-		return ls, fmt.Errorf("parquet: %d leaf columns in Row's schema, want %d", leaf, numLeaves)
+	if len(ls) < numLeaves {
+		return nil, fmt.Errorf("parquet: %d leaf columns in Row's schema, want %d", len(ls), numLeaves)
 	}
 	// Page headers carry no min and max of the opaque byte columns: written
 	// whole, they were about 4 KiB uncompressed per page of 1 KiB values,
@@ -537,16 +671,15 @@ func (w *Writer) finish(meta map[string]string) error {
 	if err := w.start(); err != nil {
 		return err
 	}
-	schema, err := fileSchema()
-	if err != nil {
-		return err
-	}
 	var buf bytes.Buffer
 	enc := thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&buf))
 	for gi := range w.groups {
 		for c := range w.groups[gi].Columns {
+			if w.leaves[c].noIndex {
+				continue
+			}
 			at := buf.Len()
-			if err := enc.Encode(&w.cis[gi*numLeaves+c]); err != nil {
+			if err := enc.Encode(&w.cis[gi*len(w.leaves)+c]); err != nil {
 				return fmt.Errorf("parquet: column index of row group %d, column %d: %w", gi, c, err)
 			}
 			w.groups[gi].Columns[c].ColumnIndexOffset = w.out.n + int64(at)
@@ -556,13 +689,14 @@ func (w *Writer) finish(meta map[string]string) error {
 	for gi := range w.groups {
 		for c := range w.groups[gi].Columns {
 			at := buf.Len()
-			if err := enc.Encode(&w.ois[gi*numLeaves+c]); err != nil {
+			if err := enc.Encode(&w.ois[gi*len(w.leaves)+c]); err != nil {
 				return fmt.Errorf("parquet: offset index of row group %d, column %d: %w", gi, c, err)
 			}
 			w.groups[gi].Columns[c].OffsetIndexOffset = w.out.n + int64(at)
 			w.groups[gi].Columns[c].OffsetIndexLength = int32(buf.Len() - at)
 		}
 	}
+	schema := w.schema
 	md := format.FileMetaData{Version: schema.Version, Schema: schema.Schema, NumRows: w.numRows, RowGroups: w.groups,
 		CreatedBy: schema.CreatedBy, ColumnOrders: schema.ColumnOrders}
 	keys := make([]string, 0, len(meta))
@@ -579,6 +713,6 @@ func (w *Writer) finish(meta map[string]string) error {
 	}
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(buf.Len()-at)))
 	buf.WriteString("PAR1")
-	_, err = w.out.Write(buf.Bytes())
+	_, err := w.out.Write(buf.Bytes())
 	return err
 }

@@ -1,7 +1,6 @@
 package typed
 
 import (
-	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -212,12 +211,21 @@ func (d *AvroDecoder) Decode(payload []byte) (v any, err error) {
 	var raw any
 	r.ReadVal(d.schema, &raw)
 	if r.Error != nil {
-		return nil, fmt.Errorf("avro: %w", r.Error)
+		return nil, fmt.Errorf("avro: the payload is no %s: %w", avroName(d.schema), r.Error)
 	}
 	if r.Peek(); r.Error == nil {
-		return nil, errors.New("avro: bytes left after the value: the payload is not of this schema")
+		return nil, fmt.Errorf("avro: bytes left after the value: the payload is no %s", avroName(d.schema))
 	}
 	return shapeAvro(d.schema, d.typ, raw, "value")
+}
+
+// avroName is what an error calls a value of s: a named type's full
+// name, else the type's.
+func avroName(s avro.Schema) string {
+	if n, ok := s.(avro.NamedSchema); ok {
+		return n.FullName()
+	}
+	return string(s.Type())
 }
 
 // avroLimits bounds what one payload makes hamba/avro allocate: an
