@@ -19,6 +19,10 @@ func (s *State) SchemaByID(id int) (Schema, error) {
 	return rec.Schema, nil
 }
 
+// Parsed is sc parsed with its references, as compatibility checks
+// parse it: what a consumer of the schema decodes with.
+func (s *State) Parsed(sc Schema) (*format.Schema, error) { return s.parse(sc) }
+
 // VersionsByID are the subjects' versions that name an id, by subject.
 func (s *State) VersionsByID(id int, deleted bool) ([]SubjectVersion, error) {
 	if _, ok := s.schemas[id]; !ok {

@@ -271,7 +271,7 @@ func BenchmarkTieringConvert1GiB(b *testing.B) {
 	var convMBs, zstdMBs []float64
 	for run := 0; run < runs; run++ {
 		t0 := time.Now()
-		if err := job.convert("conv-0", s, CopyFile{Path: e.SegmentPath("conv-0", s.No)}, false, &countingDiscard{}); err != nil {
+		if _, _, err := job.convert("conv-0", s, CopyFile{Path: e.SegmentPath("conv-0", s.No)}, false, &countingDiscard{}); err != nil {
 			b.Fatal(err)
 		}
 		convMBs = append(convMBs, float64(s.Size)/1e6/time.Since(t0).Seconds())

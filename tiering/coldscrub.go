@@ -442,7 +442,7 @@ func (c *ColdScrubber) reupload(ctx context.Context, t coldTarget, s catalog.Seg
 		return err
 	}
 	var n countingWriter
-	if err := j.convert(t.shard, s, cf, false, &n); err != nil {
+	if _, _, err := j.convert(t.shard, s, cf, false, &n); err != nil {
 		return err
 	}
 	if int64(n) != t.entry.ObjectBytes {

@@ -68,7 +68,8 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			loc, _ := LocationOf("orders-0")
 			pr, pw := io.Pipe()
 			go func() {
-				pw.CloseWithError(r.job.convert("orders-0", s, CopyFile{Path: r.job.Engine.SegmentPath("orders-0", s.No)}, false, pw))
+				_, _, err := r.job.convert("orders-0", s, CopyFile{Path: r.job.Engine.SegmentPath("orders-0", s.No)}, false, pw)
+				pw.CloseWithError(err)
 			}()
 			if err := f.Bucket.Upload(context.Background(), loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset), pr); err != nil {
 				t.Fatal(err)
@@ -83,7 +84,8 @@ func TestEveryCrashPointRecovers(t *testing.T) {
 			key := loc.ObjectKey(r.job.Prefix, s.StartOffset, s.EndOffset)
 			pr, pw := io.Pipe()
 			go func() {
-				pw.CloseWithError(r.job.convert("orders-0", s, CopyFile{Path: r.job.Engine.SegmentPath("orders-0", s.No)}, false, pw))
+				_, _, err := r.job.convert("orders-0", s, CopyFile{Path: r.job.Engine.SegmentPath("orders-0", s.No)}, false, pw)
+				pw.CloseWithError(err)
 			}()
 			if err := f.Bucket.Upload(context.Background(), key, pr); err != nil {
 				t.Fatal(err)

@@ -71,6 +71,21 @@ type Job struct {
 	// waitWarned is, by shard, the start of the segment whose long wait
 	// for a claim was last logged.
 	waitWarned map[string]uint64
+	// undecoded counts the records uploaded whose value (or key) did not
+	// decode into its typed column, by shard and column.
+	undecoded map[TypedColumn]uint64
+}
+
+// TypedColumn names one typed column of one shard's objects.
+type TypedColumn struct{ Shard, Column string }
+
+// Undecoded is, by shard and typed column, how many records uploaded
+// since the start kept only their bytes: their value (or key) did not
+// decode (docs/typed.md).
+func (j *Job) Undecoded() map[TypedColumn]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return maps.Clone(j.undecoded)
 }
 
 // claimWaitWarn is how long after its seal a segment may go unclaimed
@@ -659,9 +674,13 @@ func (j *Job) adopt(ctx context.Context, shard string, s catalog.Segment, mkey s
 func (j *Job) put(ctx context.Context, shard, key string, s catalog.Segment, cf CopyFile, remote bool, limiter *rate.Limiter) error {
 	pipe := newAheadPipe(convertAhead)
 	converted := make(chan struct{})
+	var typed []parquet.TypedColumn
+	var sum parquet.Summary
 	go func() {
 		defer close(converted)
-		pipe.CloseWithError(j.convert(shard, s, cf, remote, pipe))
+		var err error
+		typed, sum, err = j.convert(shard, s, cf, remote, pipe)
+		pipe.CloseWithError(err)
 	}()
 	var body io.Reader = pipe
 	if limiter != nil {
@@ -673,10 +692,20 @@ func (j *Job) put(ctx context.Context, shard, key string, s catalog.Segment, cf 
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", key, err)
 	}
+	j.mu.Lock()
+	for i, c := range typed {
+		if n := sum.TypedErrors[i]; n > 0 {
+			if j.undecoded == nil {
+				j.undecoded = map[TypedColumn]uint64{}
+			}
+			j.undecoded[TypedColumn{shard, c.Name}] += uint64(n)
+		}
+	}
+	j.mu.Unlock()
 	return nil
 }
 
-func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool, out io.Writer) error {
+func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool, out io.Writer) ([]parquet.TypedColumn, parquet.Summary, error) {
 	opts := j.Parquet
 	if j.ParquetFor != nil {
 		opts = j.ParquetFor(shard)
@@ -689,7 +718,7 @@ func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool,
 	}
 	w, err := parquet.NewWriter(out, opts)
 	if err != nil {
-		return err
+		return nil, parquet.Summary{}, err
 	}
 	scan := cf.Scan
 	if scan == nil {
@@ -697,18 +726,18 @@ func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool,
 	}
 	crc, size, err := scan(func(r *record.Record) error { return w.Write(r) })
 	if err != nil {
-		return err
+		return nil, parquet.Summary{}, err
 	}
 	if crc != s.Checksum || size != s.Size {
 		which := "local copy"
 		if remote {
 			which = "copy read from another replica"
 		}
-		return fmt.Errorf("%s of %s segment %d has %d bytes with crc32c %08x; it was sealed with %d bytes and %08x: %w",
+		return nil, parquet.Summary{}, fmt.Errorf("%s of %s segment %d has %d bytes with crc32c %08x; it was sealed with %d bytes and %08x: %w",
 			which, shard, s.No, size, crc, s.Size, s.Checksum, record.ErrCorrupt)
 	}
-	_, err = w.Close()
-	return err
+	sum, err := w.Close()
+	return opts.Typed, sum, err
 }
 
 // verify reads the uploaded object's footer back with ranged reads and

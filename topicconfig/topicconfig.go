@@ -91,6 +91,8 @@ type Key struct {
 
 	min, max int64    // Int and Long bounds
 	one      []string // String and List: the values allowed
+	// check, for a String of no fixed values, says why one is wrong.
+	check func(string) string
 }
 
 const never = "9223372036854775807"
@@ -139,18 +141,36 @@ var Keys = []Key{
 	{Name: "strata.file.model", Type: String, Default: "partition", one: []string{"partition", "shared"}, CreateOnly: true,
 		Honoured: "the segment engine keeps each partition in its own segment files (partition) or interleaves the topic's partitions with others in shared files, one fsync per I/O worker batch (shared); fixed at creation",
 		Doc:      "How the segment engine lays out the topic's partitions on disk: partition, each partition in its own segment files; shared, many partitions' records interleaved in shared files with one fsync per batch, for topics with many small partitions. Same records, reads, crash guarantees, replication and Parquet objects. Fixed when the topic is created."},
+	{Name: "strata.key.schema", Type: String, Default: "none", check: schemaSource,
+		Honoured: "how the tiering job decodes the topic's keys into the key_typed column of its Parquet objects, from the next upload: none, schema_id (each key's schema registry wire header names its schema) or subject:NAME (that subject's latest version)",
+		Doc:      "How the topic's keys become a typed column (key_typed) of its cold-tier Parquet objects and Iceberg table, beside the raw key: none; schema_id, each key's schema registry wire header names its schema; subject:NAME, decoded by that subject's latest version. A key that does not decode keeps its bytes, with the reason in key_typed_error."},
 	{Name: "strata.parquet.codec", Type: String, Default: "zstd", Broker: "tiering.codec", DefaultSynonym: true, one: []string{"zstd", "snappy", "gzip", "none"},
 		Honoured: "the compression of the topic's Parquet objects, from the next upload",
 		Doc:      "The compression codec of the topic's Parquet objects in the cold tier."},
 	{Name: "strata.parquet.row.group.bytes", Type: Long, Default: "1048576", Broker: "tiering.row_group_bytes", DefaultSynonym: true, min: 4096, max: 1 << 30,
 		Honoured: "the row-group size of the topic's Parquet objects, from the next upload",
 		Doc:      "The size of a row group in the topic's Parquet objects: larger groups read faster in bulk, smaller ones make a cold read of one offset cheaper."},
+	{Name: "strata.value.schema", Type: String, Default: "none", check: schemaSource,
+		Honoured: "how the tiering job decodes the topic's values into the value_typed column of its Parquet objects, from the next upload: none, schema_id (each value's schema registry wire header names its schema) or subject:NAME (that subject's latest version)",
+		Doc:      "How the topic's values become a typed column (value_typed) of its cold-tier Parquet objects and Iceberg table, beside the raw value: none; schema_id, each value's schema registry wire header names its schema; subject:NAME, decoded by that subject's latest version. A value that does not decode keeps its bytes, with the reason in value_typed_error."},
 	{Name: "strata.value.schema.validation", Type: Boolean, Default: "false",
 		Honoured: "true: a produce is refused (INVALID_RECORD, naming the record) unless every record's value starts with the wire header (magic byte 0, a 4-byte big-endian schema id) of a schema registered under the subject {topic}-value in strata's schema registry",
 		Doc:      "Whether each produced record's value must carry the schema registry's wire header (magic byte 0, a 4-byte schema id) naming a schema registered under the subject {topic}-value; a batch with one that does not is refused with INVALID_RECORD (Redpanda's redpanda.value.schema.id.validation). Off: values are not looked at."},
 	{Name: "unclean.leader.election.enable", Type: Boolean, Default: "false", Broker: "unclean.leader.election.enable", DefaultSynonym: true,
 		Honoured: "true: when no in-sync replica of a partition is live, the controller makes its first live replica leader (acknowledged records may be lost); false: the partition stays leaderless until an in-sync replica returns",
 		Doc:      "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."},
+}
+
+// schemaSource says why v is not a way to decode a topic's values or keys
+// (strata.value.schema, strata.key.schema).
+func schemaSource(v string) string {
+	if v == "none" || v == "schema_id" {
+		return ""
+	}
+	if name, ok := strings.CutPrefix(v, "subject:"); ok && strings.TrimSpace(name) != "" {
+		return ""
+	}
+	return "String must be none, schema_id or subject:NAME"
 }
 
 // Lookup finds a key by name.
@@ -215,6 +235,12 @@ func (k Key) validate(value string) error {
 			return bad(fmt.Sprintf("Value must be no more than %d", k.max))
 		}
 	case String:
+		if k.check != nil {
+			if why := k.check(strings.TrimSpace(value)); why != "" {
+				return bad(why)
+			}
+			return nil
+		}
 		if !slices.Contains(k.one, strings.TrimSpace(value)) {
 			return bad("String must be one of: " + strings.Join(k.one, ", "))
 		}
@@ -383,6 +409,9 @@ type Resolved struct {
 	UncleanLeaderElection bool
 	// ValueSchemaValidation is strata.value.schema.validation.
 	ValueSchemaValidation bool
+	// ValueSchema and KeySchema are strata.value.schema and
+	// strata.key.schema: none, schema_id or subject:NAME.
+	ValueSchema, KeySchema string
 }
 
 // Resolve turns a topic's overrides over the broker's settings over the
@@ -421,6 +450,7 @@ func Resolve(o Overrides, b Broker) Resolved {
 		AcksAll:               str("strata.acks.all"),
 		UncleanLeaderElection: parseBool(str("unclean.leader.election.enable")),
 		ValueSchemaValidation: parseBool(str("strata.value.schema.validation")),
+		ValueSchema:           str("strata.value.schema"), KeySchema: str("strata.key.schema"),
 	}
 	if r.LocalRetentionMs == -2 {
 		r.LocalRetentionMs = r.RetentionMs

@@ -62,6 +62,10 @@ func TestCheck(t *testing.T) {
 		{Overrides{"strata.file.model": "partition"}, nil, ""},
 		{Overrides{"strata.file.model": "shared"}, nil, ""},
 		{Overrides{"strata.file.model": "pooled"}, nil, "Invalid value pooled for configuration strata.file.model: String must be one of: partition, shared"},
+		{Overrides{"strata.value.schema": "schema_id", "strata.key.schema": "subject:orders-key"}, nil, ""},
+		{Overrides{"strata.value.schema": "none"}, nil, ""},
+		{Overrides{"strata.value.schema": "subject:"}, nil, "Invalid value subject: for configuration strata.value.schema: String must be none, schema_id or subject:NAME"},
+		{Overrides{"strata.key.schema": "avro"}, nil, "Invalid value avro for configuration strata.key.schema: String must be none, schema_id or subject:NAME"},
 		{Overrides{"strata.acks.all": "majority"}, nil, "Invalid value majority for configuration strata.acks.all: String must be one of: isr, quorum"},
 	} {
 		err := Check(tc.o, tc.b)

@@ -255,6 +255,9 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 	defer schemas.close()
+	if schemas != nil {
+		topics.schemas.Store(schemas.reg)
+	}
 
 	// One gate per partition, which appends, replication's changes of
 	// leadership and handoffs take (partition.Gates).

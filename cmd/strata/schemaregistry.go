@@ -14,6 +14,7 @@ import (
 
 	"strata/registry"
 	"strata/registry/etcdstore"
+	"strata/registry/format"
 	"strata/registry/httpapi"
 	"strata/registry/pebblestore"
 )
@@ -89,4 +90,50 @@ func (s *schemaRegistry) close() {
 	}
 	s.ln.Close()
 	s.reg.Close()
+}
+
+// typedSchemas is the registry as the typed columns ask it
+// (typed.Schemas). In a cluster a schema another node registered is
+// found: an id or subject not known here syncs with the store first.
+type typedSchemas struct{ r *registry.Registry }
+
+func (s typedSchemas) ByID(id int) (*format.Schema, error) {
+	var out *format.Schema
+	read := func(st *registry.State) error {
+		sc, err := st.SchemaByID(id)
+		if err == nil {
+			out, err = st.Parsed(sc)
+		}
+		return err
+	}
+	if err := s.r.Read(read); err == nil {
+		return out, nil
+	}
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
+	return out, s.r.Read(read)
+}
+
+func (s typedSchemas) Latest(subject string) (int, *format.Schema, error) {
+	if err := s.sync(); err != nil {
+		return 0, nil, err
+	}
+	var id int
+	var out *format.Schema
+	err := s.r.Read(func(st *registry.State) error {
+		v, err := st.Version(subject, registry.Latest, false)
+		if err == nil {
+			id = v.ID
+			out, err = st.Parsed(v.Schema)
+		}
+		return err
+	})
+	return id, out, err
+}
+
+func (s typedSchemas) sync() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.r.Sync(ctx)
 }

@@ -43,7 +43,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
 	}
 	if topics != nil { // each topic's configs over the broker's (docs/config.md, "Topic configs")
-		job.PolicyFor, job.ParquetFor = topics.tieringPolicy(job.Policy), topics.parquet(job.Parquet)
+		job.PolicyFor, job.ParquetFor = topics.tieringPolicy(job.Policy), topics.parquet(job.Parquet, job.Log)
 	}
 	reg.MustRegister(newTierCollector(e, cat, reader, job))
 	return job

@@ -7,6 +7,7 @@ import (
 
 	"strata/catalog"
 	"strata/engine/segment"
+	"strata/engine/store"
 	"strata/tiering"
 )
 
@@ -18,7 +19,7 @@ type tierCollector struct {
 	cold *tiering.ColdReader
 	job  *tiering.Job
 
-	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures, claimsLost *prometheus.Desc
+	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures, claimsLost, undecoded *prometheus.Desc
 }
 
 func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
@@ -37,12 +38,13 @@ func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.Cold
 		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
 		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
 		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep).", "step"),
+		undecoded:  d("strata_tiering_undecoded_records_total", "Records uploaded whose value (or key) did not decode into its typed column (docs/typed.md): they keep their bytes, with the reason in the column's _error column. By topic and column (value_typed, key_typed).", "topic", "column"),
 		claimsLost: d("strata_tiering_claims_lost_total", "Segments this node left to the tiering of another node that had claimed them (cluster only; not errors)."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures, c.claimsLost} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures, c.claimsLost, c.undecoded} {
 		ch <- d
 	}
 }
@@ -107,4 +109,12 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		k(c.failures, int64(n), string(step))
 	}
 	k(c.claimsLost, int64(c.job.ClaimsLost()))
+	byTopic := map[[2]string]int64{}
+	for col, n := range c.job.Undecoded() {
+		tp, _ := store.ParseShard(col.Shard)
+		byTopic[[2]string{tp.Topic, col.Column}] += int64(n)
+	}
+	for tc, n := range byTopic {
+		k(c.undecoded, n, tc[0], tc[1])
+	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -11,8 +13,10 @@ import (
 	"strata/engine/store"
 	"strata/metadata"
 	"strata/parquet"
+	"strata/registry"
 	"strata/tiering"
 	"strata/topicconfig"
+	"strata/typed"
 )
 
 // topicDefaults is what strata's config file sets for every topic, by topic
@@ -57,6 +61,9 @@ type topicView struct {
 	broker topicconfig.Broker
 	local  *metadata.CatalogTopics // single node
 	member atomic.Pointer[cluster.Member]
+	// schemas is the schema registry the typed columns decode by; nil
+	// until it is open, and when none is served.
+	schemas atomic.Pointer[registry.Registry]
 }
 
 // newTopicView reads a single node's topic records from its catalog.
@@ -142,14 +149,59 @@ func (v *topicView) tieringPolicy(base tiering.Policy) func(shard string) tierin
 }
 
 // parquet is the job's Parquet options for a shard: strata.parquet.codec
-// and strata.parquet.row.group.bytes over the broker's.
-func (v *topicView) parquet(base parquet.Options) func(shard string) parquet.Options {
+// and strata.parquet.row.group.bytes over the broker's, and the typed
+// columns strata.value.schema and strata.key.schema ask for.
+func (v *topicView) parquet(base parquet.Options, log *slog.Logger) func(shard string) parquet.Options {
 	return func(shard string) parquet.Options {
-		r := v.resolve(v.shardTopic(shard))
+		topic := v.shardTopic(shard)
+		r := v.resolve(topic)
 		o := base
 		o.Codec, o.RowGroupBytes = r.ParquetCodec, int(r.ParquetRowGroupBytes)
+		o.Typed = nil
+		for _, c := range []struct {
+			source, name string
+			key          bool
+			id           int
+		}{
+			{r.ValueSchema, parquet.ValueTyped, false, valueTypedID},
+			{r.KeySchema, parquet.KeyTyped, true, keyTypedID},
+		} {
+			if c.source == "none" || c.source == "" {
+				continue
+			}
+			col, err := v.typedColumn(topic, c.source, c.key, c.id)
+			if err != nil {
+				// The object is written without the column (its bytes are
+				// all there); the next upload tries again.
+				log.Warn("typed column left out of an upload", "shard", shard, "column", c.name, "err", err)
+				continue
+			}
+			o.Typed = append(o.Typed, parquet.TypedColumn{Name: c.name, Key: c.key, Type: col.Type, ErrorID: col.Next, Decode: col.Decode})
+		}
 		return o
 	}
+}
+
+// The field ids of the typed columns (docs/typed.md): the value's from
+// valueTypedID, past the lossless columns', the key's from keyTypedID,
+// past any value schema's.
+const (
+	valueTypedID = 1000
+	keyTypedID   = 1_000_000
+)
+
+// typedColumn is the typed column of a topic's values (or keys) that
+// source (strata.value.schema) asks for, by the registry's schemas.
+func (v *topicView) typedColumn(topic, source string, key bool, id int) (*typed.Column, error) {
+	reg := v.schemas.Load()
+	if reg == nil {
+		return nil, fmt.Errorf("%s is %s, but this broker serves no schema registry (schema_registry.addr)", map[bool]string{false: "strata.value.schema", true: "strata.key.schema"}[key], source)
+	}
+	subject := topic + "-value"
+	if key {
+		subject = topic + "-key"
+	}
+	return typed.NewColumn(source, subject, typedSchemas{reg}, id)
 }
 
 // millis is a Kafka duration in ms as the policies take it: -1 (none) is 0.
