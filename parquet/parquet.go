@@ -355,7 +355,8 @@ func (w *Writer) writeTyped(k int, r *record.Record) {
 		return
 	}
 	w.sum.TypedErrors[k]++
-	msg := why.Error()
+	// A STRING column holds UTF-8: a decoder's message may quote bytes.
+	msg := strings.ToValidUTF8(why.Error(), "\uFFFD")
 	if len(msg) > maxErrorBytes {
 		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "…"
 	}
