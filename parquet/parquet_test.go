@@ -35,6 +35,14 @@ func edgeRecords(from uint64) []record.Record {
 
 func write(t testing.TB, recs []record.Record, opts Options) []byte {
 	t.Helper()
+	data, _ := writeSummary(t, recs, opts)
+	return data
+}
+
+// writeSummary writes recs as one file and returns it with the writer's
+// summary, checked against recs.
+func writeSummary(t testing.TB, recs []record.Record, opts Options) ([]byte, Summary) {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, opts)
 	if err != nil {
@@ -52,7 +60,7 @@ func write(t testing.TB, recs []record.Record, opts Options) []byte {
 	if sum.Rows != int64(len(recs)) || sum.FirstOffset != recs[0].Offset || sum.LastOffset != recs[len(recs)-1].Offset {
 		t.Fatalf("summary %+v for %d records from %d", sum, len(recs), recs[0].Offset)
 	}
-	return buf.Bytes()
+	return buf.Bytes(), sum
 }
 
 func readAll(t testing.TB, data []byte) []record.Record {

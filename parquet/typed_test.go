@@ -105,24 +105,10 @@ func typedRecords(t testing.TB, n int) []record.Record {
 func TestTypedColumns(t *testing.T) {
 	recs := typedRecords(t, 600)
 	cols := []TypedColumn{avroColumn(t, ValueTyped, eventSchema, false, 12), avroColumn(t, KeyTyped, `"string"`, true, 100)}
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Options{RowGroupBytes: 16 << 10, PageBytes: 2 << 10, Typed: cols})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range recs {
-		if err := w.Write(&recs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sum, err := w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, sum := writeSummary(t, recs, Options{RowGroupBytes: 16 << 10, PageBytes: 2 << 10, Typed: cols})
 	if fmt.Sprint(sum.TypedErrors) != "[3 0]" || sum.RowGroups < 3 {
 		t.Fatalf("typed errors %v (want [3 0]: not Avro, cut short, no header), %d row groups", sum.TypedErrors, sum.RowGroups)
 	}
-	data := buf.Bytes()
 
 	if got := readAll(t, data); !reflect.DeepEqual(got, recs) {
 		t.Fatalf("records read back differ from those written")
@@ -346,24 +332,10 @@ func FuzzTypedColumns(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value, key []byte) {
 		recs := []record.Record{{Offset: 5, Value: value, Key: key}, {Offset: 6, Value: seed[0].Value, Key: value}}
-		var buf bytes.Buffer
-		w, err := NewWriter(&buf, Options{Typed: cols})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range recs {
-			if err := w.Write(&recs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sum, err := w.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, sum := writeSummary(t, recs, Options{Typed: cols})
 		if sum.TypedErrors[0] > 1 {
 			t.Fatalf("typed errors %v: the second value is a whole Event", sum.TypedErrors)
 		}
-		data := buf.Bytes()
 		for i, r := range readAll(t, data) {
 			if !bytes.Equal(r.Value, recs[i].Value) || !bytes.Equal(r.Key, recs[i].Key) || (r.Value == nil) != (recs[i].Value == nil) {
 				t.Fatalf("record %d read back as %q/%q, written %q/%q", i, r.Key, r.Value, recs[i].Key, recs[i].Value)
