@@ -337,8 +337,13 @@ func (w *Writer) writeTyped(k int, r *record.Record) {
 			err = typed.Shred(at.typ, v, func(l typed.LeafValue) { w.shred = append(w.shred, l) })
 		}
 		for _, l := range w.shred {
-			if err == nil && (at.first+l.Leaf >= at.errLeaf || !w.leaves[at.first+l.Leaf].fits(l.Value)) {
-				err = fmt.Errorf("%s: a %T does not fit its column %v", c.Name, l.Value, w.leaves[min(at.first+l.Leaf, at.errLeaf)].path)
+			if err != nil {
+				break
+			}
+			if at.first+l.Leaf >= at.errLeaf {
+				err = fmt.Errorf("%s: a value for leaf %d of a column of fewer", c.Name, l.Leaf)
+			} else if why := w.leaves[at.first+l.Leaf].misfit(l.Value); why != "" {
+				err = fmt.Errorf("%s: %s in %s", c.Name, why, strings.Join(w.leaves[at.first+l.Leaf].path, "."))
 			}
 		}
 		why = err

@@ -66,8 +66,9 @@ func wire(t testing.TB, schema avro.Schema, v any) []byte {
 }
 
 // typedRecords are events, with a tombstone, a value that is not Avro, a
-// value cut short and one without the wire header among them; keys are
-// Avro strings, one of them null.
+// value cut short, one without the wire header and one with a string that
+// is not UTF-8 among them; keys are Avro strings, one of them null, one not
+// UTF-8.
 func typedRecords(t testing.TB, n int) []record.Record {
 	es, ks := avro.MustParse(eventSchema), avro.MustParse(`"string"`)
 	recs := make([]record.Record, n)
@@ -94,6 +95,9 @@ func typedRecords(t testing.TB, n int) []record.Record {
 	recs[7].Value = recs[8].Value[:12]
 	recs[9].Value = recs[9].Value[5:]
 	recs[10].Key = nil
+	// Avro says strings are UTF-8, and hamba/avro passes any bytes.
+	recs[11].Value = bytes.Replace(recs[11].Value, []byte("x11"), []byte("x\xff1"), 1)
+	recs[12].Key = wire(t, ks, "k\xfe")
 	return recs
 }
 
@@ -106,8 +110,8 @@ func TestTypedColumns(t *testing.T) {
 	recs := typedRecords(t, 600)
 	cols := []TypedColumn{avroColumn(t, ValueTyped, eventSchema, false, 12), avroColumn(t, KeyTyped, `"string"`, true, 100)}
 	data, sum := writeSummary(t, recs, Options{RowGroupBytes: 16 << 10, PageBytes: 2 << 10, Typed: cols})
-	if fmt.Sprint(sum.TypedErrors) != "[3 0]" || sum.RowGroups < 3 {
-		t.Fatalf("typed errors %v (want [3 0]: not Avro, cut short, no header), %d row groups", sum.TypedErrors, sum.RowGroups)
+	if fmt.Sprint(sum.TypedErrors) != "[4 1]" || sum.RowGroups < 3 {
+		t.Fatalf("typed errors %v (want [4 1]: not Avro, cut short, no header, not UTF-8; a key not UTF-8), %d row groups", sum.TypedErrors, sum.RowGroups)
 	}
 
 	if got := readAll(t, data); !reflect.DeepEqual(got, recs) {
@@ -155,7 +159,7 @@ func TestTypedColumns(t *testing.T) {
 		var wantErr any
 		switch i {
 		case 5:
-		case 6, 7, 9:
+		case 6, 7, 9, 11:
 			wantErr = "x"
 		default:
 			want = roundTrip(t, cols[0], recs[i].Value)
@@ -167,14 +171,14 @@ func TestTypedColumns(t *testing.T) {
 			t.Fatalf("row %d: value_typed_error %v", i, r["value_typed_error"])
 		}
 		wantKey := any(fmt.Sprint("k", i))
-		if i == 10 {
+		if i == 10 || i == 12 {
 			wantKey = nil
 		}
-		if r["key_typed"] != wantKey || r["key_typed_error"] != nil {
+		if r["key_typed"] != wantKey || (r["key_typed_error"] != nil) != (i == 12) {
 			t.Fatalf("row %d: key_typed %v (error %v), want %v", i, r["key_typed"], r["key_typed_error"], wantKey)
 		}
 	}
-	for i, why := range map[int]string{6: "wire format", 7: "no Event", 9: "wire format"} {
+	for i, why := range map[int]string{6: "wire format", 7: "no Event", 9: "wire format", 11: "not UTF-8 in value_typed.name"} {
 		if msg := fmt.Sprint(rows[i]["value_typed_error"]); !strings.Contains(msg, why) {
 			t.Errorf("row %d: value_typed_error %q does not name %q", i, msg, why)
 		}

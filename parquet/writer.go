@@ -185,28 +185,40 @@ func (c *leafWriter) value(rep, def uint8, v any) {
 	}
 }
 
-// fits says whether v is a value of the leaf's physical type, as value
-// takes it.
-func (c *leafWriter) fits(v any) bool {
+// misfit says why v is not a value of the leaf's physical type, as value
+// takes it; "" when it is. A STRING leaf takes UTF-8 only: an engine
+// reading the file (DuckDB) refuses a string that is not, and a decoder
+// may pass one through (hamba/avro does).
+func (c *leafWriter) misfit(v any) string {
+	ok := false
 	switch v := v.(type) {
 	case nil:
-		return true
+		return ""
 	case []byte:
-		return c.typ == format.ByteArray || c.typ == format.FixedLenByteArray && len(v) == c.size
+		if c.utf8 && !utf8.Valid(v) {
+			return "a string that is not UTF-8"
+		}
+		ok = c.typ == format.ByteArray || c.typ == format.FixedLenByteArray && len(v) == c.size
 	case string:
-		return c.typ == format.ByteArray
+		if c.utf8 && !utf8.ValidString(v) {
+			return "a string that is not UTF-8"
+		}
+		ok = c.typ == format.ByteArray
 	case int64:
-		return c.typ == format.Int64
+		ok = c.typ == format.Int64
 	case int32:
-		return c.typ == format.Int32
+		ok = c.typ == format.Int32
 	case float32:
-		return c.typ == format.Float
+		ok = c.typ == format.Float
 	case float64:
-		return c.typ == format.Double
+		ok = c.typ == format.Double
 	case bool:
-		return c.typ == format.Boolean
+		ok = c.typ == format.Boolean
 	}
-	return false
+	if ok {
+		return ""
+	}
+	return fmt.Sprintf("a %T, not a %s", v, c.typ)
 }
 
 func (c *leafWriter) bounds() (lo, hi []byte) {
