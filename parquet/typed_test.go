@@ -330,7 +330,7 @@ func widen(b []byte) []byte {
 // parquet-go reads its every row; what does not decode is counted.
 func FuzzTypedColumns(f *testing.F) {
 	cols := []TypedColumn{avroColumn(f, ValueTyped, eventSchema, false, 1000), avroColumn(f, KeyTyped, `"string"`, true, 1_000_000)}
-	seed := typedRecords(f, 12)
+	seed := typedRecords(f, 14)
 	for _, r := range seed {
 		f.Add(r.Value, r.Key)
 	}
