@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -78,11 +79,21 @@ func TestMaxPartitionsBoundsTheCluster(t *testing.T) {
 		t.Fatalf("the cluster lists %d partitions; want 100", total)
 	}
 	for id := int32(1); id <= 3; id++ {
-		resp, err := kadm.NewClient(c.client(id)).CreatePartitions(ctx, 1, "n1-0")
-		if err != nil {
-			t.Fatal(err)
+		// A node that has not yet learned of the topic answers
+		// UNKNOWN_TOPIC_OR_PARTITION, which clients retry (make test saw
+		// it once, under load).
+		var r kadm.CreatePartitionsResponse
+		for try := 0; ; try++ {
+			resp, err := kadm.NewClient(c.client(id)).CreatePartitions(ctx, 1, "n1-0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r = resp["n1-0"]; !errors.Is(r.Err, kerr.UnknownTopicOrPartition) || try == 50 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if r := resp["n1-0"]; r.Err != kerr.PolicyViolation {
+		if r.Err != kerr.PolicyViolation {
 			t.Errorf("CreatePartitions past the bound through node %d: %v; want POLICY_VIOLATION", id, r.Err)
 		}
 	}
