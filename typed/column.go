@@ -25,16 +25,24 @@ type Column struct {
 	Next int
 
 	schemas Schemas
+	typ     string // Type as a string, what a schema's type is checked against
 	mu      sync.Mutex
-	byID    map[int]decoderOrErr // the decoders of the ids seen
-	latest  Decoder              // decodes a value without the wire header (subject:NAME)
+	byID    map[int]*schemaDecoders // the decoders of the ids seen
+	latest  Decoder                 // decodes a value without the wire header (subject:NAME)
 }
 
-type decoderOrErr struct {
+// schemaDecoders are one schema id's decoder, or why there is none: a
+// Protobuf schema's by message. Each is made and checked against the
+// column's type once, not per record.
+type schemaDecoders struct {
 	fd  *format.Schema
-	d   Decoder // Avro and JSON Schema; Protobuf's by message, below
+	one decoding // Avro and JSON Schema
+	pb  map[string]decoding
+}
+
+type decoding struct {
+	d   Decoder
 	err error
-	pb  map[string]Decoder
 }
 
 // NewColumn is the column source (strata.value.schema: "schema_id" or
@@ -59,7 +67,7 @@ func NewColumn(source, topicSubject string, schemas Schemas, id int) (*Column, e
 	}
 	t := d.Type()
 	t.ID = id
-	c := &Column{Type: t, ID: sid, Next: Number(&t, id+1), schemas: schemas, byID: map[int]decoderOrErr{}}
+	c := &Column{ID: sid, Next: Number(&t, id+1), schemas: schemas, typ: t.String(), byID: map[int]*schemaDecoders{}}
 	c.Type = t
 	if source != "schema_id" {
 		c.latest = d
@@ -99,10 +107,18 @@ func (c *Column) Decode(raw []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got, want := d.Type().String(), c.Type.String(); got != want {
-		return nil, fmt.Errorf("schema id %d has other columns than the table's (schema id %d): %s, not %s", id, c.ID, got, want)
-	}
 	return d.Decode(payload)
+}
+
+// checked is a decoder of schema id if its type is the column's.
+func (c *Column) checked(id int, d Decoder, err error) decoding {
+	if err != nil {
+		return decoding{err: fmt.Errorf("schema id %d: %w", id, err)}
+	}
+	if got := d.Type().String(); got != c.typ {
+		return decoding{err: fmt.Errorf("schema id %d has other columns than the table's (schema id %d): %s, not %s", id, c.ID, got, c.typ)}
+	}
+	return decoding{d: d}
 }
 
 // decoder is the decoder of schema id, for Protobuf of the message the
@@ -112,18 +128,21 @@ func (c *Column) decoder(id int, payload *[]byte) (Decoder, error) {
 	defer c.mu.Unlock()
 	e, ok := c.byID[id]
 	if !ok {
-		e.fd, e.err = c.schemas.ByID(id)
-		if e.err == nil && e.fd.Type != format.Protobuf {
-			e.d, e.err = decoderOf(e.fd)
+		e = &schemaDecoders{pb: map[string]decoding{}}
+		fd, err := c.schemas.ByID(id)
+		if err == nil && fd.Type == format.Protobuf {
+			e.fd = fd
+		} else {
+			var d Decoder
+			if err == nil {
+				d, err = decoderOf(fd)
+			}
+			e.one = c.checked(id, d, err)
 		}
-		if e.err != nil {
-			e.err = fmt.Errorf("schema id %d: %w", id, e.err)
-		}
-		e.pb = map[string]Decoder{}
 		c.byID[id] = e
 	}
-	if e.err != nil || e.d != nil {
-		return e.d, e.err
+	if e.fd == nil {
+		return e.one.d, e.one.err
 	}
 	md, rest, err := MessageIndexes(e.fd.Protobuf(), *payload)
 	if err != nil {
@@ -131,13 +150,14 @@ func (c *Column) decoder(id int, payload *[]byte) (Decoder, error) {
 	}
 	*payload = rest
 	name := string(md.FullName())
-	if d, ok := e.pb[name]; ok {
-		return d, nil
+	dec, ok := e.pb[name]
+	if !ok {
+		d, err := NewProtobufDecoder(md)
+		if err != nil {
+			err = fmt.Errorf("message %s: %w", name, err)
+		}
+		dec = c.checked(id, d, err)
+		e.pb[name] = dec
 	}
-	d, err := NewProtobufDecoder(md)
-	if err != nil {
-		return nil, fmt.Errorf("schema id %d message %s: %w", id, name, err)
-	}
-	e.pb[name] = d
-	return d, nil
+	return dec.d, dec.err
 }
