@@ -124,8 +124,10 @@ func durationType() Type {
 	}}
 }
 
-// decimalBytes is the fewest bytes that hold every unscaled value of
-// precision digits, in two's complement.
+// DecimalSize is the fewest bytes that hold every unscaled value of
+// precision digits, in two's complement: a decimal's beyond 18 digits.
+func DecimalSize(precision int) int { return decimalBytes(precision) }
+
 func decimalBytes(precision int) int {
 	max := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(precision)), nil)
 	return (max.BitLen() + 1 + 7) / 8 // a sign bit

@@ -1,7 +1,10 @@
 package typed
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -9,23 +12,44 @@ import (
 )
 
 // Schemas is the schema registry as a typed column asks it: a schema by
-// id, a subject's latest version.
+// id, a subject's versions (soft-deleted ones too: records of them are
+// still in the topic) and its latest live one.
 type Schemas interface {
 	ByID(id int) (*format.Schema, error)
+	Versions(subject string) ([]Version, error)
 	Latest(subject string) (id int, s *format.Schema, err error)
 }
 
-// A Column is one topic's typed column: its Type, numbered from the
-// field id it was given, and how one raw value (or key) decodes to it.
+// Version is one version of a subject: its schema id and schema.
+type Version struct {
+	ID     int
+	Schema *format.Schema
+}
+
+// Start is what a column's type evolves from: the column as the topic's
+// table holds it (Type set, with its ids), or nothing yet (Type nil), when
+// the column's id is ID and its parts and error column are numbered after
+// it.
+type Start struct {
+	Type    *Type
+	ErrorID int // the table's error column's id, with Type
+	Next    int // the first field id the table has not given, with Type
+	ID      int // without Type
+}
+
+// A Column is one topic's typed column: its Type, evolved over every
+// version of its subject, and how one raw value (or key) decodes to it.
 type Column struct {
 	Type Type
-	// ID is the schema id whose columns Type is.
-	ID int
-	// Next is the first field id past Type's.
+	// ErrorID is the field id of the column's error column.
+	ErrorID int
+	// Next is the first field id past the column's and the table's.
 	Next int
+	// Skipped are the subject's versions Type could not evolve to, with
+	// why: their records keep their bytes, with the reason.
+	Skipped map[int]error
 
 	schemas Schemas
-	typ     string // Type as a string, what a schema's type is checked against
 	mu      sync.Mutex
 	byID    map[int]*schemaDecoders // the decoders of the ids seen
 	latest  Decoder                 // decodes a value without the wire header (subject:NAME)
@@ -46,30 +70,62 @@ type decoding struct {
 }
 
 // NewColumn is the column source (strata.value.schema: "schema_id" or
-// "subject:NAME") makes of a topic's values: its columns those of the
-// latest version of NAME, or for schema_id of the topic's own subject
-// (TopicNameStrategy's TOPIC-value, or TOPIC-key), given field ids from
-// id on.
-func NewColumn(source, topicSubject string, schemas Schemas, id int) (*Column, error) {
+// "subject:NAME") makes of a topic's values: the subject's versions, in
+// order, evolved from start (Evolve), the subject for schema_id being the
+// topic's own (TopicNameStrategy's TOPIC-value, or TOPIC-key). A version
+// whose schema the column cannot evolve to is left out (Skipped), so one
+// incompatible version stops none of the others.
+func NewColumn(source, topicSubject string, schemas Schemas, start Start) (*Column, error) {
 	subject := topicSubject
 	if name, ok := strings.CutPrefix(source, "subject:"); ok {
 		subject = strings.TrimSpace(name)
 	} else if source != "schema_id" {
 		return nil, fmt.Errorf("typed column: source %q: want schema_id or subject:NAME", source)
 	}
-	sid, s, err := schemas.Latest(subject)
+	versions, err := schemas.Versions(subject)
 	if err != nil {
-		return nil, fmt.Errorf("typed column: the latest schema of subject %s: %w", subject, err)
+		return nil, fmt.Errorf("typed column: the versions of subject %s: %w", subject, err)
 	}
-	d, err := decoderOf(s)
-	if err != nil {
-		return nil, fmt.Errorf("typed column: schema id %d (subject %s): %w", sid, subject, err)
+	c := &Column{schemas: schemas, byID: map[int]*schemaDecoders{}, Skipped: map[int]error{}}
+	has := start.Type != nil
+	if has {
+		c.Type, c.ErrorID, c.Next = clone(*start.Type), start.ErrorID, start.Next
 	}
-	t := d.Type()
-	t.ID = id
-	c := &Column{ID: sid, Next: Number(&t, id+1), schemas: schemas, typ: t.String(), byID: map[int]*schemaDecoders{}}
-	c.Type = t
+	for _, v := range versions {
+		d, err := decoderOf(v.Schema)
+		if err != nil {
+			c.Skipped[v.ID] = fmt.Errorf("schema id %d (subject %s): %w", v.ID, subject, err)
+			continue
+		}
+		t := d.Type()
+		if !has {
+			// The first version's columns, numbered as a new table's.
+			t.ID = start.ID
+			c.ErrorID = Number(&t, start.ID+1)
+			c.Type, c.Next, has = t, c.ErrorID+1, true
+			continue
+		}
+		if c.Type, c.Next, err = Evolve(c.Type, t, c.Next); err != nil {
+			c.Skipped[v.ID] = fmt.Errorf("schema id %d (subject %s): %w", v.ID, subject, err)
+		}
+	}
+	if !has {
+		return nil, fmt.Errorf("typed column: subject %s has no version a column can be made of: %w", subject, errors.Join(slices.Collect(maps.Values(c.Skipped))...))
+	}
+	// The column itself is null when a value does not decode.
+	c.Type.Optional = true
 	if source != "schema_id" {
+		sid, s, err := schemas.Latest(subject)
+		if err != nil {
+			return nil, fmt.Errorf("typed column: the latest schema of subject %s: %w", subject, err)
+		}
+		d, err := decoderOf(s)
+		if err == nil {
+			err = c.checked(sid, d, nil).err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("typed column: schema id %d, subject %s's latest: %w", sid, subject, err)
+		}
 		c.latest = d
 	}
 	return c, nil
@@ -93,8 +149,8 @@ func decoderOf(s *format.Schema) (Decoder, error) {
 
 // Decode decodes one raw value: by the schema its wire header names, or,
 // for subject:NAME, a value without the header by NAME's latest version.
-// A value whose schema has other columns than the column's is an error:
-// it keeps its bytes until schema evolution widens the column.
+// A value of a schema the column has not evolved to (another subject's,
+// or an incompatible version) is an error: it keeps its bytes.
 func (c *Column) Decode(raw []byte) (any, error) {
 	id, payload, err := Header(raw)
 	if err != nil {
@@ -110,13 +166,20 @@ func (c *Column) Decode(raw []byte) (any, error) {
 	return d.Decode(payload)
 }
 
-// checked is a decoder of schema id if its type is the column's.
+// checked is a decoder of schema id if the column takes its values.
 func (c *Column) checked(id int, d Decoder, err error) decoding {
+	if skipped, ok := c.Skipped[id]; ok && err == nil {
+		return decoding{err: skipped}
+	}
 	if err != nil {
 		return decoding{err: fmt.Errorf("schema id %d: %w", id, err)}
 	}
-	if got := d.Type().String(); got != c.typ {
-		return decoding{err: fmt.Errorf("schema id %d has other columns than the table's (schema id %d): %s, not %s", id, c.ID, got, c.typ)}
+	if !Covers(c.Type, d.Type()) {
+		_, _, why := Evolve(c.Type, d.Type(), c.Next)
+		if why == nil {
+			why = fmt.Errorf("its columns %s are not yet the table's", d.Type())
+		}
+		return decoding{err: fmt.Errorf("schema id %d is not a version the column was evolved to: %w", id, why)}
 	}
 	return decoding{d: d}
 }

@@ -102,7 +102,7 @@ func (s shredder) walk(t Type, v any, leaf, rep, def, depth int, at string) (int
 		}
 		return next, nil
 	}
-	s.emit(LeafValue{Leaf: leaf, Rep: rep, Def: def, Value: v})
+	s.emit(LeafValue{Leaf: leaf, Rep: rep, Def: def, Value: promote(t, v)})
 	return leaf + 1, nil
 }
 

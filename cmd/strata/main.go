@@ -214,6 +214,7 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	if tables != nil {
 		defer tables.Close()
 		tables.Metrics = icetable.NewMetrics(reg)
+		topics.tables = tables
 	}
 	store, err := openServedStorage(ctx, cfg, cold, tables, md.cat, topics, rolled, reg, log)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"strata/registry/format"
 	"strata/registry/httpapi"
 	"strata/registry/pebblestore"
+	"strata/typed"
 )
 
 // SchemaRegistryConfig is the built-in Schema Registry (docs/registry.md).
@@ -130,6 +131,31 @@ func (s typedSchemas) Latest(subject string) (int, *format.Schema, error) {
 		return err
 	})
 	return id, out, err
+}
+
+// Versions are a subject's versions, soft-deleted ones too: their records
+// are still in the topic.
+func (s typedSchemas) Versions(subject string) ([]typed.Version, error) {
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
+	var out []typed.Version
+	err := s.r.Read(func(st *registry.State) error {
+		ns, err := st.Versions(subject, true)
+		for _, n := range ns {
+			v, err := st.Version(subject, n, true)
+			if err != nil {
+				return err
+			}
+			p, err := st.Parsed(v.Schema)
+			if err != nil {
+				return fmt.Errorf("schema id %d: %w", v.ID, err)
+			}
+			out = append(out, typed.Version{ID: v.ID, Schema: p})
+		}
+		return err
+	})
+	return out, err
 }
 
 func (s typedSchemas) sync() error {

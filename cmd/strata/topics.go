@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -11,6 +13,7 @@ import (
 	"strata/cluster"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/icetable"
 	"strata/metadata"
 	"strata/parquet"
 	"strata/registry"
@@ -64,6 +67,9 @@ type topicView struct {
 	// schemas is the schema registry the typed columns decode by; nil
 	// until it is open, and when none is served.
 	schemas atomic.Pointer[registry.Registry]
+	// tables, if set (iceberg.enabled), gives the typed columns their
+	// field ids.
+	tables *icetable.Tables
 }
 
 // newTopicView reads a single node's topic records from its catalog.
@@ -158,50 +164,95 @@ func (v *topicView) parquet(base parquet.Options, log *slog.Logger) func(shard s
 		o := base
 		o.Codec, o.RowGroupBytes = r.ParquetCodec, int(r.ParquetRowGroupBytes)
 		o.Typed = nil
-		for _, c := range []struct {
-			source, name string
-			key          bool
-			id           int
-		}{
-			{r.ValueSchema, parquet.ValueTyped, false, valueTypedID},
-			{r.KeySchema, parquet.KeyTyped, true, keyTypedID},
-		} {
-			if c.source == "none" || c.source == "" {
-				continue
-			}
-			col, err := v.typedColumn(topic, c.source, c.key, c.id)
-			if err != nil {
-				// The object is written without the column (its bytes are
-				// all there); the next upload tries again.
-				log.Warn("typed column left out of an upload", "shard", shard, "column", c.name, "err", err)
-				continue
-			}
-			o.Typed = append(o.Typed, parquet.TypedColumn{Name: c.name, Key: c.key, Type: col.Type, ErrorID: col.Next, Decode: col.Decode})
+		cols, err := v.typedColumns(topic, r)
+		if err != nil {
+			// The object is written without them (its bytes are all
+			// there); the next upload tries again.
+			log.Warn("typed columns left out of an upload", "shard", shard, "err", err)
+		}
+		for _, c := range cols {
+			o.Typed = append(o.Typed, parquet.TypedColumn{Name: c.name, Key: c.key, Type: c.Type, ErrorID: c.ErrorID, Decode: c.Decode})
 		}
 		return o
 	}
 }
 
-// The field ids of the typed columns (docs/typed.md): the value's from
-// valueTypedID, past the lossless columns', the key's from keyTypedID,
-// past any value schema's.
+// The field ids a typed column is first given (docs/typed.md): the
+// value's from valueTypedID, past the lossless columns', the key's from
+// keyTypedID, past any value schema's. A column a table evolves gets the
+// table's next free ids.
 const (
 	valueTypedID = 1000
 	keyTypedID   = 1_000_000
 )
 
-// typedColumn is the typed column of a topic's values (or keys) that
-// source (strata.value.schema) asks for, by the registry's schemas.
-func (v *topicView) typedColumn(topic, source string, key bool, id int) (*typed.Column, error) {
+// typedColumn is one of a topic's typed columns for an upload.
+type typedColumn struct {
+	name string
+	key  bool
+	*typed.Column
+}
+
+// typedColumns are the typed columns of a topic's values and keys that
+// its configs (strata.value.schema, strata.key.schema) ask for, decoding
+// by the registry's schemas: evolved from the topic's table's columns, and
+// committed to its schema first, when the topic has a table
+// (icetable.Tables.EvolveTyped). A column that cannot be made is left out,
+// and the error says why.
+func (v *topicView) typedColumns(topic string, r topicconfig.Resolved) ([]typedColumn, error) {
+	type want struct {
+		source, name string
+		key          bool
+		id           int
+	}
+	var wants []want
+	for _, w := range []want{{r.ValueSchema, parquet.ValueTyped, false, valueTypedID}, {r.KeySchema, parquet.KeyTyped, true, keyTypedID}} {
+		if w.source != "none" && w.source != "" {
+			wants = append(wants, w)
+		}
+	}
+	if len(wants) == 0 {
+		return nil, nil
+	}
 	reg := v.schemas.Load()
 	if reg == nil {
-		return nil, fmt.Errorf("%s is %s, but this broker serves no schema registry (schema_registry.addr)", map[bool]string{false: "strata.value.schema", true: "strata.key.schema"}[key], source)
+		return nil, fmt.Errorf("%s asks for typed columns, but this broker serves no schema registry (schema_registry.addr)", topic)
 	}
-	subject := topic + "-value"
-	if key {
-		subject = topic + "-key"
+	var cols []typedColumn
+	var errs []error
+	build := func(table icetable.TypedSchema) ([]icetable.TypedColumn, error) {
+		cols, errs = nil, nil
+		var out []icetable.TypedColumn
+		for _, w := range wants {
+			start := typed.Start{ID: max(w.id, table.Next)}
+			if c, ok := table.Columns[w.name]; ok {
+				start = typed.Start{Type: &c.Type, ErrorID: c.ErrorID, Next: table.Next}
+			}
+			subject := topic + "-value"
+			if w.key {
+				subject = topic + "-key"
+			}
+			col, err := typed.NewColumn(w.source, subject, typedSchemas{reg}, start)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", w.name, err))
+				continue
+			}
+			table.Next = max(table.Next, col.Next)
+			cols = append(cols, typedColumn{w.name, w.key, col})
+			out = append(out, icetable.TypedColumn{Name: w.name, Type: col.Type, ErrorID: col.ErrorID})
+		}
+		return out, nil
 	}
-	return typed.NewColumn(source, subject, typedSchemas{reg}, id)
+	if v.tables == nil {
+		build(icetable.TypedSchema{})
+		return cols, errors.Join(errs...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := v.tables.EvolveTyped(ctx, topic, build); err != nil {
+		return nil, fmt.Errorf("the typed columns of the topic's table: %w", err)
+	}
+	return cols, errors.Join(errs...)
 }
 
 // millis is a Kafka duration in ms as the policies take it: -1 (none) is 0.
