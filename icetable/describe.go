@@ -19,6 +19,7 @@ type Metrics struct {
 	commits   *prometheus.CounterVec
 	seconds   prometheus.Histogram
 	conflicts prometheus.Counter
+	outside   *prometheus.CounterVec
 }
 
 // NewMetrics registers them with reg.
@@ -31,8 +32,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_iceberg_commit_conflicts_total",
 			Help: "Table commits that lost the pointer swap to another writer and were planned again"}),
+		outside: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_iceberg_schema_changed_outside_total",
+			Help: "Table schemas found changed by another writer than strata (an engine's ALTER TABLE through a catalog or the bucket), by topic: each is reported once, and strata evolves its typed columns from it"}, []string{"topic"}),
 	}
-	reg.MustRegister(m.commits, m.seconds, m.conflicts)
+	reg.MustRegister(m.commits, m.seconds, m.conflicts, m.outside)
 	for _, r := range []string{"committed", "noop", "failed"} {
 		m.commits.WithLabelValues(r)
 	}
@@ -46,6 +49,12 @@ func (m *Metrics) done(result string, took time.Duration) {
 	m.commits.WithLabelValues(result).Inc()
 	if result == "committed" {
 		m.seconds.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) changedOutside(topic string) {
+	if m != nil {
+		m.outside.WithLabelValues(topic).Inc()
 	}
 }
 

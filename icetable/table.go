@@ -76,6 +76,7 @@ type Tables struct {
 
 	cache      committedCache
 	maintained sync.Map // topic -> time.Time of its last expiry and sweep
+	reported   sync.Map // topic/fingerprint -> true: a schema changed outside, reported
 	// external, if set (OpenCatalog), holds the tables' pointers in place
 	// of the bucket's version-hint.text.
 	external *external
@@ -409,6 +410,12 @@ func (t *Tables) commit(ctx context.Context, tbl *table.Table, plan Plan) (*tabl
 			break
 		}
 	}
+	if topic := tbl.Properties()[propTopic]; tbl.Properties()[propSchema] != fingerprint(tbl.Schema()) {
+		t.changedOutside(topic, tbl)
+		if err := txn.SetProperties(iceberg.Properties{propSchema: fingerprint(tbl.Schema())}); err != nil {
+			return nil, err
+		}
+	}
 	mergeOnRead := false
 	for _, step := range plan.Steps() {
 		summary := step.Summary(plan)
@@ -702,6 +709,7 @@ func (t *Tables) loadOrCreate(ctx context.Context, topic string) (*table.Table, 
 		// object twice: Commit plans again instead.
 		table.CommitNumRetriesKey: "0",
 		propTopic:                 topic,
+		propSchema:                fingerprint(Schema()),
 	})
 	if t.external != nil {
 		tbl, err := t.external.create(ctx, topic, t.TableLocation(topic), props)

@@ -2,6 +2,9 @@ package icetable
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,6 +62,7 @@ func (t *Tables) EvolveTyped(ctx context.Context, topic string, evolve func(Type
 		if err != nil {
 			return nil, err
 		}
+		t.changedOutside(topic, tbl)
 		cols, changed, err := evolveFrom(tbl, evolve)
 		if err != nil || !changed {
 			return cols, err
@@ -71,7 +75,8 @@ func (t *Tables) EvolveTyped(ctx context.Context, topic string, evolve func(Type
 		_, _, err = t.catalog(topic).CommitTable(ctx, t.ident(topic),
 			[]table.Requirement{table.AssertTableUUID(meta.TableUUID()), table.AssertCurrentSchemaID(meta.CurrentSchema().ID),
 				table.AssertLastAssignedFieldID(meta.LastColumnID())},
-			[]table.Update{table.NewAddSchemaUpdate(schema), table.NewSetCurrentSchemaUpdate(-1)})
+			[]table.Update{table.NewAddSchemaUpdate(schema), table.NewSetCurrentSchemaUpdate(-1),
+				table.NewSetPropertiesUpdate(iceberg.Properties{propSchema: fingerprint(schema)})})
 		if err == nil {
 			t.log().Info("the topic's table's typed columns evolved", "topic", topic, "schema", schema.String())
 			return cols, nil
@@ -81,6 +86,43 @@ func (t *Tables) EvolveTyped(ctx context.Context, topic string, evolve func(Type
 		}
 		t.Metrics.conflict()
 	}
+}
+
+// propSchema is the table property that names, by its fingerprint, the
+// schema strata last made the table's current one. A current schema of
+// another fingerprint is another writer's (an engine's ALTER TABLE through
+// a SQL catalog, or a commit straight to the bucket: strata's own REST
+// catalog refuses every write).
+const propSchema = "strata.schema"
+
+// fingerprint is a schema's fields (names, ids, types) hashed.
+func fingerprint(s *iceberg.Schema) string {
+	b, err := json.Marshal(s.Fields())
+	if err != nil {
+		panic(err) // a schema's fields always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// changedOutside reports, once per topic and schema, that tbl's current
+// schema is not the one strata last committed, and says so. strata undoes
+// nothing: its typed columns evolve from that schema, adding what they
+// lack with ids past its last, and its next commit takes the schema as
+// known, so no change is fought over or reported twice. A table without
+// the property (made before strata kept it) is taken as strata's.
+func (t *Tables) changedOutside(topic string, tbl *table.Table) bool {
+	want, ok := tbl.Properties()[propSchema]
+	got := fingerprint(tbl.Schema())
+	if !ok || want == got {
+		return false
+	}
+	if _, seen := t.reported.LoadOrStore(topic+"/"+got, true); !seen {
+		t.log().Warn("the topic's table's schema was changed by another writer than strata: strata undoes nothing, and evolves its typed columns from it",
+			"topic", topic, "schema_id", tbl.Schema().ID, "schema", tbl.Schema().String())
+		t.Metrics.changedOutside(topic)
+	}
+	return true
 }
 
 // catalog commits the topic's table: the bucket's pointer, or the

@@ -2,9 +2,12 @@ package icetable
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/apache/iceberg-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"strata/parquet"
 	"strata/typed"
@@ -45,9 +48,28 @@ func evolving(calls *int, during func(), versions ...typed.Type) func(TypedSchem
 // writers adding columns at once the one that commits second evolves
 // again from the first one's schema, so no id names two columns.
 func TestTypedColumnsEvolveTheTablesSchema(t *testing.T) {
+	for _, pointer := range []string{"bucket", "hadoop", "sqlite"} {
+		t.Run(pointer, func(t *testing.T) {
+			bucket, dir := localBucket(t)
+			catalog := filepath.Join(t.TempDir(), "catalog.db")
+			open := func() *Tables {
+				tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet, Hadoop: pointer == "hadoop"}
+				if pointer == "sqlite" {
+					if err := tables.OpenCatalog(context.Background(), "sqlite:"+catalog, "strata", "strata"); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { tables.Close() })
+				}
+				return tables
+			}
+			typedColumnsEvolve(t, open)
+		})
+	}
+}
+
+func typedColumnsEvolve(t *testing.T, open func() *Tables) {
 	ctx := context.Background()
-	bucket, dir := localBucket(t)
-	tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+	tables := open()
 	field := func(name string, k typed.Kind) typed.Field { return typed.Field{Name: name, Type: typed.Type{Kind: k}} }
 	v1 := typed.Type{Kind: typed.Struct, Fields: []typed.Field{field("id", typed.Int64), field("item", typed.String)}}
 	v2 := typed.Type{Kind: typed.Struct, Fields: []typed.Field{field("id", typed.Int64), field("item", typed.String), field("discount", typed.Float64)}}
@@ -86,18 +108,18 @@ func TestTypedColumnsEvolveTheTablesSchema(t *testing.T) {
 		t.Fatalf("the table holds %+v (%v), want %s", got, err, cols[0].Type)
 	}
 
-	hint := func() string {
-		b, _, err := bucket.ReadVersioned(ctx, tables.hintKey("orders"))
+	current := func() string {
+		tbl, _, err := tables.load(ctx, "orders")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return string(b)
+		return tbl.MetadataLocation()
 	}
-	before := hint()
+	before := current()
 	if _, err := tables.EvolveTyped(ctx, "orders", evolving(&calls, nil, v1)); err != nil {
 		t.Fatal(err)
 	}
-	if hint() != before {
+	if current() != before {
 		t.Error("a column the table already holds committed a schema")
 	}
 
@@ -117,7 +139,7 @@ func TestTypedColumnsEvolveTheTablesSchema(t *testing.T) {
 	}
 
 	// Another writer adds a field while this one is about to.
-	other := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+	other := open()
 	withX := typed.Type{Kind: typed.Struct, Fields: append(v2.Fields[:3:3], field("x", typed.Bool))}
 	withY := typed.Type{Kind: typed.Struct, Fields: append(v2.Fields[:3:3], field("y", typed.Bool))}
 	calls = 0
@@ -164,5 +186,53 @@ func TestTypedTypesAreIcebergTypes(t *testing.T) {
 	}
 	if !typed.Same(back, col) {
 		t.Errorf("%s came back as %s", col, back)
+	}
+}
+
+// A schema another writer committed (an engine's ALTER TABLE straight to
+// the table) is reported once and built on, not undone: strata's next
+// evolution keeps the writer's column and gives its own new field an id
+// past it, and nothing more is reported after that.
+func TestASchemaChangedOutsideIsReportedOnce(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet, Metrics: NewMetrics(prometheus.NewRegistry())}
+	reported := func() float64 { return testutil.ToFloat64(tables.Metrics.outside.WithLabelValues("orders")) }
+	field := func(name string, k typed.Kind) typed.Field { return typed.Field{Name: name, Type: typed.Type{Kind: k}} }
+	v1 := typed.Type{Kind: typed.Struct, Fields: []typed.Field{field("id", typed.Int64)}}
+	v2 := typed.Type{Kind: typed.Struct, Fields: []typed.Field{field("id", typed.Int64), field("qty", typed.Int32)}}
+	calls := 0
+	if _, err := tables.EvolveTyped(ctx, "orders", evolving(&calls, nil, v1)); err != nil {
+		t.Fatal(err)
+	}
+	if reported() != 0 {
+		t.Fatal("strata's own schema was reported as changed outside")
+	}
+
+	tbl, _, err := tables.load(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.UpdateSchema(true, false).AddColumn([]string{"analyst_note"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 {
+		if _, err := tables.EvolveTyped(ctx, "orders", evolving(&calls, nil, v1, v2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reported() != 1 {
+		t.Errorf("the outside change was reported %v times, want once", reported())
+	}
+	tbl, _, _ = tables.load(ctx, "orders")
+	note, ok := tbl.Schema().FindFieldByName("analyst_note")
+	qty, ok2 := tbl.Schema().FindFieldByName("value_typed.qty")
+	if !ok || !ok2 || qty.ID <= note.ID {
+		t.Fatalf("after the outside change the schema is %s: want analyst_note kept and qty's id past it", tbl.Schema())
 	}
 }
