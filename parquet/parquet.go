@@ -192,6 +192,7 @@ type Writer struct {
 	leaves  []leafWriter
 	typed   []typedLeaves
 	shred   []typed.LeafValue
+	emit    func(typed.LeafValue) // appends to shred
 	inGroup int
 	sum     Summary
 	meta    map[string]string
@@ -200,7 +201,7 @@ type Writer struct {
 // typedLeaves are where a typed column's leaves are among the writer's.
 type typedLeaves struct {
 	first, errLeaf int
-	typ            typed.Type
+	shred          *typed.Shredder
 }
 
 // NewWriter starts a file on out.
@@ -243,8 +244,9 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		errLeaf := slices.IndexFunc(w.leaves, func(l leafWriter) bool { return l.path[0] == c.Name+ErrorSuffix })
 		t := c.Type
 		t.Optional = true
-		w.typed = append(w.typed, typedLeaves{first: first, errLeaf: errLeaf, typ: t})
+		w.typed = append(w.typed, typedLeaves{first: first, errLeaf: errLeaf, shred: typed.NewShredder(t)})
 	}
+	w.emit = func(l typed.LeafValue) { w.shred = append(w.shred, l) }
 	return w, nil
 }
 
@@ -334,7 +336,7 @@ func (w *Writer) writeTyped(k int, r *record.Record) {
 	if raw != nil {
 		v, err := decode(c.Decode, raw)
 		if err == nil {
-			err = typed.Shred(at.typ, v, func(l typed.LeafValue) { w.shred = append(w.shred, l) })
+			err = at.shred.Shred(v, w.emit)
 		}
 		for _, l := range w.shred {
 			if err != nil {
@@ -350,7 +352,7 @@ func (w *Writer) writeTyped(k int, r *record.Record) {
 	}
 	if raw == nil || why != nil {
 		w.shred = w.shred[:0]
-		_ = typed.Shred(at.typ, nil, func(l typed.LeafValue) { w.shred = append(w.shred, l) })
+		_ = at.shred.Shred(nil, w.emit)
 	}
 	for _, l := range w.shred {
 		w.leaves[at.first+l.Leaf].value(uint8(l.Rep), uint8(l.Def), l.Value)

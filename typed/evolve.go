@@ -149,7 +149,7 @@ func sameIDs(a, b Type) bool {
 // a leaf of to stores it: a column Evolve widened takes an older
 // schema's int as a long, its float as a double, its decimal in the
 // wider one's physical type.
-func promote(to Type, v any) any {
+func promote(to *Type, v any) any {
 	switch x := v.(type) {
 	case int32:
 		switch to.Kind {
@@ -176,7 +176,7 @@ func promote(to Type, v any) any {
 
 // decimalPhysicalValue is an unscaled n as a decimal of to's precision
 // is stored.
-func decimalPhysicalValue(to Type, n *big.Int) any {
+func decimalPhysicalValue(to *Type, n *big.Int) any {
 	switch {
 	case to.Precision <= 9:
 		return int32(n.Int64())

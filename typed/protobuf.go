@@ -195,6 +195,10 @@ func MessageIndexes(fd protoreflect.FileDescriptor, b []byte) (protoreflect.Mess
 type ProtobufDecoder struct {
 	md  protoreflect.MessageDescriptor
 	typ Type
+	// presence is HasPresence of every field of md and the messages under
+	// it: asked per field of every value, and costly to work out
+	// (protocompile resolves editions features at each call).
+	presence map[protoreflect.FieldDescriptor]bool
 }
 
 // NewProtobufDecoder is FromProtobuf's type with a decoder for it.
@@ -203,7 +207,26 @@ func NewProtobufDecoder(md protoreflect.MessageDescriptor) (*ProtobufDecoder, er
 	if err != nil {
 		return nil, err
 	}
-	return &ProtobufDecoder{md: md, typ: t}, nil
+	d := &ProtobufDecoder{md: md, typ: t, presence: map[protoreflect.FieldDescriptor]bool{}}
+	d.note(md)
+	return d, nil
+}
+
+func (d *ProtobufDecoder) note(md protoreflect.MessageDescriptor) {
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		if _, ok := d.presence[f]; ok {
+			continue
+		}
+		d.presence[f] = f.HasPresence()
+		if f.IsMap() {
+			f = f.MapValue()
+		}
+		if m := f.Message(); m != nil {
+			d.note(m)
+		}
+	}
 }
 
 func (d *ProtobufDecoder) Type() Type { return d.typ }
@@ -214,22 +237,32 @@ func (d *ProtobufDecoder) Type() Type { return d.typ }
 // the raw bytes keep them.
 func (d *ProtobufDecoder) Decode(payload []byte) (any, error) {
 	m := dynamicpb.NewMessage(d.md)
-	if err := proto.Unmarshal(payload, m); err != nil {
+	// AllowPartial: a proto2 required field left out is the typed
+	// column's concern (a null in a required column), not a reason to
+	// walk the whole message twice.
+	if err := (proto.UnmarshalOptions{AllowPartial: true}).Unmarshal(payload, m); err != nil {
 		return nil, fmt.Errorf("protobuf: %s: %w", d.md.FullName(), err)
 	}
-	return shapeMessage(m, d.typ, "value")
+	v, err := d.shapeMessage(m, d.typ)
+	if err != nil {
+		return nil, rooted(err)
+	}
+	return v, nil
 }
 
-func shapeMessage(m protoreflect.Message, t Type, at string) (map[string]any, error) {
+func (d *ProtobufDecoder) shapeMessage(m protoreflect.Message, t Type) (map[string]any, error) {
 	out := make(map[string]any, len(t.Fields))
 	fields := m.Descriptor().Fields()
 	i := 0
-	seen := map[protoreflect.FullName]bool{}
+	var seen map[protoreflect.FullName]bool
 	for j := range fields.Len() {
 		f := fields.Get(j)
 		if o := f.ContainingOneof(); o != nil && !o.IsSynthetic() {
 			if seen[o.FullName()] {
 				continue
+			}
+			if seen == nil {
+				seen = map[protoreflect.FullName]bool{}
 			}
 			seen[o.FullName()] = true
 			ot := t.Fields[i].Type
@@ -243,9 +276,9 @@ func shapeMessage(m protoreflect.Message, t Type, at string) (map[string]any, er
 			for k, mf := range ot.Fields {
 				members[mf.Name] = nil
 				if mf.Name == string(set.Name()) {
-					v, err := shapeField(m, set, ot.Fields[k].Type, at+"."+string(o.Name())+"."+mf.Name)
+					v, err := d.shapeField(m, set, ot.Fields[k].Type)
 					if err != nil {
-						return nil, err
+						return nil, within(err, "."+string(o.Name())+"."+mf.Name)
 					}
 					members[mf.Name] = v
 				}
@@ -253,9 +286,9 @@ func shapeMessage(m protoreflect.Message, t Type, at string) (map[string]any, er
 			out[string(o.Name())] = members
 			continue
 		}
-		v, err := shapeField(m, f, t.Fields[i].Type, at+"."+string(f.Name()))
+		v, err := d.shapeField(m, f, t.Fields[i].Type)
 		if err != nil {
-			return nil, err
+			return nil, within(err, "."+string(f.Name()))
 		}
 		out[string(f.Name())] = v
 		i++
@@ -263,8 +296,12 @@ func shapeMessage(m protoreflect.Message, t Type, at string) (map[string]any, er
 	return out, nil
 }
 
-func shapeField(m protoreflect.Message, f protoreflect.FieldDescriptor, t Type, at string) (any, error) {
-	if f.HasPresence() && !m.Has(f) {
+func (d *ProtobufDecoder) shapeField(m protoreflect.Message, f protoreflect.FieldDescriptor, t Type) (any, error) {
+	presence, ok := d.presence[f]
+	if !ok {
+		presence = f.HasPresence()
+	}
+	if presence && !m.Has(f) {
 		return nil, nil
 	}
 	v := m.Get(f)
@@ -275,10 +312,11 @@ func shapeField(m protoreflect.Message, f protoreflect.FieldDescriptor, t Type, 
 		var err error
 		mv.Range(func(k protoreflect.MapKey, e protoreflect.Value) bool {
 			var key, val any
-			if key, err = shapeValue(f.MapKey(), *t.Key, k.Value(), at); err != nil {
+			if key, err = d.shapeValue(f.MapKey(), *t.Key, k.Value()); err != nil {
 				return false
 			}
-			if val, err = shapeValue(f.MapValue(), *t.Elem, e, fmt.Sprintf("%s{%v}", at, k.Interface())); err != nil {
+			if val, err = d.shapeValue(f.MapValue(), *t.Elem, e); err != nil {
+				err = within(err, fmt.Sprintf("{%v}", k.Interface()))
 				return false
 			}
 			out = append(out, Entry{key, val})
@@ -293,20 +331,20 @@ func shapeField(m protoreflect.Message, f protoreflect.FieldDescriptor, t Type, 
 		l := v.List()
 		out := make([]any, l.Len())
 		for i := range l.Len() {
-			e, err := shapeValue(f, *t.Elem, l.Get(i), fmt.Sprintf("%s[%d]", at, i))
+			e, err := d.shapeValue(f, *t.Elem, l.Get(i))
 			if err != nil {
-				return nil, err
+				return nil, within(err, fmt.Sprintf("[%d]", i))
 			}
 			out[i] = e
 		}
 		return out, nil
 	}
-	return shapeValue(f, t, v, at)
+	return d.shapeValue(f, t, v)
 }
 
 // shapeValue is one value of f (an element, for a repeated field) as t's
 // physical value.
-func shapeValue(f protoreflect.FieldDescriptor, t Type, v protoreflect.Value, at string) (any, error) {
+func (d *ProtobufDecoder) shapeValue(f protoreflect.FieldDescriptor, t Type, v protoreflect.Value) (any, error) {
 	switch f.Kind() {
 	case protoreflect.BoolKind:
 		return v.Bool(), nil
@@ -332,32 +370,32 @@ func shapeValue(f protoreflect.FieldDescriptor, t Type, v protoreflect.Value, at
 		}
 		return strconv.Itoa(int(v.Enum())), nil // a newer writer's value
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return shapeWellKnown(v.Message(), t, at)
+		return d.shapeWellKnown(v.Message(), t)
 	}
-	return nil, fmt.Errorf("%s: Protobuf kind %s", at, f.Kind())
+	return nil, failf("Protobuf kind %s", f.Kind())
 }
 
-func shapeWellKnown(m protoreflect.Message, t Type, at string) (any, error) {
+func (d *ProtobufDecoder) shapeWellKnown(m protoreflect.Message, t Type) (any, error) {
 	fields := m.Descriptor().Fields()
 	switch m.Descriptor().FullName() {
 	case "google.protobuf.Timestamp":
 		secs, nanos := m.Get(fields.ByName("seconds")).Int(), m.Get(fields.ByName("nanos")).Int()
 		if secs > math.MaxInt64/1_000_000-1 || secs < math.MinInt64/1_000_000+1 {
-			return nil, fmt.Errorf("%s: %d seconds is past what microseconds hold", at, secs)
+			return nil, failf("%d seconds is past what microseconds hold", secs)
 		}
 		return secs*1_000_000 + nanos/1_000, nil
 	case "google.protobuf.Duration":
 		secs, nanos := m.Get(fields.ByName("seconds")).Int(), m.Get(fields.ByName("nanos")).Int()
 		if secs > math.MaxInt64/1_000_000_000-1 || secs < math.MinInt64/1_000_000_000+1 {
-			return nil, fmt.Errorf("%s: %d seconds is past what nanoseconds hold", at, secs)
+			return nil, failf("%d seconds is past what nanoseconds hold", secs)
 		}
 		return secs*1_000_000_000 + nanos, nil
 	}
 	if _, ok := wellKnown(m.Descriptor()); ok { // a wrapper: its value
 		f := fields.ByName("value")
-		return shapeValue(f, t, m.Get(f), at)
+		return d.shapeValue(f, t, m.Get(f))
 	}
-	return shapeMessage(m, t, at)
+	return d.shapeMessage(m, t)
 }
 
 // uint64Decimal is a uint64 as decimal(20, 0)'s unscaled bytes.
