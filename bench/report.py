@@ -43,7 +43,7 @@ SECTIONS = [("./bench/peers", "Against peers: Apache Kafka and pyarrow"), ("./ap
             ("./tiering/objstore", "Object stores"), ("-bench Cluster ./cluster/e2e", "Cluster: three nodes on one etcd"),
             ("-bench Replicated ./cluster/e2e", "Replication: three nodes, replication factor 3"),
             ("./icetable", "Iceberg tables: commits and metadata"), ("./interop", "Iceberg tables: Spark's scans"),
-            ("./registry", "Schema registry"),
+            ("./registry", "Schema registry"), ("./parquet)", "Typed columns: conversion and object size"),
             ("./bench/curves", "How cost grows: partitions, history, record size (charts below the table)")]
 
 
