@@ -27,8 +27,8 @@ var transitions = map[State][]State{
 	Active:    {Sealed},
 	Sealed:    {Uploading, Deleted},
 	Uploading: {Cold, Sealed, Uploading}, // Sealed: abandoned; Uploading: restarted
-	Cold:      {Remote, Deleted},
-	Remote:    {Deleted},
+	Cold:      {Remote, Deleted, Cold},   // Cold, Remote: the object replaced (a retype)
+	Remote:    {Deleted, Remote},
 }
 
 // CanTransition says whether a segment may move from one state to another.

@@ -8,6 +8,7 @@ func TestCanTransition(t *testing.T) {
 		{Active, Sealed}: true, {Sealed, Uploading}: true, {Sealed, Deleted}: true,
 		{Uploading, Cold}: true, {Uploading, Sealed}: true, {Uploading, Uploading}: true,
 		{Cold, Remote}: true, {Cold, Deleted}: true, {Remote, Deleted}: true,
+		{Cold, Cold}: true, {Remote, Remote}: true, // a retype's new object
 	}
 	states := []State{Active, Sealed, Uploading, Cold, Remote, Deleted}
 	for _, from := range states {

@@ -25,6 +25,7 @@ type Group struct {
 // File is an open strata Parquet file.
 type File struct {
 	pf          *pq.File
+	typed       []string // the typed columns it has (ValueTyped, KeyTyped)
 	groups      []Group
 	firstOffset uint64
 	rows        int64
@@ -65,6 +66,11 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 		return nil, fmt.Errorf("top-level columns %v, want %v (or format 1's %v), then typed columns: %w", names, columnOrders[0], columnOrders[1], ErrNotStrata)
 	}
 	f = &File{pf: pf, rows: pf.NumRows()}
+	for _, n := range names {
+		if n == ValueTyped || n == KeyTyped {
+			f.typed = append(f.typed, n)
+		}
+	}
 	if v, ok := pf.Lookup(MetaFirstOffset); ok {
 		if f.firstOffset, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return nil, fmt.Errorf("footer %s=%q: %w", MetaFirstOffset, v, ErrNotStrata)
@@ -139,6 +145,9 @@ func (f *File) Rows() int64 { return f.rows }
 
 // FirstOffset is the offset of the file's first record.
 func (f *File) FirstOffset() uint64 { return f.firstOffset }
+
+// TypedColumns names the typed columns the file has.
+func (f *File) TypedColumns() []string { return f.typed }
 
 // Groups lists the row groups in order.
 func (f *File) Groups() []Group { return f.groups }

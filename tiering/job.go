@@ -122,6 +122,7 @@ const (
 	StepExpire    Step = "expire"     // retention
 	StepSweep     Step = "sweep"      // orphaned objects and staged uploads
 	StepTable     Step = "table"      // the topics' Iceberg table commits
+	StepReconcile Step = "reconcile"  // following a retype's swap (retype.go)
 )
 
 // TableCommitter commits tiered objects to tables over them (icetable's
@@ -139,6 +140,9 @@ type TableCommitter interface {
 	CommitTables(ctx context.Context, shards map[string]uint64) error
 	RemoveBelow(ctx context.Context, shard string, logStart uint64) error
 	Referenced(ctx context.Context, topics []string) (map[string]bool, error)
+	// Replace swaps each of the shard's objects named in swaps for the
+	// one its entry names (a retype), where its table holds it.
+	Replace(ctx context.Context, shard string, swaps map[string]ManifestEntry) error
 }
 
 // RunError is one failure of a run, with the shard and segment it concerns
@@ -341,6 +345,15 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			if err != nil {
 				failed(StepPlan, shard, 0, err)
 				return nil
+			}
+			if n, err := j.reconcile(gctx, shard); err != nil {
+				failed(StepReconcile, shard, 0, err)
+				return nil
+			} else if n > 0 {
+				if segs, err = j.Catalog.Segments(shard); err != nil {
+					failed(StepPlan, shard, 0, err)
+					return nil
+				}
 			}
 			if no, err := j.catchUp(gctx, shard, segs); err != nil {
 				failed(StepDropLocal, shard, no, err)
@@ -692,6 +705,13 @@ func (j *Job) put(ctx context.Context, shard, key string, s catalog.Segment, cf 
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", key, err)
 	}
+	j.recordUndecoded(shard, typed, sum)
+	return nil
+}
+
+// recordUndecoded counts an uploaded object's records whose typed
+// columns did not decode (Undecoded).
+func (j *Job) recordUndecoded(shard string, typed []parquet.TypedColumn, sum parquet.Summary) {
 	j.mu.Lock()
 	for i, c := range typed {
 		if n := sum.TypedErrors[i]; n > 0 {
@@ -702,7 +722,6 @@ func (j *Job) put(ctx context.Context, shard, key string, s catalog.Segment, cf 
 		}
 	}
 	j.mu.Unlock()
-	return nil
 }
 
 func (j *Job) convert(shard string, s catalog.Segment, cf CopyFile, remote bool, out io.Writer) ([]parquet.TypedColumn, parquet.Summary, error) {
@@ -1031,6 +1050,13 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 			}
 			for _, e := range m.Objects {
 				known[e.Key] = true
+			}
+			// A retype's old object, for the reads begun before its swap
+			// and the nodes whose catalogs have not followed it yet.
+			for _, r := range m.Retired {
+				if j.now().Sub(r.At) <= grace {
+					known[r.Key] = true
+				}
 			}
 		}
 	}

@@ -21,6 +21,8 @@ type Manifest struct {
 	Topic     string          `json:"topic"`
 	Partition int32           `json:"partition"`
 	Objects   []ManifestEntry `json:"objects"`
+	// Retired are objects a retype replaced (retype.go), kept a while.
+	Retired []Retired `json:"retired,omitempty"`
 }
 
 // ManifestEntry is one committed segment object.

@@ -37,7 +37,7 @@ func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.Cold
 		runs:       d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
 		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
 		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
-		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep).", "step"),
+		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep, table, reconcile).", "step"),
 		undecoded:  d("strata_tiering_undecoded_records_total", "Records uploaded whose value (or key) did not decode into its typed column (docs/typed.md): they keep their bytes, with the reason in the column's _error column. By topic and column (value_typed, key_typed).", "topic", "column"),
 		claimsLost: d("strata_tiering_claims_lost_total", "Segments this node left to the tiering of another node that had claimed them (cluster only; not errors)."),
 	}

@@ -1,0 +1,348 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/parquet"
+)
+
+// Retype rewrites a shard's cold objects that lack the typed columns its
+// Parquet options now ask for (a topic given strata.value.schema after it
+// tiered): object by object, each record read from the object and
+// written again with the columns, under a new key. Each swap's commit
+// point is the shard's manifest, whose entry moves to the new object
+// while the old one is listed as retired; the topic's table and this
+// node's catalog follow (Reconcile does it too, on every node, so a crash
+// after the manifest's swap finishes there). The old object stays until
+// the orphan grace has passed, for the reads begun before the swap, and
+// other nodes' catalogs move meanwhile. A kill at any point leaves every
+// offset in exactly one object the manifest names, old or new. It runs
+// instead of a tiering run (ErrRunning if one is going), at
+// BytesPerSecond like tiering; progress, if set, hears of each object.
+// docs/typed.md, "Backfill".
+func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProgress)) (RetypeSummary, error) {
+	if !j.running.TryLock() {
+		return RetypeSummary{}, ErrRunning
+	}
+	defer j.running.Unlock()
+	var limiter *rate.Limiter
+	if j.BytesPerSecond > 0 {
+		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
+	}
+	if _, err := j.reconcile(ctx, shard); err != nil {
+		return RetypeSummary{}, err
+	}
+	segs, err := j.Catalog.Segments(shard)
+	if err != nil {
+		return RetypeSummary{}, err
+	}
+	want := j.parquetFor(shard).Typed
+	var sum RetypeSummary
+	var todo []catalog.Segment
+	for _, s := range segs {
+		if (s.State == catalog.Cold || s.State == catalog.Remote) && s.ObjectKey != "" {
+			todo = append(todo, s)
+		}
+	}
+	sum.Objects = len(todo)
+	for i, s := range todo {
+		has, err := j.hasTyped(ctx, s, want)
+		if err != nil {
+			return sum, err
+		}
+		p := RetypeProgress{Shard: shard, Object: i + 1, Of: len(todo), Key: s.ObjectKey}
+		if has {
+			sum.Skipped++
+			p.Skipped = true
+		} else {
+			key, size, err := j.retypeOne(ctx, shard, s, limiter)
+			if err != nil {
+				return sum, fmt.Errorf("retyping %s segment %d (%s): %w", shard, s.No, s.ObjectKey, err)
+			}
+			sum.Rewritten++
+			sum.Bytes += size
+			p.Key, p.Bytes = key, size
+		}
+		if progress != nil {
+			progress(p)
+		}
+	}
+	return sum, nil
+}
+
+// RetypeProgress is one object's part in a Retype.
+type RetypeProgress struct {
+	Shard   string `json:"shard"`
+	Object  int    `json:"object"`
+	Of      int    `json:"of"`
+	Key     string `json:"key"` // the new object's, or the one left as it was
+	Bytes   int64  `json:"bytes"`
+	Skipped bool   `json:"skipped"` // it had the columns already
+}
+
+// RetypeSummary is what a Retype did.
+type RetypeSummary struct {
+	Objects   int   `json:"objects"`
+	Rewritten int   `json:"rewritten"`
+	Skipped   int   `json:"skipped"`
+	Bytes     int64 `json:"bytes"`
+}
+
+func (j *Job) parquetFor(shard string) parquet.Options {
+	if j.ParquetFor != nil {
+		return j.ParquetFor(shard)
+	}
+	return j.Parquet
+}
+
+// hasTyped says whether segment s's object carries every typed column of
+// want (none wanted: it has them all).
+func (j *Job) hasTyped(ctx context.Context, s catalog.Segment, want []parquet.TypedColumn) (bool, error) {
+	if len(want) == 0 {
+		return true, nil
+	}
+	f, _, err := j.openVerified(ctx, s.ObjectKey, s.ObjectSize, s)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range want {
+		if !slices.Contains(f.TypedColumns(), c.Name) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// retypedName is an object's key with its retype generation: the first
+// retype of …-{end}.parquet is …-{end}.r1.parquet, the next .r2.
+var retypedName = regexp.MustCompile(`^(.*?)(?:\.r(\d+))?\.parquet$`)
+
+func retypedKey(key string) string {
+	m := retypedName.FindStringSubmatch(key)
+	gen, _ := strconv.Atoi(m[2])
+	return fmt.Sprintf("%s.r%d.parquet", m[1], gen+1)
+}
+
+// retypeOne rewrites segment s's object with the typed columns under a
+// new key, checks the new object holds the same records, and swaps it in:
+// the manifest (the commit point), the table, the catalog.
+func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, limiter *rate.Limiter) (string, int64, error) {
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return "", 0, err
+	}
+	old, key := s.ObjectKey, retypedKey(s.ObjectKey)
+	src, _, err := j.openVerified(ctx, old, s.ObjectSize, s)
+	if err != nil {
+		return "", 0, err
+	}
+	opts := j.parquetFor(shard)
+	opts.Metadata = map[string]string{}
+	for _, k := range []string{MetaShard, MetaSegment, MetaSegmentCRC32C, MetaSegmentRecords} {
+		opts.Metadata[k], _ = src.Lookup(k)
+	}
+	full := ObjectReader(ctx, j.Bucket, old)
+	src, err = parquet.Open(full, s.ObjectSize)
+	if err != nil {
+		return "", 0, fmt.Errorf("opening %s: %w", old, err)
+	}
+	// The records' digest, written and read back: the new object holds
+	// the old one's records byte for byte.
+	var wrote uint32
+	pipe := newAheadPipe(convertAhead)
+	done := make(chan struct{})
+	var sum parquet.Summary
+	go func() {
+		defer close(done)
+		w, err := parquet.NewWriter(pipe, opts)
+		if err == nil {
+			wrote, err = eachRecord(src, func(r *record.Record) error { return w.Write(r) })
+		}
+		if err == nil {
+			sum, err = w.Close()
+		}
+		pipe.CloseWithError(err)
+	}()
+	var body io.Reader = pipe
+	if limiter != nil {
+		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
+	}
+	err = j.Bucket.Upload(ctx, key, body)
+	pipe.CloseReader(err)
+	<-done
+	if err != nil {
+		return "", 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	size, err := j.verify(ctx, key, s)
+	if err != nil {
+		return "", 0, err
+	}
+	dst, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), size)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading %s back: %w", key, err)
+	}
+	read, err := eachRecord(dst, func(*record.Record) error { return nil })
+	if err != nil || read != wrote {
+		j.Bucket.Delete(ctx, key)
+		return "", 0, errors.Join(fmt.Errorf("%s does not read back the records of %s", key, old), err)
+	}
+	// The commit point: the manifest names the new object for the
+	// segment's offsets, and the old one as retired.
+	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+		i := slices.IndexFunc(m.Objects, func(e ManifestEntry) bool { return e.Key == old })
+		if i < 0 {
+			return false, fmt.Errorf("the manifest no longer lists %s", old)
+		}
+		m.Objects[i].Key, m.Objects[i].ObjectBytes = key, size
+		m.Retired = append(m.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
+		return true, nil
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	j.recordUndecoded(shard, opts.Typed, sum)
+	if _, err := j.reconcile(ctx, shard); err != nil {
+		return "", 0, err
+	}
+	j.log().Info("cold object rewritten with typed columns", "shard", shard, "segment", s.No, "old", old, "key", key, "bytes", size)
+	return key, size, nil
+}
+
+// eachRecord calls fn with every record of f, in order, and returns the
+// CRC-32C of their encodings.
+func eachRecord(f *parquet.File, fn func(*record.Record) error) (uint32, error) {
+	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	var buf []byte
+	for g := range f.Groups() {
+		recs, err := f.ReadGroup(g)
+		if err != nil {
+			return 0, err
+		}
+		for i := range recs {
+			if buf, err = record.Append(buf[:0], &recs[i]); err != nil {
+				return 0, err
+			}
+			crc.Write(buf)
+			if err := fn(&recs[i]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return crc.Sum32(), nil
+}
+
+// Retired is an object a retype replaced: kept until the orphan grace has
+// passed since At, for the reads begun before, and the catalogs of other
+// nodes that still name it (Reconcile moves them to By).
+type Retired struct {
+	Key string    `json:"key"`
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+	// InTable says the topic's table names By in Key's place (or has
+	// no table to).
+	InTable bool `json:"in_table,omitempty"`
+}
+
+// reconcile moves this node's catalog, and the topic's table, to the
+// objects the shard's manifest names where a retype replaced the ones
+// they name (a retype's swap on another node, or one that died after its
+// manifest's), and drops retired entries past twice the orphan grace.
+// It returns how many segments moved.
+func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return 0, nil
+	}
+	m, err := readManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix))
+	if err != nil || len(m.Retired) == 0 {
+		return 0, err
+	}
+	segs, err := j.Catalog.Segments(shard)
+	if err != nil {
+		return 0, err
+	}
+	moved := 0
+	// The table first, once for every swap it has not followed: it is the
+	// bucket's, every node's, and the manifest records it followed.
+	swaps := map[string]ManifestEntry{}
+	for _, r := range m.Retired {
+		if e, ok := m.byKey(r.By); ok && !r.InTable && j.Tables != nil {
+			swaps[r.Key] = e
+		}
+	}
+	if len(swaps) > 0 {
+		if err := j.Tables.Replace(ctx, shard, swaps); err != nil {
+			return 0, fmt.Errorf("replacing %d retyped objects in the topic's table: %w", len(swaps), err)
+		}
+		if err := updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+			changed := false
+			for i, r := range m.Retired {
+				if _, ok := swaps[r.Key]; ok && !r.InTable {
+					m.Retired[i].InTable, changed = true, true
+				}
+			}
+			return changed, nil
+		}); err != nil {
+			return 0, err
+		}
+	}
+	for _, r := range m.Retired {
+		i := slices.IndexFunc(segs, func(s catalog.Segment) bool { return s.ObjectKey == r.Key && s.State != catalog.Deleted })
+		if i < 0 {
+			continue
+		}
+		s := segs[i]
+		e, ok := m.byKey(r.By)
+		if !ok || e.StartOffset != s.StartOffset || e.EndOffset != s.EndOffset {
+			continue // replaced again since, or gone: a later entry moves it
+		}
+		size, err := j.verify(ctx, r.By, s)
+		if err != nil {
+			return moved, err
+		}
+		if _, err := j.Catalog.Transition(shard, s.No, s.State, s.State, func(c *catalog.Segment) {
+			c.ObjectKey, c.ObjectSize, c.TieredAt = r.By, size, j.now().UTC()
+		}); err != nil {
+			return moved, err
+		}
+		moved++
+	}
+	grace := j.orphanGrace()
+	if slices.ContainsFunc(m.Retired, func(r Retired) bool { return j.now().Sub(r.At) > 2*grace }) {
+		err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+			n := len(m.Retired)
+			m.Retired = slices.DeleteFunc(m.Retired, func(r Retired) bool { return j.now().Sub(r.At) > 2*grace })
+			return len(m.Retired) != n, nil
+		})
+	}
+	return moved, err
+}
+
+func (j *Job) orphanGrace() time.Duration {
+	if j.OrphanGrace > 0 {
+		return j.OrphanGrace
+	}
+	return time.Hour
+}
+
+// byKey finds the entry of the object at key.
+func (m *Manifest) byKey(key string) (ManifestEntry, bool) {
+	for _, e := range m.Objects {
+		if e.Key == key {
+			return e, true
+		}
+	}
+	return ManifestEntry{}, false
+}
