@@ -8,6 +8,7 @@ import (
 
 	"strata/catalog"
 	"strata/engine/record"
+	"strata/engine/store"
 	"strata/parquet"
 	"strata/tiering"
 	"strata/tiering/objstore"
@@ -209,5 +210,71 @@ func TestEveryRetypeStepRecovers(t *testing.T) {
 			}
 			checkRetyped(t, r, raw, produced, cut)
 		})
+	}
+}
+
+// A node whose catalog still names an object a retype replaced and
+// deleted (another node retyped it, and this one's run has not come yet)
+// reads the offsets anyway: its cold reader finds the object gone, follows
+// the manifest to the new one, and reads the same records.
+func TestAColdReadFollowsARetypeItMissed(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced, _ := retypeRig(t, bucket, dir)
+	segs, err := r.job.Catalog.Segments("orders-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[uint64]string{}
+	for _, s := range segs {
+		if s.State == catalog.Remote {
+			old[s.No] = s.ObjectKey
+		}
+	}
+	if len(old) == 0 {
+		t.Fatalf("no segment of orders-1 is read from the cold tier only: %+v", segs)
+	}
+	if _, err := r.job.Retype(ctx, "orders-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	// As this node's catalog would be had another node retyped: the old
+	// keys, whose objects the retired grace has let go.
+	for no, key := range old {
+		if _, err := r.job.Catalog.Transition("orders-1", no, catalog.Remote, catalog.Remote, func(c *catalog.Segment) { c.ObjectKey = key }); err != nil {
+			t.Fatal(err)
+		}
+		if err := bucket.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := tiering.NewColdReader(r.job.Catalog, bucket, 0)
+	reader.Heal = r.job.Reconcile
+	var first catalog.Segment
+	for _, s := range segs {
+		if s.State == catalog.Remote {
+			first = s
+			break
+		}
+	}
+	got, err := reader.Read(ctx, "orders-1", first.StartOffset, store.Budget{MaxRecords: 1000, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatalf("a cold read after a retype this node missed: %v", err)
+	}
+	if len(got) == 0 || got[0].Offset != first.StartOffset {
+		t.Fatalf("read %d records from offset %d", len(got), first.StartOffset)
+	}
+	for _, rec := range got {
+		want := produced["orders-1"][rec.Offset]
+		a, _ := record.Append(nil, &rec)
+		b, _ := record.Append(nil, &want)
+		if string(a) != string(b) {
+			t.Fatalf("offset %d reads otherwise after the heal", rec.Offset)
+		}
+	}
+	segs, _ = r.job.Catalog.Segments("orders-1")
+	for _, s := range segs {
+		if s.State == catalog.Remote && !strings.HasSuffix(s.ObjectKey, ".r1.parquet") {
+			t.Fatalf("segment %d still names %s after the heal", s.No, s.ObjectKey)
+		}
 	}
 }

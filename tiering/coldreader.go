@@ -29,6 +29,10 @@ import (
 type ColdReader struct {
 	catalog catalog.Catalog
 	bucket  objstore.Bucket
+	// Heal, if set, is called when a segment's object is gone (a retype
+	// replaced it, and this node's catalog has not followed: Job.Reconcile);
+	// the read is tried once more after it.
+	Heal func(ctx context.Context, shard string) error
 
 	files   *lru[string, *coldFile]         // object key -> open footer
 	ranges  *lru[rangeKey, []byte]          // raw row-group bytes, for parquet-go's reader
@@ -113,6 +117,17 @@ func NewColdReader(cat catalog.Catalog, b objstore.Bucket, cacheBytes int64) *Co
 // Read returns records from offset on, within the budget, from the shard's
 // segments that live only in the cold tier.
 func (c *ColdReader) Read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
+	out, err := c.read(ctx, shard, offset, b)
+	if errors.Is(err, objstore.ErrNotFound) && c.Heal != nil {
+		if herr := c.Heal(ctx, shard); herr != nil {
+			return out, errors.Join(err, herr)
+		}
+		return c.read(ctx, shard, offset, b)
+	}
+	return out, err
+}
+
+func (c *ColdReader) read(ctx context.Context, shard string, offset uint64, b store.Budget) ([]record.Record, error) {
 	r := &coldRead{offset: offset, budget: b}
 	// The segments from the one holding offset, a window at a time: a
 	// read never lists the shard's whole history.

@@ -46,8 +46,12 @@ type Job struct {
 	// OrphanGrace: an object no catalog entry names is deleted once it is
 	// this old (1h); younger ones may belong to an upload in flight.
 	OrphanGrace time.Duration
-	Log         *slog.Logger
-	Now         func() time.Time
+	// RetiredGrace: a retype's old object stays this long after its swap
+	// (1m; negative: none), for the cold reads begun before it; Hive-style
+	// readers of the bucket see both copies meanwhile (docs/typed.md).
+	RetiredGrace time.Duration
+	Log          *slog.Logger
+	Now          func() time.Time
 
 	// Replicas picks the copy of a sealed segment to convert (the local
 	// one by default; replication adds remote replicas here).
@@ -1054,7 +1058,7 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 			// A retype's old object, for the reads begun before its swap
 			// and the nodes whose catalogs have not followed it yet.
 			for _, r := range m.Retired {
-				if j.now().Sub(r.At) <= grace {
+				if j.now().Sub(r.At) <= j.retiredGrace() {
 					known[r.Key] = true
 				}
 			}

@@ -243,9 +243,11 @@ func eachRecord(f *parquet.File, fn func(*record.Record) error) (uint32, error) 
 	return crc.Sum32(), nil
 }
 
-// Retired is an object a retype replaced: kept until the orphan grace has
-// passed since At, for the reads begun before, and the catalogs of other
-// nodes that still name it (Reconcile moves them to By).
+// Retired is an object a retype replaced: kept RetiredGrace from At, for
+// the reads begun before its swap, then left to the orphan sweep (which
+// also keeps it while a kept snapshot of the topic's table names it).
+// Another node's catalog that still names it moves to By at its next run,
+// or when its cold reader finds it gone (Reconcile).
 type Retired struct {
 	Key string    `json:"key"`
 	By  string    `json:"by"`
@@ -255,18 +257,26 @@ type Retired struct {
 	InTable bool `json:"in_table,omitempty"`
 }
 
+// Reconcile is reconcile for the cold reader, which finds an object
+// gone: a retype on another node replaced it, and this node's catalog has
+// not followed yet.
+func (j *Job) Reconcile(ctx context.Context, shard string) error {
+	_, err := j.reconcile(ctx, shard)
+	return err
+}
+
 // reconcile moves this node's catalog, and the topic's table, to the
 // objects the shard's manifest names where a retype replaced the ones
 // they name (a retype's swap on another node, or one that died after its
-// manifest's), and drops retired entries past twice the orphan grace.
-// It returns how many segments moved.
+// manifest's), and drops retired entries past the orphan grace. It
+// returns how many segments moved.
 func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
 	loc, err := LocationOf(shard)
 	if err != nil {
 		return 0, nil
 	}
 	m, err := readManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix))
-	if err != nil || len(m.Retired) == 0 {
+	if err != nil {
 		return 0, err
 	}
 	segs, err := j.Catalog.Segments(shard)
@@ -298,36 +308,50 @@ func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
 			return 0, err
 		}
 	}
-	for _, r := range m.Retired {
-		i := slices.IndexFunc(segs, func(s catalog.Segment) bool { return s.ObjectKey == r.Key && s.State != catalog.Deleted })
-		if i < 0 {
+	// This node's catalog: a segment whose object the manifest no longer
+	// lists, where it lists another for exactly its offsets, moves to it
+	// once its footer says it is the segment's.
+	listed := map[string]bool{}
+	for _, e := range m.Objects {
+		listed[e.Key] = true
+	}
+	for _, s := range segs {
+		if s.State != catalog.Cold && s.State != catalog.Remote || s.ObjectKey == "" || listed[s.ObjectKey] {
 			continue
 		}
-		s := segs[i]
-		e, ok := m.byKey(r.By)
-		if !ok || e.StartOffset != s.StartOffset || e.EndOffset != s.EndOffset {
-			continue // replaced again since, or gone: a later entry moves it
+		e, ok := m.entry(s.StartOffset, s.EndOffset)
+		if !ok {
+			continue
 		}
-		size, err := j.verify(ctx, r.By, s)
+		size, err := j.verify(ctx, e.Key, s)
 		if err != nil {
 			return moved, err
 		}
 		if _, err := j.Catalog.Transition(shard, s.No, s.State, s.State, func(c *catalog.Segment) {
-			c.ObjectKey, c.ObjectSize, c.TieredAt = r.By, size, j.now().UTC()
+			c.ObjectKey, c.ObjectSize, c.TieredAt = e.Key, size, j.now().UTC()
 		}); err != nil {
 			return moved, err
 		}
+		j.log().Info("segment moved to the object a retype made", "shard", shard, "segment", s.No, "old", s.ObjectKey, "key", e.Key)
 		moved++
 	}
 	grace := j.orphanGrace()
-	if slices.ContainsFunc(m.Retired, func(r Retired) bool { return j.now().Sub(r.At) > 2*grace }) {
+	if slices.ContainsFunc(m.Retired, func(r Retired) bool { return r.InTable && j.now().Sub(r.At) > grace }) {
 		err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
 			n := len(m.Retired)
-			m.Retired = slices.DeleteFunc(m.Retired, func(r Retired) bool { return j.now().Sub(r.At) > 2*grace })
+			m.Retired = slices.DeleteFunc(m.Retired, func(r Retired) bool { return r.InTable && j.now().Sub(r.At) > grace })
 			return len(m.Retired) != n, nil
 		})
 	}
 	return moved, err
+}
+
+// retiredGrace is how long a retype's old object stays once replaced.
+func (j *Job) retiredGrace() time.Duration {
+	if j.RetiredGrace != 0 {
+		return max(j.RetiredGrace, 0)
+	}
+	return time.Minute
 }
 
 func (j *Job) orphanGrace() time.Duration {

@@ -183,9 +183,61 @@ func (c Config) tiering(ctx context.Context, mux *http.ServeMux) {
 		}
 		WriteJSON(w, http.StatusOK, sum)
 	})
+	mux.HandleFunc("POST /v1/tiering/retype", func(w http.ResponseWriter, r *http.Request) {
+		c.retype(ctx, w, r)
+	})
 	mux.HandleFunc("GET /v1/tiering/jobs", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, c.Job.History())
 	})
+}
+
+// retype is POST /v1/tiering/retype?topic=T: tiering.Job.Retype of each
+// of the topic's shards this node has, its progress streamed as a JSON
+// line per object (tiering.RetypeProgress), then a line with the summary
+// ({"done": …}) or the error ({"error": …}) that stopped it.
+func (c Config) retype(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	topic := r.URL.Query().Get("topic")
+	if topic == "" {
+		WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "retype: name the topic: ?topic=NAME"})
+		return
+	}
+	shards, err := c.Catalog.Shards()
+	if err != nil {
+		WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	var mine []string
+	for _, sh := range shards {
+		if tp, ok := store.ParseShard(sh.Name); ok && tp.Topic == topic {
+			mine = append(mine, sh.Name)
+		}
+	}
+	if len(mine) == 0 {
+		WriteJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("retype: this node has no partition of topic %s", topic)})
+		return
+	}
+	runCtx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	var total tiering.RetypeSummary
+	for _, shard := range mine {
+		sum, err := c.Job.Retype(runCtx, shard, func(p tiering.RetypeProgress) { enc.Encode(p); flush() })
+		total.Objects, total.Rewritten, total.Skipped, total.Bytes = total.Objects+sum.Objects, total.Rewritten+sum.Rewritten,
+			total.Skipped+sum.Skipped, total.Bytes+sum.Bytes
+		if err != nil {
+			enc.Encode(map[string]any{"error": err.Error(), "done": total})
+			return
+		}
+	}
+	enc.Encode(map[string]any{"done": total})
 }
 
 // WriteJSON answers v as indented JSON with status, as every admin route

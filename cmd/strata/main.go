@@ -48,6 +48,7 @@ Usage:
   strata topic describe T [--admin-addr HOST:PORT]       a topic's configs (with sources), partitions and bytes per tier
   strata topic alter T --set key=value [--delete key]    change a topic's configs (docs/config.md, "Topic configs")
   strata table describe T [--admin-addr HOST:PORT]       a topic's Iceberg table: snapshot, offsets and lag per partition, files
+  strata table retype T [--admin-addr HOST:PORT]         rewrite T's cold objects with the typed columns its configs ask for
   strata bench [--brokers HOST:PORT] [--records N] [--size BYTES] [--partitions N]   load a running service
   strata segment dump FILE|DIR                           print every record of a segment file, a shared file, or a shared shard's folder
   strata segment verify DIR                              check a shard folder's segments (or a shared shard's chunks) offline

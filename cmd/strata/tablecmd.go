@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +21,7 @@ import (
 	"strata/engine/store"
 	"strata/icetable"
 	"strata/metadata"
+	"strata/tiering"
 )
 
 // tableAPI serves the topics' Iceberg tables to operators: GET /v1/tables
@@ -144,21 +147,24 @@ func (c *tableLag) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// tableCmd is `strata table describe TOPIC`, through the running
-// service's admin API.
+// tableCmd is `strata table describe TOPIC` and `strata table retype
+// TOPIC`, through the running service's admin API.
 func tableCmd(args []string, out io.Writer) error {
-	const usage = "usage: strata table describe TOPIC [--admin-addr HOST:PORT]"
-	if len(args) < 2 || args[0] != "describe" || strings.HasPrefix(args[1], "-") {
+	const usage = "usage: strata table describe|retype TOPIC [--admin-addr HOST:PORT]"
+	if len(args) < 2 || args[0] != "describe" && args[0] != "retype" || strings.HasPrefix(args[1], "-") {
 		return errors.New(usage)
 	}
 	topic := args[1]
-	fs := flag.NewFlagSet("table describe", flag.ContinueOnError)
+	fs := flag.NewFlagSet("table "+args[0], flag.ContinueOnError)
 	addr := fs.String("admin-addr", "127.0.0.1:9644", "the running service's admin address")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("table describe: unexpected argument %q\n%s", fs.Arg(0), usage)
+		return fmt.Errorf("table %s: unexpected argument %q\n%s", args[0], fs.Arg(0), usage)
+	}
+	if args[0] == "retype" {
+		return retypeCmd(*addr, topic, out)
 	}
 	var v icetable.TableView
 	if err := adminCall(*addr, http.MethodGet, "/v1/tables/"+topic, nil, &v); err != nil {
@@ -166,6 +172,40 @@ func tableCmd(args []string, out io.Writer) error {
 	}
 	printTable(out, v)
 	return nil
+}
+
+// retypeCmd asks the service to rewrite the topic's cold objects with
+// the typed columns its configs ask for (docs/typed.md, "Backfill"),
+// printing each object as it is done.
+func retypeCmd(addr, topic string, out io.Writer) error {
+	resp, err := adminRequest(addr, http.MethodPost, "/v1/tiering/retype?topic="+url.QueryEscape(topic), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line struct {
+			tiering.RetypeProgress
+			Done  *tiering.RetypeSummary `json:"done"`
+			Error string                 `json:"error"`
+		}
+		if err := dec.Decode(&line); err != nil {
+			return fmt.Errorf("retype %s: the answer ended before it was done: %w", topic, err)
+		}
+		switch {
+		case line.Error != "":
+			return fmt.Errorf("retype %s: %s (%d of %d objects rewritten before)", topic, line.Error, line.Done.Rewritten, line.Done.Objects)
+		case line.Done != nil:
+			fmt.Fprintf(out, "retyped topic %s: %d objects rewritten (%d bytes), %d had the typed columns already\n",
+				topic, line.Done.Rewritten, line.Done.Bytes, line.Done.Skipped)
+			return nil
+		case line.Skipped:
+			fmt.Fprintf(out, "%s: object %d of %d has the typed columns: %s\n", line.Shard, line.Object, line.Of, line.Key)
+		default:
+			fmt.Fprintf(out, "%s: object %d of %d rewritten: %s (%d bytes)\n", line.Shard, line.Object, line.Of, line.Key, line.Bytes)
+		}
+	}
 }
 
 func printTable(out io.Writer, v icetable.TableView) {

@@ -39,6 +39,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 	if tables != nil { // not a nil *Tables in the interface
 		job.Tables = tables
 	}
+	reader.Heal = job.Reconcile
 	if t.Enabled {
 		job.Policy.RetentionMaxAge, job.Policy.RetentionMaxBytes = time.Duration(cfg.Retention.MaxAge), int64(cfg.Retention.MaxBytes)
 	}

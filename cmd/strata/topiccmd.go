@@ -92,11 +92,23 @@ func printTopic(out io.Writer, v admin.TopicView) {
 // HTTPS with STRATA_ADMIN_CA, with STRATA_ADMIN_TOKEN) and decodes the
 // answer into v; an error answer becomes the error.
 func adminCall(addr, method, path string, body, v any) error {
+	resp, err := adminRequest(addr, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return json.Unmarshal(raw, v)
+}
+
+// adminRequest sends one request to the admin API and returns its answer
+// if it is 200 OK, or the error the answer names.
+func adminRequest(addr, method, path string, body any) (*http.Response, error) {
 	scheme, client := "http", http.DefaultClient
 	if ca := os.Getenv("STRATA_ADMIN_CA"); ca != "" { // admin_tls is on
 		var err error
 		if client, err = httpsClient(ca); err != nil {
-			return err
+			return nil, err
 		}
 		scheme = "https"
 	}
@@ -104,7 +116,7 @@ func adminCall(addr, method, path string, body, v any) error {
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(raw)
 	}
@@ -114,16 +126,16 @@ func adminCall(addr, method, path string, body, v any) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("no strata admin API at %s: %w", addr, err)
+		return nil, fmt.Errorf("no strata admin API at %s: %w", addr, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
 		var e struct{ Error string }
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+			return nil, errors.New(e.Error)
 		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
 	}
-	return json.Unmarshal(raw, v)
+	return resp, nil
 }
