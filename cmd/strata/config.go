@@ -119,6 +119,7 @@ type TieringConfig struct {
 	Concurrency     int      `yaml:"concurrency"`
 	Bandwidth       Bytes    `yaml:"bandwidth"`
 	OrphanGrace     Duration `yaml:"orphan_grace"`
+	RetiredGrace    Duration `yaml:"retired_grace"`
 	// ReplicaGrace: how long after a replicated segment's seal its
 	// preferred replica tiers it alone (docs/replication.md).
 	ReplicaGrace  Duration `yaml:"replica_grace"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"strata/icetable"
 
 	"context"
@@ -34,6 +35,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 		Concurrency:    t.Concurrency,
 		BytesPerSecond: int64(t.Bandwidth),
 		OrphanGrace:    time.Duration(t.OrphanGrace),
+		RetiredGrace:   cmp.Or(time.Duration(t.RetiredGrace), -1), // 0s: none
 		Log:            log.With("component", "tiering"),
 	}
 	if tables != nil { // not a nil *Tables in the interface
