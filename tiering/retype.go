@@ -144,6 +144,17 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 		return "", 0, err
 	}
 	old, key := s.ObjectKey, retypedKey(s.ObjectKey)
+	if j.Claims != nil {
+		// One node at a time writes the new key, as one uploads a segment.
+		release, ok, err := j.Claims.Claim(ctx, shard, s.StartOffset, s.EndOffset)
+		if err != nil {
+			return "", 0, fmt.Errorf("claiming offsets %d to %d: %w", s.StartOffset, s.EndOffset, err)
+		}
+		if !ok {
+			return "", 0, fmt.Errorf("offsets %d to %d: another node is retyping or tiering them; run the retype again later", s.StartOffset, s.EndOffset)
+		}
+		defer release()
+	}
 	src, _, err := j.openVerified(ctx, old, s.ObjectSize, s)
 	if err != nil {
 		return "", 0, err
