@@ -25,9 +25,8 @@ import (
 // point is the shard's manifest, whose entry moves to the new object
 // while the old one is listed as retired; the topic's table and this
 // node's catalog follow (Reconcile does it too, on every node, so a crash
-// after the manifest's swap finishes there). The old object stays until
-// the orphan grace has passed, for the reads begun before the swap, and
-// other nodes' catalogs move meanwhile. A kill at any point leaves every
+// after the manifest's swap finishes there). The old object stays
+// RetiredGrace, for the reads begun before the swap. A kill at any point leaves every
 // offset in exactly one object the manifest names, old or new. It runs
 // instead of a tiering run (ErrRunning if one is going), at
 // BytesPerSecond like tiering; progress, if set, hears of each object.
@@ -49,6 +48,9 @@ func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProg
 		return RetypeSummary{}, err
 	}
 	want := j.parquetFor(shard).Typed
+	if len(want) == 0 {
+		return RetypeSummary{}, fmt.Errorf("retype: %s's topic asks for no typed column that can be made now (strata.value.schema, strata.key.schema: none, or their subject has no schema; the log says why)", shard)
+	}
 	var sum RetypeSummary
 	var todo []catalog.Segment
 	for _, s := range segs {
