@@ -98,8 +98,8 @@ const propSchema = "strata.schema"
 // fingerprint is a schema's fields (names, ids, types) hashed.
 func fingerprint(s *iceberg.Schema) string {
 	b, err := json.Marshal(s.Fields())
-	if err != nil {
-		panic(err) // a schema's fields always marshal
+	if err != nil { // nested past what encoding/json writes: typed.Check refuses those
+		b = []byte(s.String())
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
@@ -149,7 +149,8 @@ func evolveFrom(tbl *table.Table, evolve func(TypedSchema) ([]TypedColumn, error
 	}
 	for _, c := range cols {
 		was, ok := cur.Columns[c.Name]
-		if !ok || was.ErrorID != c.ErrorID || !typed.Same(was.Type, c.Type) {
+		e, has := tbl.Schema().FindFieldByID(c.ErrorID)
+		if !ok || was.ErrorID != c.ErrorID || !has || e.Name != c.Name+parquet.ErrorSuffix || !typed.Same(was.Type, c.Type) {
 			return cols, true, nil
 		}
 	}
@@ -160,15 +161,23 @@ func evolveFrom(tbl *table.Table, evolve func(TypedSchema) ([]TypedColumn, error
 func typedSchema(s *iceberg.Schema, lastID int) (TypedSchema, error) {
 	out := TypedSchema{Columns: map[string]TypedColumn{}, Next: lastID + 1}
 	for _, f := range s.Fields() {
-		e, ok := s.FindFieldByName(f.Name + parquet.ErrorSuffix)
-		if !ok || !slices.Contains([]string{parquet.ValueTyped, parquet.KeyTyped}, f.Name) {
+		if !slices.Contains([]string{parquet.ValueTyped, parquet.KeyTyped}, f.Name) {
 			continue
 		}
 		t, err := fromIceberg(f.Type, f.ID, !f.Required)
 		if err != nil {
 			return TypedSchema{}, fmt.Errorf("the table's column %s: %w", f.Name, err)
 		}
-		out.Columns[f.Name] = TypedColumn{Name: f.Name, Type: t, ErrorID: e.ID}
+		c := TypedColumn{Name: f.Name, Type: t}
+		if e, ok := s.FindFieldByName(f.Name + parquet.ErrorSuffix); ok {
+			c.ErrorID = e.ID
+		} else {
+			// Dropped by another writer: the column keeps its ids, and
+			// its error column comes back under a new one.
+			c.ErrorID = out.Next
+			out.Next++
+		}
+		out.Columns[f.Name] = c
 	}
 	return out, nil
 }

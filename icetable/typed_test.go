@@ -236,3 +236,38 @@ func TestASchemaChangedOutsideIsReportedOnce(t *testing.T) {
 		t.Fatalf("after the outside change the schema is %s: want analyst_note kept and qty's id past it", tbl.Schema())
 	}
 }
+
+// Another writer dropping the error column leaves the typed column as it
+// is: strata keeps its ids (the rows tiered before still read) and gives
+// the error column back under a new id.
+func TestADroppedErrorColumnKeepsTheTypedColumn(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	tables := &Tables{Bucket: bucket, Prefix: "data", Location: dir, Log: quiet}
+	v1 := typed.Type{Kind: typed.Struct, Fields: []typed.Field{{Name: "id", Type: typed.Type{Kind: typed.Int64}}}}
+	calls := 0
+	if _, err := tables.EvolveTyped(ctx, "orders", evolving(&calls, nil, v1)); err != nil {
+		t.Fatal(err)
+	}
+	tbl, _, err := tables.load(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.UpdateSchema(true, false).DeleteColumn([]string{"value_typed_error"}).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cols, err := tables.EvolveTyped(ctx, "orders", evolving(&calls, nil, v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, _, _ = tables.load(ctx, "orders")
+	f, ok := tbl.Schema().FindFieldByName("value_typed")
+	e, ok2 := tbl.Schema().FindFieldByName("value_typed_error")
+	if !ok || f.ID != 1000 || cols[0].Type.ID != 1000 || !ok2 || e.ID == 1002 || e.ID != cols[0].ErrorID {
+		t.Fatalf("after the error column was dropped: %s; the column written has ids %d and %d", tbl.Schema(), cols[0].Type.ID, cols[0].ErrorID)
+	}
+}

@@ -365,7 +365,7 @@ func (w *Writer) writeTyped(k int, r *record.Record) {
 	// A STRING column holds UTF-8: a decoder's message may quote bytes.
 	msg := strings.ToValidUTF8(why.Error(), "\uFFFD")
 	if len(msg) > maxErrorBytes {
-		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "…"
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes-len("…")], "") + "…"
 	}
 	w.leaves[at.errLeaf].bytes(0, 1, []byte(msg))
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Type is Kafka's config type (DescribeConfigs' ConfigType).
@@ -168,6 +169,9 @@ func schemaSource(v string) string {
 		return ""
 	}
 	if name, ok := strings.CutPrefix(v, "subject:"); ok && strings.TrimSpace(name) != "" {
+		if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			return "String must be none, schema_id or subject:NAME, NAME without control characters"
+		}
 		return ""
 	}
 	return "String must be none, schema_id or subject:NAME"

@@ -66,6 +66,7 @@ func TestCheck(t *testing.T) {
 		{Overrides{"strata.value.schema": "none"}, nil, ""},
 		{Overrides{"strata.value.schema": "subject:"}, nil, "Invalid value subject: for configuration strata.value.schema: String must be none, schema_id or subject:NAME"},
 		{Overrides{"strata.key.schema": "avro"}, nil, "Invalid value avro for configuration strata.key.schema: String must be none, schema_id or subject:NAME"},
+		{Overrides{"strata.key.schema": "subject:\x01x"}, nil, "Invalid value subject:\x01x for configuration strata.key.schema: String must be none, schema_id or subject:NAME, NAME without control characters"},
 		{Overrides{"strata.acks.all": "majority"}, nil, "Invalid value majority for configuration strata.acks.all: String must be one of: isr, quorum"},
 	} {
 		err := Check(tc.o, tc.b)

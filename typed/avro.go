@@ -2,6 +2,7 @@ package typed
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"time"
@@ -16,7 +17,7 @@ import (
 // lists, maps to maps, and the logical types to Iceberg's. A recursive
 // schema has no column type: the error names where it recurses.
 func FromAvro(s avro.Schema) (Type, error) {
-	return fromAvro(s, "value", map[string]bool{})
+	return checked(fromAvro(s, "value", map[string]bool{}))
 }
 
 func fromAvro(s avro.Schema, at string, expanding map[string]bool) (Type, error) {
@@ -438,6 +439,10 @@ func shapePrimitive(t Type, raw any, at string) (any, error) {
 		}
 	case Timestamp, LocalTimestamp:
 		if ts, ok := raw.(time.Time); ok {
+			// A timestamp-millis past ±292,000 years has no microseconds.
+			if sec := ts.Unix(); sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+				return nil, fmt.Errorf("%s: %d seconds since 1970 is past what microseconds hold", at, sec)
+			}
 			return ts.UnixMicro(), nil
 		}
 	case Decimal:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"sort"
@@ -316,6 +317,42 @@ func sameFields(t *testing.T, what string, got map[string]any, want map[string]s
 	for field, w := range want {
 		if g := fmt.Sprint(got[field]); g != w {
 			t.Errorf("%s %s = %s, want %s", what, field, g, w)
+		}
+	}
+}
+
+// What the adversarial pass found: a timestamp-millis past what
+// microseconds hold is an error, not a wrapped value; a schema nested past
+// MaxDepth, with fields whose names differ only in case, or a union of two
+// records of one name (two fields of one name) has no column type.
+func TestAvroEdgesFound(t *testing.T) {
+	s := avro.MustParse(`{"type": "record", "name": "R", "fields": [{"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}`)
+	d, err := NewAvroDecoder(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range []int64{math.MaxInt64, 1e16, -1e16} {
+		payload, err := avro.Marshal(s, map[string]any{"at": time.UnixMilli(ms)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := d.Decode(payload); err == nil || !strings.Contains(err.Error(), "past what microseconds hold") {
+			t.Errorf("timestamp-millis %d: %v, %v; want an error", ms, v, err)
+		}
+	}
+	deep := `"int"`
+	for range MaxDepth + 1 {
+		deep = `{"type": "array", "items": ` + deep + `}`
+	}
+	for _, tc := range []struct{ schema, want string }{
+		{`{"type": "record", "name": "R", "fields": [{"name": "d", "type": ` + deep + `}]}`, "nested deeper than 64 levels"},
+		{`{"type": "record", "name": "R", "fields": [{"name": "A", "type": "int"}, {"name": "a", "type": "int"}]}`, `fields "A" and "a"`},
+		{`{"type": "record", "name": "R", "fields": [{"name": "u", "type": ["null",
+			{"type": "record", "name": "X", "namespace": "a", "fields": [{"name": "f", "type": "int"}]},
+			{"type": "record", "name": "X", "namespace": "b", "fields": [{"name": "g", "type": "string"}]}]}]}`, `fields "X" and "X"`},
+	} {
+		if _, err := NewAvroDecoder(avro.MustParse(tc.schema)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.60s…: %v, want an error naming %q", tc.schema, err, tc.want)
 		}
 	}
 }

@@ -50,6 +50,7 @@ type Column struct {
 	Skipped map[int]error
 
 	schemas Schemas
+	fail    error // every value's error (Failing)
 	mu      sync.Mutex
 	byID    map[int]*schemaDecoders // the decoders of the ids seen
 	latest  Decoder                 // decodes a value without the wire header (subject:NAME)
@@ -105,9 +106,15 @@ func NewColumn(source, topicSubject string, schemas Schemas, start Start) (*Colu
 			c.Type, c.Next, has = t, c.ErrorID+1, true
 			continue
 		}
-		if c.Type, c.Next, err = Evolve(c.Type, t, c.Next); err != nil {
-			c.Skipped[v.ID] = fmt.Errorf("schema id %d (subject %s): %w", v.ID, subject, err)
+		evolved, next, err := Evolve(c.Type, t, c.Next)
+		if err == nil {
+			err = Check(evolved)
 		}
+		if err != nil {
+			c.Skipped[v.ID] = fmt.Errorf("schema id %d (subject %s): %w", v.ID, subject, err)
+			continue
+		}
+		c.Type, c.Next = evolved, next
 	}
 	if !has {
 		return nil, fmt.Errorf("typed column: subject %s has no version a column can be made of: %w", subject, errors.Join(slices.Collect(maps.Values(c.Skipped))...))
@@ -131,6 +138,15 @@ func NewColumn(source, topicSubject string, schemas Schemas, start Start) (*Colu
 	return c, nil
 }
 
+// Failing is a column of the table's type t that decodes nothing: every
+// value's error is why (its subject has no schema now, or no registry is
+// served). An object written with it carries the reason beside each
+// record, and counts it, where leaving the column out would leave both
+// null, as for a tombstone.
+func Failing(t Type, errorID int, why error) *Column {
+	return &Column{Type: t, ErrorID: errorID, fail: why}
+}
+
 // decoderOf is a decoder of s: for Protobuf, of the file's first
 // message, as Confluent's serializers take a schema's message.
 func decoderOf(s *format.Schema) (Decoder, error) {
@@ -152,6 +168,9 @@ func decoderOf(s *format.Schema) (Decoder, error) {
 // A value of a schema the column has not evolved to (another subject's,
 // or an incompatible version) is an error: it keeps its bytes.
 func (c *Column) Decode(raw []byte) (any, error) {
+	if c.fail != nil {
+		return nil, c.fail
+	}
 	id, payload, err := Header(raw)
 	if err != nil {
 		if c.latest == nil {
@@ -161,6 +180,13 @@ func (c *Column) Decode(raw []byte) (any, error) {
 	}
 	d, err := c.decoder(int(id), &payload)
 	if err != nil {
+		if c.latest != nil {
+			// A headerless value may start with a zero byte: NAME's
+			// latest version may read it.
+			if v, lerr := c.latest.Decode(raw); lerr == nil {
+				return v, nil
+			}
+		}
 		return nil, err
 	}
 	return d.Decode(payload)
@@ -220,6 +246,10 @@ func (c *Column) decoder(id int, payload *[]byte) (Decoder, error) {
 			err = fmt.Errorf("message %s: %w", name, err)
 		}
 		dec = c.checked(id, d, err)
+		if first := e.fd.Protobuf().Messages().Get(0).FullName(); dec.err != nil && string(first) != name {
+			// The column is the schema's first message's.
+			dec.err = fmt.Errorf("schema id %d: the value is a %s, and the column is made of the schema's first message, %s", id, name, first)
+		}
 		e.pb[name] = dec
 	}
 	return dec.d, dec.err

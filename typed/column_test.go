@@ -54,6 +54,7 @@ func TestColumnDecodesBySchemaID(t *testing.T) {
 	v1 := `{"type": "record", "name": "Click", "fields": [{"name": "url", "type": "string"}]}`
 	v2 := `{"type": "record", "name": "Click", "fields": [{"name": "url", "type": "string"}, {"name": "ms", "type": "long", "default": 0}]}`
 	bad := `{"type": "record", "name": "Click", "fields": [{"name": "url", "type": "int"}]}`
+	upper := `{"type": "record", "name": "Click", "fields": [{"name": "URL", "type": "string"}]}`
 	parse := func(typ format.Type, text string) *format.Schema {
 		s, err := format.Parse(typ, text, nil)
 		if err != nil {
@@ -63,8 +64,8 @@ func TestColumnDecodesBySchemaID(t *testing.T) {
 	}
 	schemas := schemaMap{
 		byID: map[int]*format.Schema{1: parse(format.Avro, v1), 2: parse(format.Avro, v2), 3: parse(format.Protobuf, shopProto),
-			4: parse(format.Avro, bad)},
-		versions: map[string][]int{"clicks-value": {1, 2}, "first-value": {1}, "orders-value": {3}, "bad-value": {1, 4}},
+			4: parse(format.Avro, bad), 5: parse(format.Avro, upper)},
+		versions: map[string][]int{"clicks-value": {1, 2}, "first-value": {1}, "orders-value": {3}, "bad-value": {1, 4}, "case-value": {1, 5}},
 	}
 	one, _ := avro.Marshal(avro.MustParse(v1), map[string]any{"url": "/a"})
 	two, _ := avro.Marshal(avro.MustParse(v2), map[string]any{"url": "/b", "ms": int64(5)})
@@ -82,6 +83,10 @@ func TestColumnDecodesBySchemaID(t *testing.T) {
 		{"schema_id", "first-value", withHeader(2, two), "", "schema id 2 is not a version the column was evolved to: its columns"},
 		{"schema_id", "bad-value", withHeader(1, one), "map[url:/a]", ""},
 		{"schema_id", "bad-value", withHeader(4, one), "", "schema id 4 (subject bad-value): url is int in the schema and string in the table"},
+		// A version whose evolution would give the column two fields of
+		// one name but for case is left out; the others decode.
+		{"schema_id", "case-value", withHeader(1, one), "map[url:/a]", ""},
+		{"schema_id", "case-value", withHeader(5, one), "", `schema id 5 (subject case-value): value: fields "url" and "URL"`},
 		{"schema_id", "clicks-value", withHeader(9, one), "", "schema id 9: schema 9 not found"},
 		{"schema_id", "clicks-value", one, "", "not in the Schema Registry's wire format"},
 		{"schema_id", "clicks-value", withHeader(1, one[:1]), "", "the payload is no Click"},

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -22,7 +26,7 @@ import (
 // types, oneOf, anyOf, an object or array of any shape) is its JSON text,
 // a string: lossless, and SQL engines' JSON functions read it.
 func FromJSONSchema(s *jsonschema.Schema) (Type, error) {
-	return fromJSON(s, "value", map[*jsonschema.Schema]bool{})
+	return checked(fromJSON(s, "value", map[*jsonschema.Schema]bool{}))
 }
 
 // deref follows $ref: what the compiler resolved.
@@ -151,6 +155,10 @@ func (d *JSONDecoder) Type() Type { return d.typ }
 // serializer did, and strata.value.schema.validation can): a value of
 // another shape is an error naming where.
 func (d *JSONDecoder) Decode(payload []byte) (any, error) {
+	if !utf8.Valid(payload) {
+		// encoding/json would put U+FFFD for the bad bytes, silently.
+		return nil, errors.New("json: the value is not UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var v any
@@ -182,11 +190,23 @@ func shapeJSON(t Type, v any, at string) (any, error) {
 		}
 	case Int64:
 		if n, ok := v.(json.Number); ok {
-			i, err := n.Int64()
-			if err != nil {
+			if i, err := n.Int64(); err == nil {
+				return i, nil
+			}
+			// JSON Schema counts 1.0 and 1e2 as integers: exact, no float,
+			// and no exponent that would have big.Rat make a huge number.
+			text, exp := n.String(), 0
+			if i := strings.IndexAny(text, "eE"); i >= 0 {
+				exp, _ = strconv.Atoi(text[i+1:])
+			}
+			r, ok := new(big.Rat), false
+			if exp > -40 && exp < 40 {
+				_, ok = r.SetString(text)
+			}
+			if !ok || !r.IsInt() || !r.Num().IsInt64() {
 				return nil, fmt.Errorf("%s: %s is not a 64-bit integer", at, n)
 			}
-			return i, nil
+			return r.Num().Int64(), nil
 		}
 	case Float64:
 		if n, ok := v.(json.Number); ok {

@@ -119,6 +119,8 @@ func TestJSONDecodeErrors(t *testing.T) {
 	for _, tc := range []struct{ payload, want string }{
 		{`{"at": "2026-12-03T10:30:00Z"}`, "value.id: null or absent, and the schema requires it"},
 		{`{"id": 1.5, "at": "2026-12-03T10:30:00Z"}`, "value.id: 1.5 is not a 64-bit integer"},
+		{`{"id": 1e999999999, "at": "2026-12-03T10:30:00Z"}`, "value.id: 1e999999999 is not a 64-bit integer"},
+		{"{\"id\": 1, \"at\": \"2026-12-03T10:30:00Z\", \"tags\": [\"\xff\"]}", "json: the value is not UTF-8"},
 		{`{"id": 1, "at": "yesterday"}`, `value.at: "yesterday" is not a date-time`},
 		{`{"id": 1, "at": "2026-12-03T10:30:00Z", "tags": "a"}`, "value.tags: a string is not a list"},
 		{`{"id": 1, "at": "2026-12-03T10:30:00Z"} {}`, "more after the value"},
@@ -126,6 +128,27 @@ func TestJSONDecodeErrors(t *testing.T) {
 	} {
 		if _, err := d.Decode([]byte(tc.payload)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Decode(%s) = %v, want an error with %q", tc.payload, err, tc.want)
+		}
+	}
+}
+
+// JSON Schema's integers include 1.0 and 1e2, read exactly.
+func TestJSONIntegralNumbers(t *testing.T) {
+	s, err := format.Parse(format.JSON, eventSchema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewJSONDecoder(s.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]int64{"1.0": 1, "1e2": 100, "9007199254740993.0": 9007199254740993, "-2E3": -2000} {
+		v, err := d.Decode([]byte(`{"id": ` + text + `, "at": "2026-12-03T10:30:00Z"}`))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if got := v.(map[string]any)["id"]; got != want {
+			t.Errorf("%s reads as %v, want %d", text, got, want)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 // recursive message has no column type: the error names where it
 // recurses.
 func FromProtobuf(md protoreflect.MessageDescriptor) (Type, error) {
-	return protoMessage(md, "value", map[protoreflect.FullName]bool{})
+	return checked(protoMessage(md, "value", map[protoreflect.FullName]bool{}))
 }
 
 func protoMessage(md protoreflect.MessageDescriptor, at string, expanding map[protoreflect.FullName]bool) (Type, error) {

@@ -204,6 +204,51 @@ func stringMap(m map[string]any) Entries {
 	return out
 }
 
+// MaxDepth is how deeply a column type nests (structs, lists, maps): no
+// real schema nears it, and past a few thousand levels the table's
+// metadata is more JSON nesting than encoding/json writes.
+const MaxDepth = 64
+
+// Check refuses a column type no table can hold: nested deeper than
+// MaxDepth, a field with an empty name, or two fields of a struct whose
+// names differ only in case (Spark and DuckDB find fields without regard
+// to case, and would read one for the other).
+func Check(t Type) error { return check(t, "value", 0) }
+
+func check(t Type, at string, depth int) error {
+	if depth > MaxDepth {
+		return unsupported(at, fmt.Sprintf("nested deeper than %d levels", MaxDepth))
+	}
+	switch t.Kind {
+	case Struct:
+		seen := map[string]string{}
+		for _, f := range t.Fields {
+			if f.Name == "" {
+				return unsupported(at, "a field with an empty name")
+			}
+			if prev, ok := seen[strings.ToLower(f.Name)]; ok {
+				return unsupported(at, fmt.Sprintf("fields %q and %q, whose names differ only in case, which Spark and DuckDB do not tell apart", prev, f.Name))
+			}
+			seen[strings.ToLower(f.Name)] = f.Name
+			if err := check(f.Type, at+"."+f.Name, depth+1); err != nil {
+				return err
+			}
+		}
+	case List:
+		return check(*t.Elem, at+"[]", depth+1)
+	case Map:
+		return check(*t.Elem, at+"{}", depth+1)
+	}
+	return nil
+}
+
+func checked(t Type, err error) (Type, error) {
+	if err == nil {
+		err = Check(t)
+	}
+	return t, err
+}
+
 // unsupported says a schema has a part no column type expresses.
 func unsupported(at, why string) error {
 	return fmt.Errorf("%s: %s", at, why)

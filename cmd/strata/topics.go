@@ -164,11 +164,11 @@ func (v *topicView) parquet(base parquet.Options, log *slog.Logger) func(shard s
 		o := base
 		o.Codec, o.RowGroupBytes = r.ParquetCodec, int(r.ParquetRowGroupBytes)
 		o.Typed = nil
-		cols, err := v.typedColumns(topic, r)
+		cols, err := v.safeTypedColumns(topic, r)
 		if err != nil {
-			// The object is written without them (its bytes are all
-			// there); the next upload tries again.
-			log.Warn("typed columns left out of an upload", "shard", shard, "err", err)
+			// Its bytes are all there; the next upload tries again.
+			log.Warn("a typed column could not be made for an upload: the object is written without it, or, where the topic's table has it, with the reason beside each record",
+				"shard", shard, "err", err)
 		}
 		for _, c := range cols {
 			o.Typed = append(o.Typed, parquet.TypedColumn{Name: c.name, Key: c.key, Type: c.Type, ErrorID: c.ErrorID, Decode: c.Decode})
@@ -193,6 +193,17 @@ type typedColumn struct {
 	*typed.Column
 }
 
+// safeTypedColumns is typedColumns, a panic in it (a schema no test
+// foresaw) that upload's error, not the broker's end.
+func (v *topicView) safeTypedColumns(topic string, r topicconfig.Resolved) (cols []typedColumn, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cols, err = nil, fmt.Errorf("making the typed columns panicked: %v", p)
+		}
+	}()
+	return v.typedColumns(topic, r)
+}
+
 // typedColumns are the typed columns of a topic's values and keys that
 // its configs (strata.value.schema, strata.key.schema) ask for, decoding
 // by the registry's schemas: evolved from the topic's table's columns, and
@@ -215,9 +226,6 @@ func (v *topicView) typedColumns(topic string, r topicconfig.Resolved) ([]typedC
 		return nil, nil
 	}
 	reg := v.schemas.Load()
-	if reg == nil {
-		return nil, fmt.Errorf("%s asks for typed columns, but this broker serves no schema registry (schema_registry.addr)", topic)
-	}
 	var cols []typedColumn
 	var errs []error
 	build := func(table icetable.TypedSchema) ([]icetable.TypedColumn, error) {
@@ -232,10 +240,18 @@ func (v *topicView) typedColumns(topic string, r topicconfig.Resolved) ([]typedC
 			if w.key {
 				subject = topic + "-key"
 			}
-			col, err := typed.NewColumn(w.source, subject, typedSchemas{reg}, start)
+			var col *typed.Column
+			err := fmt.Errorf("%s asks for typed columns, but this broker serves no schema registry (schema_registry.addr)", topic)
+			if reg != nil {
+				col, err = typed.NewColumn(w.source, subject, typedSchemas{reg}, start)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", w.name, err))
-				continue
+				if start.Type == nil {
+					continue // no column yet: the object is written without it
+				}
+				// The table has the column: each record says why it is null.
+				col = typed.Failing(*start.Type, start.ErrorID, err)
 			}
 			table.Next = max(table.Next, col.Next)
 			cols = append(cols, typedColumn{w.name, w.key, col})

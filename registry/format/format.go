@@ -53,12 +53,50 @@ type Schema struct {
 	json  *jsonschema.Schema
 }
 
+// MaxNesting is how deeply an Avro or JSON Schema's JSON text may nest.
+// No real schema nears it; compiling a JSON Schema nested thousands deep
+// took minutes of CPU (cubic in the depth), and no column type is made of
+// more than typed.MaxDepth levels anyway.
+const MaxNesting = 256
+
+// shallow refuses JSON text nested deeper than MaxNesting, counting the
+// brackets outside strings.
+func shallow(text string) error {
+	depth, in, esc := 0, false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case in && esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			if depth++; depth > MaxNesting {
+				return fmt.Errorf("the schema nests deeper than %d levels", MaxNesting)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
 // Parse parses text as a schema of type t. refs are every schema it
 // references, directly or through another reference, each after the
 // ones it references itself. The error names what is wrong.
 func Parse(t Type, text string, refs []Ref) (_ *Schema, err error) {
 	defer contain(t, "parser", &err)
 	s := &Schema{Type: t}
+	if t == Avro || t == JSON {
+		for _, src := range append([]Ref{{Text: text}}, refs...) {
+			if err := shallow(src.Text); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch t {
 	case Avro:
 		s.avro, err = parseAvro(text, refs)

@@ -156,3 +156,20 @@ func TestCanonical(t *testing.T) {
 		t.Fatalf("protobuf: %q", got)
 	}
 }
+
+// A schema nested past MaxNesting is refused at once, not compiled for
+// minutes.
+func TestDeepSchemasAreRefused(t *testing.T) {
+	deep := `{"type": "string"}`
+	for range MaxNesting {
+		deep = `{"type": "object", "properties": {"a": ` + deep + `}}`
+	}
+	if _, err := Parse(JSON, deep, nil); err == nil || !strings.Contains(err.Error(), "nests deeper than 256 levels") {
+		t.Errorf("a JSON Schema nested %d deep: %v", MaxNesting+1, err)
+	}
+	// Brackets inside strings are not nesting.
+	doc := `{"type": "record", "name": "R", "doc": "` + strings.Repeat("[{", 300) + `", "fields": [{"name": "a", "type": "int"}]}`
+	if _, err := Parse(Avro, doc, nil); err != nil {
+		t.Errorf("an Avro schema with brackets in its doc: %v", err)
+	}
+}
