@@ -27,15 +27,20 @@ import (
 // node's catalog follow (Reconcile does it too, on every node, so a crash
 // after the manifest's swap finishes there). The old object stays
 // RetiredGrace, for the reads begun before the swap. A kill at any point leaves every
-// offset in exactly one object the manifest names, old or new. It runs
-// instead of a tiering run (ErrRunning if one is going), at
+// offset in exactly one object the manifest names, old or new. It waits
+// for a tiering run to end, and lets one go between objects; it goes at
 // BytesPerSecond like tiering; progress, if set, hears of each object.
 // docs/typed.md, "Backfill".
 func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProgress)) (RetypeSummary, error) {
-	if !j.running.TryLock() {
-		return RetypeSummary{}, ErrRunning
+	if err := j.lockRun(ctx); err != nil {
+		return RetypeSummary{}, err
 	}
-	defer j.running.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			j.running.Unlock()
+		}
+	}()
 	var limiter *rate.Limiter
 	if j.BytesPerSecond > 0 {
 		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
@@ -60,6 +65,24 @@ func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProg
 	}
 	sum.Objects = len(todo)
 	for i, s := range todo {
+		if i > 0 {
+			// Between objects a tiering run may go: a long retype must not
+			// hold up uploads (and local disk) for hours.
+			j.running.Unlock()
+			locked = false
+			if err := j.lockRun(ctx); err != nil {
+				return sum, err
+			}
+			locked = true
+			now, err := j.Catalog.SegmentsFrom(shard, s.StartOffset, 1)
+			if err != nil {
+				return sum, err
+			}
+			if len(now) == 0 || now[0].No != s.No || now[0].State != catalog.Cold && now[0].State != catalog.Remote {
+				continue // gone meanwhile (retention)
+			}
+			s = now[0]
+		}
 		has, err := j.hasTyped(ctx, s, want)
 		if err != nil {
 			return sum, err
@@ -82,6 +105,19 @@ func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProg
 		}
 	}
 	return sum, nil
+}
+
+// lockRun waits for the job to be free of runs (Run, Retype), as long as
+// ctx lets it.
+func (j *Job) lockRun(ctx context.Context) error {
+	for !j.running.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // RetypeProgress is one object's part in a Retype.
