@@ -3,7 +3,8 @@ bench.Report) into bench/results.json, rewrites the README's results
 table between its bench markers, and draws every curve (the figures that
 name one: bench/curves) as an SVG chart in bench/charts/.
 
-usage: report.py RESULTS.jsonl RESULTS.json README.md
+usage: report.py [--merge] RESULTS.jsonl RESULTS.json README.md
+       (--merge: keep RESULTS.json's figures the run did not measure)
        report.py charts RESULTS.jsonl CHARTS_DIR   (the charts alone)
        report.py soak SERIES.jsonl CHARTS_DIR      (make soak's charts)
 
@@ -28,10 +29,22 @@ if sys.argv[1:2] == ["soak"]:
         print(f"soak: chart {path}")
     sys.exit(0)
 
+merge = sys.argv[1:2] == ["--merge"]
+if merge:
+    sys.argv.pop(1)
 lines, out_path, readme_path = sys.argv[1:4]
 figures = [json.loads(l) for l in open(lines) if l.strip()]
 mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 now = datetime.datetime.now(datetime.timezone.utc)
+for f in figures:
+    f["date"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+if merge and os.path.exists(out_path):
+    # BENCH=regexp make bench: the figures it ran replace theirs; the
+    # others stay, each with the date it was measured.
+    old = json.load(open(out_path))
+    fresh = {(f["name"], f["reference"]) for f in figures}
+    kept = [dict(f, date=f.get("date", old["date"])) for f in old["figures"] if (f["name"], f["reference"]) not in fresh]
+    figures = kept + figures
 machine = {"cores": os.cpu_count(), "memory_gib": round(mem / 2**30), "system": platform.platform()}
 json.dump({"date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine, "command": "make bench",
            "figures": figures}, open(out_path, "w"), indent=2)
@@ -63,7 +76,9 @@ def met(f):
     return "yes" if ok else "**no**"
 
 
-rows = [f"`make bench` on {now:%Y-%m-%d}, {machine['cores']} cores, {machine['memory_gib']} GiB; every figure beside "
+days = sorted({f["date"][:10] for f in figures})
+when = f"on {days[0]}" if len(days) == 1 else f"from {days[0]} to {days[-1]} (`BENCH=… make bench` remeasures some; each figure's date is in results.json)"
+rows = [f"`make bench` {when}, {machine['cores']} cores, {machine['memory_gib']} GiB; every figure beside "
         "its reference measured in the same run, the median of the runs shown. MinIO, the HDFS minicluster and "
         "Apache Kafka run on the same two cores, so figures move by 10-20% from run to run; Apache Kafka's own "
         "produce rate moves by several times (20k-170k rec/s with flush.messages=1 across runs here: its "

@@ -75,9 +75,9 @@ const eventSchema = `{"type": "object", "required": ["id", "at"], "properties": 
 	"user": {"type": "object", "properties": {"name": {"type": "string"}, "admin": {"type": "boolean"}}},
 	"extra": {}}}`
 
-// A JSON value decodes to the column type's shape, striped, written and
-// read back by parquet-go; what has no one type keeps its JSON text.
-func TestJSONValuesWriteToParquet(t *testing.T) {
+// eventDecoder is the decoder of eventSchema.
+func eventDecoder(t *testing.T) *JSONDecoder {
+	t.Helper()
 	s, err := format.Parse(format.JSON, eventSchema, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +86,13 @@ func TestJSONValuesWriteToParquet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// A JSON value decodes to the column type's shape, striped, written and
+// read back by parquet-go; what has no one type keeps its JSON text.
+func TestJSONValuesWriteToParquet(t *testing.T) {
+	d := eventDecoder(t)
 	got, err := d.Decode([]byte(`{"id": 9007199254740993, "at": "2026-12-03T10:30:00.123456Z", "day": "2026-12-03",
 		"ref": "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "score": 1.5, "tags": ["a", "b"], "counts": {"y": 2, "x": 1},
 		"user": {"name": "ann"}, "extra": {"k": [1, 2]}}`))
@@ -108,14 +115,7 @@ func TestJSONValuesWriteToParquet(t *testing.T) {
 
 // A value of another shape is an error naming where, never a wrong value.
 func TestJSONDecodeErrors(t *testing.T) {
-	s, err := format.Parse(format.JSON, eventSchema, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewJSONDecoder(s.JSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := eventDecoder(t)
 	for _, tc := range []struct{ payload, want string }{
 		{`{"at": "2026-12-03T10:30:00Z"}`, "value.id: null or absent, and the schema requires it"},
 		{`{"id": 1.5, "at": "2026-12-03T10:30:00Z"}`, "value.id: 1.5 is not a 64-bit integer"},
@@ -134,14 +134,7 @@ func TestJSONDecodeErrors(t *testing.T) {
 
 // JSON Schema's integers include 1.0 and 1e2, read exactly.
 func TestJSONIntegralNumbers(t *testing.T) {
-	s, err := format.Parse(format.JSON, eventSchema, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewJSONDecoder(s.JSON())
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := eventDecoder(t)
 	for text, want := range map[string]int64{"1.0": 1, "1e2": 100, "9007199254740993.0": 9007199254740993, "-2E3": -2000} {
 		v, err := d.Decode([]byte(`{"id": ` + text + `, "at": "2026-12-03T10:30:00Z"}`))
 		if err != nil {
