@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -135,6 +136,9 @@ func printConfig(args []string, out io.Writer) error {
 	cfg.Cold.S3.SecretKey = redact(cfg.Cold.S3.SecretKey)
 	cfg.AdminToken = redact(cfg.AdminToken)
 	cfg.Iceberg.Catalog = icetable.RedactCatalogURI(cfg.Iceberg.Catalog)
+	if u, err := url.Parse(cfg.SchemaRegistry.URL); err == nil && u.User != nil {
+		cfg.SchemaRegistry.URL = u.Redacted()
+	}
 	for i := range cfg.Kafka.SASL.Users {
 		cfg.Kafka.SASL.Users[i].Password = redact(cfg.Kafka.SASL.Users[i].Password)
 	}
@@ -257,8 +261,16 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 		return err
 	}
 	defer schemas.close()
-	if schemas != nil {
-		topics.schemas.Store(schemas.reg)
+	var external *externalRegistry
+	switch {
+	case cfg.SchemaRegistry.URL != "":
+		if external, err = openExternalRegistry(cfg.SchemaRegistry.URL); err != nil {
+			return err
+		}
+		topics.schemas.Store(&schemaSource{external})
+		log.Info("the typed columns and produce validation ask the schema registry named", "url", external.url)
+	case schemas != nil:
+		topics.schemas.Store(&schemaSource{typedSchemas{schemas.reg}})
 	}
 
 	// One gate per partition, which appends, replication's changes of
@@ -336,7 +348,10 @@ func run(ctx context.Context, cfg *Config, log *slog.Logger, ready func(Addrs)) 
 	kcfg := kafkaConfig(cfg, topics.broker, log)
 	kcfg.Metrics, kcfg.Offsets, kcfg.Cluster, kcfg.Auth, kcfg.Partitions = kafka.NewMetrics(reg), md.offsets, meta, sec.auth, parts
 	kcfg.Peers, kcfg.PeerFetches, kcfg.PeerUser, kcfg.PeerSecret = peers, peerFetches, cfg.Cluster.PeerUser, peerSecret
-	if schemas != nil {
+	switch {
+	case external != nil:
+		kcfg.Schemas = external
+	case schemas != nil:
 		kcfg.Schemas = schemas.reg
 	}
 	ksrv := kafka.New(store, kcfg)

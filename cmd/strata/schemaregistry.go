@@ -27,6 +27,11 @@ type SchemaRegistryConfig struct {
 	Addr string `yaml:"addr"`
 	// TLS, when set, serves it over HTTPS only.
 	TLS TLSConfig `yaml:"tls"`
+	// URL names a registry strata does not serve (http(s)://HOST:PORT,
+	// user:password@ for basic auth): the typed columns and produce
+	// validation ask it, and strata serves none of its own
+	// (extregistry.go).
+	URL string `yaml:"url"`
 }
 
 // schemaRegistry is the registry and its listener; nil when off.
@@ -43,7 +48,7 @@ type schemaRegistry struct {
 // cluster.etcd_prefix (etcd, the client md opened), so every node serves
 // the same subjects and gives out ids none of the others has.
 func openSchemaRegistry(ctx context.Context, cfg *Config, sec *security, etcd *clientv3.Client, reg prometheus.Registerer, log *slog.Logger) (*schemaRegistry, error) {
-	if cfg.SchemaRegistry.Addr == "" {
+	if cfg.SchemaRegistry.Addr == "" || cfg.SchemaRegistry.URL != "" {
 		return nil, nil
 	}
 	var store registry.Store

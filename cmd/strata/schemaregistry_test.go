@@ -168,11 +168,26 @@ func TestSchemaRegistryOff(t *testing.T) {
 // wire header of a schema registered under {topic}-value, and refuses one
 // without, or naming another subject's schema, with INVALID_RECORD; a
 // topic without it takes any value.
+// The same with the registry another server runs (schema_registry.url).
 func TestSchemaRegistryValidatesProduce(t *testing.T) {
+	for _, registry := range []string{"own", "external"} {
+		t.Run(registry, func(t *testing.T) { validatesProduce(t, registry) })
+	}
+}
+
+func validatesProduce(t *testing.T, registry string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := startServe(t)
-	reg, err := sr.NewClient(sr.URLs("http://" + s.SchemaRegistry))
+	var s served
+	registryAddr := ""
+	if registry == "external" {
+		registryAddr = startServe(t).SchemaRegistry
+		s = startServe(t, "schema_registry.url=http://"+registryAddr)
+	} else {
+		s = startServe(t)
+		registryAddr = s.SchemaRegistry
+	}
+	reg, err := sr.NewClient(sr.URLs("http://" + registryAddr))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"strata/icetable"
 	"strata/metadata"
 	"strata/parquet"
-	"strata/registry"
 	"strata/tiering"
 	"strata/topicconfig"
 	"strata/typed"
@@ -64,9 +63,10 @@ type topicView struct {
 	broker topicconfig.Broker
 	local  *metadata.CatalogTopics // single node
 	member atomic.Pointer[cluster.Member]
-	// schemas is the schema registry the typed columns decode by; nil
-	// until it is open, and when none is served.
-	schemas atomic.Pointer[registry.Registry]
+	// schemas is the schema registry the typed columns decode by
+	// (strata's own, or schema_registry.url's); nil until it is open, and
+	// when there is none.
+	schemas atomic.Pointer[schemaSource]
 	// tables, if set (iceberg.enabled), gives the typed columns their
 	// field ids.
 	tables *icetable.Tables
@@ -186,6 +186,9 @@ const (
 	keyTypedID   = 1_000_000
 )
 
+// schemaSource is a registry as the typed columns ask it.
+type schemaSource struct{ typed.Schemas }
+
 // typedColumn is one of a topic's typed columns for an upload.
 type typedColumn struct {
 	name string
@@ -241,9 +244,9 @@ func (v *topicView) typedColumns(topic string, r topicconfig.Resolved) ([]typedC
 				subject = topic + "-key"
 			}
 			var col *typed.Column
-			err := fmt.Errorf("%s asks for typed columns, but this broker serves no schema registry (schema_registry.addr)", topic)
+			err := fmt.Errorf("%s asks for typed columns, but this broker has no schema registry (schema_registry.addr, schema_registry.url)", topic)
 			if reg != nil {
-				col, err = typed.NewColumn(w.source, subject, typedSchemas{reg}, start)
+				col, err = typed.NewColumn(w.source, subject, reg.Schemas, start)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", w.name, err))

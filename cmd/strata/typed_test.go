@@ -32,11 +32,35 @@ const typedOrderSchema = `{"type": "record", "name": "Order", "namespace": "shop
 // keeps its bytes with the reason in value_typed_error, and is counted in
 // /metrics; a consumer reads every record back byte for byte.
 func TestTypedColumnsInTheColdTier(t *testing.T) {
-	s := startServe(t, "segment.max_bytes=4KiB", "segment.roll_check_interval=5",
-		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s")
+	for _, registry := range []string{"own", "external"} {
+		t.Run(registry, func(t *testing.T) { typedColumnsInTheColdTier(t, registry) })
+	}
+}
+
+// typedColumnsInTheColdTier is the test with strata's own registry, or
+// with another's named by schema_registry.url: a second strata's, a real
+// server of Confluent's REST API, which the broker under test asks over
+// HTTP with basic auth's password in the URL.
+func typedColumnsInTheColdTier(t *testing.T, registry string) {
+	sets := []string{"segment.max_bytes=4KiB", "segment.roll_check_interval=5",
+		"tiering.schedule=@every 1h", "tiering.min_sealed_age=0s", "tiering.local_retention=0s"}
+	var registryAddr string
+	if registry == "external" {
+		other := startServe(t)
+		registryAddr = other.SchemaRegistry
+		sets = append(sets, "schema_registry.url=http://someone:secret@"+registryAddr)
+	}
+	s := startServe(t, sets...)
+	if registry == "external" {
+		if s.SchemaRegistry != "" {
+			t.Fatalf("with schema_registry.url the broker serves a registry of its own at %s", s.SchemaRegistry)
+		}
+	} else {
+		registryAddr = s.SchemaRegistry
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rcl, err := sr.NewClient(sr.URLs("http://" + s.SchemaRegistry))
+	rcl, err := sr.NewClient(sr.URLs("http://" + registryAddr))
 	if err != nil {
 		t.Fatal(err)
 	}
