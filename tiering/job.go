@@ -351,8 +351,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				return nil
 			}
 			if n, err := j.reconcile(gctx, shard); err != nil {
-				failed(StepReconcile, shard, 0, err)
-				return nil
+				failed(StepReconcile, shard, 0, err) // the shard's tiering goes on
 			} else if n > 0 {
 				if segs, err = j.Catalog.Segments(shard); err != nil {
 					failed(StepPlan, shard, 0, err)

@@ -373,6 +373,13 @@ func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
 			continue
 		}
 		size, err := j.verify(ctx, e.Key, s)
+		if errors.Is(err, errDescribesOther) {
+			// Another copy's object for these offsets, not a retype of
+			// this segment's: not this node's to take.
+			j.log().Warn("the manifest lists another object for a segment's offsets, made from another copy; the segment keeps its own",
+				"shard", shard, "segment", s.No, "key", s.ObjectKey, "listed", e.Key, "err", err)
+			continue
+		}
 		if err != nil {
 			return moved, err
 		}
