@@ -1,10 +1,13 @@
 package icetable
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"strata/catalog"
 	"strata/engine/record"
@@ -275,6 +278,49 @@ func TestAColdReadFollowsARetypeItMissed(t *testing.T) {
 	for _, s := range segs {
 		if s.State == catalog.Remote && !strings.HasSuffix(s.ObjectKey, ".r1.parquet") {
 			t.Fatalf("segment %d still names %s after the heal", s.No, s.ObjectKey)
+		}
+	}
+}
+
+// A retype's old object goes once its retired grace has passed, though
+// it was uploaded less than the orphan grace ago; one a retype rewrote
+// while retention took the old one from the manifest leaves no new object.
+func TestRetiredObjectsGo(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, _, _ := retypeRig(t, bucket, dir)
+	r.tables.FileDeleteDelay, r.tables.MaintainEvery = -1, -1 // no snapshot keeps them
+	mkey := "data/topic=orders/partition=1/_strata_manifest.json"
+	m, err := tiering.ReadManifest(ctx, bucket, mkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first object leaves the manifest, as a retention on another node
+	// would take it, before the retype reaches it.
+	gone := m.Objects[0].Key
+	m.Objects = m.Objects[1:]
+	raw, _ := json.Marshal(m)
+	if err := bucket.Upload(ctx, mkey, bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.job.Retype(ctx, "orders-1", nil); err == nil || !strings.Contains(err.Error(), "no longer lists") {
+		t.Fatalf("a retype of an object gone from the manifest: %v", err)
+	}
+	if _, err := bucket.Stat(ctx, strings.TrimSuffix(gone, ".parquet")+".r1.parquet"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the new object of one gone from the manifest: %v, want it deleted", err)
+	}
+
+	// Another shard's, retyped: the old copies go with the grace.
+	m, _ = tiering.ReadManifest(ctx, bucket, "data/topic=orders/partition=0/_strata_manifest.json")
+	if _, err := r.job.Retype(ctx, "orders-0", nil); err != nil {
+		t.Fatal(err)
+	}
+	r.job.RetiredGrace = time.Nanosecond
+	r.run(t, map[string]uint64{})
+	r.run(t, map[string]uint64{})
+	for _, e := range m.Objects {
+		if _, err := bucket.Stat(ctx, e.Key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("the old object %s after its retired grace: %v, want it gone", e.Key, err)
 		}
 	}
 }

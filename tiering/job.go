@@ -46,6 +46,10 @@ type Job struct {
 	// OrphanGrace: an object no catalog entry names is deleted once it is
 	// this old (1h); younger ones may belong to an upload in flight.
 	OrphanGrace time.Duration
+	// TypedErr, if set, says why ParquetFor(shard) has no typed columns
+	// the shard's topic asks for (a registry or table error), for Retype's
+	// answer.
+	TypedErr func(shard string) error
 	// RetiredGrace: a retype's old object stays this long after its swap
 	// (1m; negative: none), for the cold reads begun before it; Hive-style
 	// readers of the bucket see both copies meanwhile (docs/typed.md).
@@ -1026,7 +1030,7 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 	if j.Prefix != "" {
 		prefix = strings.TrimSuffix(j.Prefix, "/") + "/"
 	}
-	var candidates, manifests []string
+	var candidates, young, manifests []string
 	err = j.Bucket.List(ctx, prefix, func(a objstore.Attrs) error {
 		switch {
 		case strings.HasSuffix(a.Name, "/"+manifestName):
@@ -1037,13 +1041,15 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 			// its position-delete files (Parquet) in _iceberg/.
 		case strings.HasSuffix(a.Name, ".parquet") && !known[a.Name] && j.now().Sub(a.ModTime) > grace:
 			candidates = append(candidates, a.Name)
+		case strings.HasSuffix(a.Name, ".parquet") && !known[a.Name]:
+			young = append(young, a.Name) // a retype's old copy goes by its retired grace
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	if len(candidates) > 0 {
+	if len(candidates) > 0 || len(young) > 0 {
 		// Read after the listing: an object listed as unknown that a
 		// manifest took in meanwhile is then known.
 		for _, mkey := range manifests {
@@ -1059,6 +1065,8 @@ func (j *Job) sweepOrphans(ctx context.Context) (int, error) {
 			for _, r := range m.Retired {
 				if j.now().Sub(r.At) <= j.retiredGrace() {
 					known[r.Key] = true
+				} else if slices.Contains(young, r.Key) {
+					candidates = append(candidates, r.Key)
 				}
 			}
 		}

@@ -54,7 +54,13 @@ func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProg
 	}
 	want := j.parquetFor(shard).Typed
 	if len(want) == 0 {
-		return RetypeSummary{}, fmt.Errorf("retype: %s's topic asks for no typed column that can be made now (strata.value.schema, strata.key.schema: none, or their subject has no schema; the log says why)", shard)
+		why := error(errors.New("strata.value.schema and strata.key.schema are none"))
+		if j.TypedErr != nil {
+			if err := j.TypedErr(shard); err != nil {
+				why = err
+			}
+		}
+		return RetypeSummary{}, fmt.Errorf("%w: %s: %w", ErrNoTypedColumns, shard, why)
 	}
 	var sum RetypeSummary
 	var todo []catalog.Segment
@@ -106,6 +112,13 @@ func (j *Job) Retype(ctx context.Context, shard string, progress func(RetypeProg
 	}
 	return sum, nil
 }
+
+// ErrNoTypedColumns says a retype has no typed column to write: the topic
+// asks for none, or they cannot be made now (the error says why).
+var ErrNoTypedColumns = errors.New("retype: no typed column to write")
+
+// errGone says an object a retype rewrote left its manifest meanwhile.
+var errGone = errors.New("gone")
 
 // lockRun waits for the job to be free of runs (Run, Retype), as long as
 // ctx lets it.
@@ -252,12 +265,18 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
 		i := slices.IndexFunc(m.Objects, func(e ManifestEntry) bool { return e.Key == old })
 		if i < 0 {
-			return false, fmt.Errorf("the manifest no longer lists %s", old)
+			return false, fmt.Errorf("the manifest no longer lists %s (retention, or the topic's deletion, took it): %w", old, errGone)
 		}
 		m.Objects[i].Key, m.Objects[i].ObjectBytes = key, size
 		m.Retired = append(m.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
 		return true, nil
 	})
+	if errors.Is(err, errGone) {
+		// Refused for sure: the new object is no one's.
+		if derr := j.Bucket.Delete(ctx, key); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deleting %s: %w", key, derr))
+		}
+	}
 	if err != nil {
 		return "", 0, err
 	}

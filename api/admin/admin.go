@@ -194,7 +194,9 @@ func (c Config) tiering(ctx context.Context, mux *http.ServeMux) {
 // retype is POST /v1/tiering/retype?topic=T: tiering.Job.Retype of each
 // of the topic's shards this node has, its progress streamed as a JSON
 // line per object (tiering.RetypeProgress), then a line with the summary
-// ({"done": …}) or the error ({"error": …}) that stopped it.
+// ({"done": …}), or the error that stopped it and what was done before
+// ({"error": …, "stopped_after": …}); an error before any object is the
+// answer's status (400: the topic asks for no typed column).
 func (c Config) retype(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	topic := r.URL.Query().Get("topic")
 	if topic == "" {
@@ -219,24 +221,40 @@ func (c Config) retype(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	runCtx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	flush := func() {
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
+	streaming := false
+	stream := func() { // the 200 goes with the first object done
+		if !streaming {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			streaming = true
 		}
 	}
 	var total tiering.RetypeSummary
 	for _, shard := range mine {
-		sum, err := c.Job.Retype(runCtx, shard, func(p tiering.RetypeProgress) { enc.Encode(p); flush() })
+		sum, err := c.Job.Retype(runCtx, shard, func(p tiering.RetypeProgress) {
+			stream()
+			enc.Encode(p)
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		})
 		total.Objects, total.Rewritten, total.Skipped, total.Bytes = total.Objects+sum.Objects, total.Rewritten+sum.Rewritten,
 			total.Skipped+sum.Skipped, total.Bytes+sum.Bytes
-		if err != nil {
-			enc.Encode(map[string]any{"error": err.Error(), "done": total})
+		switch {
+		case err != nil && !streaming:
+			status := http.StatusInternalServerError
+			if errors.Is(err, tiering.ErrNoTypedColumns) {
+				status = http.StatusBadRequest
+			}
+			WriteJSON(w, status, map[string]string{"error": err.Error()})
+			return
+		case err != nil:
+			enc.Encode(map[string]any{"error": err.Error(), "stopped_after": total})
 			return
 		}
 	}
+	stream()
 	enc.Encode(map[string]any{"done": total})
 }
 

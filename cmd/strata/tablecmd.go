@@ -187,15 +187,16 @@ func retypeCmd(addr, topic string, out io.Writer) error {
 	for {
 		var line struct {
 			tiering.RetypeProgress
-			Done  *tiering.RetypeSummary `json:"done"`
-			Error string                 `json:"error"`
+			Done    *tiering.RetypeSummary `json:"done"`
+			Error   string                 `json:"error"`
+			Stopped tiering.RetypeSummary  `json:"stopped_after"`
 		}
 		if err := dec.Decode(&line); err != nil {
 			return fmt.Errorf("retype %s: the answer ended before it was done: %w", topic, err)
 		}
 		switch {
 		case line.Error != "":
-			return fmt.Errorf("retype %s: %s (%d of %d objects rewritten before)", topic, line.Error, line.Done.Rewritten, line.Done.Objects)
+			return fmt.Errorf("retype %s: %s (%d objects rewritten before)", topic, line.Error, line.Stopped.Rewritten)
 		case line.Done != nil:
 			fmt.Fprintf(out, "retyped topic %s: %d objects rewritten (%d bytes), %d had the typed columns already\n",
 				topic, line.Done.Rewritten, line.Done.Bytes, line.Done.Skipped)

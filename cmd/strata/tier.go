@@ -47,6 +47,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 	}
 	if topics != nil { // each topic's configs over the broker's (docs/config.md, "Topic configs")
 		job.PolicyFor, job.ParquetFor = topics.tieringPolicy(job.Policy), topics.parquet(job.Parquet, job.Log)
+		job.TypedErr = topics.typedErr
 	}
 	reg.MustRegister(newTierCollector(e, cat, reader, job))
 	return job

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,9 @@ type topicView struct {
 	// tables, if set (iceberg.enabled), gives the typed columns their
 	// field ids.
 	tables *icetable.Tables
+	// typedErrs is, by shard, why its last Parquet options lack a typed
+	// column its topic asks for (typedErr).
+	typedErrs sync.Map
 }
 
 // newTopicView reads a single node's topic records from its catalog.
@@ -165,6 +169,7 @@ func (v *topicView) parquet(base parquet.Options, log *slog.Logger) func(shard s
 		o.Codec, o.RowGroupBytes = r.ParquetCodec, int(r.ParquetRowGroupBytes)
 		o.Typed = nil
 		cols, err := v.safeTypedColumns(topic, r)
+		v.typedErrs.Store(shard, err)
 		if err != nil {
 			// Its bytes are all there; the next upload tries again.
 			log.Warn("a typed column could not be made for an upload: the object is written without it, or, where the topic's table has it, with the reason beside each record",
@@ -175,6 +180,14 @@ func (v *topicView) parquet(base parquet.Options, log *slog.Logger) func(shard s
 		}
 		return o
 	}
+}
+
+// typedErr is why the shard's last Parquet options lacked a typed column
+// its topic asks for; nil if none did.
+func (v *topicView) typedErr(shard string) error {
+	err, _ := v.typedErrs.Load(shard)
+	e, _ := err.(error)
+	return e
 }
 
 // The field ids a typed column is first given (docs/typed.md): the

@@ -210,3 +210,32 @@ func typedColumnsInTheColdTier(t *testing.T, registry string) {
 		})
 	}
 }
+
+// A retype of a topic that asks for no typed column is refused at once,
+// with the reason as the answer's status and error; of a topic this node
+// has no partition of, 404.
+func TestRetypeRefusals(t *testing.T) {
+	s := startServe(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka), kgo.DefaultProduceTopic("plain"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]struct {
+		status int
+		says   string
+	}{"plain": {http.StatusBadRequest, "strata.value.schema and strata.key.schema are none"}, "nosuch": {http.StatusNotFound, "no partition of topic nosuch"}} {
+		resp, err := http.Post("http://"+s.Admin+"/v1/tiering/retype?topic="+topic, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.status || !strings.Contains(string(body), want.says) {
+			t.Errorf("retype %s: %d %s, want %d naming %q", topic, resp.StatusCode, body, want.status, want.says)
+		}
+	}
+}
