@@ -67,10 +67,7 @@ func (t *Tables) EvolveTyped(ctx context.Context, topic string, evolve func(Type
 		if err != nil || !changed {
 			return cols, err
 		}
-		schema, err := withTyped(tbl.Schema(), cols)
-		if err != nil {
-			return nil, err
-		}
+		schema := withTyped(tbl.Schema(), cols)
 		meta := tbl.Metadata()
 		_, _, err = t.catalog(topic).CommitTable(ctx, t.ident(topic),
 			[]table.Requirement{table.AssertTableUUID(meta.TableUUID()), table.AssertCurrentSchemaID(meta.CurrentSchema().ID),
@@ -106,23 +103,22 @@ func fingerprint(s *iceberg.Schema) string {
 }
 
 // changedOutside reports, once per topic and schema, that tbl's current
-// schema is not the one strata last committed, and says so. strata undoes
+// schema is not the one strata last committed. strata undoes
 // nothing: its typed columns evolve from that schema, adding what they
 // lack with ids past its last, and its next commit takes the schema as
 // known, so no change is fought over or reported twice. A table without
 // the property (made before strata kept it) is taken as strata's.
-func (t *Tables) changedOutside(topic string, tbl *table.Table) bool {
+func (t *Tables) changedOutside(topic string, tbl *table.Table) {
 	want, ok := tbl.Properties()[propSchema]
 	got := fingerprint(tbl.Schema())
 	if !ok || want == got {
-		return false
+		return
 	}
 	if _, seen := t.reported.LoadOrStore(topic+"/"+got, true); !seen {
 		t.log().Warn("the topic's table's schema was changed by another writer than strata: strata undoes nothing, and evolves its typed columns from it",
 			"topic", topic, "schema_id", tbl.Schema().ID, "schema", tbl.Schema().String())
 		t.Metrics.changedOutside(topic)
 	}
-	return true
 }
 
 // catalog commits the topic's table: the bucket's pointer, or the
@@ -184,7 +180,7 @@ func typedSchema(s *iceberg.Schema, lastID int) (TypedSchema, error) {
 
 // withTyped is schema s with cols in place of its typed columns, a new
 // column and its error column after the others.
-func withTyped(s *iceberg.Schema, cols []TypedColumn) (*iceberg.Schema, error) {
+func withTyped(s *iceberg.Schema, cols []TypedColumn) *iceberg.Schema {
 	fields := slices.Clone(s.Fields())
 	set := func(f iceberg.NestedField) {
 		if i := slices.IndexFunc(fields, func(g iceberg.NestedField) bool { return g.Name == f.Name }); i >= 0 {
@@ -197,7 +193,7 @@ func withTyped(s *iceberg.Schema, cols []TypedColumn) (*iceberg.Schema, error) {
 		set(iceberg.NestedField{ID: c.Type.ID, Name: c.Name, Type: toIceberg(c.Type)})
 		set(iceberg.NestedField{ID: c.ErrorID, Name: c.Name + parquet.ErrorSuffix, Type: iceberg.PrimitiveTypes.String})
 	}
-	return iceberg.NewSchema(s.ID+1, fields...), nil
+	return iceberg.NewSchema(s.ID+1, fields...)
 }
 
 // toIceberg is t as an Iceberg type (docs/typed.md's mapping table).
