@@ -17,23 +17,26 @@ import (
 // lists, maps to maps, and the logical types to Iceberg's. A recursive
 // schema has no column type: the error names where it recurses.
 func FromAvro(s avro.Schema) (Type, error) {
-	return checked(fromAvro(s, "value", map[string]bool{}))
+	return checked(fromAvro(s, "value", newDerivation[string]()))
 }
 
-func fromAvro(s avro.Schema, at string, expanding map[string]bool) (Type, error) {
+func fromAvro(s avro.Schema, at string, d *derivation[string]) (Type, error) {
+	if err := d.grow(at); err != nil {
+		return Type{}, err
+	}
 	switch s := s.(type) {
 	case *avro.RefSchema:
 		name := s.Schema().FullName()
-		if expanding[name] {
+		if d.expanding[name] {
 			return Type{}, unsupported(at, fmt.Sprintf("%s refers to itself (a recursive schema has no column type)", name))
 		}
-		return fromAvro(s.Schema(), at, expanding)
+		return fromAvro(s.Schema(), at, d)
 	case *avro.RecordSchema:
-		expanding[s.FullName()] = true
-		defer delete(expanding, s.FullName())
+		d.expanding[s.FullName()] = true
+		defer delete(d.expanding, s.FullName())
 		t := Type{Kind: Struct}
 		for _, f := range s.Fields() {
-			ft, err := fromAvro(f.Type(), at+"."+f.Name(), expanding)
+			ft, err := fromAvro(f.Type(), at+"."+f.Name(), d)
 			if err != nil {
 				return Type{}, err
 			}
@@ -44,17 +47,17 @@ func fromAvro(s avro.Schema, at string, expanding map[string]bool) (Type, error)
 		}
 		return t, nil
 	case *avro.UnionSchema:
-		return unionType(s, at, expanding)
+		return unionType(s, at, d)
 	case *avro.EnumSchema:
 		return Type{Kind: String}, nil
 	case *avro.ArraySchema:
-		elem, err := fromAvro(s.Items(), at+"[]", expanding)
+		elem, err := fromAvro(s.Items(), at+"[]", d)
 		if err != nil {
 			return Type{}, err
 		}
 		return Type{Kind: List, Elem: &elem}, nil
 	case *avro.MapSchema:
-		elem, err := fromAvro(s.Values(), at+"{}", expanding)
+		elem, err := fromAvro(s.Values(), at+"{}", d)
 		if err != nil {
 			return Type{}, err
 		}
@@ -138,7 +141,7 @@ func decimalBytes(precision int) int {
 // one optional field per branch but null, named by the branch (a named
 // type's name without its namespace), which is optional if null is a
 // branch.
-func unionType(s *avro.UnionSchema, at string, expanding map[string]bool) (Type, error) {
+func unionType(s *avro.UnionSchema, at string, d *derivation[string]) (Type, error) {
 	var branches []avro.Schema
 	nullable := false
 	for _, b := range s.Types() {
@@ -152,14 +155,14 @@ func unionType(s *avro.UnionSchema, at string, expanding map[string]bool) (Type,
 		return Type{}, unsupported(at, "a union of null alone has no column type")
 	}
 	if len(branches) == 1 {
-		t, err := fromAvro(branches[0], at, expanding)
+		t, err := fromAvro(branches[0], at, d)
 		t.Optional = t.Optional || nullable
 		return t, err
 	}
 	t := Type{Kind: Struct, Optional: nullable}
 	for _, b := range branches {
 		name := branchName(b)
-		bt, err := fromAvro(b, at+"."+name, expanding)
+		bt, err := fromAvro(b, at+"."+name, d)
 		if err != nil {
 			return Type{}, err
 		}

@@ -344,12 +344,18 @@ func TestAvroEdgesFound(t *testing.T) {
 	for range MaxDepth + 1 {
 		deep = `{"type": "array", "items": ` + deep + `}`
 	}
+	// Each record names the one below twice: 2^20 columns from 20 lines.
+	wide := `{"type": "record", "name": "R0", "fields": [{"name": "x", "type": "int"}]}`
+	for k := 1; k <= 20; k++ {
+		wide = fmt.Sprintf(`{"type": "record", "name": "R%d", "fields": [{"name": "a", "type": %s}, {"name": "b", "type": "R%d"}]}`, k, wide, k-1)
+	}
 	for _, tc := range []struct{ schema, want string }{
 		{`{"type": "record", "name": "R", "fields": [{"name": "d", "type": ` + deep + `}]}`, "nested deeper than 64 levels"},
 		{`{"type": "record", "name": "R", "fields": [{"name": "A", "type": "int"}, {"name": "a", "type": "int"}]}`, `fields "A" and "a"`},
+		{wide, "more than 10000 parts"},
 		{`{"type": "record", "name": "R", "fields": [{"name": "u", "type": ["null",
 			{"type": "record", "name": "X", "namespace": "a", "fields": [{"name": "f", "type": "int"}]},
-			{"type": "record", "name": "X", "namespace": "b", "fields": [{"name": "g", "type": "string"}]}]}]}`, `fields "X" and "X"`},
+			{"type": "record", "name": "X", "namespace": "b", "fields": [{"name": "g", "type": "string"}]}]}]}`, `two fields named "X"`},
 	} {
 		if _, err := NewAvroDecoder(avro.MustParse(tc.schema)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.60s…: %v, want an error naming %q", tc.schema, err, tc.want)

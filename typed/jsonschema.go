@@ -26,7 +26,7 @@ import (
 // types, oneOf, anyOf, an object or array of any shape) is its JSON text,
 // a string: lossless, and SQL engines' JSON functions read it.
 func FromJSONSchema(s *jsonschema.Schema) (Type, error) {
-	return checked(fromJSON(s, "value", map[*jsonschema.Schema]bool{}))
+	return checked(fromJSON(s, "value", newDerivation[*jsonschema.Schema]()))
 }
 
 // deref follows $ref: what the compiler resolved.
@@ -37,7 +37,10 @@ func deref(s *jsonschema.Schema) *jsonschema.Schema {
 	return s
 }
 
-func fromJSON(s *jsonschema.Schema, at string, expanding map[*jsonschema.Schema]bool) (Type, error) {
+func fromJSON(s *jsonschema.Schema, at string, d *derivation[*jsonschema.Schema]) (Type, error) {
+	if err := d.grow(at); err != nil {
+		return Type{}, err
+	}
 	s = deref(s)
 	if s == nil || (s.Bool != nil && *s.Bool) {
 		return Type{Kind: String, Optional: true, json: true}, nil // anything: its text
@@ -45,11 +48,11 @@ func fromJSON(s *jsonschema.Schema, at string, expanding map[*jsonschema.Schema]
 	if s.Bool != nil {
 		return Type{}, unsupported(at, "the schema false accepts no value")
 	}
-	if expanding[s] {
+	if d.expanding[s] {
 		return Type{}, unsupported(at, "the schema refers to itself (a recursive schema has no column type)")
 	}
-	expanding[s] = true
-	defer delete(expanding, s)
+	d.expanding[s] = true
+	defer delete(d.expanding, s)
 	types := []string{}
 	if s.Types != nil {
 		types = s.Types.ToStrings()
@@ -62,12 +65,12 @@ func fromJSON(s *jsonschema.Schema, at string, expanding map[*jsonschema.Schema]
 		}
 		return Type{Kind: String, Optional: true, json: true}, nil
 	}
-	t, err := jsonType(s, types[0], at, expanding)
+	t, err := jsonType(s, types[0], at, d)
 	t.Optional = t.Optional || nullable
 	return t, err
 }
 
-func jsonType(s *jsonschema.Schema, typ, at string, expanding map[*jsonschema.Schema]bool) (Type, error) {
+func jsonType(s *jsonschema.Schema, typ, at string, d *derivation[*jsonschema.Schema]) (Type, error) {
 	switch typ {
 	case "boolean":
 		return Type{Kind: Bool}, nil
@@ -97,7 +100,7 @@ func jsonType(s *jsonschema.Schema, typ, at string, expanding map[*jsonschema.Sc
 		if items == nil || len(s.PrefixItems) > 0 {
 			return Type{Kind: String, json: true}, nil
 		}
-		elem, err := fromJSON(items, at+"[]", expanding)
+		elem, err := fromJSON(items, at+"[]", d)
 		if err != nil {
 			return Type{}, err
 		}
@@ -105,7 +108,7 @@ func jsonType(s *jsonschema.Schema, typ, at string, expanding map[*jsonschema.Sc
 	case "object":
 		if len(s.Properties) == 0 {
 			if extra, ok := s.AdditionalProperties.(*jsonschema.Schema); ok {
-				elem, err := fromJSON(extra, at+"{}", expanding)
+				elem, err := fromJSON(extra, at+"{}", d)
 				if err != nil {
 					return Type{}, err
 				}
@@ -121,7 +124,7 @@ func jsonType(s *jsonschema.Schema, typ, at string, expanding map[*jsonschema.Sc
 				}
 			}
 		}) {
-			ft, err := fromJSON(s.Properties[name], at+"."+name, expanding)
+			ft, err := fromJSON(s.Properties[name], at+"."+name, d)
 			if err != nil {
 				return Type{}, err
 			}

@@ -21,15 +21,18 @@ import (
 // recursive message has no column type: the error names where it
 // recurses.
 func FromProtobuf(md protoreflect.MessageDescriptor) (Type, error) {
-	return checked(protoMessage(md, "value", map[protoreflect.FullName]bool{}))
+	return checked(protoMessage(md, "value", newDerivation[protoreflect.FullName]()))
 }
 
-func protoMessage(md protoreflect.MessageDescriptor, at string, expanding map[protoreflect.FullName]bool) (Type, error) {
-	if expanding[md.FullName()] {
+func protoMessage(md protoreflect.MessageDescriptor, at string, d *derivation[protoreflect.FullName]) (Type, error) {
+	if err := d.grow(at); err != nil {
+		return Type{}, err
+	}
+	if d.expanding[md.FullName()] {
 		return Type{}, unsupported(at, fmt.Sprintf("%s refers to itself (a recursive message has no column type)", md.FullName()))
 	}
-	expanding[md.FullName()] = true
-	defer delete(expanding, md.FullName())
+	d.expanding[md.FullName()] = true
+	defer delete(d.expanding, md.FullName())
 	t := Type{Kind: Struct}
 	seen := map[protoreflect.FullName]bool{}
 	fields := md.Fields()
@@ -44,7 +47,7 @@ func protoMessage(md protoreflect.MessageDescriptor, at string, expanding map[pr
 			members := o.Fields()
 			for j := range members.Len() {
 				m := members.Get(j)
-				mt, err := protoField(m, at+"."+string(o.Name())+"."+string(m.Name()), expanding)
+				mt, err := protoField(m, at+"."+string(o.Name())+"."+string(m.Name()), d)
 				if err != nil {
 					return Type{}, err
 				}
@@ -54,7 +57,7 @@ func protoMessage(md protoreflect.MessageDescriptor, at string, expanding map[pr
 			t.Fields = append(t.Fields, Field{Name: string(o.Name()), Type: ot})
 			continue
 		}
-		ft, err := protoField(f, at+"."+string(f.Name()), expanding)
+		ft, err := protoField(f, at+"."+string(f.Name()), d)
 		if err != nil {
 			return Type{}, err
 		}
@@ -66,19 +69,19 @@ func protoMessage(md protoreflect.MessageDescriptor, at string, expanding map[pr
 	return t, nil
 }
 
-func protoField(f protoreflect.FieldDescriptor, at string, expanding map[protoreflect.FullName]bool) (Type, error) {
+func protoField(f protoreflect.FieldDescriptor, at string, d *derivation[protoreflect.FullName]) (Type, error) {
 	if f.IsMap() {
-		k, err := protoValue(f.MapKey(), at, expanding)
+		k, err := protoValue(f.MapKey(), at, d)
 		if err != nil {
 			return Type{}, err
 		}
-		v, err := protoValue(f.MapValue(), at+"{}", expanding)
+		v, err := protoValue(f.MapValue(), at+"{}", d)
 		if err != nil {
 			return Type{}, err
 		}
 		return Type{Kind: Map, Key: &k, Elem: &v}, nil
 	}
-	v, err := protoValue(f, at, expanding)
+	v, err := protoValue(f, at, d)
 	if err != nil {
 		return Type{}, err
 	}
@@ -91,7 +94,10 @@ func protoField(f protoreflect.FieldDescriptor, at string, expanding map[protore
 
 // protoValue is the type of one value of f (an element, for a repeated
 // field).
-func protoValue(f protoreflect.FieldDescriptor, at string, expanding map[protoreflect.FullName]bool) (Type, error) {
+func protoValue(f protoreflect.FieldDescriptor, at string, d *derivation[protoreflect.FullName]) (Type, error) {
+	if err := d.grow(at); err != nil {
+		return Type{}, err
+	}
 	switch f.Kind() {
 	case protoreflect.BoolKind:
 		return Type{Kind: Bool}, nil
@@ -114,7 +120,7 @@ func protoValue(f protoreflect.FieldDescriptor, at string, expanding map[protore
 		if t, ok := wellKnown(f.Message()); ok {
 			return t, nil
 		}
-		return protoMessage(f.Message(), at, expanding)
+		return protoMessage(f.Message(), at, d)
 	}
 	return Type{}, unsupported(at, fmt.Sprintf("Protobuf kind %s", f.Kind()))
 }

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	pq "github.com/parquet-go/parquet-go"
 )
@@ -204,6 +205,30 @@ func stringMap(m map[string]any) Entries {
 	return out
 }
 
+// MaxParts is how many parts (fields, elements, values, at every level)
+// a column type may have. A schema that names a type twice expands it
+// twice: twenty lines of Avro expand to millions of columns, which took a
+// tiering run minutes and then more columns than a Parquet file holds.
+const MaxParts = 10_000
+
+// derivation is a column type being made from a schema: the named types
+// it is inside of (a recursive schema has no column type), and the parts
+// made so far.
+type derivation[K comparable] struct {
+	expanding map[K]bool
+	parts     int
+}
+
+func newDerivation[K comparable]() *derivation[K] { return &derivation[K]{expanding: map[K]bool{}} }
+
+// grow counts one more part, at at.
+func (d *derivation[K]) grow(at string) error {
+	if d.parts++; d.parts > MaxParts {
+		return unsupported(at, fmt.Sprintf("more than %d parts (fields, elements, values) in all", MaxParts))
+	}
+	return nil
+}
+
 // MaxDepth is how deeply a column type nests (structs, lists, maps): no
 // real schema nears it, and past a few thousand levels the table's
 // metadata is more JSON nesting than encoding/json writes.
@@ -213,7 +238,12 @@ const MaxDepth = 64
 // MaxDepth, a field with an empty name, or two fields of a struct whose
 // names differ only in case (Spark and DuckDB find fields without regard
 // to case, and would read one for the other).
-func Check(t Type) error { return check(t, "value", 0) }
+func Check(t Type) error {
+	if n := Leaves(t); n > MaxParts {
+		return unsupported("value", fmt.Sprintf("%d columns, more than %d", n, MaxParts))
+	}
+	return check(t, "value", 0)
+}
 
 func check(t Type, at string, depth int) error {
 	if depth > MaxDepth {
@@ -226,7 +256,12 @@ func check(t Type, at string, depth int) error {
 			if f.Name == "" {
 				return unsupported(at, "a field with an empty name")
 			}
-			if prev, ok := seen[strings.ToLower(f.Name)]; ok {
+			if strings.IndexFunc(f.Name, unicode.IsControl) >= 0 {
+				return unsupported(at, fmt.Sprintf("a field name with a control character, %q, which DuckDB reads otherwise", f.Name))
+			}
+			if prev, ok := seen[strings.ToLower(f.Name)]; ok && prev == f.Name {
+				return unsupported(at, fmt.Sprintf("two fields named %q", f.Name))
+			} else if ok {
 				return unsupported(at, fmt.Sprintf("fields %q and %q, whose names differ only in case, which Spark and DuckDB do not tell apart", prev, f.Name))
 			}
 			seen[strings.ToLower(f.Name)] = f.Name

@@ -558,6 +558,11 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	if c.SchemaRegistry.URL != "" {
+		if _, err := registryURL(c.SchemaRegistry.URL); err != nil {
+			return err
+		}
+	}
 	if c.Cluster.Enabled() {
 		if c.Node.ID < 1 || c.Node.ID > 1<<31-1 {
 			return fmt.Errorf("node.id: %d: a cluster's nodes need a unique positive id", c.Node.ID)

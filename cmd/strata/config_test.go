@@ -200,3 +200,21 @@ func TestFolderIdentity(t *testing.T) {
 		t.Fatal("a damaged identity file was taken")
 	}
 }
+
+// schema_registry.url is checked with the rest of the config, and its
+// error never shows the password.
+func TestSchemaRegistryURLChecked(t *testing.T) {
+	for raw, want := range map[string]string{
+		"ftp://u:secret@h:1":       `scheme "ftp"`,
+		"https://u:secret@h:99999": `port "99999"`,
+		"http://:8081":             "no host",
+	} {
+		_, err := LoadConfig("", []string{"schema_registry.url=" + raw})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("schema_registry.url=%s: %v; want an error naming %s, without the password", raw, err, want)
+		}
+	}
+	if _, err := LoadConfig("", []string{"schema_registry.url=http://u:p@registry:8081"}); err != nil {
+		t.Errorf("a good URL: %v", err)
+	}
+}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +30,9 @@ type externalRegistry struct {
 	mu    sync.Mutex
 	byID  map[int]*format.Schema
 	known map[checked]time.Time // subject and id found registered, when
+	// downUntil: the registry did not answer (downErr); asked again after.
+	downUntil time.Time
+	downErr   error
 }
 
 type checked struct {
@@ -43,9 +48,9 @@ const checkedFor = time.Minute
 // user and password, if any, are sent as HTTP basic auth, as Confluent's
 // clients send them.
 func openExternalRegistry(rawURL string) (*externalRegistry, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("schema_registry.url %q: want http(s)://HOST:PORT[/path], a user and password in it for basic auth", rawURL)
+	u, err := registryURL(rawURL)
+	if err != nil {
+		return nil, err
 	}
 	opts := []sr.ClientOpt{}
 	if u.User != nil {
@@ -60,12 +65,66 @@ func openExternalRegistry(rawURL string) (*externalRegistry, error) {
 	return &externalRegistry{url: u.String(), cl: cl, byID: map[int]*format.Schema{}, known: map[checked]time.Time{}}, nil
 }
 
+// registryURL checks schema_registry.url; its error never shows the
+// password.
+func registryURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	bad := func(why string) (*url.URL, error) {
+		shown := "(unparsable)"
+		if err == nil {
+			shown = u.Redacted()
+		}
+		return nil, fmt.Errorf("schema_registry.url %s: %s; want http(s)://HOST:PORT[/path], user:password@ in it for basic auth", shown, why)
+	}
+	switch {
+	case err != nil:
+		return bad("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad(fmt.Sprintf("scheme %q", u.Scheme))
+	case u.Hostname() == "":
+		return bad("no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad(fmt.Sprintf("port %q", p))
+		}
+	}
+	return u, nil
+}
+
+// downFor is how long a registry that did not answer is taken as down,
+// so a run's uploads of one topic do not each wait out the timeout.
+const downFor = 30 * time.Second
+
+// down is the error of the registry's last failure to answer, if within
+// downFor.
+func (e *externalRegistry) down() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if time.Now().Before(e.downUntil) {
+		return e.downErr
+	}
+	return nil
+}
+
+// failed notes err, if the registry did not answer (not an answer that
+// something is not there).
+func (e *externalRegistry) failed(err error) error {
+	var re *sr.ResponseError
+	if err != nil && !errors.As(err, &re) {
+		e.mu.Lock()
+		e.downUntil, e.downErr = time.Now().Add(downFor), fmt.Errorf("%w (taken as down for %s)", err, downFor)
+		e.mu.Unlock()
+	}
+	return err
+}
+
 func (e *externalRegistry) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
 func (e *externalRegistry) wrap(err error) error {
-	return fmt.Errorf("the schema registry at %s: %w", e.url, err)
+	return fmt.Errorf("the schema registry at %s: %w", e.url, e.failed(err))
 }
 
 // ByID is the schema of an id, with what it references.
@@ -75,6 +134,9 @@ func (e *externalRegistry) ByID(id int) (*format.Schema, error) {
 	e.mu.Unlock()
 	if ok {
 		return p, nil
+	}
+	if err := e.down(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := e.ctx()
 	defer cancel()
@@ -94,6 +156,9 @@ func (e *externalRegistry) ByID(id int) (*format.Schema, error) {
 // Versions are a subject's versions, soft-deleted ones too (their records
 // are still in the topic), in order.
 func (e *externalRegistry) Versions(subject string) ([]typed.Version, error) {
+	if err := e.down(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := e.ctx()
 	defer cancel()
 	ctx = sr.WithParams(ctx, sr.ShowDeleted)
@@ -119,6 +184,9 @@ func (e *externalRegistry) Versions(subject string) ([]typed.Version, error) {
 
 // Latest is a subject's latest live version.
 func (e *externalRegistry) Latest(subject string) (int, *format.Schema, error) {
+	if err := e.down(); err != nil {
+		return 0, nil, err
+	}
 	ctx, cancel := e.ctx()
 	defer cancel()
 	ss, err := e.cl.SchemaByVersion(ctx, subject, -1)
@@ -143,6 +211,9 @@ func (e *externalRegistry) CheckWireHeader(subject string, value []byte) error {
 	e.mu.Unlock()
 	if ok && time.Since(at) < checkedFor {
 		return nil
+	}
+	if err := e.down(); err != nil {
+		return fmt.Errorf("its value names schema id %d, which %w", id, err)
 	}
 	ctx, cancel := e.ctx()
 	defer cancel()
