@@ -223,6 +223,9 @@ func NewWriter(out io.Writer, opts Options) (*Writer, error) {
 		if c.Decode == nil {
 			return nil, fmt.Errorf("parquet: typed column %s has no decoder", c.Name)
 		}
+		if err := typed.Check(c.Type); err != nil { // parquet-go panics past 65,534 columns
+			return nil, fmt.Errorf("parquet: typed column %s: %w", c.Name, err)
+		}
 	}
 	schema, err := schemaWith(opts.Typed)
 	if err != nil {
