@@ -99,6 +99,7 @@ func (s *Server) metadataFull(what string, err error) (int16, *string) {
 
 func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	existing, _ := s.topics(ctx)
 	for _, t := range r.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
@@ -109,9 +110,15 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 			rt.ReplicationFactor = s.cfg.DefaultReplicationFactor
 		}
 		configs, code, msg := s.createTopicConfigs(t)
+		_, exists := existing[t.Topic]
 		switch {
 		case store.ValidateTopic(t.Topic) != nil:
 			rt.ErrorCode = kerr.InvalidTopicException.Code
+		case exists:
+			// Before its configs, as Kafka answers: a client that finds
+			// its topic there (Kafka Connect's workers) goes on.
+			m := fmt.Sprintf("Topic '%s' already exists.", t.Topic)
+			rt.ErrorCode, rt.ErrorMessage = kerr.TopicAlreadyExists.Code, &m
 		case code != errNone:
 			rt.ErrorCode, rt.ErrorMessage = code, msg
 		case !r.ValidateOnly:
