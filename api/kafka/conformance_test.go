@@ -30,14 +30,14 @@ type observed struct {
 	// (cleanup.policy=compact, which strata does not do yet): the topic's
 	// existence is answered first, as Kafka Connect's workers rely on.
 	CreateAgainAs string
-	AfterDelete     map[int32]int64
-	FetchDeleted    string
-	FetchPastEnd    string
-	FetchAtEnd      string
-	Epochs          map[string]string
-	Committed       map[int32]string
-	Admin           adminObserved
-	Configs         observedConfigs
+	AfterDelete   map[int32]int64
+	FetchDeleted  string
+	FetchPastEnd  string
+	FetchAtEnd    string
+	Epochs        map[string]string
+	Committed     map[int32]string
+	Admin         adminObserved
+	Configs       observedConfigs
 }
 
 // The same franz-go calls against strata and Apache Kafka (KRaft, one node)
