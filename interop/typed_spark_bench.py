@@ -12,20 +12,10 @@ import statistics
 import sys
 import time
 
-from pyspark.sql import SparkSession
+from typed_spark import session
 
 jars, table, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-spark = (
-    SparkSession.builder.master("local[2]")
-    .appName("strata-bench-typed")
-    .config("spark.jars", jars)
-    .config("spark.ui.enabled", "false")
-    .config("spark.ui.showConsoleProgress", "false")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = session(jars, "strata-bench-typed", cores=2)
 spark.read.format("iceberg").load(table).createOrReplaceTempView("t")
 
 TYPED = "SELECT value_typed.item AS item, sum(value_typed.price) AS total FROM t GROUP BY value_typed.item ORDER BY item"
