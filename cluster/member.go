@@ -168,15 +168,17 @@ func (m *Member) run(ctx context.Context, s *concurrency.Session, rev int64) {
 			m.endSession(s)
 			return
 		}
+		// Logged before the state changes, so whoever sees the change can
+		// also see why.
+		m.log.Warn("cluster: lease lost; this node leads nothing until it registers again", "lease", fmt.Sprintf("%x", s.Lease()))
 		m.setSession(nil)
 		m.metrics.sessionsLost.Inc()
-		m.log.Warn("cluster: lease lost; this node leads nothing until it registers again", "lease", fmt.Sprintf("%x", s.Lease()))
 		stale := m.dropLease(ctx, s)
 		if s, rev = m.reregister(ctx, stale); s == nil {
 			return
 		}
-		m.setSession(s)
 		m.log.Info("cluster: registered again", "lease", fmt.Sprintf("%x", s.Lease()))
+		m.setSession(s)
 	}
 }
 
