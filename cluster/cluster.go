@@ -205,8 +205,12 @@ var (
 // keys builds the cluster's etcd keys under one prefix.
 type keys struct{ prefix string }
 
-func (k keys) nodes() string                   { return k.prefix + "/nodes/" }
-func (k keys) node(id int32) string            { return k.nodes() + strconv.Itoa(int(id)) }
+func (k keys) nodes() string        { return k.prefix + "/nodes/" }
+func (k keys) node(id int32) string { return k.nodes() + strconv.Itoa(int(id)) }
+func (k keys) nodeID(key string) (int32, error) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(key, k.nodes()), 10, 32)
+	return int32(id), err
+}
 func (k keys) controller() string              { return k.prefix + "/controller" } // concurrency.Election adds "/"
 func (k keys) topics() string                  { return k.prefix + "/topics/" }
 func (k keys) topic(name string) string        { return k.topics() + name }

@@ -34,6 +34,9 @@ func (m *Member) control(ctx context.Context, t term) error {
 	// The view may lag what the previous controller wrote: a plan from it
 	// costs a refused write (each is a compare-and-swap) and a new plan
 	// when the view catches up, never a wrong record.
+	if err := m.catchUp(ctx, t); err != nil {
+		return err
+	}
 	var lastProblems string
 	termCtx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
@@ -76,6 +79,60 @@ func (m *Member) control(ctx context.Context, t term) error {
 				sleep(ctx, 500*time.Millisecond)
 				continue
 			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// catchUp waits until the view knows the nodes etcd knows at the start of
+// t. The election's end and a dead node's registration going are one
+// revision (the node's lease held both keys), but the view's watch of the
+// nodes may not have delivered it when the campaign returns: a plan made
+// then counts the dead node live and places new partitions on it, where
+// with one replica they stay leaderless until it returns. The nodes are
+// read once, and the view has caught up when its nodes range reached
+// that revision or names the same nodes. (A progress notification would
+// say so without the read, but etcd before 3.4.25 sends one ahead of the
+// events it covers.)
+func (m *Member) catchUp(ctx context.Context, t term) error {
+	var resp *clientv3.TxnResponse
+	for {
+		var err error
+		resp, err = m.cli.Txn(ctx).Then(
+			clientv3.OpGet(t.key, clientv3.WithKeysOnly()),
+			clientv3.OpGet(m.keys.nodes(), clientv3.WithPrefix(), clientv3.WithKeysOnly())).Commit()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		m.log.Warn("cluster: reading the nodes a term starts with failed; retrying", "err", err)
+		sleep(ctx, 500*time.Millisecond)
+	}
+	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		return ErrDeposed
+	}
+	live := map[int32]bool{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if id, err := m.keys.nodeID(string(kv.Key)); err == nil {
+			live[id] = true
+		}
+	}
+	for {
+		m.mu.Lock()
+		changed, same := m.changed, len(m.view.nodes) == len(live)
+		for id := range m.view.nodes {
+			same = same && live[id]
+		}
+		caught := same || m.view.revs[rangeNodes] >= resp.Header.Revision
+		m.mu.Unlock()
+		if caught {
+			return nil
 		}
 		select {
 		case <-changed:

@@ -84,21 +84,21 @@ func (v *view) apply(k keys, r rangeID, kv *mvccpb.KeyValue, deleted bool) error
 	key := string(kv.Key)
 	switch r {
 	case rangeNodes:
-		id, err := strconv.ParseInt(strings.TrimPrefix(key, k.nodes()), 10, 32)
+		id, err := k.nodeID(key)
 		if err != nil {
 			return fmt.Errorf("node key %q: %v", key, err)
 		}
 		if deleted {
-			delete(v.nodes, int32(id))
-			delete(v.nodeLeases, int32(id))
+			delete(v.nodes, id)
+			delete(v.nodeLeases, id)
 			return nil
 		}
 		var n Node
 		if err := json.Unmarshal(kv.Value, &n); err != nil {
 			return fmt.Errorf("node key %q: %v", key, err)
 		}
-		v.nodes[int32(id)] = n
-		v.nodeLeases[int32(id)] = kv.Lease
+		v.nodes[id] = n
+		v.nodeLeases[id] = kv.Lease
 	case rangeController:
 		if deleted {
 			delete(v.controllers, key)
