@@ -14,7 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
+
+	"strata/cleaner"
 )
 
 // Type is Kafka's config type (DescribeConfigs' ConfigType).
@@ -25,6 +28,7 @@ const (
 	String  Type = 2
 	Int     Type = 3
 	Long    Type = 5
+	Double  Type = 6
 	List    Type = 7
 )
 
@@ -38,6 +42,8 @@ func (t Type) String() string {
 		return "INT"
 	case Long:
 		return "LONG"
+	case Double:
+		return "DOUBLE"
 	case List:
 		return "LIST"
 	}
@@ -90,8 +96,9 @@ type Key struct {
 	// CreateOnly keys are fixed when the topic is created.
 	CreateOnly bool
 
-	min, max int64    // Int and Long bounds
-	one      []string // String and List: the values allowed
+	min, max   int64    // Int and Long bounds
+	fmin, fmax float64  // Double bounds
+	one        []string // String and List: the values allowed
 	// check, for a String of no fixed values, says why one is wrong.
 	check func(string) string
 }
@@ -103,18 +110,30 @@ var Keys = []Key{
 	{Name: "cleanup.policy", Type: List, Default: "delete", Broker: "log.cleanup.policy", DefaultSynonym: true, one: []string{"compact", "delete"},
 		Honoured: "delete only: compact is refused until strata compacts",
 		Doc:      "The retention policy for old segments: \"delete\" discards them when retention.ms or retention.bytes is reached. \"compact\" (log compaction) is not supported by strata and is refused."},
+	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Broker: "log.cleaner.delete.retention.ms", DefaultSynonym: true, min: 0, max: math.MaxInt64,
+		Honoured: "stored and validated; the log cleaner it configures runs once cleanup.policy=compact is taken (docs/compaction.md)",
+		Doc:      "How long a tombstone (a record with a null value) of a compacted topic stays after its segment was first cleaned, so a consumer that reads the log within it sees the delete."},
 	{Name: "local.retention.bytes", Type: Long, Default: "-2", Broker: "log.local.retention.bytes", DefaultSynonym: true, min: -2, max: math.MaxInt64,
 		Honoured: "the tiering job drops the oldest uploaded local copies while the partition's local segments are over it",
 		Doc:      "The most bytes of a partition's segments kept on local disk; only segments already uploaded to the cold tier are dropped. -2 follows retention.bytes, -1 keeps them all."},
 	{Name: "local.retention.ms", Type: Long, Default: "-2", Broker: "log.local.retention.ms", DefaultSynonym: true, min: -2, max: math.MaxInt64,
 		Honoured: "the tiering job drops a segment's local copy this long after its upload committed",
 		Doc:      "How long a segment's local copy is kept once uploaded to the cold tier (strata counts from the upload, Kafka from the segment's newest record, which is never later: strata keeps copies at least as long). -2 follows retention.ms, -1 keeps them."},
+	{Name: "max.compaction.lag.ms", Type: Long, Default: never, Broker: "log.cleaner.max.compaction.lag.ms", DefaultSynonym: true, min: 1, max: math.MaxInt64,
+		Honoured: "stored and validated; the log cleaner it configures runs once cleanup.policy=compact is taken (docs/compaction.md)",
+		Doc:      "The longest a record of a compacted topic stays uncleaned: a dirty segment whose newest record is older makes the partition due whatever its dirty ratio."},
 	{Name: "max.message.bytes", Type: Int, Default: "1048588", Broker: "message.max.bytes", DefaultSynonym: true, min: 0, max: 1 << 30,
 		Honoured: "Produce refuses a record batch larger than this with MESSAGE_TOO_LARGE",
 		Doc:      "The largest record batch a producer may send to the topic, in bytes, as sent (compressed). strata allows at most 1GiB."},
 	{Name: "message.timestamp.type", Type: String, Default: "CreateTime", Broker: "log.message.timestamp.type", DefaultSynonym: true, one: []string{"CreateTime", "LogAppendTime"},
 		Honoured: "LogAppendTime stamps each record with the broker's time at append and answers it in Produce's log_append_time",
 		Doc:      "CreateTime keeps the producer's record timestamps; LogAppendTime replaces them with the broker's clock when the records are appended."},
+	{Name: "min.cleanable.dirty.ratio", Type: Double, Default: "0.5", Broker: "log.cleaner.min.cleanable.ratio", DefaultSynonym: true, fmin: 0, fmax: 1,
+		Honoured: "stored and validated; the log cleaner it configures runs once cleanup.policy=compact is taken (docs/compaction.md)",
+		Doc:      "How dirty a compacted topic's partition gets before it is cleaned: the share of its cleanable bytes written since its last cleaning."},
+	{Name: "min.compaction.lag.ms", Type: Long, Default: "0", Broker: "log.cleaner.min.compaction.lag.ms", DefaultSynonym: true, min: 0, max: math.MaxInt64,
+		Honoured: "stored and validated; the log cleaner it configures runs once cleanup.policy=compact is taken (docs/compaction.md)",
+		Doc:      "The least time a record of a compacted topic stays uncleaned after its timestamp."},
 	{Name: "min.insync.replicas", Type: Int, Default: "1", Broker: "min.insync.replicas", DefaultSynonym: true, min: 1, max: math.MaxInt32,
 		Honoured: "stored and validated; strata keeps one copy of each partition until replication lands",
 		Doc:      "The fewest in-sync replicas an acks=all write needs."},
@@ -238,6 +257,17 @@ func (k Key) validate(value string) error {
 		if n > k.max {
 			return bad(fmt.Sprintf("Value must be no more than %d", k.max))
 		}
+	case Double:
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil || math.IsNaN(f) {
+			return bad("Not a number of type DOUBLE")
+		}
+		if f < k.fmin {
+			return bad(fmt.Sprintf("Value must be at least %g", k.fmin))
+		}
+		if f > k.fmax {
+			return bad(fmt.Sprintf("Value must be no more than %g", k.fmax))
+		}
 	case String:
 		if k.check != nil {
 			if why := k.check(strings.TrimSpace(value)); why != "" {
@@ -285,6 +315,9 @@ func Check(o Overrides, b Broker) error {
 	}
 	if v, ok := o["remote.storage.enable"]; ok && parseBool(v) && b["remote.storage.enable"] != "true" {
 		return &Error{Key: "remote.storage.enable", Value: v, Message: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."}
+	}
+	if lo, hi := num(o, b, "min.compaction.lag.ms"), num(o, b, "max.compaction.lag.ms"); lo > hi {
+		return &Error{Message: fmt.Sprintf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", lo, hi)}
 	}
 	// Kafka 4.4 takes a local.retention.ms or .bytes above retention.ms
 	// or .bytes at CreateTopics and AlterConfigs; so does strata: the
@@ -416,24 +449,16 @@ type Resolved struct {
 	// ValueSchema and KeySchema are strata.value.schema and
 	// strata.key.schema: none, schema_id or subject:NAME.
 	ValueSchema, KeySchema string
+	// Cleaner is the log cleaner's configs (delete.retention.ms,
+	// min.cleanable.dirty.ratio, min and max.compaction.lag.ms).
+	Cleaner cleaner.Config
 }
 
 // Resolve turns a topic's overrides over the broker's settings over the
 // defaults into typed values. Values are assumed valid (Check); one that is
 // not falls back to the next source.
 func Resolve(o Overrides, b Broker) Resolved {
-	num := func(name string) int64 {
-		k, _ := Lookup(name)
-		for _, src := range []map[string]string{o, b} {
-			if v, ok := src[name]; ok {
-				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-					return n
-				}
-			}
-		}
-		n, _ := strconv.ParseInt(k.Default, 10, 64)
-		return n
-	}
+	num := func(name string) int64 { return num(o, b, name) }
 	str := func(name string) string {
 		k, _ := Lookup(name)
 		v, _ := Value(k, o, b)
@@ -456,6 +481,10 @@ func Resolve(o Overrides, b Broker) Resolved {
 		ValueSchemaValidation: parseBool(str("strata.value.schema.validation")),
 		ValueSchema:           str("strata.value.schema"), KeySchema: str("strata.key.schema"),
 	}
+	ratio, _ := strconv.ParseFloat(str("min.cleanable.dirty.ratio"), 64)
+	r.Cleaner = cleaner.Config{MinDirtyRatio: ratio,
+		MinLag: millis(num("min.compaction.lag.ms")), MaxLag: millis(num("max.compaction.lag.ms")),
+		DeleteRetention: millis(num("delete.retention.ms"))}
 	if r.LocalRetentionMs == -2 {
 		r.LocalRetentionMs = r.RetentionMs
 	}
@@ -463,6 +492,31 @@ func Resolve(o Overrides, b Broker) Resolved {
 		r.LocalRetentionBytes = r.RetentionBytes
 	}
 	return r
+}
+
+// millis is a count of milliseconds as a duration; one too long for a
+// duration (max.compaction.lag.ms's default, Long.MAX_VALUE) is 0, which
+// the cleaner takes as no bound.
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// num is a numeric key's value: the topic's over the broker's over the
+// default, a value that does not parse falling back to the next.
+func num(o Overrides, b Broker, name string) int64 {
+	for _, src := range []map[string]string{o, b} {
+		if v, ok := src[name]; ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	k, _ := Lookup(name)
+	n, _ := strconv.ParseInt(k.Default, 10, 64)
+	return n
 }
 
 // Unbounded writes a strata duration (ms) or size where 0 means "no bound"

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"strata/cleaner"
 )
 
 func TestKeysAreSortedAndDocumented(t *testing.T) {
@@ -42,6 +45,15 @@ func TestCheck(t *testing.T) {
 		{Overrides{"cleanup.policy": "compact"}, nil, "Invalid value compact for configuration cleanup.policy: strata does not compact logs yet: use delete"},
 		{Overrides{"cleanup.policy": "delete,compact"}, nil, "Invalid value delete,compact for configuration cleanup.policy: strata does not compact logs yet: use delete"},
 		{Overrides{"cleanup.policy": "delete"}, nil, ""},
+		{Overrides{"min.cleanable.dirty.ratio": "0.25", "delete.retention.ms": "0", "min.compaction.lag.ms": "60000", "max.compaction.lag.ms": "3600000"}, nil, ""},
+		{Overrides{"min.cleanable.dirty.ratio": "half"}, nil, "Invalid value half for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"},
+		{Overrides{"min.cleanable.dirty.ratio": "NaN"}, nil, "Invalid value NaN for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"},
+		{Overrides{"min.cleanable.dirty.ratio": "1.5"}, nil, "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"},
+		{Overrides{"min.cleanable.dirty.ratio": "-0.1"}, nil, "Invalid value -0.1 for configuration min.cleanable.dirty.ratio: Value must be at least 0"},
+		{Overrides{"max.compaction.lag.ms": "0"}, nil, "Invalid value 0 for configuration max.compaction.lag.ms: Value must be at least 1"},
+		{Overrides{"delete.retention.ms": "-1"}, nil, "Invalid value -1 for configuration delete.retention.ms: Value must be at least 0"},
+		{Overrides{"min.compaction.lag.ms": "7200000", "max.compaction.lag.ms": "3600000"}, nil, "conflict topic config setting min.compaction.lag.ms (7200000) > max.compaction.lag.ms (3600000)"},
+		{Overrides{"min.compaction.lag.ms": "7200000"}, Broker{"max.compaction.lag.ms": "3600000"}, "conflict topic config setting min.compaction.lag.ms (7200000) > max.compaction.lag.ms (3600000)"},
 		{Overrides{"max.message.bytes": "-5"}, nil, "Invalid value -5 for configuration max.message.bytes: Value must be at least 0"},
 		{Overrides{"max.message.bytes": "2000000000"}, nil, "Invalid value 2000000000 for configuration max.message.bytes: Value must be no more than 1073741824"},
 		{Overrides{"local.retention.ms": "-3"}, nil, "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"},
@@ -82,6 +94,26 @@ func TestCheck(t *testing.T) {
 
 // A topic's override wins over the broker's setting, which wins over the
 // default; the source and the synonyms say which one a value came from.
+// The cleaner's configs resolve as Kafka's defaults say, and a topic's own
+// over the broker's.
+func TestResolveCleaner(t *testing.T) {
+	for _, tc := range []struct {
+		o    Overrides
+		b    Broker
+		want cleaner.Config
+	}{
+		{nil, nil, cleaner.Config{MinDirtyRatio: 0.5, DeleteRetention: 24 * time.Hour}}, // max.compaction.lag.ms: Long.MAX_VALUE, no bound
+		{Overrides{"min.cleanable.dirty.ratio": " 0.1 ", "min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "7200000", "delete.retention.ms": "0"},
+			Broker{"min.cleanable.dirty.ratio": "0.9", "delete.retention.ms": "5000"},
+			cleaner.Config{MinDirtyRatio: 0.1, MinLag: time.Second, MaxLag: 2 * time.Hour}},
+		{nil, Broker{"min.cleanable.dirty.ratio": "0.9", "delete.retention.ms": "5000"}, cleaner.Config{MinDirtyRatio: 0.9, DeleteRetention: 5 * time.Second}},
+	} {
+		if got := Resolve(tc.o, tc.b).Cleaner; got != tc.want {
+			t.Errorf("Resolve(%v, broker %v).Cleaner = %+v; want %+v", tc.o, tc.b, got, tc.want)
+		}
+	}
+}
+
 func TestDescribeSourcesAndSynonyms(t *testing.T) {
 	b := Broker{"segment.bytes": "8388608", "retention.ms": "-1"}
 	o := Overrides{"segment.bytes": "2000000", "max.message.bytes": "5000"}

@@ -36,8 +36,8 @@ type observedConfigs struct {
 // The keys whose every answer both brokers should give alike (their
 // defaults are Kafka's in both; min.insync.replicas is a dynamic broker
 // default in KRaft, strata's is static).
-var comparedKeys = []string{"cleanup.policy", "local.retention.bytes", "local.retention.ms", "max.message.bytes", "message.timestamp.type",
-	"remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms"}
+var comparedKeys = []string{"cleanup.policy", "delete.retention.ms", "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+	"message.timestamp.type", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms"}
 
 func str(s string) *string { return &s }
 
@@ -66,6 +66,8 @@ func observeConfigs(ctx context.Context, t *testing.T, c *kgo.Client, addr, topi
 		{"message.timestamp.type", "Foo"}, {"cleanup.policy", "bogus"}, {"max.message.bytes", "-5"}, {"local.retention.ms", "-3"},
 		{"remote.storage.enable", "true"}, {"remote.storage.enable", "maybe"},
 		{"retention.ms", "1000", "local.retention.ms", "2000"},
+		{"min.cleanable.dirty.ratio", "half"}, {"min.cleanable.dirty.ratio", "1.5"}, {"max.compaction.lag.ms", "0"}, {"delete.retention.ms", "-1"},
+		{"min.compaction.lag.ms", "7200000", "max.compaction.lag.ms", "3600000"},
 	} {
 		rt := create(fmt.Sprintf("%s-bad%d", topic, i), bad...)
 		o.CreateRefused[fmt.Sprint(bad)] = fmt.Sprintf("%d %s parts=%d", rt.ErrorCode, derefNull(rt.ErrorMessage), rt.NumPartitions)

@@ -72,6 +72,8 @@ var rules = []rule{
 			"github.com/cockroachdb/pebble", "go.etcd.io/etcd"}},
 	{why: "the registry knows nothing of the columns made from its schemas",
 		from: []string{"strata/registry"}, to: []string{"strata/typed"}},
+	{why: "the log cleaner's decisions are pure: the engine scans and rewrites, the cleaner only answers",
+		from: []string{"strata/cleaner"}, to: []string{"strata/", "os", "net", "github.com/cockroachdb/pebble", "go.etcd.io/etcd"}},
 }
 
 // pending are edges a rule forbids that stay until the named work takes

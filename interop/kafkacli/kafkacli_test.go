@@ -484,6 +484,9 @@ func TestKafkaConfigs(t *testing.T) {
 		"cleanup.policy":        "delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}",
 		"strata.engine":         "segment sensitive=false synonyms={DEFAULT_CONFIG:engine.default=segment}",
 		"strata.parquet.codec":  "zstd sensitive=false synonyms={DEFAULT_CONFIG:tiering.codec=zstd}",
+		// The log cleaner's configs, as Kafka shows them (docs/compaction.md).
+		"min.cleanable.dirty.ratio": "0.5 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5}",
+		"delete.retention.ms":       "86400000 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.delete.retention.ms=86400000}",
 	} {
 		if all[name] != line {
 			t.Fatalf("--describe --all: %s=%s, want %s=%s", name, all[name], name, line)
