@@ -34,12 +34,20 @@ type modelLog struct {
 	newest     map[string]modelRecord
 }
 
-func (l *modelLog) produce(now time.Time, key, value string, tombstone bool) {
+// produce appends a record; a nil key is a keyless one (written before
+// the topic became compacted), which no consumer's state is made of.
+func (l *modelLog) produce(now time.Time, key []byte, value string, tombstone bool) {
 	act := l.segs[len(l.segs)-1]
-	r := modelRecord{Record: Record{Offset: l.next, Key: []byte(key), Tombstone: tombstone}, value: value, at: now}
+	r := modelRecord{Record: Record{Offset: l.next, Key: key, Tombstone: tombstone}, value: value, at: now}
+	if len(act.records) == 0 {
+		act.MinTimestamp = now
+	}
 	act.records = append(act.records, r)
 	act.End, act.Bytes, act.MaxTimestamp = l.next+1, act.Bytes+int64(len(key)+len(value)+10), now
-	l.produced[l.next], l.newest[key] = r, r
+	l.produced[l.next] = r
+	if key != nil {
+		l.newest[string(key)] = r
+	}
 	l.next++
 }
 
@@ -130,10 +138,12 @@ func (l *modelLog) check(t *testing.T, now time.Time, c Config) {
 				t.Fatalf("segment %d [%d, %d): offset %d after %d", s.No, s.Start, s.End, r.Offset, prev)
 			}
 			prev = int64(r.Offset)
-			if p := l.produced[r.Offset]; p.value != r.value || string(p.Key) != string(r.Key) || p.Tombstone != r.Tombstone {
+			if p := l.produced[r.Offset]; p.value != r.value || string(p.Key) != string(r.Key) || (p.Key == nil) != (r.Key == nil) || p.Tombstone != r.Tombstone {
 				t.Fatalf("offset %d reads %q=%q; %q=%q was produced there", r.Offset, r.Key, r.value, p.Key, p.value)
 			}
-			last[string(r.Key)] = r
+			if r.Key != nil {
+				last[string(r.Key)] = r
+			}
 		}
 	}
 	for k, want := range l.newest {
@@ -171,7 +181,14 @@ func TestModelConsumerSeesEachKeysNewest(t *testing.T) {
 			for step := range 3000 {
 				switch n := rnd.IntN(100); {
 				case n < 75:
-					k := fmt.Sprintf("k%d", rnd.IntN(keys))
+					var k []byte
+					switch n := rnd.IntN(keys + 2); n {
+					case keys: // keyless
+					case keys + 1:
+						k = []byte{}
+					default:
+						k = fmt.Appendf(nil, "k%d", n)
+					}
 					l.produce(now, k, fmt.Sprintf("v%d", step), rnd.IntN(10) == 0)
 				case n < 85:
 					l.roll()

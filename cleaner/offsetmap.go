@@ -35,8 +35,12 @@ func (m *OffsetMap) Len() int { return m.n }
 
 // Put records offset as key's newest. Offsets come in increasing order.
 // It is false, and the map unchanged, when the map is full and key is not
-// in it yet.
+// in it yet. A record without a key (nil) is not mapped: it has nothing
+// to be compacted by, so Put takes it as done. The empty key is a key.
 func (m *OffsetMap) Put(key []byte, offset uint64) bool {
+	if key == nil {
+		return true
+	}
 	h := md5.Sum(key)
 	i, found := m.find(&h)
 	if !found {
@@ -53,6 +57,9 @@ func (m *OffsetMap) Put(key []byte, offset uint64) bool {
 
 // Get returns key's newest offset, if the map holds the key.
 func (m *OffsetMap) Get(key []byte) (uint64, bool) {
+	if key == nil {
+		return 0, false
+	}
 	h := md5.Sum(key)
 	i, found := m.find(&h)
 	if !found {

@@ -32,6 +32,17 @@ func TestOffsetMapKeepsEachKeysNewestOffset(t *testing.T) {
 	if off, ok := m2.Get([]byte{}); !ok || off != 0 {
 		t.Errorf("the empty key at offset 0 reads back as %d, %v", off, ok)
 	}
+	// A record without a key is not mapped, even in a full map, and is
+	// not the empty key (both hash alike).
+	full := NewOffsetMap(0)
+	for n := 0; full.Put(fmt.Appendf(nil, "k%d", n), uint64(n)); n++ {
+	}
+	if !full.Put(nil, 9) || full.Len() != full.Capacity() {
+		t.Errorf("a keyless record refused by a full map, or mapped (%d of %d keys)", full.Len(), full.Capacity())
+	}
+	if off, ok := m2.Get(nil); ok {
+		t.Errorf("no key reads as the empty key's offset %d", off)
+	}
 }
 
 func TestOffsetMapFillsAtItsBudget(t *testing.T) {

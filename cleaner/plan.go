@@ -13,14 +13,15 @@ import (
 
 // Config is a compacted topic's cleaning configs (Kafka's names).
 type Config struct {
-	// MinDirtyRatio: a partition is cleaned once its dirty bytes are at
-	// least this share of its cleanable bytes (min.cleanable.dirty.ratio).
+	// MinDirtyRatio: a partition is cleaned once its dirty bytes are more
+	// than this share of its cleanable bytes (min.cleanable.dirty.ratio).
 	MinDirtyRatio float64
 	// MinLag: a record stays uncleaned at least this long after its
 	// timestamp (min.compaction.lag.ms).
 	MinLag time.Duration
 	// MaxLag: a dirty record older than this makes the partition due
-	// whatever its dirty ratio (max.compaction.lag.ms; 0: never).
+	// whatever its dirty ratio (max.compaction.lag.ms; Kafka's default,
+	// Long.MAX_VALUE, is the longest duration: never; 0 also means never).
 	MaxLag time.Duration
 	// DeleteRetention: a tombstone stays this long after its segment was
 	// first cleaned, so a consumer that reads the log within it sees the
@@ -33,8 +34,10 @@ type Segment struct {
 	No         uint64
 	Start, End uint64 // the offsets it holds: [Start, End)
 	Bytes      int64
-	// MaxTimestamp is its newest record's timestamp.
-	MaxTimestamp time.Time
+	// MinTimestamp is its first record's timestamp, MaxTimestamp its
+	// newest's. A timestamp at or before 1970 (a producer that set none)
+	// makes no segment overdue.
+	MinTimestamp, MaxTimestamp time.Time
 	// FirstCleaned is when a cleaning first rewrote it (zero: never).
 	FirstCleaned time.Time
 	// Active: the segment appends go to. It is never cleaned.
@@ -49,7 +52,9 @@ type Partition struct {
 	// Segments in offset order, the active one last.
 	Segments []Segment
 	// FirstDirty is the cleaner's checkpoint: every offset below it was
-	// covered by an earlier cleaning's offset map.
+	// covered by an earlier cleaning's offset map. The engine lowers it to
+	// the truncation point whenever the log is truncated; one still past
+	// the log's end is taken as lost, and the log cleaned from its start.
 	FirstDirty uint64
 }
 
@@ -84,10 +89,11 @@ type Rewrite struct {
 // As Kafka's cleaner: the cleanable part of the log runs from its first
 // segment the cleaner may rewrite up to, not including, the active
 // segment and the first segment holding a record younger than
-// min.compaction.lag.ms. Its dirty part starts at the checkpoint. The
-// partition is due when the dirty part's bytes reach
-// min.cleanable.dirty.ratio of the cleanable part's, or when a dirty
-// segment's newest record is older than max.compaction.lag.ms.
+// min.compaction.lag.ms (only dirty segments are asked). Its dirty part
+// starts at the checkpoint. The partition is due when the dirty part's
+// bytes are more than min.cleanable.dirty.ratio of the cleanable part's,
+// or when a dirty segment's first record is older than
+// max.compaction.lag.ms.
 func PlanPartition(now time.Time, p Partition, c Config) Plan {
 	// Frozen segments are a prefix of the log (tiering uploads oldest
 	// first); the cleanable part starts after the last of them.
@@ -97,29 +103,40 @@ func PlanPartition(now time.Time, p Partition, c Config) Plan {
 			first = i + 1
 		}
 	}
+	if first == len(p.Segments) {
+		return Plan{Why: "nothing cleanable: every segment is frozen"}
+	}
+	firstDirty := max(p.FirstDirty, p.Segments[first].Start)
+	if end := p.Segments[len(p.Segments)-1]; firstDirty > end.End || (end.Active && firstDirty > end.Start) {
+		firstDirty = p.Segments[first].Start // a checkpoint past the log: the log was truncated under it
+	}
 	last := first // the first segment past the cleanable part
-	for last < len(p.Segments) {
+	var overdue bool
+	for ; last < len(p.Segments); last++ {
 		s := p.Segments[last]
-		if s.Active || s.Frozen || (c.MinLag > 0 && now.Sub(s.MaxTimestamp) < c.MinLag) {
+		if s.Active || s.Frozen {
 			break
 		}
-		last++
+		if s.End <= firstDirty {
+			continue
+		}
+		if c.MaxLag > 0 && s.MinTimestamp.Unix() > 0 && now.Sub(s.MinTimestamp) > c.MaxLag {
+			overdue = true
+		}
+		if c.MinLag > 0 && now.Sub(s.MaxTimestamp) < c.MinLag {
+			break
+		}
 	}
 	cleanable := p.Segments[first:last]
 	if len(cleanable) == 0 {
 		return Plan{Why: "nothing cleanable: only the active segment, segments younger than min.compaction.lag.ms or frozen ones"}
 	}
 	var clean, dirty int64
-	var overdue bool
-	firstDirty := max(p.FirstDirty, cleanable[0].Start)
 	for _, s := range cleanable {
 		if s.End <= firstDirty {
 			clean += s.Bytes
-			continue
-		}
-		dirty += s.Bytes
-		if c.MaxLag > 0 && now.Sub(s.MaxTimestamp) > c.MaxLag {
-			overdue = true
+		} else {
+			dirty += s.Bytes
 		}
 	}
 	end := cleanable[len(cleanable)-1].End
@@ -132,11 +149,11 @@ func PlanPartition(now time.Time, p Partition, c Config) Plan {
 		plan.Why = "no dirty segment: every cleanable record was cleaned before"
 		return plan
 	case overdue:
-		plan.Why = fmt.Sprintf("a dirty segment's newest record is older than max.compaction.lag.ms (%s)", c.MaxLag)
-	case plan.DirtyRatio >= c.MinDirtyRatio:
-		plan.Why = fmt.Sprintf("dirty ratio %.2f reached min.cleanable.dirty.ratio %.2f", plan.DirtyRatio, c.MinDirtyRatio)
+		plan.Why = fmt.Sprintf("a dirty segment's first record is older than max.compaction.lag.ms (%s)", c.MaxLag)
+	case plan.DirtyRatio > c.MinDirtyRatio:
+		plan.Why = fmt.Sprintf("dirty ratio %.2f is above min.cleanable.dirty.ratio %.2f", plan.DirtyRatio, c.MinDirtyRatio)
 	default:
-		plan.Why = fmt.Sprintf("dirty ratio %.2f is below min.cleanable.dirty.ratio %.2f", plan.DirtyRatio, c.MinDirtyRatio)
+		plan.Why = fmt.Sprintf("dirty ratio %.2f is not above min.cleanable.dirty.ratio %.2f", plan.DirtyRatio, c.MinDirtyRatio)
 		return plan
 	}
 	plan.Clean = true
@@ -152,7 +169,10 @@ func PlanPartition(now time.Time, p Partition, c Config) Plan {
 // first offset whose key it could not take). A cleaning then rewrites
 // only the segments below the cut, and the next one goes on from there.
 // With not even the first dirty segment mapped there is nothing to do,
-// and the error says which setting is too small.
+// and the error says which setting is too small: the engine then marks
+// the partition uncleanable, shows why to the operator and retries after
+// a back-off (as Kafka marks a partition whose cleaning failed), since
+// every later plan would stop at the same segment.
 func (p Plan) Mapped(mapped uint64) (Plan, error) {
 	if mapped >= p.End {
 		return p, nil
@@ -182,10 +202,6 @@ type Record struct {
 	Key []byte
 	// Tombstone: its value is null.
 	Tombstone bool
-	// Pinned: the record carries state that must outlive the cleaning
-	// (the last batch of a live idempotent producer, whose sequence a
-	// restart reads back from the log).
-	Pinned bool
 }
 
 // Keep says whether a rewrite of r's segment keeps r. m holds the dirty
@@ -193,14 +209,22 @@ type Record struct {
 // newer one of its key is in the log, and a tombstone also once its
 // segment may drop tombstones (it has deleted every older value by then).
 func Keep(m *OffsetMap, r Rewrite, rec Record) bool {
-	switch {
-	case rec.Pinned:
-		return true
-	case rec.Key == nil:
+	if rec.Key == nil {
 		return false
 	}
 	if newest, ok := m.Get(rec.Key); ok && rec.Offset < newest {
 		return false
 	}
 	return !rec.Tombstone || !r.DropTombstones
+}
+
+// KeepBatch says whether a rewrite keeps a batch of which kept records
+// survived Keep. A batch left empty goes, unless it is its producer's
+// last one in the log: an idempotent producer's sequence and epoch are
+// read back from its last batch after a restart, so that batch stays as a
+// header with no records (Kafka's RETAIN_EMPTY). Its records still go:
+// keeping a superseded record for its producer would bring the old value
+// back once the newer one's tombstone is dropped.
+func KeepBatch(kept int, producersLast bool) bool {
+	return kept > 0 || producersLast
 }

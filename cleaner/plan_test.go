@@ -10,10 +10,14 @@ import (
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func seg(no, start, end uint64, bytes int64, newest time.Duration) Segment {
-	return Segment{No: no, Start: start, End: end, Bytes: bytes, MaxTimestamp: t0.Add(newest)}
+	return Segment{No: no, Start: start, End: end, Bytes: bytes, MinTimestamp: t0, MaxTimestamp: t0.Add(newest)}
 }
 
 func active(s Segment) Segment { s.Active = true; return s }
+func untimed(s Segment) Segment {
+	s.MinTimestamp, s.MaxTimestamp = time.UnixMilli(-1), time.UnixMilli(-1)
+	return s
+}
 func frozen(s Segment) Segment { s.Frozen = true; return s }
 func cleaned(s Segment, at time.Duration) Segment {
 	s.FirstCleaned = t0.Add(at)
@@ -40,15 +44,27 @@ func TestPlanPartition(t *testing.T) {
 		{name: "a fresh log is all dirty",
 			now:   time.Hour,
 			p:     Partition{Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 210, 10, 0))}},
-			clean: true, why: "dirty ratio 1.00 reached", end: 200, rewrite: []uint64{1, 2}},
+			clean: true, why: "dirty ratio 1.00 is above", end: 200, rewrite: []uint64{1, 2}},
 		{name: "below the dirty ratio",
 			now: time.Hour,
 			p:   Partition{FirstDirty: 300, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 300, 1000, 0), seg(3, 300, 400, 500, 0), active(seg(4, 400, 401, 1, 0))}},
-			why: "dirty ratio 0.20 is below", firstDirty: 300, end: 400},
-		{name: "at the dirty ratio the whole cleanable part is rewritten, the clean part too",
+			why: "dirty ratio 0.20 is not above", firstDirty: 300, end: 400},
+		{name: "at the dirty ratio it waits: Kafka's test is strictly above",
+			now: time.Hour,
+			p:   Partition{FirstDirty: 100, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
+			why: "dirty ratio 0.50 is not above", firstDirty: 100, end: 200},
+		{name: "above the dirty ratio the whole cleanable part is rewritten, the clean part too",
 			now:   time.Hour,
-			p:     Partition{FirstDirty: 100, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
-			clean: true, why: "dirty ratio 0.50 reached", firstDirty: 100, end: 200, rewrite: []uint64{1, 2}},
+			p:     Partition{FirstDirty: 100, Segments: []Segment{seg(1, 0, 100, 900, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
+			clean: true, why: "dirty ratio 0.53 is above", firstDirty: 100, end: 200, rewrite: []uint64{1, 2}},
+		{name: "a checkpoint past the log's end (it was truncated) starts the dirty part over",
+			now:   time.Hour,
+			p:     Partition{FirstDirty: 500, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
+			clean: true, why: "dirty ratio 1.00 is above", firstDirty: 0, end: 200, rewrite: []uint64{1, 2}},
+		{name: "a checkpoint at the active segment's start is the log's end, not past it",
+			now: time.Hour,
+			p:   Partition{FirstDirty: 200, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
+			why: "no dirty segment", firstDirty: 200, end: 200},
 		{name: "nothing dirty",
 			now: time.Hour,
 			p:   Partition{FirstDirty: 200, Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
@@ -56,7 +72,11 @@ func TestPlanPartition(t *testing.T) {
 		{name: "min.compaction.lag.ms holds back the segments from the first young one on",
 			now: 2 * time.Hour, c: Config{MinDirtyRatio: 0.5, MinLag: time.Hour},
 			p:     Partition{Segments: []Segment{seg(1, 0, 100, 1000, 0), seg(2, 100, 200, 1000, 90*time.Minute), seg(3, 200, 300, 1000, 0), active(seg(4, 300, 301, 1, 0))}},
-			clean: true, why: "reached", end: 100, rewrite: []uint64{1}},
+			clean: true, why: "is above", end: 100, rewrite: []uint64{1}},
+		{name: "min.compaction.lag.ms asks only the dirty segments: a young clean one holds nothing back",
+			now: 2 * time.Hour, c: Config{MinDirtyRatio: 0.5, MinLag: time.Hour},
+			p:     Partition{FirstDirty: 100, Segments: []Segment{seg(1, 0, 100, 500, 90*time.Minute), seg(2, 100, 200, 1000, 0), active(seg(3, 200, 201, 1, 0))}},
+			clean: true, why: "is above", firstDirty: 100, end: 200, rewrite: []uint64{1, 2}},
 		{name: "min.compaction.lag.ms holding back every segment",
 			now: 30 * time.Minute, c: Config{MinDirtyRatio: 0.5, MinLag: time.Hour},
 			p:   Partition{Segments: []Segment{seg(1, 0, 100, 1000, 0), active(seg(2, 100, 101, 1, 0))}},
@@ -68,21 +88,29 @@ func TestPlanPartition(t *testing.T) {
 		{name: "max.compaction.lag.ms not yet reached",
 			now: 2 * time.Hour, c: Config{MinDirtyRatio: 0.9, MaxLag: 2 * time.Hour},
 			p:   Partition{FirstDirty: 200, Segments: []Segment{seg(1, 0, 200, 9000, 0), seg(2, 200, 300, 1000, 30*time.Minute), active(seg(3, 300, 301, 1, 0))}},
-			why: "below", firstDirty: 200, end: 300},
+			why: "not above", firstDirty: 200, end: 300},
+		{name: "max.compaction.lag.ms counts from a segment's first record, not its newest",
+			now: 3 * time.Hour, c: Config{MinDirtyRatio: 0.9, MaxLag: 2 * time.Hour},
+			p:     Partition{FirstDirty: 200, Segments: []Segment{seg(1, 0, 200, 9000, 0), seg(2, 200, 300, 1000, 2*time.Hour), active(seg(3, 300, 301, 1, 0))}},
+			clean: true, why: "older than max.compaction.lag.ms", firstDirty: 200, end: 300, rewrite: []uint64{1, 2}},
+		{name: "a segment without timestamps (-1: the producer set none) is never overdue",
+			now: 3 * time.Hour, c: Config{MinDirtyRatio: 0.9, MaxLag: 2 * time.Hour},
+			p:   Partition{FirstDirty: 200, Segments: []Segment{seg(1, 0, 200, 9000, 0), untimed(seg(2, 200, 300, 1000, 0)), active(seg(3, 300, 301, 1, 0))}},
+			why: "not above", firstDirty: 200, end: 300},
 		{name: "tombstones go from segments first cleaned delete.retention.ms ago",
 			now: 50 * time.Hour,
 			p: Partition{FirstDirty: 200, Segments: []Segment{cleaned(seg(1, 0, 100, 100, 0), time.Hour), cleaned(seg(2, 100, 200, 100, 0), 40*time.Hour),
 				seg(3, 200, 300, 1000, 0), active(seg(4, 300, 301, 1, 0))}},
-			clean: true, why: "reached", firstDirty: 200, end: 300, rewrite: []uint64{1, 2, 3}, drop: []uint64{1}},
+			clean: true, why: "is above", firstDirty: 200, end: 300, rewrite: []uint64{1, 2, 3}, drop: []uint64{1}},
 		{name: "a frozen segment keeps every tombstone above it: the value it deleted may be in the cold copy",
 			now: 50 * time.Hour,
 			p: Partition{FirstDirty: 200, Segments: []Segment{frozen(seg(1, 0, 100, 100, 0)), cleaned(seg(2, 100, 200, 100, 0), time.Hour),
 				seg(3, 200, 300, 1000, 0), active(seg(4, 300, 301, 1, 0))}},
-			clean: true, why: "reached", firstDirty: 200, end: 300, rewrite: []uint64{2, 3}},
+			clean: true, why: "is above", firstDirty: 200, end: 300, rewrite: []uint64{2, 3}},
 		{name: "the checkpoint below the first cleanable segment starts at that segment",
 			now:   time.Hour,
 			p:     Partition{Segments: []Segment{frozen(seg(1, 0, 100, 100, 0)), seg(2, 100, 200, 100, 0), active(seg(3, 200, 201, 1, 0))}},
-			clean: true, why: "reached", firstDirty: 100, end: 200, rewrite: []uint64{2}},
+			clean: true, why: "is above", firstDirty: 100, end: 200, rewrite: []uint64{2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +176,7 @@ func TestKeep(t *testing.T) {
 	m := NewOffsetMap(1 << 10)
 	m.Put([]byte("a"), 10)
 	m.Put([]byte("b"), 12)
+	m.Put([]byte{}, 11)
 	keep, drop := Rewrite{}, Rewrite{DropTombstones: true}
 	for _, tc := range []struct {
 		name string
@@ -160,13 +189,31 @@ func TestKeep(t *testing.T) {
 		{"a key the map does not hold stays (it is only in the clean part)", keep, Record{Offset: 1, Key: []byte("c")}, true},
 		{"a record past the mapped part stays", keep, Record{Offset: 13, Key: []byte("a")}, true},
 		{"a keyless record goes", keep, Record{Offset: 4}, false},
-		{"a pinned record stays, even superseded", keep, Record{Offset: 3, Key: []byte("a"), Pinned: true}, true},
+		{"the empty key is a key: its older value goes", keep, Record{Offset: 2, Key: []byte{}}, false},
+		{"and its newest stays", keep, Record{Offset: 11, Key: []byte{}}, true},
 		{"a newest tombstone stays within delete.retention.ms", keep, Record{Offset: 12, Key: []byte("b"), Tombstone: true}, true},
 		{"a newest tombstone goes after it", drop, Record{Offset: 12, Key: []byte("b"), Tombstone: true}, false},
 		{"a value stays where tombstones go", drop, Record{Offset: 10, Key: []byte("a")}, true},
 		{"a superseded tombstone goes", keep, Record{Offset: 5, Key: []byte("b"), Tombstone: true}, false},
 	} {
 		if got := Keep(m, tc.r, tc.rec); got != tc.want {
+			t.Errorf("%s: kept %v", tc.name, got)
+		}
+	}
+}
+
+func TestKeepBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		kept          int
+		producersLast bool
+		want          bool
+	}{
+		{"a batch with a record left stays", 1, false, true},
+		{"an emptied batch goes", 0, false, false},
+		{"a producer's last batch stays emptied, for its sequence", 0, true, true},
+	} {
+		if got := KeepBatch(tc.kept, tc.producersLast); got != tc.want {
 			t.Errorf("%s: kept %v", tc.name, got)
 		}
 	}

@@ -495,11 +495,11 @@ func Resolve(o Overrides, b Broker) Resolved {
 }
 
 // millis is a count of milliseconds as a duration; one too long for a
-// duration (max.compaction.lag.ms's default, Long.MAX_VALUE) is 0, which
-// the cleaner takes as no bound.
+// duration (max.compaction.lag.ms's default, Long.MAX_VALUE) is the
+// longest duration, which no lag reaches: never, not zero.
 func millis(ms int64) time.Duration {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return 0
+		return math.MaxInt64
 	}
 	return time.Duration(ms) * time.Millisecond
 }

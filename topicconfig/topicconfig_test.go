@@ -1,6 +1,7 @@
 package topicconfig
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -102,11 +103,15 @@ func TestResolveCleaner(t *testing.T) {
 		b    Broker
 		want cleaner.Config
 	}{
-		{nil, nil, cleaner.Config{MinDirtyRatio: 0.5, DeleteRetention: 24 * time.Hour}}, // max.compaction.lag.ms: Long.MAX_VALUE, no bound
+		{nil, nil, cleaner.Config{MinDirtyRatio: 0.5, DeleteRetention: 24 * time.Hour, MaxLag: math.MaxInt64}}, // max.compaction.lag.ms: Long.MAX_VALUE, never
+		// Long.MAX_VALUE is past any duration: the longest one, never zero
+		// (a delete.retention.ms of "forever" must not drop tombstones at once).
+		{Overrides{"delete.retention.ms": "9223372036854775807", "min.compaction.lag.ms": "9223372036854775807"}, nil,
+			cleaner.Config{MinDirtyRatio: 0.5, DeleteRetention: math.MaxInt64, MinLag: math.MaxInt64, MaxLag: math.MaxInt64}},
 		{Overrides{"min.cleanable.dirty.ratio": " 0.1 ", "min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "7200000", "delete.retention.ms": "0"},
 			Broker{"min.cleanable.dirty.ratio": "0.9", "delete.retention.ms": "5000"},
 			cleaner.Config{MinDirtyRatio: 0.1, MinLag: time.Second, MaxLag: 2 * time.Hour}},
-		{nil, Broker{"min.cleanable.dirty.ratio": "0.9", "delete.retention.ms": "5000"}, cleaner.Config{MinDirtyRatio: 0.9, DeleteRetention: 5 * time.Second}},
+		{nil, Broker{"min.cleanable.dirty.ratio": "0.9", "delete.retention.ms": "5000"}, cleaner.Config{MinDirtyRatio: 0.9, DeleteRetention: 5 * time.Second, MaxLag: math.MaxInt64}},
 	} {
 		if got := Resolve(tc.o, tc.b).Cleaner; got != tc.want {
 			t.Errorf("Resolve(%v, broker %v).Cleaner = %+v; want %+v", tc.o, tc.b, got, tc.want)
