@@ -126,6 +126,12 @@ type Catalog interface {
 	// applying change to its record; ErrConflict if it is not in from, an
 	// error if the step is not allowed (CanTransition).
 	Transition(shard string, no uint64, from, to State, change func(*Segment)) (Segment, error)
+	// Merge replaces remote segments nos (at least two, consecutive in
+	// the shard, in order) with one remote segment numbered nos[0]
+	// holding all their offsets (Merged), applying change to it: their
+	// objects were merged into one in the bucket. ErrConflict if any of
+	// them is gone or no longer remote.
+	Merge(shard string, nos []uint64, change func(*Segment)) (Segment, error)
 	// Restore replaces a shard and its segments with the ones given (a
 	// catalog rebuilt from the bucket).
 	Restore(sh Shard, segs []Segment) error
@@ -191,4 +197,37 @@ func FindSegment(first, last, offset uint64, seek func(no uint64) (Segment, erro
 		}
 	}
 	return found, nil
+}
+
+// Merged is the one segment that Merge makes of segs, as every
+// implementation reads them: remote, consecutive offsets, at least two.
+// It keeps the first one's number and creation, sums the records and
+// sizes and spans the timestamps; the object's key, size and checksum
+// are the caller's to set (Merge's change).
+func Merged(segs []Segment) (Segment, error) {
+	if len(segs) < 2 {
+		return Segment{}, fmt.Errorf("a merge takes at least two segments, not %d", len(segs))
+	}
+	m := segs[0]
+	for i, s := range segs {
+		if s.State != Remote {
+			return Segment{}, fmt.Errorf("segment %s/%d is %s, not remote: %w", s.Shard, s.No, s.State, ErrConflict)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := segs[i-1]
+		if s.No <= prev.No || s.StartOffset != prev.EndOffset+1 {
+			return Segment{}, fmt.Errorf("segments %s/%d (offsets %d to %d) and %d (from %d) do not follow each other", s.Shard, prev.No, prev.StartOffset, prev.EndOffset, s.No, s.StartOffset)
+		}
+		m.EndOffset = s.EndOffset
+		m.MinTimestamp, m.MaxTimestamp = min(m.MinTimestamp, s.MinTimestamp), max(m.MaxTimestamp, s.MaxTimestamp)
+		m.Records += s.Records
+		m.Size += s.Size
+		if s.SealedAt.After(m.SealedAt) {
+			m.SealedAt = s.SealedAt
+		}
+	}
+	m.Checksum, m.ObjectKey, m.ObjectSize = 0, "", 0
+	return m, nil
 }

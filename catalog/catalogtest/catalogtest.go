@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 			var no, end, records, low, offset uint64
 			max := 0
 			var from, to string
+			var nos []uint64
 			for _, a := range d.CmdArgs {
 				switch a.Key {
 				case "shard":
@@ -75,6 +77,14 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 					d.ScanArgs(t, "max", &max)
 				case "from":
 					d.ScanArgs(t, "from", &from)
+				case "nos":
+					for _, v := range a.Vals {
+						n, err := strconv.ParseUint(v, 10, 64)
+						if err != nil {
+							t.Fatalf("nos: %v", err)
+						}
+						nos = append(nos, n)
+					}
 				case "to":
 					if d.Cmd == "low" {
 						d.ScanArgs(t, "to", &low)
@@ -101,6 +111,12 @@ func Run(t *testing.T, open func(t *testing.T) (c catalog.Catalog, reopen func()
 				_, err = c.Transition(shard, no, catalog.State(from), catalog.State(to), nil)
 			case "low":
 				_, err = c.SetLowWatermark(shard, low)
+			case "merge": // as a merge of their objects does
+				var m catalog.Segment
+				m, err = c.Merge(shard, nos, func(s *catalog.Segment) { s.ObjectKey, s.ObjectSize, s.Checksum = "merged", 7, 42 })
+				if err == nil && (m.ObjectKey != "merged" || m.Checksum != 42 || m.State != catalog.Remote) {
+					t.Fatalf("merge returned %+v: the change is not applied or the segment not remote", m)
+				}
 			case "restore":
 				var segs []catalog.Segment
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {

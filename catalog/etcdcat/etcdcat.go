@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -454,6 +455,62 @@ func (c *Catalog) Transition(shard string, no uint64, from, to catalog.State, ch
 		c.log.Debug("catalog transition lost a race; re-reading", "shard", shard, "segment", no, "from", from, "to", to)
 	}
 	return catalog.Segment{}, fmt.Errorf("segment %s/%d: still changing after %d attempts: %w", shard, no, attempts, catalog.ErrConflict)
+}
+
+// Merge replaces remote segments nos with the one segment of their
+// offsets (catalog.Merged), in a transaction that holds only if none of
+// them changed since they were read.
+func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment)) (catalog.Segment, error) {
+	if len(nos) < 2 {
+		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: a merge takes at least two", shard, nos)
+	}
+	for range attempts {
+		ctx, cancel := c.ctx()
+		resp, err := c.cli.Get(ctx, c.segKey(shard, nos[0]), clientv3.WithRange(c.segKey(shard, nos[len(nos)-1]+1)))
+		cancel()
+		if err != nil {
+			return catalog.Segment{}, err
+		}
+		var segs []catalog.Segment
+		var cmps []clientv3.Cmp
+		for _, kv := range resp.Kvs {
+			var s catalog.Segment
+			if err := json.Unmarshal(kv.Value, &s); err != nil {
+				return catalog.Segment{}, fmt.Errorf("%s: %w", kv.Key, err)
+			}
+			segs = append(segs, s)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+		}
+		if len(segs) != len(nos) || slices.ContainsFunc(segs, func(s catalog.Segment) bool { return !slices.Contains(nos, s.No) }) {
+			return catalog.Segment{}, fmt.Errorf("merging %s segments %v: the shard has %d segments from %d to %d: %w", shard, nos, len(segs), nos[0], nos[len(nos)-1], catalog.ErrConflict)
+		}
+		m, err := catalog.Merged(segs)
+		if err != nil {
+			return catalog.Segment{}, err
+		}
+		if change != nil {
+			change(&m)
+		}
+		m.State = catalog.Remote
+		c.hold()
+		put, err := putOp(c.segKey(shard, m.No), m)
+		if err != nil {
+			return catalog.Segment{}, err
+		}
+		ops := []clientv3.Op{put}
+		for _, no := range nos[1:] {
+			ops = append(ops, clientv3.OpDelete(c.segKey(shard, no)))
+		}
+		tr, err := c.txn("merge", cmps, ops...)
+		if err != nil {
+			return catalog.Segment{}, err
+		}
+		if tr.Succeeded {
+			return m, nil
+		}
+		c.log.Debug("catalog merge lost a race; re-reading", "shard", shard, "segments", nos)
+	}
+	return catalog.Segment{}, fmt.Errorf("merging %s segments %v: still changing after %d attempts: %w", shard, nos, attempts, catalog.ErrConflict)
 }
 
 // Restore records a shard and its segments as they were: rebuilding a lost

@@ -239,6 +239,51 @@ func (c *Catalog) Transition(shard string, no uint64, from, to catalog.State, ch
 	return s, b.Commit(pebble.Sync)
 }
 
+// Merge replaces remote segments nos with the one segment of their
+// offsets (catalog.Merged), in one synced batch.
+func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment)) (catalog.Segment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(nos) < 2 {
+		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: a merge takes at least two", shard, nos)
+	}
+	var segs []catalog.Segment
+	if err := c.scan(segPrefix(shard), func(raw []byte) error {
+		var s catalog.Segment
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		if s.No >= nos[0] && s.No <= nos[len(nos)-1] {
+			segs = append(segs, s)
+		}
+		return nil
+	}); err != nil {
+		return catalog.Segment{}, err
+	}
+	if len(segs) != len(nos) || slices.ContainsFunc(segs, func(s catalog.Segment) bool { return !slices.Contains(nos, s.No) }) {
+		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: the shard has %d segments from %d to %d: %w", shard, nos, len(segs), nos[0], nos[len(nos)-1], catalog.ErrConflict)
+	}
+	m, err := catalog.Merged(segs)
+	if err != nil {
+		return catalog.Segment{}, err
+	}
+	if change != nil {
+		change(&m)
+	}
+	m.State = catalog.Remote
+	b := c.db.NewBatch()
+	defer b.Close()
+	if err := put(b, segKey(shard, m.No), m); err != nil {
+		return catalog.Segment{}, err
+	}
+	for _, no := range nos[1:] {
+		if err := b.Delete(segKey(shard, no), nil); err != nil {
+			return catalog.Segment{}, err
+		}
+	}
+	return m, b.Commit(pebble.Sync)
+}
+
 // Restore records a shard and its segments as they were, in one synced
 // batch: rebuilding a lost catalog from the bucket's manifests. It refuses a
 // shard the catalog already has.
