@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -14,7 +15,9 @@ import (
 
 // Replace swaps, in the shard's topic's table, the data file of each
 // object named in swaps for the one its entry names: a retype rewrote the
-// object, the same records with more columns (tiering.Job.Retype). One
+// object, the same records with more columns (tiering.Job.Retype), or a
+// merge wrote several objects' records as one (tiering.Job.Merge: the
+// new file goes in once for all of them). One
 // commit does them all, its snapshot's summary keeping the offsets the
 // table holds, so the next commit plans as before; the rows below the
 // partition's log start, which a position delete hid in an old file, are
@@ -64,7 +67,10 @@ func (t *Tables) replace(ctx context.Context, tp store.TopicPartition, swaps map
 		for old, e := range swaps {
 			if task.File.FilePath() == t.uri(old) {
 				olds = append(olds, task.File)
-				news = append(news, File{Partition: tp.Partition, ManifestEntry: e})
+				// A merge replaces several objects with one.
+				if !slices.ContainsFunc(news, func(f File) bool { return f.Key == e.Key }) {
+					news = append(news, File{Partition: tp.Partition, ManifestEntry: e})
+				}
 				if len(news) == 1 || e.StartOffset < below {
 					below = e.StartOffset
 				}
@@ -85,17 +91,17 @@ func (t *Tables) replace(ctx context.Context, tp store.TopicPartition, swaps map
 	}
 	txn := tbl.NewTransaction()
 	if err := txn.ReplaceDataFilesWithDataFiles(ctx, olds, added, summary); err != nil {
-		return fmt.Errorf("replacing %d retyped objects: %w", len(olds), err)
+		return fmt.Errorf("replacing %d retyped or merged objects: %w", len(olds), err)
 	}
 	if r, ok := committed[tp.Partition]; ok && r.First > below {
 		step := Step{Kind: StepHide, Partition: tp.Partition, Below: r.First}
 		if err := txn.Delete(ctx, step.deleteFilter(), summary); err != nil {
-			return fmt.Errorf("hiding the rows below offset %d in the retyped objects: %w", r.First, err)
+			return fmt.Errorf("hiding the rows below offset %d in the retyped or merged objects: %w", r.First, err)
 		}
 	}
 	if _, err := txn.Commit(ctx); err != nil {
 		return err
 	}
-	t.log().Info("retyped objects replaced in the topic's table", "topic", tp.Topic, "partition", tp.Partition, "files", len(olds))
+	t.log().Info("retyped or merged objects replaced in the topic's table", "topic", tp.Topic, "partition", tp.Partition, "files", len(olds))
 	return nil
 }

@@ -35,6 +35,7 @@ type rig struct {
 	job    *tiering.Job
 	tables *Tables
 	bucket objstore.Bucket
+	dir    string // the engine's, and the catalog's under it
 }
 
 func newRig(t testing.TB, bucket objstore.Bucket, coldDir string, configure ...func(*segment.Config)) *rig {
@@ -61,7 +62,7 @@ func newRigOver(t testing.TB, bucket objstore.Bucket, tables *Tables, configure 
 	t.Cleanup(func() { e.Close(); cat.Close() })
 	job := &tiering.Job{Engine: e, Catalog: cat, Bucket: bucket, Prefix: "data", Log: quiet,
 		Parquet: parquet.Options{RowGroupBytes: 4 << 10}, Tables: tables}
-	return &rig{engine: e, job: job, tables: tables, bucket: bucket}
+	return &rig{engine: e, job: job, tables: tables, bucket: bucket, dir: dir}
 }
 
 func localBucket(t testing.TB) (objstore.Bucket, string) {

@@ -388,6 +388,11 @@ func decode(fn func([]byte) (any, error), raw []byte) (v any, err error) {
 // nothing writes through the view.
 func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
+// SetMetadata sets one of the footer's key-values before Close, for a
+// value known only once every record has gone through (a merge's
+// checksum of them).
+func (w *Writer) SetMetadata(key, value string) { w.meta[key] = value }
+
 // Close finishes the file: the last row group, the page index and the
 // footer with strata's metadata.
 func (w *Writer) Close() (Summary, error) {

@@ -112,12 +112,15 @@ type RunSummary struct {
 	Adopted []UploadSummary `json:"adopted,omitempty"`
 	// ClaimsLost counts shards whose next segment another node was tiering
 	// (claimed): they wait for the next run.
-	ClaimsLost     int        `json:"claims_lost,omitempty"`
-	Bytes          int64      `json:"bytes"`
-	DroppedLocal   int        `json:"dropped_local"`
-	Expired        int        `json:"expired"`
-	OrphansDeleted int        `json:"orphans_deleted"`
-	Errors         []RunError `json:"errors"`
+	ClaimsLost     int   `json:"claims_lost,omitempty"`
+	Bytes          int64 `json:"bytes"`
+	DroppedLocal   int   `json:"dropped_local"`
+	Expired        int   `json:"expired"`
+	OrphansDeleted int   `json:"orphans_deleted"`
+	// Merges lists the small cold objects merged into one (at most one
+	// merge per shard a run).
+	Merges []MergeProgress `json:"merges,omitempty"`
+	Errors []RunError      `json:"errors"`
 }
 
 // Step names the part of a run a failure happened in.
@@ -130,7 +133,8 @@ const (
 	StepExpire    Step = "expire"     // retention
 	StepSweep     Step = "sweep"      // orphaned objects and staged uploads
 	StepTable     Step = "table"      // the topics' Iceberg table commits
-	StepReconcile Step = "reconcile"  // following a retype's swap (retype.go)
+	StepReconcile Step = "reconcile"  // following a retype's or merge's swap (retype.go)
+	StepMerge     Step = "merge"      // merging small cold objects (mergejob.go)
 )
 
 // TableCommitter commits tiered objects to tables over them (icetable's
@@ -366,10 +370,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				failed(StepDropLocal, shard, no, err)
 				return nil
 			}
-			policy := j.Policy
-			if j.PolicyFor != nil {
-				policy = j.PolicyFor(shard)
-			}
+			policy := j.policyFor(shard)
 			if j.Claims == nil {
 				// One node: runs do not overlap, so no upload recorded
 				// before this one began is still going.
@@ -448,6 +449,18 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 			failed(StepTable, "", 0, err)
 		}
 	}
+	if j.Claims == nil {
+		// After the tables took the run's objects, one shard at a time:
+		// each merge is its own replace snapshot of its topic's table.
+		for _, shard := range shards {
+			p, err := j.mergeDue(ctx, shard, limiter)
+			if err != nil {
+				failed(StepMerge, shard, 0, err)
+			} else if p.Key != "" {
+				sum.Merges = append(sum.Merges, p)
+			}
+		}
+	}
 	n, err := j.sweepOrphans(ctx)
 	sum.OrphansDeleted = n
 	if err != nil {
@@ -467,7 +480,7 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 	}
 	j.mu.Unlock()
 	j.log().Info("tiering run", "uploaded", len(sum.Uploaded), "adopted", len(sum.Adopted), "claims_lost", sum.ClaimsLost,
-		"bytes", sum.Bytes, "dropped_local", sum.DroppedLocal,
+		"bytes", sum.Bytes, "dropped_local", sum.DroppedLocal, "merges", len(sum.Merges),
 		"orphans_deleted", sum.OrphansDeleted, "errors", len(sum.Errors), "took", sum.Finished.Sub(sum.Started))
 	return sum, nil
 }

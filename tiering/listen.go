@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"strata/catalog"
@@ -208,25 +209,59 @@ func (l *listener) shardRecovered(sh segment.ShardMeta, segs []segment.SegmentMe
 }
 
 // restore records a shard the catalog does not have (its folder was lost or
-// it predates the catalog): its tiered segments get their deterministic
-// object keys, found in the bucket.
+// it predates the catalog): its tiered segments get their objects, as the
+// shard's manifest in the bucket names them, or else their deterministic
+// keys. Segments whose objects were merged (docs/compaction.md) become
+// the one segment of the merged object, as the merge made them.
 func (l *listener) restore(sh segment.ShardMeta, segs []segment.SegmentMeta) error {
+	var m Manifest
+	var loc Location
+	if l.b != nil && slices.ContainsFunc(segs, func(s segment.SegmentMeta) bool { return s.State == segment.SegmentRemote }) {
+		var err error
+		if loc, err = LocationOf(sh.Name); err != nil {
+			return err
+		}
+		if m, err = readManifest(context.Background(), l.b, loc.ManifestKey(l.prefix)); err != nil {
+			return fmt.Errorf("shard %s: reading its manifest: %w", sh.Name, err)
+		}
+	}
 	out := make([]catalog.Segment, 0, len(segs))
+	var run []catalog.Segment // segments of one merged object, so far
 	for _, s := range segs {
 		c := toCatalog(s)
-		if s.State == segment.SegmentRemote && l.b != nil {
-			loc, err := LocationOf(sh.Name)
-			if err != nil {
-				return err
+		if s.State != segment.SegmentRemote || l.b == nil {
+			out = append(out, c)
+			continue
+		}
+		i := slices.IndexFunc(m.Objects, func(e ManifestEntry) bool { return e.StartOffset <= s.StartOffset && s.EndOffset <= e.EndOffset })
+		switch {
+		case i >= 0 && (m.Objects[i].StartOffset != s.StartOffset || m.Objects[i].EndOffset != s.EndOffset):
+			e := m.Objects[i]
+			if run = append(run, c); s.EndOffset < e.EndOffset {
+				continue
 			}
+			merged, err := catalog.Merged(run)
+			if err != nil {
+				return fmt.Errorf("shard %s: the segments of merged object %s: %w", sh.Name, e.Key, err)
+			}
+			merged.ObjectKey, merged.ObjectSize, merged.Checksum, merged.TieredAt = e.Key, e.ObjectBytes, e.SegmentChecksum, s.SealedAt
+			out, run = append(out, merged), nil
+			continue
+		case i >= 0:
+			c.ObjectKey, c.ObjectSize = m.Objects[i].Key, m.Objects[i].ObjectBytes
+		default:
 			c.ObjectKey = loc.ObjectKey(l.prefix, s.StartOffset, s.EndOffset)
 			a, err := l.b.Stat(context.Background(), c.ObjectKey)
 			if err != nil {
 				return fmt.Errorf("shard %s: segment %d is tiered but its object %s: %w", sh.Name, s.No, c.ObjectKey, err)
 			}
-			c.ObjectSize, c.TieredAt = a.Size, s.SealedAt
+			c.ObjectSize = a.Size
 		}
+		c.TieredAt = s.SealedAt
 		out = append(out, c)
+	}
+	if len(run) > 0 {
+		return fmt.Errorf("shard %s: segments %d to %d are part of a merged object the engine does not hold the rest of", sh.Name, run[0].No, run[len(run)-1].No)
 	}
 	l.log.Warn("the catalog did not have a shard the engine holds; restored it from the engine's manifest", "shard", sh.Name, "segments", len(segs))
 	return l.cat.Restore(catalog.Shard{Name: sh.Name, LowWatermark: sh.LowWatermark, Created: sh.Created}, out)

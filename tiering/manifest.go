@@ -21,7 +21,8 @@ type Manifest struct {
 	Topic     string          `json:"topic"`
 	Partition int32           `json:"partition"`
 	Objects   []ManifestEntry `json:"objects"`
-	// Retired are objects a retype replaced (retype.go), kept a while.
+	// Retired are objects a retype or a merge replaced (retype.go,
+	// mergejob.go), kept a while.
 	Retired []Retired `json:"retired,omitempty"`
 }
 
@@ -116,6 +117,17 @@ func updateManifest(ctx context.Context, b objstore.Bucket, key string, change f
 func (m *Manifest) entry(start, end uint64) (ManifestEntry, bool) {
 	for _, e := range m.Objects {
 		if e.StartOffset == start && e.EndOffset == end {
+			return e, true
+		}
+	}
+	return ManifestEntry{}, false
+}
+
+// mergedFrom finds the entry of a merged object starting at start: one
+// holding more than the segment starting there.
+func (m *Manifest) mergedFrom(start uint64) (ManifestEntry, bool) {
+	for _, e := range m.Objects {
+		if e.StartOffset == start {
 			return e, true
 		}
 	}

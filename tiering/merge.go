@@ -58,8 +58,9 @@ type coldObject struct {
 //
 // It packs runs of consecutive small objects greedily, oldest first,
 // into merges of at most TargetBytes; a merge takes at least two objects.
-// A segment that is not in the bucket (local, uploading), an object at
-// or above the target, one tiered less than MinAge ago and a gap in the
+// A segment that is not only in the bucket (local, uploading, or cold:
+// its local copy is the engine's file by its number), an object at or
+// above the target, one tiered less than MinAge ago and a gap in the
 // offsets each end a run: a merged object holds one run of offsets.
 func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 	if p.TargetBytes <= 0 {
@@ -104,12 +105,11 @@ func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 }
 
 // coldObjects groups segments into the objects holding them, in order;
-// a segment with no object in the bucket is an object with no key.
+// a segment not only in the bucket is an object with no key.
 func coldObjects(segs []catalog.Segment) []coldObject {
 	var out []coldObject
 	for _, s := range segs {
-		inBucket := (s.State == catalog.Cold || s.State == catalog.Remote) && s.ObjectKey != ""
-		if !inBucket {
+		if s.State != catalog.Remote || s.ObjectKey == "" {
 			out = append(out, coldObject{})
 			continue
 		}

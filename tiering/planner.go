@@ -42,6 +42,9 @@ type Policy struct {
 	// more, the oldest uploaded copies go whatever LocalRetention says
 	// (Kafka's local.retention.bytes; 0: no bound).
 	LocalRetentionBytes int64
+	// Merging says which of the shard's small cold objects a run merges
+	// (PlanMerges; on one node only, docs/compaction.md).
+	Merging MergePolicy
 	// LogStart is the shard's low watermark: its offsets below it are
 	// deleted (DeleteRecords, a follower taking its leader's). A segment
 	// wholly below it expires from every tier, uploaded or not, as Kafka

@@ -383,12 +383,21 @@ func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
 	for _, e := range m.Objects {
 		listed[e.Key] = true
 	}
-	for _, s := range segs {
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
 		if s.State != catalog.Cold && s.State != catalog.Remote || s.ObjectKey == "" || listed[s.ObjectKey] {
 			continue
 		}
 		e, ok := m.entry(s.StartOffset, s.EndOffset)
 		if !ok {
+			if e, ok = m.mergedFrom(s.StartOffset); ok {
+				n, err := j.followMerge(ctx, shard, segs[i:], e, listed)
+				if err != nil {
+					return moved, err
+				}
+				i += max(n, 1) - 1
+				moved += n
+			}
 			continue
 		}
 		size, err := j.verify(ctx, e.Key, s)
@@ -419,6 +428,49 @@ func (j *Job) reconcile(ctx context.Context, shard string) (int, error) {
 		})
 	}
 	return moved, err
+}
+
+// followMerge moves this node's catalog to a merged object e, which
+// holds the offsets of the first segments of segs: those are made one
+// segment (catalog.Merge) once the object's footer says it holds exactly
+// them. It returns how many segments it merged (0: none, as when one of
+// them still has its local copy here, to follow once it has gone).
+func (j *Job) followMerge(ctx context.Context, shard string, segs []catalog.Segment, e ManifestEntry, listed map[string]bool) (int, error) {
+	var run []catalog.Segment
+	for _, s := range segs {
+		if s.StartOffset > e.EndOffset {
+			break
+		}
+		run = append(run, s)
+	}
+	last := run[len(run)-1]
+	if len(run) < 2 || last.EndOffset != e.EndOffset || slices.ContainsFunc(run, func(s catalog.Segment) bool {
+		return s.State != catalog.Remote || listed[s.ObjectKey]
+	}) {
+		j.log().Warn("the manifest lists a merged object this node's segments cannot follow yet", "shard", shard,
+			"key", e.Key, "start_offset", e.StartOffset, "end_offset", e.EndOffset, "segments", len(run))
+		return 0, nil
+	}
+	merged, err := catalog.Merged(run)
+	if err != nil {
+		return 0, err
+	}
+	merged.Checksum = e.SegmentChecksum
+	size, err := j.verify(ctx, e.Key, merged)
+	if err != nil {
+		return 0, err
+	}
+	nos := make([]uint64, len(run))
+	for i, s := range run {
+		nos[i] = s.No
+	}
+	if _, err := j.Catalog.Merge(shard, nos, func(c *catalog.Segment) {
+		c.ObjectKey, c.ObjectSize, c.Checksum, c.TieredAt = e.Key, size, e.SegmentChecksum, j.now().UTC()
+	}); err != nil {
+		return 0, err
+	}
+	j.log().Info("segments merged into the object a merge made", "shard", shard, "segments", nos, "key", e.Key)
+	return len(run), nil
 }
 
 // retiredGrace is how long a retype's old object stays once replaced.

@@ -155,6 +155,9 @@ var Keys = []Key{
 	{Name: "strata.acks.all", Type: String, Default: "isr", one: []string{"isr", "quorum"}, CreateOnly: true,
 		Honoured: "what acks=all waits for, and how the controller elects a new leader (isr: the first live in-sync replica; quorum: the longest log among a live majority of the replicas); fixed at creation",
 		Doc:      "What a produce with acks=all waits for: isr, every in-sync replica (Kafka's acks=all); quorum, a majority of the replica set, so one slow follower never holds writes back. A leader of a quorum topic is elected from the longest log among a live majority of its replicas. Fixed when the topic is created: a record acknowledged by a quorum need not be on every in-sync replica."},
+	{Name: "strata.cold.target_bytes", Type: Long, Default: "134217728", min: 0, max: math.MaxInt64,
+		Honoured: "on one node, a tiering run merges runs of the topic's cold objects below this size, tiered over an hour ago and only in the bucket, into objects of at most this size, keeping every record and offset; 0: no merging",
+		Doc:      "The size the topic's cold-tier Parquet objects are merged up to: a quiet partition tiers one small object per segment roll, and every table scan pays for each. Objects below it, only in the bucket and tiered over an hour ago, are merged into objects of at most this size, each offset kept, in one atomic swap of the bucket's manifest and one replace snapshot of the topic's Iceberg table. 0 turns merging off."},
 	{Name: "strata.engine", Type: String, Default: "segment", Broker: "engine.default", DefaultSynonym: true, one: []string{"segment", "memory", "pebble"}, CreateOnly: true,
 		Honoured: "the storage engine of the topic's partitions, chosen at creation",
 		Doc:      "The storage engine of the topic's partitions: segment (files, tiered), memory (bounded, lost at restart) or pebble. Fixed when the topic is created."},
@@ -449,6 +452,8 @@ type Resolved struct {
 	// ValueSchema and KeySchema are strata.value.schema and
 	// strata.key.schema: none, schema_id or subject:NAME.
 	ValueSchema, KeySchema string
+	// ColdTargetBytes is strata.cold.target_bytes (0: no merging).
+	ColdTargetBytes int64
 	// Cleaner is the log cleaner's configs (delete.retention.ms,
 	// min.cleanable.dirty.ratio, min and max.compaction.lag.ms).
 	Cleaner cleaner.Config
@@ -480,6 +485,7 @@ func Resolve(o Overrides, b Broker) Resolved {
 		UncleanLeaderElection: parseBool(str("unclean.leader.election.enable")),
 		ValueSchemaValidation: parseBool(str("strata.value.schema.validation")),
 		ValueSchema:           str("strata.value.schema"), KeySchema: str("strata.key.schema"),
+		ColdTargetBytes: num("strata.cold.target_bytes"),
 	}
 	ratio, _ := strconv.ParseFloat(str("min.cleanable.dirty.ratio"), 64)
 	r.Cleaner = cleaner.Config{MinDirtyRatio: ratio,

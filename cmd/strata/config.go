@@ -120,6 +120,9 @@ type TieringConfig struct {
 	Bandwidth       Bytes    `yaml:"bandwidth"`
 	OrphanGrace     Duration `yaml:"orphan_grace"`
 	RetiredGrace    Duration `yaml:"retired_grace"`
+	// MergeMinAge: a cold object is merged (strata.cold.target_bytes)
+	// once it was tiered this long ago.
+	MergeMinAge Duration `yaml:"merge_min_age"`
 	// ReplicaGrace: how long after a replicated segment's seal its
 	// preferred replica tiers it alone (docs/replication.md).
 	ReplicaGrace  Duration `yaml:"replica_grace"`

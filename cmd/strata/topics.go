@@ -154,6 +154,12 @@ func (v *topicView) tieringPolicy(base tiering.Policy) func(shard string) tierin
 		default:
 			p.LocalRetentionBytes = r.LocalRetentionBytes
 		}
+		p.Merging.TargetBytes = r.ColdTargetBytes
+		if r.RetentionMs > 0 {
+			// Retention takes a merged object with its newest record: a
+			// tenth of retention.ms is the most a record can outlive it.
+			p.Merging.MaxSpan = millis(r.RetentionMs) / 10
+		}
 		return p
 	}
 }

@@ -1,0 +1,242 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strconv"
+
+	"golang.org/x/time/rate"
+
+	"strata/catalog"
+	"strata/engine/record"
+	"strata/parquet"
+)
+
+// MergeProgress is one merge done, for Merge's progress.
+type MergeProgress struct {
+	Shard   string   `json:"shard"`
+	Merge   int      `json:"merge"`
+	Of      int      `json:"of"`
+	Objects []string `json:"objects"`
+	Key     string   `json:"key"`
+	Bytes   int64    `json:"bytes"`
+}
+
+// MergeSummary is what Merge did to one shard.
+type MergeSummary struct {
+	Merges  int   `json:"merges"`
+	Objects int   `json:"objects"` // the small objects merged
+	Bytes   int64 `json:"bytes"`   // of the objects written
+}
+
+// Merge merges a shard's small cold objects (PlanMerges with its
+// policy's Merging) until none is due: each run of them is read, written
+// again as one object under the key of its whole offset range, checked to
+// hold the same records, and swapped in. The commit point is the shard's
+// manifest, where the run's entries become the new object's and the old
+// objects are listed as retired (kept RetiredGrace, for the reads begun
+// before); the topic's table and this node's catalog follow (reconcile,
+// which every run does too, so a crash after the manifest's swap is
+// finished there). A kill at any point leaves every offset in exactly one
+// object the manifest names. It waits for a tiering run to end and lets
+// one go between merges; it goes at BytesPerSecond like tiering. A
+// tiering run merges too, once per shard (Run). docs/compaction.md,
+// "Small-file merging".
+func (j *Job) Merge(ctx context.Context, shard string, progress func(MergeProgress)) (MergeSummary, error) {
+	var sum MergeSummary
+	var limiter *rate.Limiter
+	if j.BytesPerSecond > 0 {
+		limiter = rate.NewLimiter(rate.Limit(j.BytesPerSecond), int(min(j.BytesPerSecond, 1<<20)))
+	}
+	for {
+		if err := j.lockRun(ctx); err != nil {
+			return sum, err
+		}
+		p, err := j.mergeDue(ctx, shard, limiter)
+		j.running.Unlock()
+		if err != nil || p.Key == "" {
+			return sum, err
+		}
+		sum.Merges++
+		sum.Objects += len(p.Objects)
+		sum.Bytes += p.Bytes
+		p.Merge = sum.Merges
+		p.Of += sum.Merges - 1
+		if progress != nil {
+			progress(p)
+		}
+	}
+}
+
+// mergeDue does the first merge of the shard that is due, if one is;
+// Of is how many are. The run's lock is held.
+func (j *Job) mergeDue(ctx context.Context, shard string, limiter *rate.Limiter) (MergeProgress, error) {
+	policy := j.policyFor(shard).Merging
+	if policy.TargetBytes <= 0 {
+		return MergeProgress{}, nil
+	}
+	if j.Claims != nil {
+		// Another node's catalog holds the same segments, some of them
+		// still with local copies it has not dropped: it cannot follow a
+		// merge yet.
+		return MergeProgress{}, errors.New("merging cold objects is for one node: a cluster's replicas cannot follow a merge yet")
+	}
+	if _, err := j.reconcile(ctx, shard); err != nil {
+		return MergeProgress{}, err
+	}
+	segs, err := j.Catalog.Segments(shard)
+	if err != nil {
+		return MergeProgress{}, err
+	}
+	merges := PlanMerges(j.now(), segs, policy)
+	if len(merges) == 0 {
+		return MergeProgress{}, nil
+	}
+	m := merges[0]
+	key, size, err := j.mergeOne(ctx, shard, m, limiter)
+	if err != nil {
+		return MergeProgress{}, fmt.Errorf("merging %s %s: %w", shard, m, err)
+	}
+	return MergeProgress{Shard: shard, Merge: 1, Of: len(merges), Objects: m.Objects, Key: key, Bytes: size}, nil
+}
+
+// policyFor is the shard's tiering policy.
+func (j *Job) policyFor(shard string) Policy {
+	if j.PolicyFor != nil {
+		return j.PolicyFor(shard)
+	}
+	return j.Policy
+}
+
+// mergedKey names the object of a merge: the deterministic key of its
+// whole offset range, which no single segment's object has, so a merge
+// retried after a crash writes the same key again.
+func (j *Job) mergedKey(shard string, m Merge) (string, error) {
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return "", err
+	}
+	return loc.ObjectKey(j.Prefix, m.Segments[0].StartOffset, m.Segments[len(m.Segments)-1].EndOffset), nil
+}
+
+// mergeOne writes merge m's object, checks it holds the same records as
+// the objects it replaces, and swaps it in.
+func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate.Limiter) (string, int64, error) {
+	loc, err := LocationOf(shard)
+	if err != nil {
+		return "", 0, err
+	}
+	key, err := j.mergedKey(shard, m)
+	if err != nil {
+		return "", 0, err
+	}
+	merged, err := catalog.Merged(m.Segments)
+	if err != nil {
+		return "", 0, err
+	}
+	srcs := make([]*parquet.File, len(m.Segments))
+	for i, s := range m.Segments {
+		if _, _, err := j.openVerified(ctx, s.ObjectKey, s.ObjectSize, s); err != nil {
+			return "", 0, err
+		}
+		if srcs[i], err = parquet.Open(ObjectReader(ctx, j.Bucket, s.ObjectKey), s.ObjectSize); err != nil {
+			return "", 0, fmt.Errorf("opening %s: %w", s.ObjectKey, err)
+		}
+	}
+	// The merged object's checksum is the CRC-32C of all its records'
+	// encodings, as a segment's is of its file: the same value the
+	// segments' files would give one after the other.
+	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	var buf []byte
+	write := func(w *parquet.Writer, r *record.Record) error {
+		var err error
+		if buf, err = record.Append(buf[:0], r); err != nil {
+			return err
+		}
+		crc.Write(buf)
+		return w.Write(r)
+	}
+	opts := j.parquetFor(shard)
+	pipe := newAheadPipe(convertAhead)
+	done := make(chan struct{})
+	var psum parquet.Summary
+	var wrote uint64
+	go func() {
+		defer close(done)
+		opts.Metadata = map[string]string{MetaShard: shard, MetaSegment: strconv.FormatUint(merged.No, 10),
+			MetaSegmentRecords: strconv.FormatUint(merged.Records, 10)}
+		w, err := parquet.NewWriter(pipe, opts)
+		for i := 0; err == nil && i < len(srcs); i++ {
+			var n uint32
+			n, err = eachRecord(srcs[i], func(r *record.Record) error { wrote++; return write(w, r) })
+			if err == nil && n != m.Segments[i].Checksum {
+				err = fmt.Errorf("%s reads back records whose checksum is %d, its segment's is %d", m.Segments[i].ObjectKey, n, m.Segments[i].Checksum)
+			}
+		}
+		if err == nil {
+			merged.Checksum = crc.Sum32()
+			w.SetMetadata(MetaSegmentCRC32C, strconv.FormatUint(uint64(merged.Checksum), 10))
+			psum, err = w.Close()
+		}
+		pipe.CloseWithError(err)
+	}()
+	var body io.Reader = pipe
+	if limiter != nil {
+		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
+	}
+	err = j.Bucket.Upload(ctx, key, body)
+	pipe.CloseReader(err)
+	<-done
+	if err != nil {
+		return "", 0, fmt.Errorf("upload %s: %w", key, err)
+	}
+	if wrote != merged.Records {
+		return "", 0, fmt.Errorf("the objects of %s hold %d records, their segments %d", m, wrote, merged.Records)
+	}
+	size, err := j.verify(ctx, key, merged)
+	if err != nil {
+		return "", 0, err
+	}
+	dst, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), size)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading %s back: %w", key, err)
+	}
+	if read, err := eachRecord(dst, func(*record.Record) error { return nil }); err != nil || read != merged.Checksum {
+		j.Bucket.Delete(ctx, key)
+		return "", 0, errors.Join(fmt.Errorf("%s does not read back the records of %s", key, m), err)
+	}
+	// The commit point: the manifest names the new object for the whole
+	// run of offsets, and the old ones as retired.
+	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(man *Manifest) (bool, error) {
+		for _, old := range m.Objects {
+			if !slices.ContainsFunc(man.Objects, func(e ManifestEntry) bool { return e.Key == old }) {
+				return false, fmt.Errorf("the manifest no longer lists %s (retention, or the topic's deletion, took it): %w", old, errGone)
+			}
+		}
+		man.Objects = slices.DeleteFunc(man.Objects, func(e ManifestEntry) bool { return slices.Contains(m.Objects, e.Key) })
+		man.put(entryOf(key, merged, size))
+		for _, old := range m.Objects {
+			man.Retired = append(man.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
+		}
+		return true, nil
+	})
+	if errors.Is(err, errGone) {
+		if derr := j.Bucket.Delete(ctx, key); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deleting %s: %w", key, derr))
+		}
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	j.recordUndecoded(shard, opts.Typed, psum)
+	if _, err := j.reconcile(ctx, shard); err != nil {
+		return "", 0, err
+	}
+	j.log().Info("cold objects merged", "shard", shard, "objects", len(m.Objects), "start_offset", merged.StartOffset,
+		"end_offset", merged.EndOffset, "key", key, "bytes", size)
+	return key, size, nil
+}
