@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"strata/catalog"
 	"strata/catalog/pebblecat"
@@ -307,4 +312,81 @@ func TestATieringRunMerges(t *testing.T) {
 		t.Fatalf("the run merged %+v; want one merge in each of the two shards", sum.Merges)
 	}
 	checkMerged(t, r, bucket, produced)
+}
+
+// A table reader scanning in a loop while merges run sees, at every scan,
+// each offset of the partition once: the swap is one replace snapshot, so
+// no scan meets a gap or a duplicate.
+func TestATableReaderNeverSeesAMergeHalfDone(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	remote := remoteSegments(t, r, "orders-0")
+	r.job.Policy.Merging.TargetBytes = 2*remote[0].ObjectSize + 1 // two objects a merge: several swaps
+	r.job.BytesPerSecond = 32 << 10                               // each merge's upload takes a while
+	want := len(produced["orders-0"])
+	done := make(chan struct{})
+	scans := make(chan error, 1)
+	var n int
+	go func() {
+		defer close(scans)
+		for {
+			offsets, err := scanOffsets(ctx, r.tables, "orders", 0)
+			if err == nil {
+				for i, o := range offsets {
+					if o != int64(i) {
+						err = fmt.Errorf("scan %d: row %d is offset %d (%d rows, %d tiered)", n, i, o, len(offsets), want)
+						break
+					}
+				}
+				if err == nil && len(offsets) != want {
+					err = fmt.Errorf("scan %d: %d rows, %d tiered", n, len(offsets), want)
+				}
+			}
+			n++
+			select {
+			case <-done:
+				scans <- err
+				return
+			default:
+			}
+			if err != nil {
+				scans <- err
+				return
+			}
+		}
+	}()
+	sum, err := r.job.Merge(ctx, "orders-0", nil)
+	close(done)
+	if err := <-scans; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || sum.Merges < 2 {
+		t.Fatalf("merge %+v, %v; want several", sum, err)
+	}
+	t.Logf("%d scans over %d merges, each whole", n, sum.Merges)
+	checkMerged(t, r, bucket, produced)
+}
+
+// scanOffsets reads the offsets of one partition of the topic's current
+// table, in order.
+func scanOffsets(ctx context.Context, tables *Tables, topic string, p int32) ([]int64, error) {
+	tbl, _, err := tables.load(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	at, err := tbl.Scan(table.WithRowFilter(iceberg.EqualTo(iceberg.Reference(ColPartition), p)),
+		table.WithSelectedFields(ColOffset)).ToArrowTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer at.Release()
+	var out []int64
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		out = append(out, tr.RecordBatch().Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(out)
+	return out, nil
 }
