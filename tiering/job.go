@@ -76,6 +76,9 @@ type Job struct {
 	history    []RunSummary
 	failed     map[Step]uint64 // every error since the start, by step
 	claimsLost atomic.Uint64
+	// merges counts the merges done since the start, the objects they
+	// merged and the bytes they wrote.
+	merges, mergedObjects, mergedBytes atomic.Uint64
 	// waitWarned is, by shard, the start of the segment whose long wait
 	// for a claim was last logged.
 	waitWarned map[string]uint64

@@ -101,7 +101,16 @@ func (j *Job) mergeDue(ctx context.Context, shard string, limiter *rate.Limiter)
 	if err != nil {
 		return MergeProgress{}, fmt.Errorf("merging %s %s: %w", shard, m, err)
 	}
+	j.merges.Add(1)
+	j.mergedObjects.Add(uint64(len(m.Objects)))
+	j.mergedBytes.Add(uint64(size))
 	return MergeProgress{Shard: shard, Merge: 1, Of: len(merges), Objects: m.Objects, Key: key, Bytes: size}, nil
+}
+
+// Merged is how many merges were done since the start, how many small
+// objects they merged and how many bytes they wrote.
+func (j *Job) Merged() (merges, objects, bytes uint64) {
+	return j.merges.Load(), j.mergedObjects.Load(), j.mergedBytes.Load()
 }
 
 // policyFor is the shard's tiering policy.

@@ -20,6 +20,7 @@ type tierCollector struct {
 	job  *tiering.Job
 
 	bytes, lagSeconds, lagBytes, hits, misses, fetches, fetched, runs, uploads, runErrors, failures, claimsLost, undecoded *prometheus.Desc
+	objects, merges, mergedObjects, mergedBytes                                                                            *prometheus.Desc
 }
 
 func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.ColdReader, job *tiering.Job) *tierCollector {
@@ -27,30 +28,34 @@ func newTierCollector(e *segment.Engine, cat catalog.Catalog, cold *tiering.Cold
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &tierCollector{e: e, cat: cat, cold: cold, job: job,
-		bytes:      d("strata_tier_bytes", "Bytes held per tier: hot (active segments), warm (sealed, local), cold (objects).", "tier"),
-		lagSeconds: d("strata_tiering_lag_seconds", "Age since sealing of the oldest sealed segment not yet tiered (0: none)."),
-		lagBytes:   d("strata_tiering_lag_bytes", "Bytes of sealed segments not yet tiered."),
-		hits:       d("strata_cold_cache_hits_total", "Cold reads served from cached row groups."),
-		misses:     d("strata_cold_cache_misses_total", "Cold reads that had to fetch a row group."),
-		fetches:    d("strata_cold_fetches_total", "Ranged reads from the cold tier: pages of a point read, runs of row groups of a scan, the ends of an object opened."),
-		fetched:    d("strata_cold_fetched_bytes_total", "Bytes fetched from the cold tier by ranged reads."),
-		runs:       d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
-		uploads:    d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
-		runErrors:  d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
-		failures:   d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep, table, reconcile).", "step"),
-		undecoded:  d("strata_tiering_undecoded_records_total", "Records uploaded whose value (or key) did not decode into its typed column (docs/typed.md): they keep their bytes, with the reason in the column's _error column. By topic and column (value_typed, key_typed).", "topic", "column"),
-		claimsLost: d("strata_tiering_claims_lost_total", "Segments this node left to the tiering of another node that had claimed them (cluster only; not errors)."),
+		bytes:         d("strata_tier_bytes", "Bytes held per tier: hot (active segments), warm (sealed, local), cold (objects).", "tier"),
+		lagSeconds:    d("strata_tiering_lag_seconds", "Age since sealing of the oldest sealed segment not yet tiered (0: none)."),
+		lagBytes:      d("strata_tiering_lag_bytes", "Bytes of sealed segments not yet tiered."),
+		hits:          d("strata_cold_cache_hits_total", "Cold reads served from cached row groups."),
+		misses:        d("strata_cold_cache_misses_total", "Cold reads that had to fetch a row group."),
+		fetches:       d("strata_cold_fetches_total", "Ranged reads from the cold tier: pages of a point read, runs of row groups of a scan, the ends of an object opened."),
+		fetched:       d("strata_cold_fetched_bytes_total", "Bytes fetched from the cold tier by ranged reads."),
+		runs:          d("strata_tiering_runs_recent", "Tiering runs in the kept history."),
+		uploads:       d("strata_tiering_uploads_recent", "Segments uploaded by the runs in the kept history."),
+		runErrors:     d("strata_tiering_errors_recent", "Errors of the runs in the kept history."),
+		failures:      d("strata_tiering_failures_total", "Errors of every tiering run since the start, by step (plan, upload, drop_local, expire, sweep, table, reconcile, merge).", "step"),
+		undecoded:     d("strata_tiering_undecoded_records_total", "Records uploaded whose value (or key) did not decode into its typed column (docs/typed.md): they keep their bytes, with the reason in the column's _error column. By topic and column (value_typed, key_typed).", "topic", "column"),
+		claimsLost:    d("strata_tiering_claims_lost_total", "Segments this node left to the tiering of another node that had claimed them (cluster only; not errors)."),
+		objects:       d("strata_cold_objects", "Objects in the cold tier that this node's segments name: what a table scan of them opens."),
+		merges:        d("strata_tiering_merges_total", "Merges of small cold objects into one (strata.cold.target_bytes, docs/compaction.md)."),
+		mergedObjects: d("strata_tiering_merged_objects_total", "Small cold objects merged into larger ones."),
+		mergedBytes:   d("strata_tiering_merged_bytes_total", "Bytes of the objects merges wrote."),
 	}
 }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures, c.claimsLost, c.undecoded} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.lagSeconds, c.lagBytes, c.hits, c.misses, c.fetches, c.fetched, c.runs, c.uploads, c.runErrors, c.failures, c.claimsLost, c.undecoded, c.objects, c.merges, c.mergedObjects, c.mergedBytes} {
 		ch <- d
 	}
 }
 
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
-	var hot, warm, cold, lagBytes int64
+	var hot, warm, cold, lagBytes, objects int64
 	var oldest time.Time
 	shards, _ := c.cat.Shards()
 	for _, sh := range shards {
@@ -72,8 +77,10 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 			case catalog.Cold:
 				warm += s.Size
 				cold += s.ObjectSize
+				objects++
 			case catalog.Remote:
 				cold += s.ObjectSize
+				objects++
 			}
 		}
 	}
@@ -109,6 +116,11 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		k(c.failures, int64(n), string(step))
 	}
 	k(c.claimsLost, int64(c.job.ClaimsLost()))
+	g(c.objects, float64(objects))
+	merges, merged, mergedBytes := c.job.Merged()
+	k(c.merges, int64(merges))
+	k(c.mergedObjects, int64(merged))
+	k(c.mergedBytes, int64(mergedBytes))
 	byTopic := map[[2]string]int64{}
 	for col, n := range c.job.Undecoded() {
 		tp, _ := store.ParseShard(col.Shard)
