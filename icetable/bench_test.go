@@ -1,6 +1,7 @@
 package icetable
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,7 +12,9 @@ import (
 
 	"strata/bench"
 	"strata/catalog"
+	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/parquet"
 	"strata/tiering"
 )
 
@@ -179,4 +182,65 @@ func BenchmarkTableMetadata(b *testing.B) {
 			Reference: "linear from 10 commits", ReferenceValue: float64(first) * float64(n) / 10 / 1024, Runs: 1,
 			Curve: "iceberg-metadata", Series: "a topic under retention, 100 objects live, expiry after each commit", X: float64(n), XUnit: "commits"})
 	}
+}
+
+// BenchmarkMerge merges a quiet partition's small cold objects into one
+// (tiering.Job.Merge: read, convert, upload, read back, the manifest's
+// swap, the table's replace snapshot and the catalog's merge) beside a
+// plain GET of each object plus one PUT of the same bytes, on the same
+// bucket in the same run: the cost of the merge's checks and its swap.
+func BenchmarkMerge(b *testing.B) {
+	ctx := context.Background()
+	const runs = 3
+	var mergeMBs, copyMBs []float64
+	var objects int
+	var bytesEach int64
+	for run := range runs {
+		bucket, dir := localBucket(b)
+		// Segments of 256 KiB: a quiet partition's objects of about 100 KiB.
+		r := newRig(b, bucket, dir, func(c *segment.Config) { c.MaxSegmentBytes = 256 << 10 })
+		r.job.Parquet = parquet.Options{} // the defaults, not the rig's tiny row groups
+		produce(b, r.engine, "orders-0", 3000, run)
+		r.run(b, map[string]uint64{})
+		segs, err := r.job.Catalog.Segments("orders-0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var keys []string
+		var total int64
+		for _, s := range segs {
+			if s.State == catalog.Remote {
+				keys, total = append(keys, s.ObjectKey), total+s.ObjectSize
+			}
+		}
+		objects, bytesEach = len(keys), total/int64(len(keys))
+		start := time.Now()
+		var all []byte
+		for _, k := range keys {
+			a, err := bucket.Stat(ctx, k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, a.Size)
+			if _, err := bucket.ReadAt(ctx, k, buf, 0); err != nil {
+				b.Fatal(err)
+			}
+			all = append(all, buf...)
+		}
+		if err := bucket.Upload(ctx, "ref/all.bin", bytes.NewReader(all)); err != nil {
+			b.Fatal(err)
+		}
+		copyMBs = append(copyMBs, float64(total)/1e6/time.Since(start).Seconds())
+
+		r.job.Policy.Merging = tiering.MergePolicy{TargetBytes: 1 << 30}
+		start = time.Now()
+		sum, err := r.job.Merge(ctx, "orders-0", nil)
+		if err != nil || sum.Merges != 1 || sum.Objects != len(keys) {
+			b.Fatalf("merge of %d objects: %+v %v", len(keys), sum, err)
+		}
+		mergeMBs = append(mergeMBs, float64(total)/1e6/time.Since(start).Seconds())
+	}
+	bench.Must(b, "make bench (go test -run '^$' -bench Merge ./icetable)", bench.Figure{
+		Name: fmt.Sprintf("merge %d small cold objects (%.0f KiB each) into one", objects, float64(bytesEach)/1024), Value: bench.Median(mergeMBs), Unit: "MB/s",
+		Reference: "a GET of each and one PUT of the same bytes", ReferenceValue: bench.Median(copyMBs), Runs: runs})
 }
