@@ -8,6 +8,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -199,11 +200,25 @@ func FindSegment(first, last, offset uint64, seek func(no uint64) (Segment, erro
 	return found, nil
 }
 
-// Merged is the one segment that Merge makes of segs, as every
-// implementation reads them: remote, consecutive offsets, at least two.
-// It keeps the first one's number and creation, sums the records and
-// sizes and spans the timestamps; the object's key, size and checksum
-// are the caller's to set (Merge's change).
+// MergeOf is Merge's rule for every implementation: the one segment
+// made of segments nos of shard, given segs, every segment the shard has
+// numbered from nos' first to its last, as read (ErrConflict unless they
+// are exactly nos). See Merged.
+func MergeOf(shard string, nos []uint64, segs []Segment) (Segment, error) {
+	if len(nos) < 2 {
+		return Segment{}, fmt.Errorf("merging %s segments %v: a merge takes at least two", shard, nos)
+	}
+	if len(segs) != len(nos) || slices.ContainsFunc(segs, func(s Segment) bool { return !slices.Contains(nos, s.No) }) {
+		return Segment{}, fmt.Errorf("merging %s segments %v: the shard has %d segments from %d to %d: %w", shard, nos, len(segs), nos[0], nos[len(nos)-1], ErrConflict)
+	}
+	return Merged(segs)
+}
+
+// Merged is the one segment that Merge makes of segs: remote,
+// consecutive offsets, at least two. It keeps the first one's number and
+// creation, sums the records and sizes and spans the timestamps; the
+// object's key, size and checksum are the caller's to set (Merge's
+// change).
 func Merged(segs []Segment) (Segment, error) {
 	if len(segs) < 2 {
 		return Segment{}, fmt.Errorf("a merge takes at least two segments, not %d", len(segs))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"strconv"
 
 	"golang.org/x/time/rate"
@@ -220,25 +219,7 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 	}
 	// The commit point: the manifest names the new object for the whole
 	// run of offsets, and the old ones as retired.
-	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(man *Manifest) (bool, error) {
-		for _, old := range m.Objects {
-			if !slices.ContainsFunc(man.Objects, func(e ManifestEntry) bool { return e.Key == old }) {
-				return false, fmt.Errorf("the manifest no longer lists %s (retention, or the topic's deletion, took it): %w", old, errGone)
-			}
-		}
-		man.Objects = slices.DeleteFunc(man.Objects, func(e ManifestEntry) bool { return slices.Contains(m.Objects, e.Key) })
-		man.put(entryOf(key, merged, size))
-		for _, old := range m.Objects {
-			man.Retired = append(man.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
-		}
-		return true, nil
-	})
-	if errors.Is(err, errGone) {
-		if derr := j.Bucket.Delete(ctx, key); derr != nil {
-			err = errors.Join(err, fmt.Errorf("deleting %s: %w", key, derr))
-		}
-	}
-	if err != nil {
+	if err := j.swapIn(ctx, loc, key, m.Objects, func(ManifestEntry) ManifestEntry { return entryOf(key, merged, size) }); err != nil {
 		return "", 0, err
 	}
 	j.recordUndecoded(shard, opts.Typed, psum)

@@ -262,22 +262,10 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 	}
 	// The commit point: the manifest names the new object for the
 	// segment's offsets, and the old one as retired.
-	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
-		i := slices.IndexFunc(m.Objects, func(e ManifestEntry) bool { return e.Key == old })
-		if i < 0 {
-			return false, fmt.Errorf("the manifest no longer lists %s (retention, or the topic's deletion, took it): %w", old, errGone)
-		}
-		m.Objects[i].Key, m.Objects[i].ObjectBytes = key, size
-		m.Retired = append(m.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
-		return true, nil
-	})
-	if errors.Is(err, errGone) {
-		// Refused for sure: the new object is no one's.
-		if derr := j.Bucket.Delete(ctx, key); derr != nil {
-			err = errors.Join(err, fmt.Errorf("deleting %s: %w", key, derr))
-		}
-	}
-	if err != nil {
+	if err := j.swapIn(ctx, loc, key, []string{old}, func(e ManifestEntry) ManifestEntry {
+		e.Key, e.ObjectBytes = key, size
+		return e
+	}); err != nil {
 		return "", 0, err
 	}
 	j.recordUndecoded(shard, opts.Typed, sum)
@@ -286,6 +274,39 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 	}
 	j.log().Info("cold object rewritten with typed columns", "shard", shard, "segment", s.No, "old", old, "key", key, "bytes", size)
 	return key, size, nil
+}
+
+// swapIn is a rewrite's commit point: in the shard's manifest the entries
+// of the objects olds give way to one entry for the new object at key
+// (entry makes it from the first of theirs), and olds are listed as
+// retired, kept for the reads begun before. A manifest that no longer
+// lists one of olds refuses the swap for sure, and the new object, no
+// one's, is deleted.
+func (j *Job) swapIn(ctx context.Context, loc Location, key string, olds []string, entry func(first ManifestEntry) ManifestEntry) error {
+	err := updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+		var first ManifestEntry
+		for i, old := range olds {
+			e, ok := m.byKey(old)
+			if !ok {
+				return false, fmt.Errorf("the manifest no longer lists %s (retention, or the topic's deletion, took it): %w", old, errGone)
+			}
+			if i == 0 {
+				first = e
+			}
+		}
+		m.Objects = slices.DeleteFunc(m.Objects, func(e ManifestEntry) bool { return slices.Contains(olds, e.Key) })
+		m.put(entry(first))
+		for _, old := range olds {
+			m.Retired = append(m.Retired, Retired{Key: old, By: key, At: j.now().UTC()})
+		}
+		return true, nil
+	})
+	if errors.Is(err, errGone) {
+		if derr := j.Bucket.Delete(ctx, key); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deleting %s: %w", key, derr))
+		}
+	}
+	return err
 }
 
 // eachRecord calls fn with every record of f, in order, and returns the

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -461,8 +460,8 @@ func (c *Catalog) Transition(shard string, no uint64, from, to catalog.State, ch
 // offsets (catalog.Merged), in a transaction that holds only if none of
 // them changed since they were read.
 func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment)) (catalog.Segment, error) {
-	if len(nos) < 2 {
-		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: a merge takes at least two", shard, nos)
+	if len(nos) == 0 {
+		return catalog.MergeOf(shard, nos, nil)
 	}
 	for range attempts {
 		ctx, cancel := c.ctx()
@@ -481,10 +480,7 @@ func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment
 			segs = append(segs, s)
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
 		}
-		if len(segs) != len(nos) || slices.ContainsFunc(segs, func(s catalog.Segment) bool { return !slices.Contains(nos, s.No) }) {
-			return catalog.Segment{}, fmt.Errorf("merging %s segments %v: the shard has %d segments from %d to %d: %w", shard, nos, len(segs), nos[0], nos[len(nos)-1], catalog.ErrConflict)
-		}
-		m, err := catalog.Merged(segs)
+		m, err := catalog.MergeOf(shard, nos, segs)
 		if err != nil {
 			return catalog.Segment{}, err
 		}

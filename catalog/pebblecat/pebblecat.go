@@ -244,8 +244,8 @@ func (c *Catalog) Transition(shard string, no uint64, from, to catalog.State, ch
 func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment)) (catalog.Segment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(nos) < 2 {
-		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: a merge takes at least two", shard, nos)
+	if len(nos) == 0 {
+		return catalog.MergeOf(shard, nos, nil)
 	}
 	var segs []catalog.Segment
 	if err := c.scan(segPrefix(shard), func(raw []byte) error {
@@ -260,10 +260,7 @@ func (c *Catalog) Merge(shard string, nos []uint64, change func(*catalog.Segment
 	}); err != nil {
 		return catalog.Segment{}, err
 	}
-	if len(segs) != len(nos) || slices.ContainsFunc(segs, func(s catalog.Segment) bool { return !slices.Contains(nos, s.No) }) {
-		return catalog.Segment{}, fmt.Errorf("merging %s segments %v: the shard has %d segments from %d to %d: %w", shard, nos, len(segs), nos[0], nos[len(nos)-1], catalog.ErrConflict)
-	}
-	m, err := catalog.Merged(segs)
+	m, err := catalog.MergeOf(shard, nos, segs)
 	if err != nil {
 		return catalog.Segment{}, err
 	}
