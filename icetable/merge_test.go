@@ -390,3 +390,36 @@ func scanOffsets(ctx context.Context, tables *Tables, topic string, p int32) ([]
 	slices.Sort(out)
 	return out, nil
 }
+
+// A log start inside the first object before the merge stays where it
+// was after it: the table hides the rows below it in the merged object
+// as it did in the old one, and a cold read starts there.
+func TestAMergeKeepsTheLogStart(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	first := remoteSegments(t, r, "orders-0")[0]
+	cut := first.StartOffset + 11
+	if err := r.engine.DeleteBefore(ctx, "orders-0", cut); err != nil {
+		t.Fatal(err)
+	}
+	saved := r.job.Policy.Merging
+	r.job.Policy.Merging = tiering.MergePolicy{} // the cut reaches the table first
+	r.run(t, map[string]uint64{})
+	r.job.Policy.Merging = saved
+	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges == 0 {
+		t.Fatalf("merge: %+v %v", sum, err)
+	}
+	if segs := remoteSegments(t, r, "orders-0"); segs[0].StartOffset > cut || segs[0].EndOffset <= first.EndOffset {
+		t.Fatalf("the first remote segment after the merge is %d-%d; want the merged one holding the log start %d", segs[0].StartOffset, segs[0].EndOffset, cut)
+	}
+	rows, _ := scan(t, r.tables, "orders", 0)
+	sameRecords(t, "orders-0 merged with its log start inside", rows[0], produced["orders-0"][cut:])
+	got, err := tiering.NewColdReader(r.job.Catalog, bucket, 0).Read(ctx, "orders-0", cut, store.Budget{MaxRecords: 3, MaxBytes: 1 << 20})
+	if err != nil || len(got) != 3 || got[0].Offset != cut {
+		t.Fatalf("a cold read from the log start %d: %d records, %v", cut, len(got), err)
+	}
+	r.run(t, map[string]uint64{})
+	rows, _ = scan(t, r.tables, "orders", 0)
+	sameRecords(t, "orders-0 after the next run", rows[0], produced["orders-0"][cut:])
+}
