@@ -40,7 +40,7 @@ func mergeRig(t *testing.T, bucket objstore.Bucket, dir string) (*rig, map[strin
 			t.Fatalf("%s: %d segments only in the bucket; the rig needs several to merge", shard, len(remote))
 		}
 	}
-	r.job.Policy.Merging = tiering.MergePolicy{TargetBytes: 64 << 10}
+	r.job.Policy.Merging = tiering.MergePolicy{TargetBytes: 64 << 10, MinObjects: 2}
 	return r, produced
 }
 
@@ -391,10 +391,11 @@ func scanOffsets(ctx context.Context, tables *Tables, topic string, p int32) ([]
 	return out, nil
 }
 
-// A log start inside the first object before the merge stays where it
-// was after it: the table hides the rows below it in the merged object
-// as it did in the old one, and a cold read starts there.
-func TestAMergeKeepsTheLogStart(t *testing.T) {
+// An object holding offsets below the log start is left to retention,
+// so the deleted records are never written again; the objects after it
+// merge, the table still hides the rows below the log start, and a cold
+// read starts there.
+func TestAMergeLeavesAnObjectBelowTheLogStart(t *testing.T) {
 	ctx := context.Background()
 	bucket, dir := localBucket(t)
 	r, produced := mergeRig(t, bucket, dir)
@@ -410,8 +411,8 @@ func TestAMergeKeepsTheLogStart(t *testing.T) {
 	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges == 0 {
 		t.Fatalf("merge: %+v %v", sum, err)
 	}
-	if segs := remoteSegments(t, r, "orders-0"); segs[0].StartOffset > cut || segs[0].EndOffset <= first.EndOffset {
-		t.Fatalf("the first remote segment after the merge is %d-%d; want the merged one holding the log start %d", segs[0].StartOffset, segs[0].EndOffset, cut)
+	if segs := remoteSegments(t, r, "orders-0"); segs[0].ObjectKey != first.ObjectKey || len(segs) != 2 || segs[1].StartOffset != first.EndOffset+1 {
+		t.Fatalf("after the merge the remote segments are %v; want %s left as it was and the rest merged", segsOf(segs), path.Base(first.ObjectKey))
 	}
 	rows, _ := scan(t, r.tables, "orders", 0)
 	sameRecords(t, "orders-0 merged with its log start inside", rows[0], produced["orders-0"][cut:])
@@ -422,4 +423,123 @@ func TestAMergeKeepsTheLogStart(t *testing.T) {
 	r.run(t, map[string]uint64{})
 	rows, _ = scan(t, r.tables, "orders", 0)
 	sameRecords(t, "orders-0 after the next run", rows[0], produced["orders-0"][cut:])
+}
+
+// A lost catalog comes back merged also when the log start has passed a
+// merged object's first segments, which the engine no longer holds: the
+// restored segment is the object's whole, as its manifest entry says, and
+// a cold read from the log start gets the records from there.
+func TestALostCatalogComesBackMergedPastTheLogStart(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	before := remoteSegments(t, r, "orders-0")
+	if _, err := r.job.Merge(ctx, "orders-0", nil); err != nil {
+		t.Fatal(err)
+	}
+	merged := remoteSegments(t, r, "orders-0")[0]
+	cut := before[1].StartOffset + 5 // the first segment's offsets all deleted
+	if err := r.engine.DeleteBefore(ctx, "orders-0", cut); err != nil {
+		t.Fatal(err)
+	}
+	r.job.Policy.Merging = tiering.MergePolicy{}
+	r.run(t, map[string]uint64{})
+	if err := r.engine.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := pebblecat.Open(filepath.Join(t.TempDir(), "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e, err := segment.Open(segment.Config{Dir: r.dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: tiering.ListenTables(cat, bucket, "data", quiet, r.tables)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	e.SyncEvents()
+	segs, err := cat.Segments("orders-0")
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("the restored catalog: %v %v", segs, err)
+	}
+	if got := segs[0]; got.StartOffset != merged.StartOffset || got.EndOffset != merged.EndOffset || got.ObjectKey != merged.ObjectKey || got.Records != merged.Records {
+		t.Fatalf("the restored first segment %+v; want the merged one %+v", got, merged)
+	}
+	got, err := tiering.NewColdReader(cat, bucket, 0).Read(ctx, "orders-0", cut, store.Budget{MaxRecords: 1000, MaxBytes: 64 << 20})
+	if err != nil || len(got) == 0 || got[0].Offset != cut {
+		t.Fatalf("a read from the log start %d after the restore: %d records, %v", cut, len(got), err)
+	}
+	for _, rec := range got {
+		a, _ := record.Append(nil, &rec)
+		b, _ := record.Append(nil, &produced["orders-0"][rec.Offset])
+		if string(a) != string(b) {
+			t.Fatalf("offset %d reads otherwise after the restore", rec.Offset)
+		}
+	}
+}
+
+// While a topic's typed columns cannot be made (its registry is down),
+// merging waits: a merge then would write every record's typed value
+// null, those that decoded before too. Once they can, it goes on.
+func TestMergingWaitsForTheTypedColumns(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	before := remoteSegments(t, r, "orders-0")
+	down := errors.New("the schema registry does not answer")
+	r.job.TypedErr = func(string) error { return down }
+	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges != 0 {
+		t.Fatalf("a merge while the typed columns cannot be made: %+v %v; want none", sum, err)
+	}
+	if got := remoteSegments(t, r, "orders-0"); fmt.Sprint(segsOf(got)) != fmt.Sprint(segsOf(before)) {
+		t.Fatalf("the objects changed while merging waited: %v, before %v", segsOf(got), segsOf(before))
+	}
+	r.job.TypedErr = func(string) error { return nil }
+	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges == 0 {
+		t.Fatalf("a merge once they can be made: %+v %v", sum, err)
+	}
+	checkMerged(t, r, bucket, produced)
+}
+
+// A run whose reconcile fails expires nothing of that shard: retention
+// waits for the catalog to follow the manifest, so it does not delete the
+// segments of objects a merge replaced while the manifest names the
+// merged object for their offsets (the catalog could never follow then).
+func TestRetentionWaitsForTheCatalogToFollowAMerge(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	before := remoteSegments(t, r, "orders-0")
+	broken := &mergeFails{Catalog: r.job.Catalog}
+	r.job.Catalog = broken
+	if _, err := r.job.Merge(ctx, "orders-0", nil); err == nil || !strings.Contains(err.Error(), "catalog merge fails") {
+		t.Fatalf("a merge whose catalog cannot follow: %v", err)
+	}
+	if err := r.engine.DeleteBefore(ctx, "orders-0", before[0].EndOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.job.Run(ctx)
+	if err != nil || !slices.ContainsFunc(sum.Errors, func(e tiering.RunError) bool { return e.Step == tiering.StepReconcile }) {
+		t.Fatalf("the run: %v %+v; want its reconcile to fail", err, sum.Errors)
+	}
+	if got := remoteSegments(t, r, "orders-0"); sum.Expired != 0 || got[0].No != before[0].No {
+		t.Fatalf("the run expired %d segments while its catalog did not follow the manifest", sum.Expired)
+	}
+	// Once the catalog follows, retention goes on through the merged object.
+	r.job.Catalog = broken.Catalog
+	r.run(t, map[string]uint64{})
+	got := remoteSegments(t, r, "orders-0")
+	if len(got) != 1 || got[0].StartOffset != before[0].StartOffset || got[0].EndOffset != before[len(before)-1].EndOffset {
+		t.Fatalf("after the catalog followed: remote segments %v", segsOf(got))
+	}
+	rows, _ := scan(t, r.tables, "orders", 0)
+	sameRecords(t, "orders-0 once the catalog followed", rows[0], produced["orders-0"][before[0].EndOffset+1:])
+}
+
+// mergeFails is a catalog whose merges fail.
+type mergeFails struct{ catalog.Catalog }
+
+func (mergeFails) Merge(string, []uint64, func(*catalog.Segment)) (catalog.Segment, error) {
+	return catalog.Segment{}, errors.New("catalog merge fails")
 }

@@ -361,8 +361,9 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				failed(StepPlan, shard, 0, err)
 				return nil
 			}
-			if n, err := j.reconcile(gctx, shard); err != nil {
-				failed(StepReconcile, shard, 0, err) // the shard's tiering goes on
+			n, reconcileErr := j.reconcile(gctx, shard)
+			if reconcileErr != nil {
+				failed(StepReconcile, shard, 0, reconcileErr) // the shard's tiering goes on
 			} else if n > 0 {
 				if segs, err = j.Catalog.Segments(shard); err != nil {
 					failed(StepPlan, shard, 0, err)
@@ -384,6 +385,13 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				return nil
 			}
 			plan := PlanShard(j.now(), segs, policy)
+			if reconcileErr != nil {
+				// Retention waits for the catalog to follow the manifest:
+				// expiring segments whose objects a merge or a retype
+				// replaced would leave the new object in the manifest for
+				// offsets no longer in the log.
+				plan.Expire = nil
+			}
 			for _, s := range plan.Upload {
 				up, adopted, err := j.upload(gctx, shard, s, limiter)
 				if errors.Is(err, errClaimedElsewhere) {

@@ -236,15 +236,18 @@ func (l *listener) restore(sh segment.ShardMeta, segs []segment.SegmentMeta) err
 		i := slices.IndexFunc(m.Objects, func(e ManifestEntry) bool { return e.StartOffset <= s.StartOffset && s.EndOffset <= e.EndOffset })
 		switch {
 		case i >= 0 && (m.Objects[i].StartOffset != s.StartOffset || m.Objects[i].EndOffset != s.EndOffset):
+			// A merged object's segments: they become the one segment the
+			// merge made, as its entry describes it whole. The engine may
+			// hold only its last ones, the first gone below the log start.
 			e := m.Objects[i]
 			if run = append(run, c); s.EndOffset < e.EndOffset {
 				continue
 			}
-			merged, err := catalog.Merged(run)
-			if err != nil {
-				return fmt.Errorf("shard %s: the segments of merged object %s: %w", sh.Name, e.Key, err)
-			}
-			merged.ObjectKey, merged.ObjectSize, merged.Checksum, merged.TieredAt = e.Key, e.ObjectBytes, e.SegmentChecksum, s.SealedAt
+			merged := c
+			merged.No, merged.StartOffset, merged.EndOffset = e.Segment, e.StartOffset, e.EndOffset
+			merged.MinTimestamp, merged.MaxTimestamp, merged.Records, merged.Size = e.MinTimestamp, e.MaxTimestamp, e.Records, e.SegmentBytes
+			merged.Checksum, merged.Created = e.SegmentChecksum, run[0].Created
+			merged.ObjectKey, merged.ObjectSize, merged.TieredAt = e.Key, e.ObjectBytes, s.SealedAt
 			out, run = append(out, merged), nil
 			continue
 		case i >= 0:

@@ -12,9 +12,14 @@ import (
 // partition rolls its segments by age, so it tiers one small object per
 // segment.ms, and every table scan pays for each.
 type MergePolicy struct {
-	// TargetBytes is strata.cold.target_bytes: objects below it are
-	// merged, into objects of at most about it (0: no merging).
+	// TargetBytes is strata.cold.target_bytes: objects below half of it
+	// are merged, into objects of at most it (0: no merging). An object
+	// of half of it or more is done: never rewritten again.
 	TargetBytes int64
+	// MinObjects: a run of small objects below half the target merges
+	// once it holds this many (0: 8), so each record is rewritten a few
+	// times on its way to a done object, not once per new neighbour.
+	MinObjects int
 	// MinAge: an object is merged once it was tiered at least this long
 	// ago, so a partition still tiering often is left to grow first.
 	MinAge time.Duration
@@ -25,6 +30,10 @@ type MergePolicy struct {
 	MaxSpan time.Duration
 	// MaxObjects bounds how many objects one merge reads (0: 1000).
 	MaxObjects int
+	// LogStart is the shard's log start: an object holding offsets below
+	// it is left to retention, so deleted records are never written
+	// again (the job sets it).
+	LogStart uint64
 }
 
 // Merge is one merge: consecutive objects of a shard that become one.
@@ -57,11 +66,13 @@ type coldObject struct {
 // objects to merge. It does no I/O.
 //
 // It packs runs of consecutive small objects greedily, oldest first,
-// into merges of at most TargetBytes; a merge takes at least two objects.
-// A segment that is not only in the bucket (local, uploading, or cold:
-// its local copy is the engine's file by its number), an object at or
-// above the target, one tiered less than MinAge ago and a gap in the
-// offsets each end a run: a merged object holds one run of offsets.
+// into merges of at most TargetBytes; a merge takes at least two objects,
+// and MinObjects of them unless they make half the target. A segment
+// that is not only in the bucket (local, uploading, or cold: its local
+// copy is the engine's file by its number), an object of half the target
+// or more, one tiered less than MinAge ago, one holding offsets below the
+// log start and a gap in the offsets each end a run: a merged object
+// holds one run of offsets.
 func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 	if p.TargetBytes <= 0 {
 		return nil
@@ -69,11 +80,14 @@ func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 	if p.MaxObjects <= 0 {
 		p.MaxObjects = 1000
 	}
+	if p.MinObjects <= 0 {
+		p.MinObjects = 8
+	}
 	var out []Merge
 	var run []coldObject
 	var runBytes int64
 	flush := func() {
-		if len(run) >= 2 {
+		if len(run) >= 2 && (len(run) >= p.MinObjects || 2*runBytes >= p.TargetBytes) {
 			m := Merge{Bytes: runBytes}
 			for _, o := range run {
 				m.Objects = append(m.Objects, o.key)
@@ -84,7 +98,7 @@ func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 		run, runBytes = nil, 0
 	}
 	for _, o := range coldObjects(segs) {
-		if o.key == "" || o.bytes >= p.TargetBytes || now.Sub(o.tieredAt) < p.MinAge {
+		if o.key == "" || 2*o.bytes >= p.TargetBytes || now.Sub(o.tieredAt) < p.MinAge || o.segs[0].StartOffset < p.LogStart {
 			flush()
 			continue
 		}

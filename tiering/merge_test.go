@@ -29,7 +29,7 @@ func TestPlanMerges(t *testing.T) {
 		return s
 	}
 	shift := func(s catalog.Segment, by uint64) catalog.Segment { s.StartOffset += by; s.EndOffset += by; return s }
-	p := MergePolicy{TargetBytes: 100, MinAge: time.Hour}
+	p := MergePolicy{TargetBytes: 100, MinAge: time.Hour, MinObjects: 2}
 	for _, tc := range []struct {
 		name string
 		segs []catalog.Segment
@@ -38,14 +38,25 @@ func TestPlanMerges(t *testing.T) {
 	}{
 		{name: "no target, no merging", segs: []catalog.Segment{cold(0, 10), cold(1, 10)}, p: MergePolicy{}},
 		{name: "small objects pack up to the target",
-			segs: []catalog.Segment{cold(0, 40), cold(1, 40), cold(2, 30), cold(3, 50), cold(4, 50)},
+			segs: []catalog.Segment{cold(0, 40), cold(1, 40), cold(2, 30), cold(3, 45), cold(4, 45)},
 			want: [][]string{{"o0", "o1"}, {"o2", "o3"}}},
 		{name: "one small object alone waits for another",
 			segs: []catalog.Segment{cold(0, 40), cold(1, 90)}},
-		{name: "exactly the target packs",
-			segs: []catalog.Segment{cold(0, 50), cold(1, 50)}, want: [][]string{{"o0", "o1"}}},
-		{name: "an object at the target is left, and ends the run",
-			segs: []catalog.Segment{cold(0, 10), cold(1, 100), cold(2, 10), cold(3, 10)}, want: [][]string{{"o2", "o3"}}},
+		{name: "a merge fills up to exactly the target",
+			segs: []catalog.Segment{cold(0, 30), cold(1, 30), cold(2, 40)}, want: [][]string{{"o0", "o1", "o2"}}},
+		{name: "an object of half the target or more is done: it ends the run and is never rewritten",
+			segs: []catalog.Segment{cold(0, 10), cold(1, 50), cold(2, 10), cold(3, 10)}, want: [][]string{{"o2", "o3"}}},
+		{name: "MinObjects: fewer small objects wait, until there are that many",
+			segs: []catalog.Segment{cold(0, 10), cold(1, 10)}, p: MergePolicy{TargetBytes: 100, MinObjects: 3}},
+		{name: "MinObjects reached",
+			segs: []catalog.Segment{cold(0, 10), cold(1, 10), cold(2, 10)}, p: MergePolicy{TargetBytes: 100, MinObjects: 3},
+			want: [][]string{{"o0", "o1", "o2"}}},
+		{name: "MinObjects: fewer objects that make half the target merge",
+			segs: []catalog.Segment{cold(0, 30), cold(1, 25)}, p: MergePolicy{TargetBytes: 100, MinObjects: 3},
+			want: [][]string{{"o0", "o1"}}},
+		{name: "an object holding offsets below the log start is left to retention: deleted records are not written again",
+			segs: []catalog.Segment{cold(0, 10), cold(1, 10), cold(2, 10), cold(3, 10)}, p: MergePolicy{TargetBytes: 100, MinObjects: 2, LogStart: 150},
+			want: [][]string{{"o2", "o3"}}},
 		{name: "a segment with a local copy ends the run: a merge is one run of offsets only in the bucket",
 			segs: []catalog.Segment{cold(0, 10), state(cold(1, 10), catalog.Uploading), cold(2, 10), cold(3, 10), state(cold(4, 10), catalog.Cold), cold(5, 10), state(cold(6, 10), catalog.Sealed)},
 			want: [][]string{{"o2", "o3"}}},
@@ -53,17 +64,17 @@ func TestPlanMerges(t *testing.T) {
 			segs: []catalog.Segment{cold(0, 10), cold(1, 10), tiered(cold(2, 10), time.Minute), cold(3, 10)},
 			want: [][]string{{"o0", "o1"}}},
 		{name: "an object merged before counts once, whatever its segments",
-			segs: []catalog.Segment{in(cold(0, 0), "m", 60), in(cold(1, 0), "m", 60), cold(2, 30), cold(3, 20)},
-			want: [][]string{{"m", "o2"}}},
+			segs: []catalog.Segment{in(cold(0, 0), "m", 40), in(cold(1, 0), "m", 40), cold(2, 30), cold(3, 20)},
+			want: [][]string{{"m", "o2", "o3"}}},
 		{name: "a gap in the offsets ends the run",
 			segs: []catalog.Segment{cold(0, 10), shift(cold(1, 10), 5), cold(2, 10)}},
 		{name: "MaxSpan: records more than it apart are not merged, so retention is kept close",
 			segs: []catalog.Segment{recordsAt(cold(0, 10), 2*time.Hour), recordsAt(cold(1, 10), time.Hour), recordsAt(cold(2, 10), 10*time.Minute), recordsAt(cold(3, 10), time.Minute)},
-			p:    MergePolicy{TargetBytes: 100, MinAge: time.Hour, MaxSpan: 90 * time.Minute},
+			p:    MergePolicy{TargetBytes: 100, MinAge: time.Hour, MaxSpan: 90 * time.Minute, MinObjects: 2},
 			want: [][]string{{"o0", "o1"}, {"o2", "o3"}}},
 		{name: "MaxObjects bounds one merge's reads",
 			segs: []catalog.Segment{cold(0, 1), cold(1, 1), cold(2, 1), cold(3, 1), cold(4, 1)},
-			p:    MergePolicy{TargetBytes: 100, MaxObjects: 2},
+			p:    MergePolicy{TargetBytes: 100, MaxObjects: 2, MinObjects: 2},
 			want: [][]string{{"o0", "o1"}, {"o2", "o3"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,11 +84,23 @@ func (j *Job) mergeDue(ctx context.Context, shard string, limiter *rate.Limiter)
 		// merge yet.
 		return MergeProgress{}, errors.New("merging cold objects is for one node: a cluster's replicas cannot follow a merge yet")
 	}
+	j.parquetFor(shard) // asks the registry for the typed columns: TypedErr says how it went
+	if j.TypedErr != nil {
+		if err := j.TypedErr(shard); err != nil {
+			// Its typed columns would be written null (with the reason)
+			// for every record, the ones that decoded before too.
+			j.log().Warn("merging waits: the topic's typed columns cannot be made now", "shard", shard, "err", err)
+			return MergeProgress{}, nil
+		}
+	}
 	if _, err := j.reconcile(ctx, shard); err != nil {
 		return MergeProgress{}, err
 	}
 	segs, err := j.Catalog.Segments(shard)
 	if err != nil {
+		return MergeProgress{}, err
+	}
+	if policy.LogStart, _, err = j.Engine.Watermarks(ctx, shard); err != nil {
 		return MergeProgress{}, err
 	}
 	merges := PlanMerges(j.now(), segs, policy)

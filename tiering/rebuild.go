@@ -19,6 +19,9 @@ type RebuildSummary struct {
 	Shards   []string `json:"shards"`
 	Segments int      `json:"segments"`
 	Skipped  []string `json:"skipped,omitempty"` // already in the catalog
+	// Empty are shards whose manifest lists no object (retention took
+	// every one): nothing of them is left to restore.
+	Empty []string `json:"empty,omitempty"`
 }
 
 // Rebuild restores, in the catalog and in the engine, every shard that has
@@ -48,8 +51,12 @@ func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.
 			return sum, err
 		}
 		var m Manifest
-		if err := json.Unmarshal(raw, &m); err != nil || m.Shard == "" || len(m.Objects) == 0 {
+		if err := json.Unmarshal(raw, &m); err != nil || m.Shard == "" {
 			return sum, fmt.Errorf("manifest %s: not a strata manifest (%v)", key, err)
+		}
+		if len(m.Objects) == 0 {
+			sum.Empty = append(sum.Empty, m.Shard)
+			continue
 		}
 		segs := make([]catalog.Segment, 0, len(m.Objects)+1)
 		for i, o := range m.Objects {

@@ -1,7 +1,9 @@
 package tiering
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -40,8 +42,13 @@ func TestRebuildCatalogFromBucket(t *testing.T) {
 	if err != nil || base != tieredEnd {
 		t.Fatalf("append after rebuild: base %d, %v; want %d", base, err, tieredEnd)
 	}
-	// Running it again changes nothing.
-	if again, err := Rebuild(ctx, lb, "data", r2.catalog(), r2.engine, time.Now()); err != nil || len(again.Skipped) != 1 {
+	// Running it again changes nothing; a shard whose every object
+	// retention took has nothing to restore, and stops nothing.
+	empty, _ := json.Marshal(Manifest{Version: 1, Shard: "gone-0", Topic: "gone"})
+	if err := lb.Upload(ctx, "data/topic=gone/partition=0/_strata_manifest.json", bytes.NewReader(empty)); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Rebuild(ctx, lb, "data", r2.catalog(), r2.engine, time.Now()); err != nil || len(again.Skipped) != 1 || len(again.Empty) != 1 {
 		t.Fatalf("second rebuild: %+v, %v", again, err)
 	}
 }

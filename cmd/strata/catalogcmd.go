@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -91,6 +92,9 @@ func catalogCmd(args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "restored %d shards with %d tiered segments; %d shards were already in the catalog\n",
 			len(sum.Shards), sum.Segments, len(sum.Skipped))
+		if len(sum.Empty) > 0 {
+			fmt.Fprintf(out, "%d shards had nothing left in the bucket (retention took every object): %s\n", len(sum.Empty), strings.Join(sum.Empty, ", "))
+		}
 		return rebuildTables(ctx, cfg, cold, append(sum.Shards, sum.Skipped...), log, out)
 	}
 	return fmt.Errorf("strata catalog: unknown command %q (want ls or rebuild)", args[0])

@@ -123,6 +123,9 @@ type TieringConfig struct {
 	// MergeMinAge: a cold object is merged (strata.cold.target_bytes)
 	// once it was tiered this long ago.
 	MergeMinAge Duration `yaml:"merge_min_age"`
+	// MergeMinObjects: a run of small cold objects merges once it holds
+	// this many, or half the target.
+	MergeMinObjects int `yaml:"merge_min_objects"`
 	// ReplicaGrace: how long after a replicated segment's seal its
 	// preferred replica tiers it alone (docs/replication.md).
 	ReplicaGrace  Duration `yaml:"replica_grace"`

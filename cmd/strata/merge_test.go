@@ -27,7 +27,7 @@ import (
 // topic with strata.cold.target_bytes=0 keeps its objects.
 func TestSmallColdObjectsMerge(t *testing.T) {
 	s := startServe(t, "segment.max_bytes=4KiB", "segment.roll_check_interval=5", "tiering.schedule=@every 1h",
-		"tiering.min_sealed_age=0s", "tiering.local_retention=0s", "tiering.merge_min_age=0s")
+		"tiering.min_sealed_age=0s", "tiering.local_retention=0s", "tiering.merge_min_age=0s", "tiering.merge_min_objects=2")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Kafka))

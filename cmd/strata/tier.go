@@ -30,7 +30,7 @@ func newTiering(cfg *Config, e *segment.Engine, cat catalog.Catalog, cold objsto
 			LocalRetention:  time.Duration(t.LocalRetention),
 			RemoteRetention: time.Duration(t.RemoteRetention),
 			LocalBytes:      int64(t.LocalBytes),
-			Merging:         tiering.MergePolicy{MinAge: time.Duration(t.MergeMinAge)},
+			Merging:         tiering.MergePolicy{MinAge: time.Duration(t.MergeMinAge), MinObjects: t.MergeMinObjects},
 		},
 		Parquet:        parquet.Options{Codec: t.Codec, RowGroupBytes: int(t.RowGroupBytes), PageBytes: int(t.PageBytes)},
 		Concurrency:    t.Concurrency,

@@ -155,6 +155,11 @@ func (v *topicView) tieringPolicy(base tiering.Policy) func(shard string) tierin
 			p.LocalRetentionBytes = r.LocalRetentionBytes
 		}
 		p.Merging.TargetBytes = r.ColdTargetBytes
+		if r.RetentionBytes > 0 {
+			// Retention takes a merged object whole: a tenth of
+			// retention.bytes is the most it can take below the bound.
+			p.Merging.TargetBytes = min(p.Merging.TargetBytes, r.RetentionBytes/10)
+		}
 		if r.RetentionMs > 0 {
 			// Retention takes a merged object with its newest record: a
 			// tenth of retention.ms is the most a record can outlive it.
