@@ -79,6 +79,8 @@ type Job struct {
 	// merges counts the merges done since the start, the objects they
 	// merged and the bytes they wrote.
 	merges, mergedObjects, mergedBytes atomic.Uint64
+	// logStarts is, by shard, the log start last recorded in its manifest.
+	logStarts map[string]uint64
 	// waitWarned is, by shard, the start of the segment whose long wait
 	// for a claim was last logged.
 	waitWarned map[string]uint64
@@ -445,6 +447,9 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 					break
 				}
 				record(func() { sum.DroppedLocal++ })
+			}
+			if err := j.recordLogStart(gctx, shard); err != nil {
+				failed(StepExpire, shard, 0, err)
 			}
 			return nil
 		})
@@ -979,6 +984,39 @@ func (j *Job) expireOne(ctx context.Context, shard string, s catalog.Segment, ke
 	}
 	j.log().Info("segment expired by retention", "shard", shard, "segment", s.No, "state", s.State, "end_offset", s.EndOffset)
 	return nil
+}
+
+// recordLogStart writes the shard's log start in its manifest once it has
+// moved inside or past the first object listed (Manifest.LogStart), so a
+// catalog rebuilt from the bucket never serves records deleted before.
+func (j *Job) recordLogStart(ctx context.Context, shard string) error {
+	start, _, err := j.Engine.Watermarks(ctx, shard)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	done := j.logStarts[shard] >= start
+	j.mu.Unlock()
+	loc, lerr := LocationOf(shard)
+	if done || start == 0 || lerr != nil {
+		return nil
+	}
+	err = updateManifest(ctx, j.Bucket, loc.ManifestKey(j.Prefix), func(m *Manifest) (bool, error) {
+		if len(m.Objects) == 0 || start <= m.Objects[0].StartOffset || start <= m.LogStart {
+			return false, nil
+		}
+		m.LogStart = start
+		return true, nil
+	})
+	if err == nil {
+		j.mu.Lock()
+		if j.logStarts == nil {
+			j.logStarts = map[string]uint64{}
+		}
+		j.logStarts[shard] = start
+		j.mu.Unlock()
+	}
+	return err
 }
 
 // releaseObject lets go of an expired segment's object: the object goes,

@@ -24,6 +24,11 @@ type Manifest struct {
 	// Retired are objects a retype or a merge replaced (retype.go,
 	// mergejob.go), kept a while.
 	Retired []Retired `json:"retired,omitempty"`
+	// LogStart is the shard's log start as a tiering run last saw it
+	// above its first object's start (DeleteRecords or retention cut
+	// into it): a catalog rebuilt from the bucket starts there, so no
+	// deleted record comes back.
+	LogStart uint64 `json:"log_start,omitempty"`
 }
 
 // ManifestEntry is one committed segment object.

@@ -73,7 +73,10 @@ func Rebuild(ctx context.Context, b objstore.Bucket, prefix string, cat catalog.
 		last := m.Objects[len(m.Objects)-1]
 		segs = append(segs, catalog.Segment{Shard: m.Shard, No: last.Segment + 1, State: catalog.Active,
 			StartOffset: last.EndOffset + 1, Created: now.UTC()})
-		sh := catalog.Shard{Name: m.Shard, LowWatermark: m.Objects[0].StartOffset, Created: now.UTC()}
+		// The log start as the last run saw it: records below it were
+		// deleted, though the first object still holds them.
+		low := min(max(m.Objects[0].StartOffset, m.LogStart), last.EndOffset+1)
+		sh := catalog.Shard{Name: m.Shard, LowWatermark: low, Created: now.UTC()}
 		err = cat.Restore(sh, segs)
 		had := errors.Is(err, catalog.ErrExists)
 		if err != nil && !had {

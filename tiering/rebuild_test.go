@@ -52,3 +52,37 @@ func TestRebuildCatalogFromBucket(t *testing.T) {
 		t.Fatalf("second rebuild: %+v, %v", again, err)
 	}
 }
+
+// Records deleted before the data disk was lost stay deleted: the run
+// records the log start in the manifest once it cuts into the first
+// object, and the rebuilt shard starts there.
+func TestRebuildKeepsTheLogStart(t *testing.T) {
+	ctx := context.Background()
+	lb, _ := local.New(t.TempDir())
+	dir := t.TempDir()
+	r := newRig(t, lb, dir)
+	want := produce(t, r.engine, "orders-5", 30)
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+		t.Fatal(err, sum.Errors)
+	}
+	segs, _ := r.catalog().Segments("orders-5")
+	cut := segs[0].StartOffset + 7 // inside the first object
+	if err := r.engine.DeleteBefore(ctx, "orders-5", cut); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := r.job.Run(ctx); err != nil || len(sum.Errors) > 0 {
+		t.Fatal(err, sum.Errors)
+	}
+	tieredEnd := segs[len(segs)-1].StartOffset
+	r.close()
+	os.RemoveAll(dir)
+
+	r2 := newRig(t, lb, t.TempDir())
+	if _, err := Rebuild(ctx, lb, "data", r2.cat, r2.engine, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if low, _, err := r2.engine.Watermarks(ctx, "orders-5"); err != nil || low != cut {
+		t.Fatalf("the rebuilt shard's log start is %d (%v); it was %d before the disk was lost", low, err, cut)
+	}
+	storetest.Equal(t, storetest.ReadAll(t, r2.engine, "orders-5", cut), want[cut:tieredEnd])
+}
