@@ -20,6 +20,7 @@ import (
 	"strata/engine/record"
 	"strata/engine/segment"
 	"strata/engine/store"
+	"strata/parquet"
 	"strata/tiering"
 	"strata/tiering/objstore"
 )
@@ -542,4 +543,44 @@ type mergeFails struct{ catalog.Catalog }
 
 func (mergeFails) Merge(string, []uint64, func(*catalog.Segment)) (catalog.Segment, error) {
 	return catalog.Segment{}, errors.New("catalog merge fails")
+}
+
+// Objects with a typed column the topic's objects are written without
+// now (its registry is off: uploads go without the column) are not
+// merged: the merged object would lose the values decoded before. Once
+// the column can be made again, they merge with it.
+func TestMergingKeepsTypedColumns(t *testing.T) {
+	ctx := context.Background()
+	bucket, dir := localBucket(t)
+	r, produced := mergeRig(t, bucket, dir)
+	col := lengthColumn(t, r.tables, "orders")
+	typedOpts := func(string) parquet.Options {
+		return parquet.Options{RowGroupBytes: 4 << 10, Typed: []parquet.TypedColumn{col}}
+	}
+	r.job.ParquetFor = typedOpts
+	if _, err := r.job.Retype(ctx, "orders-0", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := remoteSegments(t, r, "orders-0")
+	r.job.ParquetFor = func(string) parquet.Options { return parquet.Options{RowGroupBytes: 4 << 10} } // the registry is off
+	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges != 0 {
+		t.Fatalf("a merge of typed objects while the column cannot be made: %+v %v; want none", sum, err)
+	}
+	if got := remoteSegments(t, r, "orders-0"); fmt.Sprint(segsOf(got)) != fmt.Sprint(segsOf(before)) {
+		t.Fatalf("the objects changed while merging waited: %v, before %v", segsOf(got), segsOf(before))
+	}
+	r.job.ParquetFor = typedOpts
+	if sum, err := r.job.Merge(ctx, "orders-0", nil); err != nil || sum.Merges == 0 {
+		t.Fatalf("a merge once the column can be made: %+v %v", sum, err)
+	}
+	for _, s := range remoteSegments(t, r, "orders-0") {
+		f, err := parquet.Open(tiering.ObjectReader(ctx, bucket, s.ObjectKey), s.ObjectSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cols := f.TypedColumns(); len(cols) != 1 || cols[0] != parquet.ValueTyped {
+			t.Fatalf("merged object %s has typed columns %v", s.ObjectKey, cols)
+		}
+	}
+	checkMerged(t, r, bucket, produced)
 }

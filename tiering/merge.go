@@ -17,8 +17,7 @@ type MergePolicy struct {
 	// of half of it or more is done: never rewritten again.
 	TargetBytes int64
 	// MinObjects: a run of small objects below half the target merges
-	// once it holds this many (0: 8), so each record is rewritten a few
-	// times on its way to a done object, not once per new neighbour.
+	// once it holds this many (0: 8).
 	MinObjects int
 	// MinAge: an object is merged once it was tiered at least this long
 	// ago, so a partition still tiering often is left to grow first.
@@ -67,7 +66,10 @@ type coldObject struct {
 //
 // It packs runs of consecutive small objects greedily, oldest first,
 // into merges of at most TargetBytes; a merge takes at least two objects,
-// and MinObjects of them unless they make half the target. A segment
+// MinObjects of them unless they make half the target, and makes an
+// object at least half as big again as its biggest: each time a record is
+// rewritten the object holding it grows by half, so it is rewritten a
+// few times on its way to a done object, however small its neighbours. A segment
 // that is not only in the bucket (local, uploading, or cold: its local
 // copy is the engine's file by its number), an object of half the target
 // or more, one tiered less than MinAge ago, one holding offsets below the
@@ -87,13 +89,23 @@ func PlanMerges(now time.Time, segs []catalog.Segment, p MergePolicy) []Merge {
 	var run []coldObject
 	var runBytes int64
 	flush := func() {
-		if len(run) >= 2 && (len(run) >= p.MinObjects || 2*runBytes >= p.TargetBytes) {
-			m := Merge{Bytes: runBytes}
+		// The longest tail of the run that may merge: an object the rest
+		// cannot grow by half yet (one merged before) waits for more.
+		for ; len(run) >= 2; run = run[1:] {
+			var bytes, largest int64
+			for _, o := range run {
+				bytes, largest = bytes+o.bytes, max(largest, o.bytes)
+			}
+			if 2*bytes < 3*largest || len(run) < p.MinObjects && 2*bytes < p.TargetBytes {
+				continue
+			}
+			m := Merge{Bytes: bytes}
 			for _, o := range run {
 				m.Objects = append(m.Objects, o.key)
 				m.Segments = append(m.Segments, o.segs...)
 			}
 			out = append(out, m)
+			break
 		}
 		run, runBytes = nil, 0
 	}

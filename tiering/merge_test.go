@@ -54,6 +54,12 @@ func TestPlanMerges(t *testing.T) {
 		{name: "MinObjects: fewer objects that make half the target merge",
 			segs: []catalog.Segment{cold(0, 30), cold(1, 25)}, p: MergePolicy{TargetBytes: 100, MinObjects: 3},
 			want: [][]string{{"o0", "o1"}}},
+		{name: "a merge grows its biggest object by half at least: a merged object waits for neighbours that make it so",
+			segs: []catalog.Segment{cold(0, 40), cold(1, 5), cold(2, 5), cold(3, 5)},
+			want: [][]string{{"o1", "o2", "o3"}}},
+		{name: "neighbours of half its size merge with it",
+			segs: []catalog.Segment{cold(0, 40), cold(1, 10), cold(2, 10)},
+			want: [][]string{{"o0", "o1", "o2"}}},
 		{name: "an object holding offsets below the log start is left to retention: deleted records are not written again",
 			segs: []catalog.Segment{cold(0, 10), cold(1, 10), cold(2, 10), cold(3, 10)}, p: MergePolicy{TargetBytes: 100, MinObjects: 2, LogStart: 150},
 			want: [][]string{{"o2", "o3"}}},
@@ -109,4 +115,40 @@ func TestPlanMerges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A quiet partition tiering one small object at a time: merging as
+// planned, each run after each upload, rewrites a record a few times on
+// its way to a done object (each rewrite grows the object holding it by
+// half), not once per new neighbour, and leaves few objects to scan.
+func TestMergingBoundsRewrites(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := MergePolicy{TargetBytes: 8192}
+	var segs []catalog.Segment
+	rewrites := map[uint64]int{} // by segment (one record each)
+	merged := 0
+	for no := range uint64(3000) {
+		segs = append(segs, catalog.Segment{No: no, State: catalog.Remote, StartOffset: no, EndOffset: no,
+			ObjectKey: fmt.Sprint("o", no), ObjectSize: 1})
+		for _, m := range PlanMerges(now, segs, p) {
+			merged++
+			key := fmt.Sprint("m", merged)
+			for i := range segs {
+				if slices.Contains(m.Objects, segs[i].ObjectKey) {
+					segs[i].ObjectKey, segs[i].ObjectSize = key, m.Bytes
+					rewrites[segs[i].No]++
+				}
+			}
+		}
+	}
+	most, objects := 0, map[string]bool{}
+	for _, s := range segs {
+		most = max(most, rewrites[s.No])
+		objects[s.ObjectKey] = true
+	}
+	// log1.5(4096), the growth to a done object of half the target.
+	if most > 21 || len(objects) > 100 {
+		t.Fatalf("a record rewritten up to %d times, %d objects left of 3000 uploaded", most, len(objects))
+	}
+	t.Logf("3000 uploads: %d merges, a record rewritten at most %d times, %d objects left", merged, most, len(objects))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strconv"
 
 	"golang.org/x/time/rate"
@@ -109,6 +110,10 @@ func (j *Job) mergeDue(ctx context.Context, shard string, limiter *rate.Limiter)
 	}
 	m := merges[0]
 	key, size, err := j.mergeOne(ctx, shard, m, limiter)
+	if errors.Is(err, errMergeWaits) {
+		j.log().Warn("merging waits", "shard", shard, "why", err)
+		return MergeProgress{}, nil
+	}
 	if err != nil {
 		return MergeProgress{}, fmt.Errorf("merging %s %s: %w", shard, m, err)
 	}
@@ -131,6 +136,10 @@ func (j *Job) policyFor(shard string) Policy {
 	}
 	return j.Policy
 }
+
+// errMergeWaits says a merge is not to be done now: it would lose what
+// its objects hold.
+var errMergeWaits = errors.New("merging waits")
 
 // mergedKey names the object of a merge: the deterministic key of its
 // whole offset range, which no single segment's object has, so a merge
@@ -158,6 +167,7 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 	if err != nil {
 		return "", 0, err
 	}
+	opts := j.parquetFor(shard)
 	srcs := make([]*parquet.File, len(m.Segments))
 	for i, s := range m.Segments {
 		if _, _, err := j.openVerified(ctx, s.ObjectKey, s.ObjectSize, s); err != nil {
@@ -165,6 +175,14 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 		}
 		if srcs[i], err = parquet.Open(ObjectReader(ctx, j.Bucket, s.ObjectKey), s.ObjectSize); err != nil {
 			return "", 0, fmt.Errorf("opening %s: %w", s.ObjectKey, err)
+		}
+		for _, col := range srcs[i].TypedColumns() {
+			if !slices.ContainsFunc(opts.Typed, func(c parquet.TypedColumn) bool { return c.Name == col }) {
+				// The topic asks for the column, or did, but it cannot be
+				// made now (no registry, or none that answers): merged
+				// without it, the values decoded before would be gone.
+				return "", 0, fmt.Errorf("%s has the typed column %s, which the topic's objects are written without now: %w", s.ObjectKey, col, errMergeWaits)
+			}
 		}
 	}
 	// The merged object's checksum is the CRC-32C of all its records'
@@ -180,7 +198,6 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 		crc.Write(buf)
 		return w.Write(r)
 	}
-	opts := j.parquetFor(shard)
 	pipe := newAheadPipe(convertAhead)
 	done := make(chan struct{})
 	var psum parquet.Summary
