@@ -448,8 +448,13 @@ func (j *Job) Run(ctx context.Context) (RunSummary, error) {
 				}
 				record(func() { sum.DroppedLocal++ })
 			}
-			if err := j.recordLogStart(gctx, shard); err != nil {
-				failed(StepExpire, shard, 0, err)
+			if j.Claims == nil {
+				// In a cluster a node's log start is its own copy's (a
+				// shard split across nodes at a leadership move), not the
+				// shard's.
+				if err := j.recordLogStart(gctx, shard); err != nil {
+					failed(StepExpire, shard, 0, err)
+				}
 			}
 			return nil
 		})
