@@ -256,19 +256,7 @@ func TestALostCatalogComesBackMerged(t *testing.T) {
 	if err := r.engine.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := pebblecat.Open(filepath.Join(t.TempDir(), "catalog")) // the old one is lost
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	e, err := segment.Open(segment.Config{Dir: r.dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
-		Events: tiering.ListenTables(cat, bucket, "data", quiet, r.tables)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	e.SyncEvents()
-	r.engine, r.job.Engine, r.job.Catalog = e, e, cat
+	reopenWithoutCatalog(t, r, bucket)
 	got := checkMerged(t, r, bucket, produced)
 	for shard, segs := range want {
 		if fmt.Sprint(segsOf(got[shard])) != fmt.Sprint(segsOf(segs)) {
@@ -448,18 +436,8 @@ func TestALostCatalogComesBackMergedPastTheLogStart(t *testing.T) {
 	if err := r.engine.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := pebblecat.Open(filepath.Join(t.TempDir(), "catalog"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	e, err := segment.Open(segment.Config{Dir: r.dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
-		Events: tiering.ListenTables(cat, bucket, "data", quiet, r.tables)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	e.SyncEvents()
+	reopenWithoutCatalog(t, r, bucket)
+	cat := r.job.Catalog
 	segs, err := cat.Segments("orders-0")
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("the restored catalog: %v %v", segs, err)
@@ -583,4 +561,24 @@ func TestMergingKeepsTypedColumns(t *testing.T) {
 		}
 	}
 	checkMerged(t, r, bucket, produced)
+}
+
+// reopenWithoutCatalog starts the rig's engine again (closed) on a new,
+// empty catalog, as a node whose catalog folder was lost: the engine's
+// listener restores the catalog from its segments and the bucket.
+func reopenWithoutCatalog(t *testing.T, r *rig, bucket objstore.Bucket) {
+	t.Helper()
+	cat, err := pebblecat.Open(filepath.Join(t.TempDir(), "catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e, err := segment.Open(segment.Config{Dir: r.dir, Workers: 2, MaxSegmentBytes: 16 << 10, RollCheckInterval: 10, Logger: quiet,
+		Events: tiering.ListenTables(cat, bucket, "data", quiet, r.tables)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	e.SyncEvents()
+	r.engine, r.job.Engine, r.job.Catalog = e, e, cat
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"slices"
 	"strconv"
 
@@ -189,47 +188,25 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 	// encodings, as a segment's is of its file: the same value the
 	// segments' files would give one after the other.
 	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	var buf []byte
-	write := func(w *parquet.Writer, r *record.Record) error {
-		var err error
-		if buf, err = record.Append(buf[:0], r); err != nil {
-			return err
-		}
-		crc.Write(buf)
-		return w.Write(r)
-	}
-	pipe := newAheadPipe(convertAhead)
-	done := make(chan struct{})
-	var psum parquet.Summary
 	var wrote uint64
-	go func() {
-		defer close(done)
-		opts.Metadata = map[string]string{MetaShard: shard, MetaSegment: strconv.FormatUint(merged.No, 10),
-			MetaSegmentRecords: strconv.FormatUint(merged.Records, 10)}
-		w, err := parquet.NewWriter(pipe, opts)
-		for i := 0; err == nil && i < len(srcs); i++ {
-			var n uint32
-			n, err = eachRecord(srcs[i], func(r *record.Record) error { wrote++; return write(w, r) })
-			if err == nil && n != m.Segments[i].Checksum {
-				err = fmt.Errorf("%s reads back records whose checksum is %d, its segment's is %d", m.Segments[i].ObjectKey, n, m.Segments[i].Checksum)
+	opts.Metadata = map[string]string{MetaShard: shard, MetaSegment: strconv.FormatUint(merged.No, 10),
+		MetaSegmentRecords: strconv.FormatUint(merged.Records, 10)}
+	psum, err := j.writeObject(ctx, key, opts, limiter, func(w *parquet.Writer) error {
+		for i, src := range srcs {
+			n, err := eachRecord(src, crc, func(r *record.Record) error { wrote++; return w.Write(r) })
+			if err != nil {
+				return err
+			}
+			if n != m.Segments[i].Checksum {
+				return fmt.Errorf("%s reads back records whose checksum is %d, its segment's is %d", m.Segments[i].ObjectKey, n, m.Segments[i].Checksum)
 			}
 		}
-		if err == nil {
-			merged.Checksum = crc.Sum32()
-			w.SetMetadata(MetaSegmentCRC32C, strconv.FormatUint(uint64(merged.Checksum), 10))
-			psum, err = w.Close()
-		}
-		pipe.CloseWithError(err)
-	}()
-	var body io.Reader = pipe
-	if limiter != nil {
-		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
-	}
-	err = j.Bucket.Upload(ctx, key, body)
-	pipe.CloseReader(err)
-	<-done
+		merged.Checksum = crc.Sum32()
+		w.SetMetadata(MetaSegmentCRC32C, strconv.FormatUint(uint64(merged.Checksum), 10))
+		return nil
+	})
 	if err != nil {
-		return "", 0, fmt.Errorf("upload %s: %w", key, err)
+		return "", 0, err
 	}
 	if wrote != merged.Records {
 		return "", 0, fmt.Errorf("the objects of %s hold %d records, their segments %d", m, wrote, merged.Records)
@@ -238,13 +215,8 @@ func (j *Job) mergeOne(ctx context.Context, shard string, m Merge, limiter *rate
 	if err != nil {
 		return "", 0, err
 	}
-	dst, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), size)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading %s back: %w", key, err)
-	}
-	if read, err := eachRecord(dst, func(*record.Record) error { return nil }); err != nil || read != merged.Checksum {
-		j.Bucket.Delete(ctx, key)
-		return "", 0, errors.Join(fmt.Errorf("%s does not read back the records of %s", key, m), err)
+	if err := j.readBack(ctx, key, size, merged.Checksum); err != nil {
+		return "", 0, fmt.Errorf("%w: the records of %s", err, m)
 	}
 	// The commit point: the manifest names the new object for the whole
 	// run of offsets, and the old ones as retired.

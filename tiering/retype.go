@@ -223,42 +223,19 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 	// The records' digest, written and read back: the new object holds
 	// the old one's records byte for byte.
 	var wrote uint32
-	pipe := newAheadPipe(convertAhead)
-	done := make(chan struct{})
-	var sum parquet.Summary
-	go func() {
-		defer close(done)
-		w, err := parquet.NewWriter(pipe, opts)
-		if err == nil {
-			wrote, err = eachRecord(src, func(r *record.Record) error { return w.Write(r) })
-		}
-		if err == nil {
-			sum, err = w.Close()
-		}
-		pipe.CloseWithError(err)
-	}()
-	var body io.Reader = pipe
-	if limiter != nil {
-		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
-	}
-	err = j.Bucket.Upload(ctx, key, body)
-	pipe.CloseReader(err)
-	<-done
+	sum, err := j.writeObject(ctx, key, opts, limiter, func(w *parquet.Writer) (err error) {
+		wrote, err = eachRecord(src, nil, w.Write)
+		return err
+	})
 	if err != nil {
-		return "", 0, fmt.Errorf("upload %s: %w", key, err)
+		return "", 0, err
 	}
 	size, err := j.verify(ctx, key, s)
 	if err != nil {
 		return "", 0, err
 	}
-	dst, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), size)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading %s back: %w", key, err)
-	}
-	read, err := eachRecord(dst, func(*record.Record) error { return nil })
-	if err != nil || read != wrote {
-		j.Bucket.Delete(ctx, key)
-		return "", 0, errors.Join(fmt.Errorf("%s does not read back the records of %s", key, old), err)
+	if err := j.readBack(ctx, key, size, wrote); err != nil {
+		return "", 0, fmt.Errorf("%w: the records of %s", err, old)
 	}
 	// The commit point: the manifest names the new object for the
 	// segment's offsets, and the old one as retired.
@@ -274,6 +251,53 @@ func (j *Job) retypeOne(ctx context.Context, shard string, s catalog.Segment, li
 	}
 	j.log().Info("cold object rewritten with typed columns", "shard", shard, "segment", s.No, "old", old, "key", key, "bytes", size)
 	return key, size, nil
+}
+
+// writeObject uploads the Parquet object fill writes at key, converting
+// as it uploads (at the limiter's rate, if set): a retype's or a merge's
+// new object.
+func (j *Job) writeObject(ctx context.Context, key string, opts parquet.Options, limiter *rate.Limiter, fill func(*parquet.Writer) error) (parquet.Summary, error) {
+	pipe := newAheadPipe(convertAhead)
+	done := make(chan struct{})
+	var sum parquet.Summary
+	go func() {
+		defer close(done)
+		w, err := parquet.NewWriter(pipe, opts)
+		if err == nil {
+			err = fill(w)
+		}
+		if err == nil {
+			sum, err = w.Close()
+		}
+		pipe.CloseWithError(err)
+	}()
+	var body io.Reader = pipe
+	if limiter != nil {
+		body = &limitedReader{ctx: ctx, r: pipe, l: limiter}
+	}
+	err := j.Bucket.Upload(ctx, key, body)
+	pipe.CloseReader(err)
+	<-done
+	if err != nil {
+		return sum, fmt.Errorf("upload %s: %w", key, err)
+	}
+	return sum, nil
+}
+
+// readBack reads the object at key of size bytes back whole and checks
+// its records' CRC-32C is want; an object that does not is deleted, no
+// one's yet.
+func (j *Job) readBack(ctx context.Context, key string, size int64, want uint32) error {
+	dst, err := parquet.Open(ObjectReader(ctx, j.Bucket, key), size)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", key, err)
+	}
+	read, err := eachRecord(dst, nil, func(*record.Record) error { return nil })
+	if err != nil || read != want {
+		j.Bucket.Delete(ctx, key)
+		return errors.Join(fmt.Errorf("%s does not read back as written", key), err)
+	}
+	return nil
 }
 
 // swapIn is a rewrite's commit point: in the shard's manifest the entries
@@ -310,8 +334,8 @@ func (j *Job) swapIn(ctx context.Context, loc Location, key string, olds []strin
 }
 
 // eachRecord calls fn with every record of f, in order, and returns the
-// CRC-32C of their encodings.
-func eachRecord(f *parquet.File, fn func(*record.Record) error) (uint32, error) {
+// CRC-32C of their encodings; also, if set, gets each encoding too.
+func eachRecord(f *parquet.File, also io.Writer, fn func(*record.Record) error) (uint32, error) {
 	crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	var buf []byte
 	for g := range f.Groups() {
@@ -324,6 +348,9 @@ func eachRecord(f *parquet.File, fn func(*record.Record) error) (uint32, error) 
 				return 0, err
 			}
 			crc.Write(buf)
+			if also != nil {
+				also.Write(buf)
+			}
 			if err := fn(&recs[i]); err != nil {
 				return 0, err
 			}
