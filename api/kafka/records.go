@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"slices"
+	"sort"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
@@ -278,10 +280,13 @@ func unsnappy(data []byte, limit int64) ([]byte, error) {
 func encodeBatches(dst []byte, recs []record.Record, epochs leaderepoch.History) []byte {
 	for len(recs) > 0 {
 		epoch, next, bounded := epochs.EpochAt(recs[0].Offset)
-		n := len(recs)
-		if bounded && next-recs[0].Offset < uint64(n) {
-			n = int(next - recs[0].Offset)
+		// Offsets increase, with gaps in a compacted log: the records
+		// before next are those of this epoch, and a batch's offset deltas
+		// are int32s.
+		if !bounded || recs[0].Offset+math.MaxInt32 < next {
+			next = recs[0].Offset + math.MaxInt32
 		}
+		n := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= next })
 		dst = encodeEpochBatch(dst, recs[:n], epoch)
 		recs = recs[n:]
 	}
@@ -304,7 +309,9 @@ func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBa
 
 // encodeEpochBatch frames stored records as one uncompressed v2 record
 // batch (docs/design.md: reframe on read) of leader epoch leaderEpoch appended to
-// dst. Offsets in a read are contiguous. Each record's length is computed
+// dst. Offsets in a read increase, and have gaps where a cleaning removed
+// records (a compacted topic): each record's offset delta is its own, as in
+// a batch Kafka's cleaner rewrote. Each record's length is computed
 // first so every byte is written once, into a buffer grown once: a fetch
 // moves megabytes.
 func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32) []byte {
@@ -319,19 +326,19 @@ func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32) []byt
 	lengths := make([]int32, len(recs))
 	size := batchHeaderSize
 	for i := range recs {
-		lengths[i] = recordLen(&recs[i], recs[i].Timestamp-first, int32(i))
+		lengths[i] = recordLen(&recs[i], recs[i].Timestamp-first, int32(recs[i].Offset-recs[0].Offset))
 		size += kbin.VarintLen(lengths[i]) + int(lengths[i])
 	}
 	start := len(dst)
 	dst = slices.Grow(dst, size)
 	b := kmsg.RecordBatch{
 		FirstOffset: int64(recs[0].Offset), PartitionLeaderEpoch: leaderEpoch, Magic: 2,
-		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: maxTS,
+		LastOffsetDelta: int32(recs[len(recs)-1].Offset - recs[0].Offset), FirstTimestamp: first, MaxTimestamp: maxTS,
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)),
 	}
 	dst = b.AppendTo(dst) // the header; the records follow it
 	for i := range recs {
-		dst = appendRecord(dst, lengths[i], recs[i].Timestamp-first, int32(i), &recs[i])
+		dst = appendRecord(dst, lengths[i], recs[i].Timestamp-first, int32(recs[i].Offset-recs[0].Offset), &recs[i])
 	}
 	batch := dst[start:]
 	binary.BigEndian.PutUint32(batch[8:], uint32(len(batch)-12))

@@ -107,6 +107,14 @@ func (e *Engine) DropLocal(ctx context.Context, name string, no uint64) error {
 		sh.mu.RUnlock()
 		return fmt.Errorf("shard %s: segment %d is not the oldest sealed local segment (%d is)", name, no, first)
 	}
+	sh.mu.RUnlock()
+	sh.sealedMu.Lock()
+	defer sh.sealedMu.Unlock()
+	sh.mu.RLock()
+	if sh.segments[0].no != no {
+		sh.mu.RUnlock()
+		return fmt.Errorf("shard %s: segment %d is no longer the oldest local segment", name, no)
+	}
 	s := sh.segments[0]
 	sh.mu.RUnlock()
 	m := s.meta(name, SegmentRemote)
@@ -134,6 +142,15 @@ func (e *Engine) DropLocal(ctx context.Context, name string, no uint64) error {
 
 // SegmentPath is where a shard's segment file lives.
 func (e *Engine) SegmentPath(shard string, no uint64) string {
+	if sh, err := e.shard(shard); err == nil {
+		sh.mu.RLock()
+		defer sh.mu.RUnlock()
+		for _, s := range sh.segments {
+			if s.no == no {
+				return s.path
+			}
+		}
+	}
 	return segmentPath(e.shardDir(shard), no)
 }
 

@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 		ackedChild(dir, os.Getenv("STRATA_ACKED_MODEL"))
 		return
 	}
+	if dir := os.Getenv("STRATA_CLEAN_DIR"); dir != "" {
+		cleanChild(dir, os.Getenv("STRATA_CLEAN_STEP"))
+		return
+	}
 	if dir := os.Getenv("STRATA_START_DIR"); dir != "" {
 		startCrashChild(dir, os.Getenv("STRATA_START_STEP"))
 		return

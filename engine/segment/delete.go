@@ -123,6 +123,7 @@ func (e *Engine) forget(name, tomb string) error {
 	c := index.Prefix(kindCut, name)
 	mb.DeleteRange(c, index.UpperBound(c), nil)
 	mb.Delete(shardKey(name), nil)
+	mb.Delete(cleanedKey(name), nil)
 	if err := mb.Commit(pebble.Sync); err != nil {
 		return err
 	}

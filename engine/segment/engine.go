@@ -239,6 +239,11 @@ type shard struct {
 	maxBytes int64         // segment size cap (worker-owned once open)
 	maxAge   time.Duration // seal this long after the first record (0: never)
 
+	// sealedMu is held while a sealed segment is replaced or dropped (a
+	// cleaning, DropLocal, retention), so none drops or replaces what
+	// another just changed.
+	sealedMu sync.Mutex
+
 	mu       sync.RWMutex
 	segments []*segment // ascending; the last is active
 	// last is the active segment, for the worker to reach without the

@@ -79,6 +79,10 @@ type segment struct {
 	path     string
 	created  time.Time
 	sealedAt time.Time
+	// cleaned is how many cleanings rewrote the segment (its file's
+	// generation, clean.go); firstCleaned when the first did.
+	cleaned      uint64
+	firstCleaned time.Time
 
 	// Read side: a read-only mapping, re-made when the file has grown.
 	mu sync.RWMutex

@@ -68,6 +68,14 @@ type SegmentMeta struct {
 	// range holds it.
 	FirstFile uint64 `json:"first_file,omitempty"`
 	LastFile  uint64 `json:"last_file,omitempty"`
+	// Cleaned counts the cleanings that rewrote the segment: its file is
+	// {no}.{cleaned}.msg (clean.go), and its offsets have gaps.
+	// FirstCleaned is when the first did (delete.retention.ms counts from
+	// it); Reindex: its index entries may still be the previous file's,
+	// so recovery rebuilds them.
+	Cleaned      uint64    `json:"cleaned,omitempty"`
+	FirstCleaned time.Time `json:"first_cleaned,omitzero"`
+	Reindex      bool      `json:"reindex,omitempty"`
 }
 
 // Manifest key kinds, laid out as the index's keys are (engine/index): one
@@ -139,7 +147,7 @@ func loadSegments(db *pebble.DB, name string) ([]SegmentMeta, error) {
 // meta is what the manifest says of a local segment.
 func (s *segment) meta(shard string, state SegmentState) SegmentMeta {
 	m := SegmentMeta{Shard: shard, No: s.no, State: state, StartOffset: s.start, Created: s.created, SealedAt: s.sealedAt,
-		FirstFile: s.firstFile.Load(), LastFile: s.lastFile.Load()}
+		FirstFile: s.firstFile.Load(), LastFile: s.lastFile.Load(), Cleaned: s.cleaned, FirstCleaned: s.firstCleaned}
 	if state != SegmentActive {
 		m.EndOffset, m.MinTimestamp, m.MaxTimestamp = s.next-1, s.minTS, s.maxTS
 		m.Records, m.Size, m.Checksum = s.count, s.size, s.crc

@@ -61,6 +61,9 @@ func (partitionFiles) dropSegment(e *Engine, sh *shard, s *segment) error {
 func (partitionFiles) deleted(*Engine) {} // the files went with the folder
 
 func (partitionFiles) scanSegment(e *Engine, sh *shard, s *segment, end uint64, fn func(*record.Record) error) (uint32, int64, error) {
+	if s.cleaned > 0 {
+		return scanSegmentFile(s, fn)
+	}
 	return ScanFile(s.path, fn)
 }
 
@@ -433,7 +436,7 @@ func (partitionFiles) checksum(e *Engine, v view, no uint64) (uint32, int64, err
 }
 
 func (partitionFiles) scrubSegment(e *Engine, sh *shard, c SegmentMeta) error {
-	path := segmentPath(sh.dir, c.No)
+	path := cleanedPath(sh.dir, c.No, c.Cleaned)
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if !e.stillSealedLocal(sh.name, c.No) {

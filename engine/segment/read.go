@@ -306,7 +306,12 @@ func (w *walk) take(b store.Budget, o *readOut) (int, bool, error) {
 			break
 		}
 		off, size, err := record.Peek(data[p:])
-		if err == nil && off != w.expect {
+		switch {
+		case err != nil:
+		case s.cleaned > 0 && (off < w.expect || off >= s.next):
+			// A cleaned segment has gaps: its offsets only increase.
+			err = fmt.Errorf("%w: offset %d where one from %d to %d was expected", record.ErrCorrupt, off, w.expect, s.next-1)
+		case s.cleaned == 0 && off != w.expect:
 			// The offset field is outside the record's CRC, and until the
 			// whole-file check has run nothing else covers it: a damaged
 			// one would end the read early, skip records or serve them
@@ -346,7 +351,7 @@ func (w *walk) take(b store.Budget, o *readOut) (int, bool, error) {
 			k++
 			n += size
 		}
-		w.expect++
+		w.expect = off + 1
 		p += size
 	}
 	w.ended = more && (short || p >= len(data))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/cockroachdb/pebble"
@@ -34,9 +35,9 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 			continue
 		}
 		if c.State != SegmentActive {
-			s := &segment{no: c.No, start: c.StartOffset, next: c.EndOffset + 1, path: segmentPath(sh.dir, c.No),
+			s := &segment{no: c.No, start: c.StartOffset, next: c.EndOffset + 1, path: cleanedPath(sh.dir, c.No, c.Cleaned),
 				size: c.Size, crc: c.Checksum, count: c.Records, minTS: c.MinTimestamp, maxTS: c.MaxTimestamp, sealed: true,
-				created: c.Created, sealedAt: c.SealedAt}
+				created: c.Created, sealedAt: c.SealedAt, cleaned: c.Cleaned, firstCleaned: c.FirstCleaned}
 			os.Chmod(s.path, 0o444) // a crash may have come between the roll and the chmod
 			if err := checkSealedSize(s); err != nil {
 				e.noteDamage(sh, &LocalDamage{Segment: s.no, From: s.start, Cause: err})
@@ -69,6 +70,9 @@ func (e *Engine) recoverShard(cs ShardMeta) error {
 		err = e.loadEpochs(sh)
 	}
 	if err == nil {
+		err = e.reindexFlagged(sh, segs)
+	}
+	if err == nil {
 		sh.activeMaxTS, sh.activeHasRecs = a.maxTS, a.count > 0
 		if err = e.reindex(sh); err != nil {
 			err = fmt.Errorf("shard %s: rebuilding the index: %w", cs.Name, err)
@@ -99,20 +103,25 @@ func (e *Engine) removeLeftovers(sh *shard, segs []SegmentMeta) error {
 		return err
 	}
 	local := map[uint64]bool{}
+	generation := map[uint64]uint64{}
 	for _, c := range segs {
 		local[c.No] = c.State != SegmentRemote
+		generation[c.No] = c.Cleaned
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		var no uint64
-		if n, err := fmt.Sscanf(name, "%d.msg", &no); err != nil || n != 1 || name != fmt.Sprintf("%d.msg", no) {
+		no, gen, ok := parseSegmentFile(name)
+		if !ok || no > segs[len(segs)-1].No || (local[no] && gen == generation[no]) {
 			continue
 		}
-		if local[no] || no > segs[len(segs)-1].No {
-			continue
+		if local[no] {
+			// A cleaning's new file whose commit a crash prevented, or the
+			// file it replaced (clean.go).
+			e.log.Warn("removing a generation of a segment file the manifest does not name (a crash cut a cleaning)", "shard", sh.name, "segment", no, "file", name)
+		} else {
+			e.log.Warn("removing a segment file the manifest no longer holds locally (a crash came before its removal)", "shard", sh.name, "segment", no)
 		}
-		e.log.Warn("removing a segment file the manifest no longer holds locally (a crash came before its removal)", "shard", sh.name, "segment", no)
-		if err := e.cfg.FS.Remove(segmentPath(sh.dir, no)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := e.cfg.FS.Remove(filepath.Join(sh.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -327,6 +336,9 @@ func (e *Engine) reindexFrom(sh *shard, s *segment, pos int64, at uint64, ib *pe
 		expect = s.start
 	}
 	sc := NewScanner(s.path, f, pos, s.size, &expect)
+	if s.cleaned > 0 {
+		sc.Gaps(s.next)
+	}
 	for sc.Next() {
 		r, p, _ := sc.Record()
 		if r.Offset >= at {

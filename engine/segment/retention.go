@@ -96,43 +96,57 @@ func (e *Engine) ApplyRetentionBy(ctx context.Context, policy func(shard string)
 		if err != nil {
 			continue
 		}
-		sh.mu.RLock()
-		segs := sh.segments
-		low := sh.low
-		infos := make([]SegmentInfo, len(segs))
-		for i, s := range segs {
-			infos[i] = SegmentInfo{No: s.no, EndOffset: s.next - 1, Size: s.size, Sealed: s.sealed && i < len(segs)-1}
-			if infos[i].Sealed {
-				infos[i].MaxTimestamp = s.maxTS
-			}
+		n, err := e.retainShard(sh, policy(name), mayDrop)
+		deleted += n
+		if err != nil {
+			return deleted, err
 		}
-		sh.mu.RUnlock()
-		drop := DropDecision(e.cfg.Now(), infos, low, policy(name), func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
-		for range drop {
-			s := segs[0]
-			b := e.manifest.NewBatch()
-			err := b.Delete(segmentKey(name, s.no), nil)
-			if err == nil {
-				err = e.raiseLow(sh, s.next, b)
-			}
-			b.Close()
-			if err != nil {
-				return deleted, err
-			}
-			sh.mu.Lock()
-			sh.segments = sh.segments[1:]
-			sh.mu.Unlock()
-			// A reader still scanning it keeps its mapping; the file goes now.
-			if err := sh.files.dropSegment(e, sh, s); err != nil {
-				return deleted, err
-			}
-			e.retire(s)
-			e.postSegmentDropped(s.meta(name, SegmentDeleted))
-			e.postLowWatermark(name, s.next)
-			segs = segs[1:]
-			deleted++
-			e.log.Info("segment deleted by retention", "shard", name, "segment", s.no, "end_offset", s.next-1)
+	}
+	return deleted, nil
+}
+
+// retainShard applies retention to one shard, holding its sealedMu so no
+// cleaning replaces a segment it drops.
+func (e *Engine) retainShard(sh *shard, p RetentionPolicy, mayDrop func(shard string, no uint64) bool) (int, error) {
+	sh.sealedMu.Lock()
+	defer sh.sealedMu.Unlock()
+	name, deleted := sh.name, 0
+	sh.mu.RLock()
+	segs := sh.segments
+	low := sh.low
+	infos := make([]SegmentInfo, len(segs))
+	for i, s := range segs {
+		infos[i] = SegmentInfo{No: s.no, EndOffset: s.next - 1, Size: s.size, Sealed: s.sealed && i < len(segs)-1}
+		if infos[i].Sealed {
+			infos[i].MaxTimestamp = s.maxTS
 		}
+	}
+	sh.mu.RUnlock()
+	drop := DropDecision(e.cfg.Now(), infos, low, p, func(no uint64) bool { return mayDrop == nil || mayDrop(name, no) })
+	for range drop {
+		s := segs[0]
+		b := e.manifest.NewBatch()
+		err := b.Delete(segmentKey(name, s.no), nil)
+		if err == nil {
+			err = e.raiseLow(sh, s.next, b)
+		}
+		b.Close()
+		if err != nil {
+			return deleted, err
+		}
+		sh.mu.Lock()
+		sh.segments = sh.segments[1:]
+		sh.mu.Unlock()
+		// A reader still scanning it keeps its mapping; the file goes now.
+		if err := sh.files.dropSegment(e, sh, s); err != nil {
+			return deleted, err
+		}
+		e.retire(s)
+		e.postSegmentDropped(s.meta(name, SegmentDeleted))
+		e.postLowWatermark(name, s.next)
+		segs = segs[1:]
+		deleted++
+		e.log.Info("segment deleted by retention", "shard", name, "segment", s.no, "end_offset", s.next-1)
 	}
 	return deleted, nil
 }

@@ -63,7 +63,15 @@ type Scanner struct {
 	// (Views); big holds a record larger than the read buffer.
 	views bool
 	big   []byte
+	// gaps: offsets only increase, below gapsEnd (a cleaned segment).
+	gaps    bool
+	gapsEnd uint64
 }
+
+// Gaps makes the scanner take a cleaned segment's offsets, which have gaps:
+// each one after the expected offset (the first, then the one after the
+// last) and below end, the segment's end, is taken.
+func (s *Scanner) Gaps(end uint64) { s.gaps, s.gapsEnd = true, end }
 
 // Views makes the records Next returns views of the scanner's buffer,
 // valid until the next call of Next: a caller that copies what it keeps
@@ -118,7 +126,11 @@ func (s *Scanner) Next() bool {
 		}
 	}
 	r, _, err := record.Decode(buf)
-	if err == nil && s.next != nil && off != *s.next {
+	switch {
+	case err != nil || s.next == nil:
+	case s.gaps && (off < *s.next || off >= s.gapsEnd):
+		err = fmt.Errorf("%w: offset %d where one from %d to %d was expected", record.ErrCorrupt, off, *s.next, s.gapsEnd-1)
+	case !s.gaps && off != *s.next:
 		err = fmt.Errorf("%w: offset %d where %d was expected", record.ErrCorrupt, off, *s.next)
 	}
 	if err != nil {

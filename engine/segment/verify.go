@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -36,7 +36,11 @@ type FileReport struct {
 
 // VerifyFile decodes every record of a segment file, checking lengths, CRCs
 // and that offsets follow each other (from next, when next is not nil).
-func VerifyFile(path string, next *uint64) FileReport {
+func VerifyFile(path string, next *uint64) FileReport { return verifyFile(path, next, false) }
+
+// verifyFile is VerifyFile, for a cleaned segment's file (gaps: its
+// offsets only increase) too.
+func verifyFile(path string, next *uint64, gaps bool) FileReport {
 	rep := FileReport{Path: path, Synced: -1}
 	f, err := os.Open(path)
 	if err != nil {
@@ -51,6 +55,9 @@ func VerifyFile(path string, next *uint64) FileReport {
 	}
 	rep.Bytes = st.Size()
 	sc := NewScanner(path, f, 0, st.Size(), next)
+	if gaps {
+		sc.Gaps(math.MaxUint64)
+	}
 	for sc.Next() {
 		r, _, _ := sc.Record()
 		if rep.Records == 0 {
@@ -76,11 +83,18 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 	if err != nil {
 		return nil, err
 	}
+	// A cleaned segment's file is its newest generation ({no}.{gen}.msg):
+	// an older one beside it is a leftover the next start removes.
 	var nums []uint64
+	gens := map[uint64]uint64{}
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".msg")
-		if n, err := strconv.ParseUint(name, 10, 64); ok && err == nil {
-			nums = append(nums, n)
+		if n, gen, ok := parseSegmentFile(e.Name()); ok {
+			if g, seen := gens[n]; !seen {
+				nums = append(nums, n)
+				gens[n] = gen
+			} else {
+				gens[n] = max(g, gen)
+			}
 		}
 	}
 	if len(nums) == 0 {
@@ -95,7 +109,7 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 	var reports []FileReport
 	var next *uint64
 	for i, n := range nums {
-		rep := VerifyFile(segmentPath(dir, n), next)
+		rep := verifyFile(cleanedPath(dir, n, gens[n]), next, gens[n] > 0)
 		if marked && n == markSeg {
 			rep.Synced = mark
 			switch {
@@ -108,7 +122,10 @@ func VerifyDir(dir string, progress func(done, total int)) ([]FileReport, error)
 			}
 		}
 		reports = append(reports, rep)
-		if rep.Records > 0 {
+		switch {
+		case gens[n] > 0:
+			next = nil // a cleaned segment may have lost its last offsets: the next file's start is not known here
+		case rep.Records > 0:
 			after := rep.LastOffset + 1
 			next = &after
 		}
