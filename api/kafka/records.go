@@ -287,7 +287,7 @@ func encodeBatches(dst []byte, recs []record.Record, epochs leaderepoch.History)
 			next = recs[0].Offset + math.MaxInt32
 		}
 		n := sort.Search(len(recs), func(i int) bool { return recs[i].Offset >= next })
-		dst = encodeEpochBatch(dst, recs[:n], epoch)
+		dst = encodeEpochBatch(dst, recs[:n], epoch, false)
 		recs = recs[n:]
 	}
 	return dst
@@ -304,8 +304,10 @@ func batchesSize(recs []record.Record) int {
 	return n
 }
 
-// encodeBatch frames records as one batch with no leader epoch (-1).
-func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBatch(dst, recs, -1) }
+// encodeBatch frames records to produce as one batch with no leader epoch
+// (-1): their offset deltas are their places in it (0 to n-1), whatever
+// offsets they carry, as a producer's are.
+func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBatch(dst, recs, -1, true) }
 
 // encodeEpochBatch frames stored records as one uncompressed v2 record
 // batch (docs/design.md: reframe on read) of leader epoch leaderEpoch appended to
@@ -314,9 +316,15 @@ func encodeBatch(dst []byte, recs []record.Record) []byte { return encodeEpochBa
 // a batch Kafka's cleaner rewrote. Each record's length is computed
 // first so every byte is written once, into a buffer grown once: a fetch
 // moves megabytes.
-func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32) []byte {
+func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32, ordinal bool) []byte {
 	if len(recs) == 0 {
 		return dst
+	}
+	delta := func(i int) int32 {
+		if ordinal {
+			return int32(i)
+		}
+		return int32(recs[i].Offset - recs[0].Offset)
 	}
 	first, maxTS := recs[0].Timestamp, recs[0].Timestamp
 	for _, r := range recs {
@@ -326,19 +334,19 @@ func encodeEpochBatch(dst []byte, recs []record.Record, leaderEpoch int32) []byt
 	lengths := make([]int32, len(recs))
 	size := batchHeaderSize
 	for i := range recs {
-		lengths[i] = recordLen(&recs[i], recs[i].Timestamp-first, int32(recs[i].Offset-recs[0].Offset))
+		lengths[i] = recordLen(&recs[i], recs[i].Timestamp-first, delta(i))
 		size += kbin.VarintLen(lengths[i]) + int(lengths[i])
 	}
 	start := len(dst)
 	dst = slices.Grow(dst, size)
 	b := kmsg.RecordBatch{
 		FirstOffset: int64(recs[0].Offset), PartitionLeaderEpoch: leaderEpoch, Magic: 2,
-		LastOffsetDelta: int32(recs[len(recs)-1].Offset - recs[0].Offset), FirstTimestamp: first, MaxTimestamp: maxTS,
+		LastOffsetDelta: delta(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: maxTS,
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)),
 	}
 	dst = b.AppendTo(dst) // the header; the records follow it
 	for i := range recs {
-		dst = appendRecord(dst, lengths[i], recs[i].Timestamp-first, int32(recs[i].Offset-recs[0].Offset), &recs[i])
+		dst = appendRecord(dst, lengths[i], recs[i].Timestamp-first, delta(i), &recs[i])
 	}
 	batch := dst[start:]
 	binary.BigEndian.PutUint32(batch[8:], uint32(len(batch)-12))

@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,7 @@ import (
 	"strata/cleaner"
 	"strata/engine/index"
 	"strata/engine/record"
+	"strata/engine/store"
 )
 
 // Cleaning a compacted shard's log (cleanup.policy=compact): the cleaner
@@ -66,6 +68,9 @@ type CleanReport struct {
 	BytesBefore, BytesAfter     int64
 	RecordsBefore, RecordsAfter uint64
 	Tombstones, TombstonesKept  uint64
+	// Stopped says why the cleaning stopped before the plan's end (a
+	// segment frozen meanwhile); its checkpoint did not move.
+	Stopped string
 }
 
 // Clean cleans a shard of the partition file model once, if the cleaner's
@@ -73,15 +78,32 @@ type CleanReport struct {
 // offset map before its first dirty segment is an error naming the
 // setting to raise.
 func (e *Engine) Clean(ctx context.Context, name string, o CleanOptions) (CleanReport, error) {
-	sh, err := e.shard(name)
-	if err != nil {
-		return CleanReport{}, err
+	// Close waits for a cleaning in its files (e.building), as for a create.
+	e.mu.RLock()
+	sh, ok := e.shards[name]
+	if e.closed || !ok {
+		e.mu.RUnlock()
+		if e.closed {
+			return CleanReport{}, store.ErrClosed
+		}
+		return CleanReport{}, fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
 	}
+	e.building.Add(1)
+	e.mu.RUnlock()
+	defer e.building.Done()
 	if _, ok := sh.files.(partitionFiles); !ok {
 		return CleanReport{}, fmt.Errorf("shard %s: cleaning is for the partition file model (strata.file.model=partition); the shard is in the shared files", name)
 	}
-	sh.sealedMu.Lock() // one cleaning of a shard at a time, and no DropLocal or retention under its feet
+	// One cleaning of a shard at a time, and no DropLocal, retention or
+	// deletion under its feet; a shard deleted before is left alone.
+	sh.sealedMu.Lock()
 	defer sh.sealedMu.Unlock()
+	e.mu.RLock()
+	still := e.shards[name] == sh
+	e.mu.RUnlock()
+	if !still {
+		return CleanReport{}, fmt.Errorf("shard %q: %w", name, store.ErrUnknownShard)
+	}
 	p, err := e.cleanerView(sh, o.Frozen)
 	if err != nil {
 		return CleanReport{}, err
@@ -121,7 +143,15 @@ func (e *Engine) Clean(ctx context.Context, name string, o CleanOptions) (CleanR
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if err := e.rewriteSegment(sh, rw, m, now, &rep); err != nil {
+		err := e.rewriteSegment(sh, rw, m, o.Frozen, now, &rep)
+		if errors.Is(err, errFrozen) {
+			// The checkpoint stays: the next cleaning goes on from the
+			// segments rewritten so far.
+			e.log.Info("cleaning stopped before a segment tiering began to upload", "shard", name, "segment", rw.No, "rewritten", rep.Segments)
+			rep.Stopped = fmt.Sprintf("segment %d began uploading during the cleaning", rw.No)
+			return rep, nil
+		}
+		if err != nil {
 			return rep, fmt.Errorf("shard %s: cleaning segment %d: %w", name, rw.No, err)
 		}
 	}
@@ -140,6 +170,8 @@ func (e *Engine) Clean(ctx context.Context, name string, o CleanOptions) (CleanR
 }
 
 var errMapFull = errors.New("the offset map is full")
+
+var errFrozen = errors.New("tiering began uploading the segment during its cleaning; the cleaning stops, and the next one goes on")
 
 // dropBatchBytes bounds the index deletions one segment's rewrite holds.
 const dropBatchBytes = 64 << 20
@@ -191,7 +223,7 @@ func (e *Engine) localSegments(sh *shard) []*segment {
 
 // rewriteSegment writes the records of one sealed segment the cleaner keeps
 // into the segment's next generation and swaps it in.
-func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.OffsetMap, now time.Time, rep *CleanReport) error {
+func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.OffsetMap, frozen func(uint64) bool, now time.Time, rep *CleanReport) error {
 	var old *segment
 	for _, s := range e.localSegments(sh) {
 		if s.no == rw.No {
@@ -201,8 +233,23 @@ func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.Offset
 	if old == nil {
 		return nil // dropped since the plan (nothing else drops a segment while sealedMu is held, but a restore may replace the shard)
 	}
+	// The next generation is past the manifest's too: a commit whose
+	// outcome an error left unknown may have named one the segment in
+	// memory does not know.
+	gen := old.cleaned
+	if v, closer, err := e.manifest.Get(segmentKey(sh.name, old.no)); err == nil {
+		var c SegmentMeta
+		err = json.Unmarshal(v, &c)
+		closer.Close()
+		if err != nil {
+			return err
+		}
+		gen = max(gen, c.Cleaned)
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
 	ns := &segment{no: old.no, start: old.start, next: old.next, created: old.created, sealedAt: old.sealedAt, sealed: true,
-		cleaned: old.cleaned + 1, firstCleaned: old.firstCleaned}
+		cleaned: gen + 1, firstCleaned: old.firstCleaned}
 	if ns.firstCleaned.IsZero() {
 		ns.firstCleaned = now.UTC()
 	}
@@ -278,8 +325,8 @@ func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.Offset
 	if err == nil {
 		err = wf.Sync()
 	}
-	if err == nil {
-		err = wf.Close()
+	if cerr := wf.Close(); err == nil {
+		err = cerr
 	}
 	wf = nil
 	if err == nil {
@@ -298,6 +345,12 @@ func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.Offset
 		ns.minTS, ns.maxTS = old.minTS, old.maxTS
 	}
 	crashPoint("clean:written")
+	if frozen != nil && frozen(old.no) {
+		// Tiering took it meanwhile: the upload reads the old file, so
+		// the rewrite is abandoned before its commit (docs/compaction.md).
+		e.cfg.FS.Remove(ns.path)
+		return errFrozen
+	}
 	meta := ns.meta(sh.name, SegmentSealed)
 	meta.Reindex = true
 	b := e.manifest.NewBatch()
@@ -306,19 +359,24 @@ func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.Offset
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		e.cfg.FS.Remove(ns.path)
+		// The file stays: if the commit took after all, it is the
+		// segment's; if not, the next start removes it.
 		return err
 	}
 	crashPoint("clean:committed")
+	// Past the commit the new generation is the segment's: the swap is
+	// always made, and what fails before it is left to the reindex flag
+	// (the next start rebuilds the index entries).
 	if err := del.Commit(pebble.NoSync); err != nil {
-		return err
+		e.log.Warn("deleting a cleaned segment's dropped records' key entries; ReadByKey skips them", "shard", sh.name, "segment", old.no, "err", err)
 	}
 	// The new generation's index points, before any reader can reach it:
 	// a reader of the old one meanwhile that follows a new durable point
 	// into the old file finds no record there and reads the segment from
 	// its start.
-	if err := e.reindexCleaned(sh, ns, kept, positions); err != nil {
-		return err
+	reindexed := e.reindexCleaned(sh, ns, kept, positions)
+	if reindexed != nil {
+		e.log.Error("indexing a cleaned segment; the next start rebuilds its entries", "shard", sh.name, "segment", old.no, "err", reindexed)
 	}
 	// Readers of the old generation walk its mapping: made now, it outlives
 	// the file's removal (retire lets it go a minute on).
@@ -343,8 +401,10 @@ func (e *Engine) rewriteSegment(sh *shard, rw cleaner.Rewrite, m *cleaner.Offset
 		e.log.Warn("removing a segment's generation its cleaning replaced; the next start removes it", "path", old.path, "err", err)
 	}
 	crashPoint("clean:swapped")
-	if err := e.clearReindex(sh, ns); err != nil {
-		return err
+	if reindexed == nil {
+		if err := e.clearReindex(sh, ns); err != nil {
+			e.log.Warn("clearing a cleaned segment's reindex flag; the next start rebuilds its entries", "shard", sh.name, "segment", old.no, "err", err)
+		}
 	}
 	rep.Segments++
 	rep.RecordsBefore += old.count

@@ -373,6 +373,18 @@ func TestCleanWhileReading(t *testing.T) {
 			}
 		}
 	}()
+	scrubbed := make(chan struct{})
+	go func() { // a scrub meanwhile takes no replaced file for damage
+		defer close(scrubbed)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.Scrub(ctx, "c-0")
+		}
+	}()
 	for i := 0; i < 5; i++ {
 		more := fillMore(t, e, "c-0", 50)
 		for _, r := range more {
@@ -386,8 +398,91 @@ func TestCleanWhileReading(t *testing.T) {
 		}
 	}
 	close(stop)
+	<-scrubbed
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
+	if d := e.Damage("c-0"); d != nil {
+		t.Fatalf("a scrub during the cleanings found damage: %+v", d)
+	}
 	checkCompacted(t, e, "c-0", compacted(all, activeStart(t, e, "c-0"), false))
+}
+
+// A segment tiering begins to upload during the cleaning is left as it
+// is, the cleaning stops there, and the next one goes on.
+func TestCleanStopsAtASegmentFrozenMeanwhile(t *testing.T) {
+	e := open(t, cleanConfig(t.TempDir()))
+	all := fillCompacted(t, e, "c-0", 300)
+	end := activeStart(t, e, "c-0")
+	asked := 0
+	o := cleanNow
+	o.Frozen = func(no uint64) bool {
+		if no == 2 {
+			asked++
+		}
+		return no == 2 && asked > 1 // not when planned, by its commit
+	}
+	rep, err := e.Clean(ctx, "c-0", o)
+	if err != nil || rep.Stopped == "" || rep.Segments != 2 {
+		t.Fatalf("report %+v, %v: want a stop after segments 0 and 1", rep, err)
+	}
+	segs, _ := e.Segments("c-0")
+	if segs[0].Cleaned != 1 || segs[1].Cleaned != 1 || segs[2].Cleaned != 0 {
+		t.Fatalf("generations %d %d %d, want 1 1 0", segs[0].Cleaned, segs[1].Cleaned, segs[2].Cleaned)
+	}
+	if _, err := e.Clean(ctx, "c-0", cleanNow); err != nil {
+		t.Fatal(err)
+	}
+	checkCompacted(t, e, "c-0", compacted(all, end, false))
+}
+
+// A shard deleted, or the engine closed, while a cleaning runs: the
+// cleaning finishes first, nothing of the shard comes back, and the
+// engine opens again.
+func TestCleanRacesDeleteAndClose(t *testing.T) {
+	for _, what := range []string{"delete", "close"} {
+		t.Run(what, func(t *testing.T) {
+			dir := t.TempDir()
+			e := open(t, cleanConfig(dir))
+			fillCompacted(t, e, "c-0", 300)
+			done := make(chan error, 1)
+			started := false
+			crashPoint = func(step string) {
+				if step != "clean:committed" || started {
+					return
+				}
+				started = true
+				go func() {
+					if what == "delete" {
+						done <- e.DeleteShard(ctx, "c-0")
+					} else {
+						done <- e.Close()
+					}
+				}()
+				time.Sleep(50 * time.Millisecond) // let it wait on the cleaning
+			}
+			defer func() { crashPoint = func(string) {} }()
+			if _, err := e.Clean(ctx, "c-0", cleanNow); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			e.Close()
+			e = open(t, cleanConfig(dir))
+			if what == "delete" {
+				if err := e.CreateShard(ctx, "c-0"); err != nil {
+					t.Fatal(err)
+				}
+				if got := storetest.ReadAll(t, e, "c-0", 0); len(got) != 0 {
+					t.Fatalf("the re-created shard serves %d records", len(got))
+				}
+				e.Close()
+				e = open(t, cleanConfig(dir)) // its manifest is whole: no segment of the old one came back
+				if segs, _ := e.Segments("c-0"); len(segs) != 1 {
+					t.Fatalf("the re-created shard has %d segments", len(segs))
+				}
+			}
+		})
+	}
 }

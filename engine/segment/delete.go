@@ -53,6 +53,10 @@ func (e *Engine) DeleteShard(ctx context.Context, name string) error {
 		close(gone)
 	}()
 	<-req.done
+	// A cleaning of the shard finishes first: none writes its manifest
+	// entries back after they go.
+	sh.sealedMu.Lock()
+	defer sh.sealedMu.Unlock()
 	crashPoint("delete:closed")
 	tomb, err := e.bury(name, sh.created)
 	if err != nil {

@@ -439,8 +439,8 @@ func (partitionFiles) scrubSegment(e *Engine, sh *shard, c SegmentMeta) error {
 	path := cleanedPath(sh.dir, c.No, c.Cleaned)
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		if !e.stillSealedLocal(sh.name, c.No) {
-			return nil // dropped since the list was read (retention, tiering)
+		if !e.stillSealedLocal(sh.name, c.No, c.Cleaned) {
+			return nil // dropped since the list was read (retention, tiering), or cleaned
 		}
 		return &scrubbed{c.No, c.StartOffset, fmt.Errorf("scrub %s: %w: %v", path, record.ErrCorrupt, err)}
 	}

@@ -224,7 +224,7 @@ func (e *Engine) loadPoints(name string, s *segment) {
 		if off-s.start <= math.MaxUint32 && pos <= math.MaxUint32 {
 			pts = append(pts, memPoint{rel: uint32(off - s.start), pos: uint32(pos)})
 		}
-	}); err != nil || len(pts) == 0 || pts[0].rel != 0 {
+	}); err != nil || len(pts) == 0 || (pts[0].rel != 0 && s.cleaned == 0) { // a cleaned segment's first record may be past its start
 		if err != nil {
 			e.log.Warn("loading a segment's offset points", "shard", name, "segment", s.no, "err", err)
 		}

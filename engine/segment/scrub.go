@@ -53,14 +53,16 @@ func (e *Engine) Scrub(ctx context.Context, name string) error {
 
 // stillSealedLocal reports whether the manifest still holds segment no of
 // shard name as a local sealed segment.
-func (e *Engine) stillSealedLocal(name string, no uint64) bool {
+func (e *Engine) stillSealedLocal(name string, no, generation uint64) bool {
 	segs, err := loadSegments(e.manifest, name)
 	if err != nil {
 		return true // unknown: a missing file is damage until shown otherwise
 	}
 	for _, c := range segs {
 		if c.No == no {
-			return c.State == SegmentSealed
+			// A cleaning replaced the file since the list was read: its
+			// new generation is the next scrub's.
+			return c.State == SegmentSealed && c.Cleaned == generation
 		}
 	}
 	return false

@@ -165,7 +165,10 @@ func (w *worker) process(batch []request) {
 			commitIndex()
 			// Appends earlier in this batch were written but not synced:
 			// they are answered with the deletion's error, never acknowledged.
-			for _, seg := range req.shard.segments {
+			req.shard.mu.RLock() // a cleaning may swap a sealed one meanwhile
+			segs := req.shard.segments
+			req.shard.mu.RUnlock()
+			for _, seg := range segs {
 				if seg.wf != nil {
 					seg.wf.Close()
 					seg.wf = nil
